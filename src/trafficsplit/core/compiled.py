@@ -1,0 +1,210 @@
+"""Compiled splits and generations: the immutable values the dataplane decides with.
+
+A generation is built once (compile, check) and then only read, so the processor can swap it atomically and a
+request in flight keeps the one it started with. Everything a per-request decision needs is precomputed here: the
+running sums, the eligible-only failover weights, compiled match patterns, the host index.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from trafficsplit.core.cookie import CookieSettings
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.spec import MatchKind, MatchType, SplitSpec
+from trafficsplit.core.weights import Weights
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    address: str
+    port: int
+    ready: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledBackend:
+    name: str
+    weight: int
+    cluster: str
+    service: str
+    port: int
+    endpoints: tuple[Endpoint, ...] = ()
+
+    @property
+    def ready_endpoints(self) -> tuple[Endpoint, ...]:
+        return tuple(e for e in self.endpoints if e.ready)
+
+    @property
+    def eligible(self) -> bool:
+        """SPEC §6: a backend with no ready endpoint is not eligible."""
+        return any(e.ready for e in self.endpoints)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledMatch:
+    kind: MatchKind
+    name: str
+    exact: str | None
+    pattern: re.Pattern[str] | None
+    backend_index: int
+
+    def matches(self, value: str | None) -> bool:
+        if value is None:
+            return False
+        if self.pattern is not None:
+            return self.pattern.fullmatch(value) is not None
+        return value == self.exact
+
+
+def cluster_name(namespace: str, split: str, backend: str) -> str:
+    """One Envoy cluster per (split, backend). '/' never occurs in Kubernetes names, so the name is unambiguous."""
+    return f"{namespace}/{split}/{backend}"
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSplit:
+    namespace: str
+    name: str
+    hosts: tuple[str, ...]
+    backends: tuple[CompiledBackend, ...]
+    cookie: CookieSettings | None = None
+    endpoint_affinity: bool = False
+    matches: tuple[CompiledMatch, ...] = ()
+    debug_headers: bool = False
+    weights: Weights = field(init=False)
+    # Failover (SPEC §6): the eligible backends' own weights and order, and their indexes in `backends`.
+    # None when every backend is eligible (nothing to fail over) or when no eligible backend carries weight.
+    failover: tuple[Weights, tuple[int, ...]] | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "weights", Weights.of((b.name, b.weight) for b in self.backends))
+        object.__setattr__(self, "failover", _failover_weights(self.backends))
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def sticky(self) -> bool:
+        return self.cookie is not None
+
+
+def _failover_weights(backends: Sequence[CompiledBackend]) -> tuple[Weights, tuple[int, ...]] | None:
+    if all(b.eligible or b.weight == 0 for b in backends):
+        return None
+    idx = tuple(i for i, b in enumerate(backends) if b.eligible and b.weight > 0)
+    if not idx:
+        return None
+    return Weights.of((backends[i].name, backends[i].weight) for i in idx), idx
+
+
+def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] | None = None) -> CompiledSplit:
+    """Compile a parsed spec. `endpoints` maps backend name → its endpoints with readiness; a backend missing from it
+    uses the spec's static endpoints (local mode), which count as ready."""
+    endpoints = endpoints or {}
+    index = {b.name: i for i, b in enumerate(spec.backends)}
+    backends = tuple(
+        CompiledBackend(
+            name=b.name,
+            weight=b.weight,
+            cluster=cluster_name(spec.namespace, spec.name, b.name),
+            service=b.service,
+            port=b.port,
+            endpoints=tuple(endpoints[b.name])
+            if b.name in endpoints
+            else tuple(Endpoint(e.address, e.port) for e in b.endpoints),
+        )
+        for b in spec.backends
+    )
+    matches = tuple(
+        CompiledMatch(
+            kind=m.kind,
+            name=m.name,
+            exact=m.value if m.type is MatchType.EXACT else None,
+            pattern=re.compile(m.value) if m.type is MatchType.REGULAR_EXPRESSION else None,
+            backend_index=index[m.backend],
+        )
+        for m in spec.matches
+    )
+    return CompiledSplit(
+        namespace=spec.namespace,
+        name=spec.name,
+        hosts=spec.hosts,
+        backends=backends,
+        cookie=spec.cookie,
+        endpoint_affinity=spec.endpoint_affinity,
+        matches=matches,
+        debug_headers=spec.debug_headers,
+    )
+
+
+def normalize_authority(authority: str) -> str:
+    """The host of an :authority, lowercased, without port (IPv6 literals keep their brackets)."""
+    a = authority.strip().lower()
+    if a.startswith("["):
+        end = a.find("]")
+        return a[: end + 1] if end != -1 else a
+    host, _, _ = a.partition(":")
+    return host.rstrip(".")
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    split: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One versioned, whole set of compiled splits. Held whole or not at all; numbers only grow."""
+
+    number: int
+    splits: tuple[CompiledSplit, ...]
+    by_host: Mapping[str, CompiledSplit] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        index: dict[str, CompiledSplit] = {}
+        problems: list[str] = []
+        for s in self.splits:
+            for h in s.hosts:
+                if h in index:
+                    problems.append(f"host {h!r} is served by both {index[h].key} and {s.key}")
+                index[h] = s
+        if self.number < 1:
+            problems.append(f"generation number must be >= 1, got {self.number}")
+        if problems:
+            raise SpecError(problems)
+        object.__setattr__(self, "by_host", MappingProxyType(index))
+
+    def split_for(self, authority: str) -> CompiledSplit | None:
+        return self.by_host.get(normalize_authority(authority))
+
+    def clusters(self) -> dict[str, CompiledBackend]:
+        return {b.cluster: b for s in self.splits for b in s.backends}
+
+
+def assemble_generation(number: int, splits: Iterable[CompiledSplit]) -> tuple[Generation, tuple[Rejection, ...]]:
+    """Build a generation, dropping any split that claims a host an earlier split (in the given order) holds.
+
+    Callers order splits oldest first, so the split that held a host keeps it and the newcomer is rejected, as
+    Gateway API resolves listener conflicts.
+    """
+    kept: list[CompiledSplit] = []
+    owner: dict[str, str] = {}
+    rejected: list[Rejection] = []
+    for s in splits:
+        clash = [h for h in s.hosts if h in owner]
+        if clash:
+            rejected.append(
+                Rejection(s.key, "HostConflict", f"host {clash[0]!r} is already served by {owner[clash[0]]}")
+            )
+            continue
+        for h in s.hosts:
+            owner[h] = s.key
+        kept.append(s)
+    return Generation(number, tuple(kept)), tuple(rejected)

@@ -1,0 +1,114 @@
+"""The affinity cookie (SPEC §4): mint a handle, read it back from Cookie lines, render Set-Cookie.
+
+The value is an opaque affinity handle, never a credential: a forged one can only choose among backends the operator
+already configured. Reading is strict about what counts (cookie-octets, at most 256 bytes) and lenient about
+everything else (bad pairs are skipped), so a malformed cookie re-sessions instead of mis-routing or failing.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+MAX_COOKIE_VALUE_BYTES = 256
+_COUNTER_BITS = 48
+_COUNTER_MASK = (1 << _COUNTER_BITS) - 1
+
+# RFC 6265 §4.1.1 cookie-octet: %x21 / %x23-2B / %x2D-3A / %x3C-5B / %x5D-7E
+_COOKIE_OCTETS = frozenset(
+    chr(c) for c in [0x21, *range(0x23, 0x2C), *range(0x2D, 0x3B), *range(0x3C, 0x5C), *range(0x5D, 0x7F)]
+)
+# RFC 7230 token characters, which RFC 6265 uses for cookie names.
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def is_token(name: str) -> bool:
+    """True for a valid RFC 6265 cookie name (an RFC 7230 token)."""
+    return bool(name) and all(c in _TOKEN_CHARS for c in name)
+
+
+def is_cookie_value(value: str) -> bool:
+    """True for a usable affinity value: cookie-octets only, 1..256 bytes."""
+    return 0 < len(value) <= MAX_COOKIE_VALUE_BYTES and all(c in _COOKIE_OCTETS for c in value)
+
+
+def read_cookie(lines: Iterable[str], name: str) -> str | None:
+    """The value of cookie `name`: the first valid match across all Cookie header lines, else None.
+
+    Each line is a `;`-separated list of `name=value` pairs. Names compare exactly; whitespace around pairs and values
+    is trimmed; a value in double quotes is unquoted. Pairs without `=`, with an invalid name, or with a value that is
+    not 1..256 cookie-octets are skipped, so such a cookie counts as absent unless a later valid duplicate follows.
+    """
+    for line in lines:
+        if name not in line:  # cheap reject: most Cookie lines carry other cookies only
+            continue
+        for pair in line.split(";"):
+            key, sep, value = pair.partition("=")
+            if not sep or key.strip() != name:
+                continue
+            value = value.strip()
+            if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+                value = value[1:-1]
+            if is_cookie_value(value):
+                return value
+    return None
+
+
+def mint_affinity_id(now_ms: int, counter: int) -> str:
+    """24 lowercase hex: 12 of Unix time in ms, 12 of a per-process counter."""
+    return f"{now_ms & _COUNTER_MASK:012x}{counter & _COUNTER_MASK:012x}"
+
+
+class AffinityMinter:
+    """Mints affinity ids for one process.
+
+    The counter starts at a random 48-bit offset so that two replicas started in the same millisecond do not mint the
+    same sequence. One instance per process, owned by whoever serves requests (no module-level state).
+    """
+
+    __slots__ = ("_clock_ms", "_counter")
+
+    def __init__(self, clock_ms: Callable[[], int] | None = None, start: int | None = None) -> None:
+        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._counter = secrets.randbits(_COUNTER_BITS) if start is None else start & _COUNTER_MASK
+
+    def mint(self) -> str:
+        self._counter = (self._counter + 1) & _COUNTER_MASK
+        return mint_affinity_id(self._clock_ms(), self._counter)
+
+
+class SameSite(StrEnum):
+    STRICT = "Strict"
+    LAX = "Lax"
+    NONE = "None"
+
+
+@dataclass(frozen=True, slots=True)
+class CookieSettings:
+    """What a TrafficSplit says about its sticky cookie; defaults are SPEC §4's."""
+
+    name: str
+    path: str = "/"
+    max_age: int | None = None
+    domain: str | None = None
+    secure: bool = False
+    http_only: bool = True
+    same_site: SameSite = SameSite.LAX
+
+
+def render_set_cookie(settings: CookieSettings, value: str) -> str:
+    """The Set-Cookie header value carrying `value` with the configured attributes."""
+    parts = [f"{settings.name}={value}", f"Path={settings.path}"]
+    if settings.max_age is not None:
+        parts.append(f"Max-Age={settings.max_age}")
+    if settings.domain:
+        parts.append(f"Domain={settings.domain}")
+    if settings.secure:
+        parts.append("Secure")
+    if settings.http_only:
+        parts.append("HttpOnly")
+    parts.append(f"SameSite={settings.same_site.value}")
+    return "; ".join(parts)

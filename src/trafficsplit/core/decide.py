@@ -1,0 +1,78 @@
+"""The per-request decision (SPEC §3, §6): which key, which backend, and why.
+
+Order: the key is chosen first (cookie, else minted, else request id); then an explicit match rule decides, else the
+weighted pick over the key's hash; a pick that lands on an ineligible backend is re-picked over the eligible ones
+with the same hash. Every decision carries its path so the dataplane can count and disclose it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from trafficsplit.core.compiled import CompiledBackend, CompiledSplit
+from trafficsplit.core.cookie import AffinityMinter, read_cookie, render_set_cookie
+from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.spec import MatchKind
+
+
+class KeySource(StrEnum):
+    COOKIE = "cookie"
+    MINTED = "minted"
+    REQUEST_ID = "request-id"
+
+
+class DecisionPath(StrEnum):
+    WEIGHTED = "weighted"
+    MATCH = "match"
+    FAILOVER = "failover"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    backend: CompiledBackend
+    key: str
+    key_source: KeySource
+    path: DecisionPath
+    set_cookie: str | None = None  # the Set-Cookie value when the key was minted
+
+
+def choose_key(
+    split: CompiledSplit, cookie_lines: Sequence[str], request_id: str, minter: AffinityMinter
+) -> tuple[str, KeySource]:
+    if split.cookie is None:
+        return request_id, KeySource.REQUEST_ID
+    value = read_cookie(cookie_lines, split.cookie.name)
+    if value is not None:
+        return value, KeySource.COOKIE
+    return minter.mint(), KeySource.MINTED
+
+
+def pick_backend(split: CompiledSplit, h: int) -> tuple[int, DecisionPath]:
+    """The weighted pick for hash `h`, with SPEC §6 failover: only keys whose backend is ineligible move."""
+    i = split.weights.pick_index(h)
+    if split.failover is None or split.backends[i].eligible:
+        return i, DecisionPath.WEIGHTED
+    weights, index = split.failover
+    return index[weights.pick_index(h)], DecisionPath.FAILOVER
+
+
+def decide(
+    split: CompiledSplit,
+    *,
+    cookie_lines: Sequence[str],
+    request_id: str,
+    header: Callable[[str], str | None],
+    minter: AffinityMinter,
+) -> Decision:
+    """Decide one request. `header(name)` returns a request header's value (lowercase name) or None."""
+    key, source = choose_key(split, cookie_lines, request_id, minter)
+    set_cookie = render_set_cookie(split.cookie, key) if source is KeySource.MINTED and split.cookie else None
+    for m in split.matches:
+        value = header(m.name) if m.kind is MatchKind.HEADER else read_cookie(cookie_lines, m.name)
+        # A rule whose backend cannot serve is passed over: availability ranks above an A/B assignment.
+        if m.matches(value) and split.backends[m.backend_index].eligible:
+            return Decision(split.backends[m.backend_index], key, source, DecisionPath.MATCH, set_cookie)
+    i, path = pick_backend(split, key_hash(key))
+    return Decision(split.backends[i], key, source, path, set_cookie)

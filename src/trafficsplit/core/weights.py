@@ -1,0 +1,124 @@
+"""Weighted backend lists and the stateless weighted pick (SPEC §2).
+
+A `Weights` value is the ordered (name, weight) list a TrafficSplit declares. The pick walks the running sums; it keeps
+no counters, so two replicas holding the same weights answer the same for the same key.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.hashing import key_hash
+
+MAX_WEIGHT = 1_000_000
+MAX_BACKENDS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """An ordered, validated list of (backend name, weight) with total > 0."""
+
+    names: tuple[str, ...]
+    weights: tuple[int, ...]
+    # Running sums, precomputed once so a pick is one bisect.
+    _bounds: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        problems = weight_problems(self.names, self.weights)
+        if problems:
+            raise SpecError(problems)
+        bounds: list[int] = []
+        running = 0
+        for w in self.weights:
+            running += w
+            bounds.append(running)
+        object.__setattr__(self, "_bounds", tuple(bounds))
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[str, int]]) -> Weights:
+        items = list(pairs)
+        return cls(tuple(n for n, _ in items), tuple(w for _, w in items))
+
+    @property
+    def total(self) -> int:
+        return self._bounds[-1]
+
+    def items(self) -> list[tuple[str, int]]:
+        return list(zip(self.names, self.weights, strict=True))
+
+    def weight_of(self, name: str) -> int:
+        return self.weights[self.names.index(name)]
+
+    def owner_of_slot(self, slot: int) -> int:
+        """Index of the backend whose running sum first exceeds `slot` (0 <= slot < total)."""
+        return bisect_right(self._bounds, slot)
+
+    def pick_index(self, h: int) -> int:
+        """The backend index for a key hash: slot = h % total, then the running-sum walk."""
+        return bisect_right(self._bounds, h % self._bounds[-1])
+
+    def pick(self, key: str) -> str:
+        return self.names[self.pick_index(key_hash(key))]
+
+    def format(self) -> str:
+        """`stable=95,canary=5`, the form the CLI takes and the printer column shows."""
+        return ",".join(f"{n}={w}" for n, w in self.items())
+
+
+def weight_problems(names: Sequence[str], weights: Sequence[int], field_path: str = "backends") -> list[str]:
+    """Every reason a weight list is not a valid split, each naming the field; empty when valid."""
+    problems: list[str] = []
+    if len(names) != len(weights):
+        problems.append(f"{field_path}: {len(names)} names but {len(weights)} weights")
+        return problems
+    if not names:
+        problems.append(f"{field_path}: at least one backend is required")
+        return problems
+    if len(names) > MAX_BACKENDS:
+        problems.append(f"{field_path}: {len(names)} backends, at most {MAX_BACKENDS} are allowed")
+    seen: set[str] = set()
+    for i, (name, w) in enumerate(zip(names, weights, strict=True)):
+        if not name:
+            problems.append(f"{field_path}[{i}].name: must not be empty")
+        if name in seen:
+            problems.append(f"{field_path}[{i}].name: duplicate backend name {name!r}")
+        seen.add(name)
+        if isinstance(w, bool) or not isinstance(w, int):
+            problems.append(f"{field_path}[{i}].weight: must be an integer, got {w!r}")
+        elif w < 0:
+            problems.append(f"{field_path}[{i}].weight: must be >= 0, got {w}")
+        elif w > MAX_WEIGHT:
+            problems.append(f"{field_path}[{i}].weight: must be <= {MAX_WEIGHT}, got {w}")
+    if not problems and sum(weights) <= 0:
+        problems.append(f"{field_path}: the total weight must be > 0")
+    return problems
+
+
+def parse_weights(text: str) -> Weights:
+    """Parse `stable=95,canary=5`; raises SpecError naming the bad part."""
+    pairs: list[tuple[str, int]] = []
+    problems: list[str] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, sep, raw = part.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            problems.append(f"{part!r}: expected NAME=WEIGHT")
+            continue
+        raw = raw.strip()
+        try:
+            if not raw.lstrip("-").isdigit():
+                raise ValueError(raw)
+            weight = int(raw)
+        except ValueError:
+            problems.append(f"{name}: weight {raw!r} is not an integer")
+            continue
+        pairs.append((name, weight))
+    if problems:
+        raise SpecError(problems)
+    return Weights.of(pairs)
