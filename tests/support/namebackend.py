@@ -6,7 +6,8 @@ pods free of dependencies and starts in well under a second inside a network nam
     python -m tests.support.namebackend --name blue --port 8080
 
 Every request gets 200 with body = the name and header ``x-backend: <name>``. ``/echo`` answers JSON with the name,
-method, path and the request headers it received, so a test can check what a proxy added or stripped.
+method, path and the request headers it received (names lower-cased, as HTTP/2 carries them), so a test can check
+what a proxy added or stripped.
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ def make_handler(name: str) -> type[BaseHTTPRequestHandler]:
                 self.rfile.read(length)
             if self.path.split("?", 1)[0] == "/echo":
                 body = json.dumps(
-                    {"name": name, "method": self.command, "path": self.path, "headers": dict(self.headers.items())}
+                    {
+                        "name": name,
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                    }
                 ).encode()
                 ctype = "application/json"
             else:
@@ -47,7 +53,7 @@ def make_handler(name: str) -> type[BaseHTTPRequestHandler]:
 
         do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _answer
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - signature fixed by the base class
+        def log_message(self, format: str, *args: object) -> None:
             # Quiet: a load test would otherwise fill the pytest capture with one line per request.
             pass
 

@@ -162,15 +162,17 @@ class TestPods:
             _ip("link", "set", peer_if, "netns", netns)
             _ip("-n", netns, "link", "set", peer_if, "name", "eth0")
             _ip("-n", netns, "link", "set", "lo", "up")
-            host_addr, pod_addr = self._assign(host_if, netns)
+            pod_addr = self._assign(host_if, netns)
             _ip("link", "set", host_if, "up")
             _ip("-n", netns, "link", "set", "eth0", "up")
             pod = Pod(name=name, ip=pod_addr, port=self.port, netns=netns, host_if=host_if)
             log = self.log_dir / f"{netns}.log"
             with log.open("wb") as out:
                 proc = subprocess.Popen(
-                    ["ip", "netns", "exec", netns, sys.executable, "-m", "tests.support.namebackend"]
-                    + ["--name", name, "--port", str(self.port)],
+                    [
+                        *("ip", "netns", "exec", netns, sys.executable, "-m", "tests.support.namebackend"),
+                        *("--name", name, "--port", str(self.port)),
+                    ],
                     cwd=REPO_ROOT,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -185,19 +187,23 @@ class TestPods:
         self._wait_ready(running, timeout)
         return pod
 
-    def _assign(self, host_if: str, netns: str) -> tuple[str, str]:
-        """Pick a /30 no interface on this machine uses (parallel runs share the root namespace) and assign it."""
+    def _assign(self, host_if: str, netns: str) -> str:
+        """Give the veth a /30 no interface on this machine uses yet; return the pod's address.
+
+        Concurrent runs share the root namespace, and the kernel would accept the same subnet on two links (making
+        routing ambiguous), so look at what is in use and start at a random /30 to make a race very unlikely.
+        """
         subnets = list(POD_RANGE.subnets(new_prefix=30))
-        start = random.randrange(len(subnets))  # a random start keeps concurrent runs from racing for the same /30
+        used = _used_networks()
+        start = random.randrange(len(subnets))
         for i in range(len(subnets)):
             subnet = subnets[(start + i) % len(subnets)]
-            if any(subnet.overlaps(u) for u in _used_networks()):
+            if any(subnet.overlaps(u) for u in used):
                 continue
             host, pod = (str(h) for h in subnet.hosts())
-            if _ip("addr", "add", f"{host}/30", "dev", host_if, check=False).returncode != 0:
-                continue  # lost a race for this subnet
+            _ip("addr", "add", f"{host}/30", "dev", host_if)
             _ip("-n", netns, "addr", "add", f"{pod}/30", "dev", "eth0")
-            return host, pod
+            return pod
         raise RuntimeError(f"no free /30 left in {POD_RANGE}")
 
     def _wait_ready(self, running: _Running, timeout: float) -> None:
