@@ -17,6 +17,7 @@ Fixtures (mark tests ``@pytest.mark.k8s``):
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import datetime
 import itertools
 import os
@@ -50,6 +51,7 @@ BUILD_SCRIPT = REPO_ROOT / "hack" / "build-controlplane.sh"
 # The service-account issuer a real cluster uses by default; tokens minted by TokenRequest carry it.
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 _ns_counter = itertools.count(1)
+WORK_PREFIX = "trafficsplit-kube-"
 
 
 @dataclass(frozen=True)
@@ -339,6 +341,21 @@ def _tail(path: Path, lines: int = 60) -> str:
         return "(no log)"
 
 
+def _die_with_parent() -> None:
+    """Runs in the child before exec: ask the kernel to SIGTERM it when pytest dies. A session killed by a timeout or
+    Ctrl-C twice runs no finalizers, and etcd/apiserver (in their own process group) would otherwise live on."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _sweep_stale_work_dirs() -> None:
+    """Remove data dirs of earlier sessions that died without teardown (the pid is part of the name)."""
+    for d in Path(tempfile.gettempdir()).glob(f"{WORK_PREFIX}*"):
+        pid = d.name[len(WORK_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def _stop(proc: subprocess.Popen[Any] | None, timeout: float = 10) -> None:
     if proc is None or proc.poll() is not None:
         return
@@ -377,7 +394,8 @@ def _wait_http(
 def control_plane(binaries: Binaries | None = None, *, start_timeout: float = 90) -> Iterator[ControlPlane]:
     """Start etcd + kube-apiserver, yield a :class:`ControlPlane`, then stop both and delete their data."""
     bins = binaries or ensure_binaries()
-    work = Path(tempfile.mkdtemp(prefix="trafficsplit-kube-"))
+    _sweep_stale_work_dirs()
+    work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-"))
     etcd_proc: subprocess.Popen[bytes] | None = None
     api_proc: subprocess.Popen[bytes] | None = None
     try:
@@ -403,6 +421,7 @@ def control_plane(binaries: Binaries | None = None, *, start_timeout: float = 90
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, so teardown kills only what we started
+                preexec_fn=_die_with_parent,
             )
         _wait_http(f"{etcd_url}/health", None, etcd_proc, start_timeout, "etcd", etcd_log)
 
@@ -437,6 +456,7 @@ def control_plane(binaries: Binaries | None = None, *, start_timeout: float = 90
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         ctx = ssl.create_default_context(cafile=str(pki.ca))
         ctx.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
