@@ -7,6 +7,7 @@ everything else (bad pairs are skipped), so a malformed cookie re-sessions inste
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterable
@@ -17,10 +18,11 @@ MAX_COOKIE_VALUE_BYTES = 256
 _COUNTER_BITS = 48
 _COUNTER_MASK = (1 << _COUNTER_BITS) - 1
 
-# RFC 6265 §4.1.1 cookie-octet: %x21 / %x23-2B / %x2D-3A / %x3C-5B / %x5D-7E
-_COOKIE_OCTETS = frozenset(
-    chr(c) for c in [0x21, *range(0x23, 0x2C), *range(0x2D, 0x3B), *range(0x3C, 0x5C), *range(0x5D, 0x7F)]
-)
+# RFC 6265 §4.1.1 cookie-octet (%x21 / %x23-2B / %x2D-3A / %x3C-5B / %x5D-7E), 1..256 of them, as one compiled
+# pattern: the per-request check runs in C, not per character.
+_COOKIE_VALUE = re.compile(rf"[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]{{1,{MAX_COOKIE_VALUE_BYTES}}}")
+# RFC 6265 OWS: only SP and HTAB are trimmed; str.strip() would also eat controls and Unicode spaces.
+_OWS = " \t"
 # RFC 7230 token characters, which RFC 6265 uses for cookie names.
 _TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
@@ -32,7 +34,7 @@ def is_token(name: str) -> bool:
 
 def is_cookie_value(value: str) -> bool:
     """True for a usable affinity value: cookie-octets only, 1..256 bytes."""
-    return 0 < len(value) <= MAX_COOKIE_VALUE_BYTES and all(c in _COOKIE_OCTETS for c in value)
+    return _COOKIE_VALUE.fullmatch(value) is not None
 
 
 def read_cookie(lines: Iterable[str], name: str) -> str | None:
@@ -47,12 +49,12 @@ def read_cookie(lines: Iterable[str], name: str) -> str | None:
             continue
         for pair in line.split(";"):
             key, sep, value = pair.partition("=")
-            if not sep or key.strip() != name:
+            if not sep or key.strip(_OWS) != name:
                 continue
-            value = value.strip()
+            value = value.strip(_OWS)
             if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
                 value = value[1:-1]
-            if is_cookie_value(value):
+            if _COOKIE_VALUE.fullmatch(value) is not None:
                 return value
     return None
 

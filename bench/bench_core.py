@@ -1,0 +1,91 @@
+"""Per-request cost of the pure core: the pick, cookie reading, and a whole decide(), for several split sizes.
+
+Why: the extproc calls decide() once per request on the gateway's hot path, so its cost bounds the dataplane's
+throughput. Not a test: figures are printed next to the target, never asserted (they depend on the machine and its
+load; run it on an idle machine and read the best-of-N figures).
+
+    PYTHONPATH=src python bench/bench_core.py [--repeat 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import timeit
+from collections.abc import Callable
+
+from trafficsplit.core.compiled import CompiledSplit, compile_split
+from trafficsplit.core.cookie import AffinityMinter, read_cookie
+from trafficsplit.core.decide import decide
+from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.spec import parse_split
+from trafficsplit.core.weights import MAX_BACKENDS, Weights
+
+TARGET_NS = 5_000  # the whole per-request core work with 2 backends
+KEY = "0193f1c2a4b5000000000001"
+# A realistic browser Cookie line: analytics, preferences, a CSRF token, ours, a language.
+COOKIE_LINE = f"_ga=GA1.2.1234567890.1700000000; theme=dark; csrftoken=Zx9cQk2LmN8pR4tV; ts-shop={KEY}; lang=en-GB"
+# 100 backends is above the validated maximum (MAX_BACKENDS), so the largest case is that maximum.
+SIZES = (2, 10, MAX_BACKENDS)
+
+
+def ns_per_call(fn: Callable[[], object], repeat: int) -> float:
+    """Best of `repeat` runs (the least disturbed by the OS), each long enough to be timed reliably."""
+    timer = timeit.Timer(fn)
+    number, _ = timer.autorange()
+    return min(timer.repeat(repeat=repeat, number=number)) / number * 1e9
+
+
+def sticky_split(n: int) -> CompiledSplit:
+    backends = [{"name": f"b{i}", "weight": max(100 // n, 1)} for i in range(n)]
+    spec = {"hosts": ["shop.example.com"], "backends": backends, "sticky": {"cookie": {"name": "ts-shop"}}}
+    return compile_split(parse_split("prod", "shop", spec))
+
+
+def no_header(_name: str) -> str | None:
+    return None
+
+
+def measure(n: int, repeat: int) -> dict[str, float]:
+    weights = Weights.of((f"b{i}", max(100 // n, 1)) for i in range(n))
+    split = sticky_split(n)
+    minter = AffinityMinter()
+    with_cookie = [COOKIE_LINE]
+    without = ["theme=dark; lang=en-GB"]
+
+    def cookie_pick() -> str:
+        return weights.pick(read_cookie(with_cookie, "ts-shop") or "")
+
+    def decide_cookie() -> object:
+        return decide(split, cookie_lines=with_cookie, request_id="r", header=no_header, minter=minter)
+
+    def decide_mint() -> object:
+        return decide(split, cookie_lines=without, request_id="r", header=no_header, minter=minter)
+
+    return {
+        "key_hash": ns_per_call(lambda: key_hash(KEY), repeat),
+        "pick": ns_per_call(lambda: weights.pick(KEY), repeat),
+        "cookie+pick": ns_per_call(cookie_pick, repeat),
+        "decide/cookie": ns_per_call(decide_cookie, repeat),
+        "decide/mint": ns_per_call(decide_mint, repeat),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="ns per call of the core's per-request work")
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    columns = ("key_hash", "pick", "cookie+pick", "decide/cookie", "decide/mint")
+    print(f"{'backends':>8}" + "".join(f"{c:>15}" for c in columns))
+    results = {n: measure(n, args.repeat) for n in SIZES}
+    for n, row in results.items():
+        print(f"{n:>8}" + "".join(f"{row[c]:>12.0f} ns" for c in columns))
+    two = results[2]
+    for case in ("decide/cookie", "decide/mint"):
+        verdict = "within" if two[case] <= TARGET_NS else "ABOVE"
+        print(
+            f"2 backends, {case}: {two[case]:.0f} ns vs target {TARGET_NS} ns ({two[case] / TARGET_NS:.2f}x, {verdict})"
+        )
+
+
+if __name__ == "__main__":
+    main()

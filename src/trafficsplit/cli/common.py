@@ -1,0 +1,56 @@
+"""What every subcommand shares: one-line errors with exit code 2, JSON output, share formatting.
+
+Bad input is a user's typo, not a crash: it exits 2 with ONE line on stderr naming the problem, never a usage dump or a
+traceback, so scripts can match on it and people can read it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any, NoReturn, TextIO
+
+from trafficsplit.core.errors import SpecError
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+Handler = Callable[[argparse.Namespace, TextIO], int]
+
+
+class UsageError(Exception):
+    """A bad argument the core did not see (e.g. a rule only the CLI enforces); exits 2 like a SpecError."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but an error is one line on stderr and exit 2 (argparse's own code), without the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object (shapes in docs/cli.md)")
+
+
+def emit_json(obj: Any, out: TextIO) -> None:
+    out.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def fail(prog: str, exc: SpecError | UsageError) -> int:
+    # SpecError joins its problems with "; " so the message stays on one line; newlines are flattened to be sure.
+    message = " ".join(str(exc).split())
+    sys.stderr.write(f"{prog}: error: {message}\n")
+    return EXIT_USAGE
+
+
+def pct(share: Fraction | float, digits: int = 2) -> str:
+    return f"{float(share) * 100:.{digits}f}%"
+
+
+def fraction_text(share: Fraction) -> str:
+    return f"{share.numerator}/{share.denominator}"

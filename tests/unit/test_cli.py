@@ -1,0 +1,164 @@
+"""The CLI: figures and JSON shapes (docs/cli.md) from main() in-process, plus one real `python -m` run."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from trafficsplit.cli.main import SUBCOMMANDS, main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0 and err == ""
+    return json.loads(out)
+
+
+def test_pick_json(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_json(capsys, "pick", "--weights", "stable=95,canary=5", "0193f1c2a4b5000000000001", "")
+    assert doc == {
+        "picks": [
+            {"key": "0193f1c2a4b5000000000001", "backend": "stable", "slot": 38, "total": 100},
+            {"key": "", "backend": "stable", "slot": 89, "total": 100},
+        ]
+    }
+
+
+def test_pick_text(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "pick", "--weights", "stable=80,canary=20", "a", "")
+    assert code == 0
+    assert out.splitlines()[0].split() == ["a", "stable", "(slot", "21", "of", "100)"]
+    assert "canary" in out.splitlines()[1]
+
+
+def test_plan_json_keeping_the_total(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_json(capsys, "plan", "--from", "stable=95,canary=5", "--to", "stable=90,canary=10")
+    assert doc["moved_share"] == 0.05 and doc["total_changed"] is False and doc["exact"] is True
+    assert doc["moves"] == [{"from": "stable", "to": "canary", "share": 0.05}]
+    assert doc["suggestion"] is None
+
+
+def test_plan_json_changing_the_total(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_json(capsys, "plan", "--from", "stable=95,canary=5", "--to", "stable=95,canary=10")
+    assert doc["moved_fraction"] == "19/140" and doc["total_changed"] is True and doc["period"] == 2100
+    assert {(m["from"], m["to"]) for m in doc["moves"]} == {("stable", "canary"), ("canary", "stable")}
+    assert sum(m["share"] for m in doc["moves"]) == pytest.approx(doc["moved_share"])
+    assert doc["suggestion"] == {"weights": "stable=90,canary=10", "total": 100, "moved_share": 0.05}
+
+
+def test_plan_text_warns_when_the_total_changes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "--from", "stable=95,canary=5", "--to", "stable=95,canary=10")
+    assert code == 0
+    assert "warning: the total changes (100 -> 105)" in out and "13.6% move where 4.5% would do" in out
+    assert "--to stable=90,canary=10" in out
+    _, quiet, _ = run(capsys, "plan", "--from", "stable=95,canary=5", "--to", "stable=90,canary=10")
+    assert "warning" not in quiet
+
+
+def test_plan_adding_a_backend_is_allowed(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_json(capsys, "plan", "--from", "a=50,b=50", "--to", "a=50,b=50,c=1")
+    assert doc["moved_fraction"] == "51/101"
+
+
+def test_plan_sample_is_an_estimate(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_json(capsys, "plan", "--from", "stable=95,canary=5", "--to", "stable=90,canary=10", "--sample", "2000")
+    assert doc["exact"] is False and doc["samples"] == 2000
+    assert doc["moved_share"] == pytest.approx(0.05, abs=0.03)
+
+
+def test_simulate_json(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_json(capsys, "simulate", "--clients", "major:1:2000,medium:9:400,minor:90:50", "--replicas", "3")
+    assert doc["clients"] == 100 and doc["requests"] == 10100
+    assert set(doc["rules"]) == {"non-sticky", "sticky-modulo", "sticky-consistent"}
+    for rule in doc["rules"].values():
+        assert set(rule) >= {"load", "imbalance", "load_after_add", "imbalance_after_add", "busiest_drop"}
+        assert len(rule["load"]) == 3 and len(rule["load_after_add"]) == 4
+    assert doc["rules"]["non-sticky"]["load"] == [3367, 3367, 3366]
+    assert set(doc["rebinding"]) == set(doc["loss"]) == set(doc["rules"])
+    assert doc["loss"]["non-sticky"] == {"sessions": 0, "request_share": 0.0}
+    assert doc["serial_fraction"] == pytest.approx(2000 / 10100)
+    assert [a["replicas"] for a in doc["amdahl"]] == [3, 4, 8, 16, 64, None]
+    assert doc["amdahl"][-1]["speedup"] == pytest.approx(10100 / 2000)
+
+
+def test_simulate_text(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "simulate", "--clients", "a:10:5", "--replicas", "2")
+    assert code == 0 and "sticky-consistent" in out and "Amdahl" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (
+            ["plan", "--from", "stable=95,canary=5", "--to", "stabel=90,canary=10"],
+            "backend 'stable' of --from is missing",
+        ),
+        (["plan", "--from", "a=-1,b=1", "--to", "a=1"], "--from: backends[0].weight: must be >= 0"),
+        (["plan", "--from", "a=1", "--to", "a=1.5"], "--to: a: weight '1.5' is not an integer"),
+        (["plan", "--from", "a=1", "--to", "a=0"], "--to: backends: the total weight must be > 0"),
+        (["plan", "--from", "a=1,a=2", "--to", "a=1"], "duplicate backend name 'a'"),
+        (["plan", "--from", "a=1", "--to", "a=1", "--sample", "0"], "--sample: must be >= 1"),
+        (["plan", "--from", "a=1"], "--to"),
+        (["pick", "--weights", "a=0,b=0", "k"], "the total weight must be > 0"),
+        (["pick", "--weights", "a=1"], "required: KEY"),
+        (["simulate", "--clients", "a:1", "--replicas", "3"], "PREFIX:COUNT:REQUESTS_PER_CLIENT"),
+        (["simulate", "--clients", "a:1:1", "--replicas", "0"], "replicas: must be"),
+        (["simulate", "--clients", "a:1:1", "--replicas", "x"], "invalid int value"),
+        (["nope"], "invalid choice"),
+        ([], "required: COMMAND"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    assert fragment in err and "error:" in err and "Traceback" not in err
+
+
+def test_every_registered_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in SUBCOMMANDS:
+        assert main([name, "--help"]) == 0
+        assert f"usage: trafficsplit {name}" in capsys.readouterr().out
+
+
+def test_python_dash_m(tmp_path: object) -> None:
+    env = {"PYTHONPATH": ":".join(p for p in sys.path if p)}
+    ok = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trafficsplit.cli",
+            "plan",
+            "--from",
+            "stable=95,canary=5",
+            "--to",
+            "stable=95,canary=10",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["total_changed"] is True
+    bad = subprocess.run(
+        [sys.executable, "-m", "trafficsplit.cli", "pick", "--weights", "a=-3", "k"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.splitlines() == ["trafficsplit pick: error: --weights: backends[0].weight: must be >= 0, got -3"]

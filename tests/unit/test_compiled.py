@@ -1,0 +1,36 @@
+"""Compiled splits and generations: host index, conflicts, numbering, authority normalisation."""
+
+from __future__ import annotations
+
+import pytest
+
+from trafficsplit.core.compiled import Generation, assemble_generation, compile_split, normalize_authority
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.spec import parse_split
+
+
+@pytest.mark.parametrize(
+    ("authority", "host"),
+    [("Shop.Example.com:8080", "shop.example.com"), ("shop.example.com.", "shop.example.com"), ("[::1]:80", "[::1]")],
+)
+def test_normalize_authority(authority: str, host: str) -> None:
+    assert normalize_authority(authority) == host
+
+
+def test_generation_finds_the_split_by_authority() -> None:
+    a = compile_split(parse_split("prod", "a", {"hosts": ["a.com"], "backends": [{"name": "x", "weight": 1}]}))
+    g = Generation(1, (a,))
+    assert g.split_for("A.com:443") is a and g.split_for("b.com") is None
+    assert set(g.clusters()) == {"prod/a/x"}
+
+
+def test_the_older_split_keeps_a_contested_host() -> None:
+    a = compile_split(parse_split("prod", "a", {"hosts": ["a.com"], "backends": [{"name": "x", "weight": 1}]}))
+    b = compile_split(parse_split("prod", "b", {"hosts": ["a.com", "b.com"], "backends": [{"name": "x", "weight": 1}]}))
+    g, rejected = assemble_generation(3, [a, b])
+    assert g.splits == (a,) and [r.split for r in rejected] == ["prod/b"] and rejected[0].reason == "HostConflict"
+
+
+def test_generation_numbers_start_at_one() -> None:
+    with pytest.raises(SpecError, match="generation number"):
+        Generation(0, ())

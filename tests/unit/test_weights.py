@@ -1,0 +1,116 @@
+"""SPEC §2: the weighted pick, its determinism, and that realised ratios follow the weights (chi-square)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy.stats import chisquare
+
+from tests.unit import strategies
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.weights import Weights, parse_weights
+
+W95 = parse_weights("stable=95,canary=5")
+
+
+@pytest.mark.parametrize(
+    ("key", "backend"),
+    [
+        ("", "stable"),  # slot 89 of 100
+        ("a", "stable"),  # slot 21
+        ("user-42", "stable"),  # 31
+        ("0193f1c2a4b5000000000001", "stable"),  # 38
+        ("é-ünïcode", "stable"),  # 0
+    ],
+)
+def test_pick_on_spec_vectors(key: str, backend: str) -> None:
+    assert W95.pick(key) == backend
+
+
+def test_pick_spec_vectors_on_a_wider_canary() -> None:
+    w = parse_weights("stable=80,canary=20")  # slots 80..99 are canary
+    assert [w.pick(k) for k in ("", "a", "user-42", "é-ünïcode")] == ["canary", "stable", "stable", "stable"]
+
+
+@pytest.mark.parametrize(
+    ("weights", "slot", "expected"),
+    [
+        ("stable=95,canary=5", 94, "stable"),
+        ("stable=95,canary=5", 95, "canary"),
+        ("stable=95,canary=5", 99, "canary"),
+        ("blue=0,green=100", 0, "green"),
+        ("a=1,b=0,c=1", 1, "c"),
+    ],
+)
+def test_running_sum_boundaries(weights: str, slot: int, expected: str) -> None:
+    w = parse_weights(weights)
+    assert w.names[w.owner_of_slot(slot)] == expected
+    assert w.names[w.pick_index(slot)] == expected  # slot < total, so h % total == slot
+
+
+@given(strategies.weights(), st.text())
+def test_zero_weight_never_picked_and_pick_is_stable(w: Weights, key: str) -> None:
+    first = w.pick(key)
+    assert w.weight_of(first) > 0
+    assert all(w.pick(key) == first for _ in range(3))
+    assert Weights(w.names, w.weights).pick(key) == first  # a fresh value (another replica) agrees
+
+
+@given(strategies.weights(max_weight=50))
+def test_each_slot_belongs_to_the_backend_whose_interval_holds_it(w: Weights) -> None:
+    owners = [w.names[w.owner_of_slot(s)] for s in range(w.total)]
+    assert owners == [n for n, k in w.items() for _ in range(k)]
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("a=-1", "backends[0].weight: must be >= 0"),
+        ("a=1.5", "not an integer"),
+        ("a=x", "not an integer"),
+        ("a=0,b=0", "total weight must be > 0"),
+        ("a=1,a=2", "duplicate backend name 'a'"),
+        ("a", "expected NAME=WEIGHT"),
+        ("=3", "expected NAME=WEIGHT"),
+        ("", "at least one backend"),
+        ("a=1000001", "must be <= 1000000"),
+    ],
+)
+def test_parse_weights_rejects(text: str, fragment: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_weights(text)
+    assert fragment in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_format_round_trips() -> None:
+    assert parse_weights(" stable = 95 , canary=5 ").format() == "stable=95,canary=5"
+
+
+def _request_ids(seed: int, n: int) -> list[str]:
+    rng = random.Random(seed)
+    return [
+        f"{rng.getrandbits(32):08x}-{rng.getrandbits(16):04x}-4{rng.getrandbits(12):03x}-{rng.getrandbits(16):04x}-{rng.getrandbits(48):012x}"
+        for _ in range(n)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("weights", "seed"),
+    [("stable=95,canary=5", 1), ("a=1,b=1,c=1", 2), ("a=70,b=20,c=10", 3), ("blue=0,green=3,red=1", 4)],
+)
+def test_realised_ratios_fit_the_weights(weights: str, seed: int) -> None:
+    w = parse_weights(weights)
+    n = 100_000
+    counts = dict.fromkeys(w.names, 0)
+    for rid in _request_ids(seed, n):
+        counts[w.names[w.pick_index(key_hash(rid))]] += 1
+    live = [name for name, k in w.items() if k > 0]
+    assert all(counts[name] == 0 for name, k in w.items() if k == 0)  # weight 0: excluded from the test, never hit
+    observed = [counts[name] for name in live]
+    expected = [n * w.weight_of(name) / w.total for name in live]
+    assert chisquare(observed, expected).pvalue > 0.001
