@@ -1,0 +1,45 @@
+"""`flip NAME`: the blue-green switch — two backends, one holding all the weight, trade places (100/0 → 0/100).
+
+Why a command: the flip is the one weight change a blue-green user makes, usually under pressure; spelling it as
+set-weights invites a typo that changes the total (and re-draws every session's slot, SPEC §2). The rule is strict on
+purpose: exactly two backends and one of them at weight 0, so a canary split such as 95/5 is refused rather than
+swapped into a 5/95 nobody asked for. Swapping keeps the total, so the plan shows exactly the old side moving.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from trafficsplit.cli.common import UsageError
+from trafficsplit.cli.kplan import Backend, format_backends, spec_backends
+from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
+from trafficsplit.cli.set_weights import add_apply_arguments, apply_change
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("flip", help="blue-green: swap the weights of a two-backend split where one side has 0")
+    p.add_argument("name", metavar="NAME", help="the TrafficSplit")
+    add_apply_arguments(p)
+    add_kube_arguments(p)
+    p.set_defaults(handler=run)
+
+
+def flipped(ref: Ref, backends: Sequence[Mapping[str, Any]]) -> list[Backend]:
+    """The two backends with their weights swapped (order and every other field kept); UsageError otherwise."""
+    weights = [b.get("weight", 0) for b in backends]
+    if len(backends) != 2 or sorted(w == 0 for w in weights) != [False, True]:
+        raise UsageError(
+            f"{ref}: flip needs exactly two backends with one at weight 0; it has {format_backends(backends)}"
+        )
+    first, second = backends
+    return [{**first, "weight": second.get("weight", 0)}, {**second, "weight": first.get("weight", 0)}]
+
+
+@kube_errors
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    cluster = Cluster.connect(args)
+    ref = cluster.ref(args.name)
+    obj = cluster.get(args.name)
+    return apply_change(cluster, ref, obj, flipped(ref, spec_backends(ref, obj)), args, out, ask=False)

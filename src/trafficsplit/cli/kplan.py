@@ -1,0 +1,148 @@
+"""`plan NAME --set canary=10`: the displacement plan from a LIVE TrafficSplit's weights, and the pure merge behind it.
+
+Why: users change weights on a running split, so the "from" side should be what the API server holds, not what they
+remember. The `plan` command (plan.py) owns the offline form and the rendering; it calls into this module when a NAME
+is given. The merge rules here are shared by set-weights and flip:
+
+* `--set` names only the backends that change; the others keep their weight, and the order never changes (the pick
+  walks the list in order, so reordering would move sessions on its own).
+* `--set` cannot add a backend: a new backend needs a Service and a port, which only the manifest can say. An unknown
+  name exits 2 naming it (a typo like `canry=10` must not be read as "add a backend").
+* The CLI checks syntax and names only. Bounds (0..1000000, a positive total) are the API server's to enforce: it is
+  the authority, and its rejection names the field. The plan is shown when the core can compute it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from trafficsplit.cli.common import EXIT_OK, UsageError, emit_json
+from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.plan import Plan, estimate_plan, plan
+from trafficsplit.core.weights import Weights
+
+Backend = dict[str, Any]
+
+
+def add_live_arguments(parser: argparse.ArgumentParser) -> None:
+    """The live form's arguments, added to the `plan` parser (which keeps --from/--to for the offline form)."""
+    parser.add_argument("name", nargs="?", metavar="NAME", help="a TrafficSplit: plan from its live weights")
+    parser.add_argument(
+        "--set",
+        dest="assignments",
+        metavar="NAME=W,...",
+        help="with NAME: the backends whose weight changes; the others keep theirs",
+    )
+    add_kube_arguments(parser)
+
+
+def is_live(args: argparse.Namespace) -> bool:
+    return args.name is not None or args.assignments is not None
+
+
+def parse_assignments(text: str, option: str = "--set") -> list[tuple[str, int]]:
+    """`canary=10,stable=90` → [("canary", 10), ("stable", 90)]; syntax only (NAME=INTEGER, each name once)."""
+    pairs: list[tuple[str, int]] = []
+    problems: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, raw = (s.strip() for s in part.partition("="))
+        if not sep or not name:
+            problems.append(f"{part!r}: expected NAME=WEIGHT")
+        elif not raw.lstrip("-").isdigit():
+            problems.append(f"{name}: weight {raw!r} is not an integer")
+        elif any(n == name for n, _ in pairs):
+            problems.append(f"{name}: given twice")
+        else:
+            pairs.append((name, int(raw)))
+    if not pairs and not problems:
+        problems.append("expected NAME=WEIGHT,...")
+    if problems:
+        raise UsageError(f"{option}: " + "; ".join(problems))
+    return pairs
+
+
+def spec_backends(ref: Ref, obj: Mapping[str, Any]) -> list[Backend]:
+    """The live spec.backends, each a plain dict (name, service, port, weight as stored, defaults applied)."""
+    backends = (obj.get("spec") or {}).get("backends")
+    if not isinstance(backends, list) or not backends:
+        raise SpecError([f"{ref}: spec.backends is empty"])
+    return [dict(b) for b in backends]
+
+
+def weights_of(backends: Sequence[Mapping[str, Any]]) -> Weights:
+    return Weights.of((str(b.get("name")), b.get("weight", 0)) for b in backends)
+
+
+def format_backends(backends: Sequence[Mapping[str, Any]]) -> str:
+    """`stable=95,canary=5` without validating (the proposed list may be one the server will reject)."""
+    return ",".join(f"{b.get('name')}={b.get('weight')}" for b in backends)
+
+
+def merge(
+    ref: Ref, backends: Sequence[Mapping[str, Any]], assignments: Sequence[tuple[str, int]], option: str = "--set"
+) -> list[Backend]:
+    """The full new backends list: same order, same fields, the assigned weights replaced."""
+    names = [str(b.get("name")) for b in backends]
+    unknown = [n for n, _ in assignments if n not in names]
+    if unknown:
+        raise UsageError(
+            f"{option}: {ref} has no backend {unknown[0]!r}"
+            + (f" (nor {', '.join(repr(u) for u in unknown[1:])})" if unknown[1:] else "")
+            + f"; its backends are {', '.join(names)}. A new backend needs a service and port: add it to the manifest"
+        )
+    new = dict(assignments)
+    return [{**b, "weight": new[str(b.get("name"))]} if b.get("name") in new else dict(b) for b in backends]
+
+
+def changes(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What differs between two backends lists, one line per changed field, by backend name."""
+    old = {b.get("name"): b for b in before}
+    lines: list[str] = []
+    for b in after:
+        prev = old.get(b.get("name"), {})
+        for key in sorted(set(prev) | set(b), key=lambda k: (k != "weight", k)):
+            if prev.get(key) != b.get(key):
+                lines.append(f"spec.backends[name={b.get('name')}].{key}: {prev.get(key, '-')} -> {b.get(key, '-')}")
+    gone = [n for n in old if n not in {b.get("name") for b in after}]
+    lines += [f"spec.backends[name={n}]: removed" for n in gone]
+    return lines
+
+
+def plan_change(
+    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]], samples: int | None = None
+) -> Plan:
+    """The core planner over two backends lists (raises SpecError when a side is not a valid split)."""
+    b, a = weights_of(before), weights_of(after)
+    return plan(b, a) if samples is None else estimate_plan(b, a, samples=samples)
+
+
+@kube_errors
+def run_live(args: argparse.Namespace, out: TextIO) -> int:
+    # plan.py imports this module to register the live form, so its renderer is imported here, not at the top.
+    from trafficsplit.cli.plan import render, to_json
+
+    if args.name is None or args.assignments is None:
+        raise UsageError("the live form needs a TrafficSplit NAME and --set NAME=W,...")
+    if args.before is not None or args.after is not None:
+        raise UsageError("give either --from/--to or NAME --set, not both")
+    if args.sample is not None and args.sample < 1:
+        raise UsageError(f"--sample: must be >= 1, got {args.sample}")
+    assignments = parse_assignments(args.assignments)
+    cluster = Cluster.connect(args)
+    ref = cluster.ref(args.name)
+    current = spec_backends(ref, cluster.get(args.name))
+    proposed = merge(ref, current, assignments)
+    try:
+        result = plan_change(current, proposed, args.sample)
+    except SpecError as exc:
+        raise SpecError([f"{ref}: {p}" for p in exc.problems]) from exc
+    if args.json:
+        emit_json({"trafficsplit": {"namespace": ref.namespace, "name": ref.name}, **to_json(result)}, out)
+    else:
+        out.write(f"{ref}\n" + render(result, flag="--set"))
+    return EXIT_OK
