@@ -1,0 +1,217 @@
+"""Envoy's ADS (state of the world) served from immutable, versioned snapshots, with per-type ACK/NACK tracking.
+
+Go-control-plane style: `set_resources` installs a new snapshot (each type's version bumps only when its content
+changes) and wakes every stream; a stream sends a type when its snapshot version differs from what it last sent, or
+when Envoy asks for names it has not been sent (EDS after new clusters). Envoy's next DiscoveryRequest for a type
+answers our last response: same nonce without `error_detail` is an ACK, with it a NACK. `wait_acked` is what the
+publish path blocks on, so a generation is swapped in only after Envoy holds the clusters it needs, and refused when
+Envoy rejects them. After a NACK the same version is not resent; the publisher rolls the snapshot back instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import grpc
+from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
+from google.protobuf import any_pb2
+from google.protobuf.message import Message
+from trafficsplit.extproc.metrics import Metrics
+
+from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE, Resources
+
+log = logging.getLogger(__name__)
+
+# Types whose SotW responses carry every resource regardless of the names asked (wildcard), and the order sent.
+_WILDCARD = frozenset({CLUSTER_TYPE})
+_ORDER = (CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE)
+_SHORT = MappingProxyType({CLUSTER_TYPE: "cds", ENDPOINT_TYPE: "eds", ROUTE_TYPE: "rds"})
+
+
+@dataclass(frozen=True)
+class TypeSnapshot:
+    version: str
+    resources: Mapping[str, any_pb2.Any]
+    content: bytes  # deterministic serialization of every resource, to tell a real change from a re-push
+
+
+@dataclass
+class _Watch:
+    """One stream's view of one type."""
+
+    names: frozenset[str] = frozenset()
+    sent_version: str | None = None
+    sent_names: frozenset[str] = frozenset()
+    nonce: str | None = None
+    acked_version: str | None = None
+    acked_names: frozenset[str] = frozenset()
+    nacked_version: str | None = None
+    nack_message: str = ""
+
+
+@dataclass(eq=False)  # identity: kept in a set while connected
+class _Stream:
+    peer: str
+    watches: dict[str, _Watch] = field(default_factory=dict)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class AckError(Exception):
+    """Envoy rejected a snapshot, or did not answer in time."""
+
+
+def _snapshot_type(version: int, resources: Mapping[str, Message]) -> TypeSnapshot:
+    packed: dict[str, any_pb2.Any] = {}
+    content = bytearray()
+    for name in sorted(resources):
+        a = any_pb2.Any()
+        a.Pack(resources[name], deterministic=True)
+        packed[name] = a
+        content += name.encode() + b"\0" + a.value + b"\0"
+    return TypeSnapshot(str(version), packed, bytes(content))
+
+
+class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignore[misc]
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+        self._versions = itertools.count(1)
+        self._nonces = itertools.count(1)
+        self._snapshot: dict[str, TypeSnapshot] = {}
+        self._streams: set[_Stream] = set()
+        # Empty until the first publish: a restarted processor must not answer an Envoy that kept its config with
+        # an empty snapshot (that would withdraw every cluster); Envoy waits, then keeps serving what it has.
+        self._changed = asyncio.Condition()
+
+    # --- the publish side -----------------------------------------------------------------------------------------
+
+    def set_resources(self, res: Resources) -> dict[str, str]:
+        """Install a new snapshot; returns {type: new version} for the types whose content changed."""
+        changed: dict[str, str] = {}
+        for type_url, items in res.by_type().items():
+            current = self._snapshot.get(type_url)
+            candidate = _snapshot_type(0, items)
+            if current is not None and current.content == candidate.content:
+                continue
+            snap = TypeSnapshot(str(next(self._versions)), candidate.resources, candidate.content)
+            self._snapshot[type_url] = snap
+            changed[type_url] = snap.version
+        for s in self._streams:
+            s.wake.set()
+        return changed
+
+    def _acked(self, versions: Mapping[str, str]) -> bool:
+        """True when every connected Envoy acknowledged every given version (EDS: with every cluster's assignment);
+        raises AckError on a NACK of one of them."""
+        if not self._streams:
+            return False
+        for s in self._streams:
+            for type_url, version in versions.items():
+                if type_url == ENDPOINT_TYPE and not self._snapshot[type_url].resources:
+                    continue  # no clusters: Envoy has nothing to ask for
+                w = s.watches.get(type_url)
+                if w is None:
+                    return False
+                if w.nacked_version == version:
+                    raise AckError(f"Envoy ({s.peer}) rejected {_SHORT[type_url]} version {version}: {w.nack_message}")
+                if w.acked_version != version:
+                    return False
+                if type_url == ENDPOINT_TYPE and not set(self._snapshot[type_url].resources) <= w.acked_names:
+                    return False
+        return True
+
+    async def wait_acked(self, versions: Mapping[str, str], timeout: float) -> None:
+        """Block until Envoy acknowledged `versions`; AckError on a NACK or after `timeout` seconds."""
+        if not versions:
+            return
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(lambda: self._acked(versions)), timeout)
+            except TimeoutError:
+                what = ", ".join(f"{_SHORT[t]} {v}" for t, v in versions.items())
+                state = "no Envoy connected" if not self._streams else "no acknowledgement"
+                raise AckError(f"{state} for {what} within {timeout:g}s") from None
+
+    @property
+    def streams(self) -> int:
+        return len(self._streams)
+
+    # --- the Envoy side -------------------------------------------------------------------------------------------
+
+    async def StreamAggregatedResources(
+        self,
+        request_iterator: AsyncIterator[discovery_pb2.DiscoveryRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[discovery_pb2.DiscoveryResponse]:
+        stream = _Stream(peer=context.peer())
+        self._streams.add(stream)
+        self._metrics.ads_streams.set(len(self._streams))
+        reader = asyncio.create_task(self._read(stream, request_iterator))
+        try:
+            while not reader.done():
+                waker = asyncio.ensure_future(stream.wake.wait())
+                await asyncio.wait({waker, reader}, return_when=asyncio.FIRST_COMPLETED)
+                waker.cancel()
+                stream.wake.clear()
+                for type_url in _ORDER:
+                    resp = self._next_response(stream, type_url)
+                    if resp is not None:
+                        yield resp
+            reader.result()  # surface a read error
+        finally:
+            reader.cancel()
+            self._streams.discard(stream)
+            self._metrics.ads_streams.set(len(self._streams))
+            async with self._changed:
+                self._changed.notify_all()
+
+    async def _read(self, stream: _Stream, requests: AsyncIterator[discovery_pb2.DiscoveryRequest]) -> None:
+        async for req in requests:
+            await self._on_request(stream, req)
+
+    async def _on_request(self, stream: _Stream, req: discovery_pb2.DiscoveryRequest) -> None:
+        type_url = req.type_url
+        if type_url not in _SHORT:
+            log.warning("ignoring a discovery request for unserved type %s", type_url)
+            return
+        w = stream.watches.setdefault(type_url, _Watch())
+        if req.response_nonce:
+            if req.response_nonce != w.nonce:
+                return  # answers an older response of ours: superseded, ignore (xDS protocol)
+            if req.HasField("error_detail"):
+                w.nacked_version, w.nack_message = w.sent_version, req.error_detail.message
+                self._metrics.xds_nacks.labels(_SHORT[type_url]).inc()
+                log.warning("Envoy NACKed %s version %s: %s", _SHORT[type_url], w.sent_version, w.nack_message)
+            else:
+                w.acked_version, w.acked_names = w.sent_version, w.sent_names
+                self._metrics.xds_acks.labels(_SHORT[type_url]).inc()
+        w.names = frozenset(req.resource_names)
+        stream.wake.set()
+        async with self._changed:
+            self._changed.notify_all()
+
+    def _next_response(self, stream: _Stream, type_url: str) -> discovery_pb2.DiscoveryResponse | None:
+        w = stream.watches.get(type_url)
+        snap = self._snapshot.get(type_url)
+        if w is None or snap is None:
+            return None  # Envoy has not subscribed to this type yet
+        if type_url in _WILDCARD or not w.names:
+            names = frozenset(snap.resources) if type_url in _WILDCARD else frozenset()
+        else:
+            names = frozenset(n for n in w.names if n in snap.resources)
+        if w.sent_version == snap.version and (names <= w.sent_names or type_url in _WILDCARD):
+            return None
+        if type_url not in _WILDCARD and not w.names:
+            return None  # a non-wildcard type with nothing asked for
+        w.sent_version, w.sent_names, w.nonce = snap.version, names, str(next(self._nonces))
+        return discovery_pb2.DiscoveryResponse(
+            version_info=snap.version,
+            type_url=type_url,
+            nonce=w.nonce,
+            resources=[snap.resources[n] for n in sorted(names)],
+        )

@@ -1,0 +1,72 @@
+"""The ext_proc servicer: one message per HTTP request (its headers), one reply (route it, or 404).
+
+Thin on purpose: it reads the held generation, asks the core to decide, and converts with `trafficsplit.wire`. No
+split logic lives here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import grpc
+from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
+from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ep_grpc
+from trafficsplit.extproc.held import HeldGeneration
+from trafficsplit.extproc.metrics import Metrics
+
+from trafficsplit.core.cookie import AffinityMinter
+from trafficsplit.core.decide import decide
+from trafficsplit.wire.processing import decision_response, no_split_response, pass_through, request_view
+
+log = logging.getLogger(__name__)
+
+
+class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
+    def __init__(self, held: HeldGeneration, metrics: Metrics, minter: AffinityMinter | None = None) -> None:
+        self._held = held
+        self._metrics = metrics
+        self._minter = minter or AffinityMinter()
+
+    async def Process(
+        self, request_iterator: object, context: grpc.aio.ServicerContext[ep.ProcessingRequest, ep.ProcessingResponse]
+    ) -> None:
+        # read()/write() on the context: cheaper per message than an async generator (measured, docs/dataplane.md).
+        while True:
+            req = await context.read()
+            if req is grpc.aio.EOF:  # type: ignore[attr-defined]
+                return
+            await context.write(self.handle(req))
+
+    def handle(self, req: ep.ProcessingRequest) -> ep.ProcessingResponse:
+        phase = req.WhichOneof("request")
+        if phase != "request_headers":
+            return pass_through(phase or "request_headers")
+        started = time.perf_counter()
+        try:
+            reply = self._decide(req)
+        except Exception:
+            # Never fail the request for a processor bug: Envoy fails open onto the native weighted route.
+            self._metrics.processor_errors.inc()
+            log.exception("processor error")
+            raise
+        self._metrics.processor_seconds.observe(time.perf_counter() - started)
+        return reply
+
+    def _decide(self, req: ep.ProcessingRequest) -> ep.ProcessingResponse:
+        view = request_view(req.request_headers.headers.headers)
+        gen = self._held.current
+        if gen is None:
+            # A restarted processor before its first publish: Envoy keeps its last routes, so leaving the request
+            # undecided routes it by native weights (not sticky) instead of failing it.
+            self._metrics.undecided.labels("no_generation").inc()
+            return pass_through("request_headers")
+        split = gen.split_for(view.authority)
+        if split is None:
+            self._metrics.undecided.labels("no_split").inc()
+            return no_split_response()
+        d = decide(
+            split, cookie_lines=view.cookie_lines, request_id=view.request_id, header=view.header, minter=self._minter
+        )
+        self._metrics.decisions.labels(split.key, d.backend.name, d.key_source.value, d.path.value).inc()
+        return decision_response(d, split, gen.number)

@@ -1,0 +1,114 @@
+"""The publish API (`trafficsplit.v1alpha1.Publisher`): take a generation whole, make before break, or refuse it.
+
+Order for an offered generation N (under one lock, so publishes never interleave):
+1. N <= held → STALE (nothing changes). A proto the core cannot accept → INVALID.
+2. Push the transition snapshot (held ∪ new clusters and endpoints, held routes) and wait for Envoy's ACK, so every
+   cluster N may pick exists and is warm before any request is decided by N. NACK or timeout → roll back, INVALID.
+3. Swap the held generation; the next request is decided by N.
+4. Push N's own snapshot (its routes; the clusters only the old generation used are withdrawn now that no held
+   generation picks them) and wait for its ACK; a NACK here swaps back (INVALID).
+Callers authenticate with `authorization: Bearer <token>`; the token is compared in constant time and never logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from trafficsplit.extproc.ads import AckError, AdsServer
+from trafficsplit.extproc.held import HeldGeneration
+from trafficsplit.extproc.metrics import Metrics
+
+from trafficsplit.core.compiled import Generation
+from trafficsplit.core.errors import SpecError
+from trafficsplit.v1alpha1 import publish_pb2 as pb
+from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
+from trafficsplit.wire.envoy import resources, transition
+from trafficsplit.wire.generation import generation_from_proto
+
+log = logging.getLogger(__name__)
+
+
+class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
+    def __init__(
+        self,
+        held: HeldGeneration,
+        ads: AdsServer,
+        metrics: Metrics,
+        *,
+        token: bytes,
+        replica: str,
+        ack_timeout: float,
+        on_first_generation: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._held = held
+        self._ads = ads
+        self._metrics = metrics
+        self._expected = b"Bearer " + token
+        self._replica = replica
+        self._ack_timeout = ack_timeout
+        self._on_first = on_first_generation
+
+    async def _authorize(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        given = b""
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization":
+                given = value.encode() if isinstance(value, str) else value
+        if not hmac.compare_digest(given, self._expected):
+            self._metrics.publish.labels("unauthenticated").inc()
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "a valid bearer token is required")
+
+    async def GetHeld(self, request: pb.GetHeldRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.HeldReply:
+        await self._authorize(context)
+        return pb.HeldReply(held_number=self._held.number, replica=self._replica, origin=self._held.origin)
+
+    async def Publish(self, request: pb.PublishRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.PublishReply:
+        await self._authorize(context)
+        async with self._held.publish_lock:
+            reply = await self._publish(request.generation)
+        self._metrics.publish.labels(pb.PublishReply.Result.Name(reply.result).lower()).inc()
+        log.info(
+            "publish generation %d from %r: %s %s",
+            request.generation.number,
+            request.generation.origin,
+            pb.PublishReply.Result.Name(reply.result),
+            reply.message,
+        )
+        return reply
+
+    def _reply(self, result: pb.PublishReply.Result, message: str = "") -> pb.PublishReply:
+        return pb.PublishReply(result=result, held_number=self._held.number, message=message, replica=self._replica)
+
+    async def _publish(self, msg: pb.Generation) -> pb.PublishReply:
+        held, held_origin = self._held.current, self._held.origin
+        if msg.number <= self._held.number:
+            return self._reply(pb.PublishReply.STALE, f"generation {msg.number} <= held {self._held.number}")
+        try:
+            gen = generation_from_proto(msg)
+        except SpecError as exc:
+            return self._reply(pb.PublishReply.INVALID, str(exc))
+        try:
+            await self._ads.wait_acked(self._ads.set_resources(transition(held, gen)), self._ack_timeout)
+        except AckError as exc:
+            self._roll_back(held)
+            return self._reply(pb.PublishReply.INVALID, f"not applied to Envoy: {exc}")
+        self._held.swap(gen, msg.origin)
+        try:
+            await self._ads.wait_acked(self._ads.set_resources(resources(gen)), self._ack_timeout)
+        except AckError as exc:
+            self._held.swap(held, held_origin)
+            self._roll_back(held)
+            return self._reply(pb.PublishReply.INVALID, f"routes not applied to Envoy: {exc}")
+        self._metrics.held_generation.set(gen.number)
+        if held is None and self._on_first is not None:
+            await self._on_first()
+        return self._reply(pb.PublishReply.ACCEPTED)
+
+    def _roll_back(self, held: Generation | None) -> None:
+        # Nothing held: leave Envoy as it is (it may hold a previous processor's config; an empty snapshot would
+        # withdraw it). Envoy does not get the rejected version again on this stream either way.
+        if held is not None:
+            self._ads.set_resources(resources(held))

@@ -1,0 +1,119 @@
+"""One dataplane processor process: wires the servicers to their servers and owns their lifecycle.
+
+Two gRPC servers, because they face different callers: the local one (ext_proc + ADS + health) is for the Envoy next
+to us, on a Unix socket or loopback; the publish one (Publisher + health) is for the operator, on the pod network,
+and requires the token. Metrics have their own HTTP port. Health is NOT_SERVING until a generation is held, and again
+from SIGTERM on, while in-flight calls drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from envoy.service.discovery.v3 import ads_pb2_grpc
+from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ep_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined,unused-ignore]
+from prometheus_client import start_http_server
+from trafficsplit.extproc.ads import AdsServer
+from trafficsplit.extproc.held import HeldGeneration
+from trafficsplit.extproc.metrics import Metrics
+from trafficsplit.extproc.processor import Processor
+from trafficsplit.extproc.publisher import Publisher
+
+from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+_SERVICES = ("", "trafficsplit.v1alpha1.Publisher", "envoy.service.ext_proc.v3.ExternalProcessor")
+
+
+@dataclass(frozen=True)
+class Settings:
+    listen: str  # ext_proc + ADS: unix:/path or HOST:PORT
+    publish: str  # HOST:PORT
+    metrics: str  # HOST:PORT
+    token: bytes
+    replica: str
+    ack_timeout: float = 5.0
+    drain_seconds: float = 5.0
+    ports_file: Path | None = None
+
+
+def _split_host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+class DataplaneProcessor:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.metrics = Metrics()
+        self.held = HeldGeneration()
+        self.ads = AdsServer(self.metrics)
+        self.health = health_aio.HealthServicer()
+        self.processor = Processor(self.held, self.metrics)
+        self.publisher = Publisher(
+            self.held,
+            self.ads,
+            self.metrics,
+            token=settings.token,
+            replica=settings.replica,
+            ack_timeout=settings.ack_timeout,
+            on_first_generation=self._serving,
+        )
+        self._local = grpc.aio.server(options=[("grpc.max_concurrent_streams", 10_000)])
+        self._public = grpc.aio.server()
+        self._metrics_server: Any = None
+        self.ports: dict[str, int | str] = {}
+
+    async def _serving(self) -> None:
+        await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+
+    async def _set_health(self, status: int) -> None:
+        for name in _SERVICES:
+            await self.health.set(name, status)
+
+    async def start(self) -> None:
+        s = self.settings
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        ep_grpc.add_ExternalProcessorServicer_to_server(self.processor, self._local)
+        ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(self.ads, self._local)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._local)
+        pb_grpc.add_PublisherServicer_to_server(self.publisher, self._public)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._public)
+        local_port = self._local.add_insecure_port(s.listen)
+        public_port = self._public.add_insecure_port(s.publish)
+        await self._local.start()
+        await self._public.start()
+        mhost, mport = _split_host_port(s.metrics)
+        self._metrics_server, _ = start_http_server(mport, mhost, registry=self.metrics.registry)
+        self.ports = {
+            "listen": s.listen if s.listen.startswith("unix:") else local_port,
+            "publish": public_port,
+            "metrics": self._metrics_server.server_port,
+            "pid": os.getpid(),
+        }
+        if s.ports_file is not None:
+            tmp = s.ports_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.ports))
+            tmp.replace(s.ports_file)  # atomic: a reader never sees half a file
+        log.info("processor %s listening: %s", s.replica, self.ports)
+
+    async def stop(self) -> None:
+        """SIGTERM: report NOT_SERVING first so probes and load balancers move away, then drain and stop."""
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        await asyncio.sleep(self.settings.drain_seconds)
+        await asyncio.gather(self._public.stop(1.0), self._local.stop(1.0))
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+
+    async def wait(self) -> None:
+        await self._local.wait_for_termination()

@@ -1,0 +1,214 @@
+"""Envoy resources built from a generation, as plain functions (IR → xDS, the Envoy Gateway way).
+
+What Envoy gets per generation, all over ADS:
+- CDS: one EDS cluster per backend, named by `CompiledBackend.cluster`; RING_HASH when the split asks for endpoint
+  affinity (SPEC §5), so the processor's hash header pins the pod.
+- EDS: each cluster's READY endpoints (readiness is the generation's, so Envoy and the pick agree on eligibility).
+- RDS: one route configuration. Per split a virtual host for its hosts with two routes: the routing header present
+  → `cluster_header` (the processor decided); otherwise Envoy-native `weighted_clusters` with the split's weights over
+  its eligible backends (the processor is down or slow: traffic keeps its ratios, not its stickiness). A default
+  virtual host answers 404 so an unknown host never reaches a random backend. `internal_only_headers` strips the
+  routing and hash headers from every client request before any filter runs, so a client cannot name a cluster.
+
+The names here (headers, metadata namespace, cluster names) are the contract between these routes, the bootstrap
+(`trafficsplit.wire.bootstrap`) and the processor; they live in one place so the three cannot drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2
+from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
+from envoy.config.route.v3 import route_components_pb2, route_pb2
+from google.protobuf import duration_pb2, wrappers_pb2
+from google.protobuf.message import Message
+
+from trafficsplit.core.compiled import CompiledBackend, CompiledSplit, Generation
+
+ROUTING_HEADER = "x-trafficsplit-cluster"
+HASH_HEADER = "x-trafficsplit-hash-key"
+DECISION_HEADER = "x-trafficsplit-decision"
+METADATA_NAMESPACE = "trafficsplit"
+META_SET_COOKIE = "set_cookie"
+META_DECISION = "decision"
+ROUTE_CONFIG_NAME = "trafficsplit"
+FALLBACK_STAT_PREFIX = "fallback"
+NO_SPLIT_BODY = "no TrafficSplit serves this host\n"
+
+CLUSTER_TYPE = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+ENDPOINT_TYPE = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+ROUTE_TYPE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+LISTENER_TYPE = "type.googleapis.com/envoy.config.listener.v3.Listener"
+
+_HV = base_pb2.HeaderValue
+_HVO = base_pb2.HeaderValueOption
+
+
+def ads_source() -> config_source_pb2.ConfigSource:
+    """Resources from ADS. A short initial fetch timeout: a processor that holds no generation yet sends nothing (it
+    must not wipe the config of an Envoy that outlived it), and a fresh Envoy should start serving 404s, not hang."""
+    return config_source_pb2.ConfigSource(
+        ads=config_source_pb2.AggregatedConfigSource(),
+        resource_api_version=2,
+        initial_fetch_timeout=duration_pb2.Duration(seconds=1),
+    )
+
+
+def backend_cluster(backend: CompiledBackend, endpoint_affinity: bool) -> cluster_pb2.Cluster:
+    c = cluster_pb2.Cluster(
+        name=backend.cluster,
+        type=cluster_pb2.Cluster.EDS,
+        connect_timeout=duration_pb2.Duration(seconds=1),
+        lb_policy=cluster_pb2.Cluster.RING_HASH if endpoint_affinity else cluster_pb2.Cluster.ROUND_ROBIN,
+    )
+    c.eds_cluster_config.eds_config.CopyFrom(ads_source())
+    return c
+
+
+def load_assignment(backend: CompiledBackend) -> endpoint_pb2.ClusterLoadAssignment:
+    """Ready endpoints only: a not-ready pod gets no traffic, and a backend without any is one core fails over from."""
+    return endpoint_pb2.ClusterLoadAssignment(
+        cluster_name=backend.cluster,
+        endpoints=[
+            endpoint_components_pb2.LocalityLbEndpoints(
+                lb_endpoints=[
+                    endpoint_components_pb2.LbEndpoint(
+                        endpoint=endpoint_components_pb2.Endpoint(
+                            address=address_pb2.Address(
+                                socket_address=address_pb2.SocketAddress(address=e.address, port_value=e.port)
+                            )
+                        )
+                    )
+                    for e in backend.ready_endpoints
+                ]
+            )
+        ],
+    )
+
+
+def _meta(key: str) -> str:
+    return f"%DYNAMIC_METADATA({METADATA_NAMESPACE}:{key})%"
+
+
+def _add_response_header(name: str, value: str) -> base_pb2.HeaderValueOption:
+    # keep_empty_value false: when the processor set no metadata (no cookie minted, processor down), no header at all.
+    return _HVO(header=_HV(key=name, value=value), append_action=_HVO.APPEND_IF_EXISTS_OR_ADD, keep_empty_value=False)
+
+
+def fallback_weights(split: CompiledSplit) -> list[tuple[CompiledBackend, int]]:
+    """The native fallback's clusters and weights: the core's failover weights when a backend is ineligible (an
+    Envoy cluster without endpoints would answer 503), else the split's own; zero weights left out."""
+    if split.failover is not None:
+        weights, index = split.failover
+        return [(split.backends[i], w) for i, w in zip(index, weights.weights, strict=True) if w > 0]
+    return [(b, b.weight) for b in split.backends if b.weight > 0]
+
+
+def virtual_host(split: CompiledSplit, generation: int) -> route_components_pb2.VirtualHost:
+    decided = route_components_pb2.RouteAction(cluster_header=ROUTING_HEADER)
+    if split.endpoint_affinity:
+        decided.hash_policy.append(
+            route_components_pb2.RouteAction.HashPolicy(
+                header=route_components_pb2.RouteAction.HashPolicy.Header(header_name=HASH_HEADER)
+            )
+        )
+    fallback = route_components_pb2.WeightedCluster()
+    for b, w in fallback_weights(split):
+        cw = fallback.clusters.add(name=b.cluster, weight=wrappers_pb2.UInt32Value(value=w))
+        if split.debug_headers:
+            cw.response_headers_to_add.append(
+                _add_response_header(
+                    DECISION_HEADER, f"backend={b.name}; generation={generation}; key=none; path=fallback"
+                )
+            )
+    return route_components_pb2.VirtualHost(
+        name=split.key,
+        domains=list(split.hosts),
+        routes=[
+            route_components_pb2.Route(
+                name="decided",
+                match=route_components_pb2.RouteMatch(
+                    prefix="/",
+                    headers=[route_components_pb2.HeaderMatcher(name=ROUTING_HEADER, present_match=True)],
+                ),
+                route=decided,
+            ),
+            route_components_pb2.Route(
+                name=FALLBACK_STAT_PREFIX,
+                stat_prefix=FALLBACK_STAT_PREFIX,
+                match=route_components_pb2.RouteMatch(prefix="/"),
+                route=route_components_pb2.RouteAction(weighted_clusters=fallback),
+            ),
+        ],
+    )
+
+
+def route_configuration(gen: Generation | None) -> route_pb2.RouteConfiguration:
+    """The one route configuration; `None` (no generation held yet) gives only the 404 default host."""
+    vhosts = [virtual_host(s, gen.number) for s in gen.splits] if gen is not None else []
+    vhosts.append(
+        route_components_pb2.VirtualHost(
+            name="no-split",
+            domains=["*"],
+            routes=[
+                route_components_pb2.Route(
+                    name="no-split",
+                    match=route_components_pb2.RouteMatch(prefix="/"),
+                    direct_response=route_components_pb2.DirectResponseAction(
+                        status=404, body=base_pb2.DataSource(inline_string=NO_SPLIT_BODY)
+                    ),
+                )
+            ],
+        )
+    )
+    return route_pb2.RouteConfiguration(
+        name=ROUTE_CONFIG_NAME,
+        virtual_hosts=vhosts,
+        internal_only_headers=[ROUTING_HEADER, HASH_HEADER],
+        response_headers_to_add=[
+            _add_response_header("set-cookie", _meta(META_SET_COOKIE)),
+            _add_response_header(DECISION_HEADER, _meta(META_DECISION)),
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Everything Envoy needs for one state, by xDS type URL then resource name (the content of one snapshot).
+    A type given as None is left as Envoy has it."""
+
+    clusters: dict[str, cluster_pb2.Cluster]
+    endpoints: dict[str, endpoint_pb2.ClusterLoadAssignment]
+    routes: dict[str, route_pb2.RouteConfiguration] | None
+
+    def by_type(self) -> dict[str, Mapping[str, Message]]:
+        out: dict[str, Mapping[str, Message]] = {CLUSTER_TYPE: self.clusters, ENDPOINT_TYPE: self.endpoints}
+        if self.routes is not None:
+            out[ROUTE_TYPE] = self.routes
+        return out
+
+
+def resources(gen: Generation | None) -> Resources:
+    clusters: dict[str, cluster_pb2.Cluster] = {}
+    endpoints: dict[str, endpoint_pb2.ClusterLoadAssignment] = {}
+    for s in gen.splits if gen is not None else ():
+        for b in s.backends:
+            clusters[b.cluster] = backend_cluster(b, s.endpoint_affinity)
+            endpoints[b.cluster] = load_assignment(b)
+    rc = route_configuration(gen)
+    return Resources(clusters, endpoints, {rc.name: rc})
+
+
+def transition(held: Generation | None, new: Generation) -> Resources:
+    """Make-before-break, step one: the new generation's clusters and endpoints PLUS the held one's clusters that the
+    new one drops, with the held routes. Pushed and acknowledged before the swap, so no pick can name a cluster Envoy
+    lacks; the removal (`resources(new)`) is pushed only after the swap. With nothing held (first publish, or a
+    restarted processor facing an Envoy that kept its config) the routes are left alone until the swap."""
+    old = resources(held)
+    nxt = resources(new)
+    clusters = {**old.clusters, **nxt.clusters}
+    endpoints = {**old.endpoints, **nxt.endpoints}
+    return Resources(clusters, endpoints, old.routes if held is not None else None)

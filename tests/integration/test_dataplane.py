@@ -1,0 +1,337 @@
+"""The dataplane through a real Envoy: ratios, stickiness, flips, ramps, make-before-break, fail-open, the publish API.
+
+Every test publishes generations through the real publish API (with the token) and sends HTTP through the real
+Envoy to loopback backends that answer with their name; expectations come from the pure core, never hard-coded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Sequence
+
+import grpc
+import pytest
+from scipy.stats import binomtest, chisquare
+
+from tests.support.dataplane import Dataplane, Load, Response, fetch_all, run_sessions, split_doc, wait_until
+from trafficsplit.core.decide import pick_backend
+from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.plan import plan
+from trafficsplit.core.weights import Weights
+from trafficsplit.v1alpha1 import publish_pb2 as pb
+
+pytestmark = [pytest.mark.envoy]
+
+HOST = "shop.example"
+COOKIE_RE = re.compile(r"^[0-9a-f]{24}$")
+P_MIN = 0.001
+
+
+def sessions(dp: Dataplane, cookies: Sequence[str | None], per_session: int = 1) -> list[list[Response]]:
+    return asyncio.run(run_sessions(dp.port, HOST, "ts", cookies, per_session))
+
+
+def decision(r: Response) -> str:
+    value = r.header("x-trafficsplit-decision")
+    assert value is not None, r.headers
+    return value
+
+
+def core_pick(dp: Dataplane, key: str) -> str:
+    """What the pure core decides for `key` under the held generation."""
+    assert dp.held is not None
+    split = dp.held.split_for(HOST)
+    assert split is not None
+    i, _ = pick_backend(split, key_hash(key))
+    return split.backends[i].name
+
+
+@pytest.mark.slow
+def test_non_sticky_split_follows_the_weights(dataplane: Dataplane) -> None:
+    dataplane.publish([split_doc(HOST, {"stable": 90, "canary": 10}, debug=False)])
+    n = 20_000
+    t0 = time.monotonic()
+    responses = asyncio.run(fetch_all(dataplane.port, [(HOST, [])] * n))
+    elapsed = time.monotonic() - t0
+    assert [r.status for r in responses] == [200] * n
+    counts = {"stable": 0, "canary": 0}
+    for r in responses:
+        counts[r.backend] += 1
+    result = chisquare([counts["stable"], counts["canary"]], [0.9 * n, 0.1 * n])
+    assert result.pvalue > P_MIN, (counts, result)
+    # Every request is accounted for: decided by the processor, or (past message_timeout on this busy 2-core box)
+    # routed by the native fallback and counted by Envoy; the fallback must stay rare.
+    decided = _metric_sum(dataplane, "trafficsplit_decisions_total")
+    gap = dataplane.envoy.stat("http.trafficsplit.ext_proc.trafficsplit.failure_mode_allowed")
+    fallback = dataplane.envoy.stat("vhost.default/split-0.route.fallback.upstream_rq_total")
+    assert decided + gap == n and gap == fallback, (decided, gap, fallback)
+    assert gap < n / 100, (gap, f"{n / elapsed:.0f} req/s")
+
+
+def _metric_sum(dp: Dataplane, name: str, **labels: str) -> float:
+    total = 0.0
+    for line in dp.processor.metrics_text().splitlines():
+        named = line.startswith(name + "{") or line.startswith(name + " ")
+        if named and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+@pytest.mark.slow
+def test_sticky_sessions_mint_a_cookie_and_stay_on_the_core_pick(dataplane: Dataplane) -> None:
+    dataplane.publish([split_doc(HOST, {"stable": 50, "canary": 50}, sticky=True)])
+    result = sessions(dataplane, [None] * 1000, per_session=5)
+    seen = set()
+    for responses in result:
+        first = responses[0]
+        value = first.cookie("ts")
+        assert value is not None and COOKIE_RE.match(value), first.headers
+        assert decision(first).endswith("key=minted; path=weighted")
+        assert all(r.status == 200 for r in responses)
+        assert {r.backend for r in responses} == {core_pick(dataplane, value)}
+        assert all(r.cookie("ts") is None for r in responses[1:])  # no re-minting once the session has one
+        seen.add(first.backend)
+    assert seen == {"stable", "canary"}
+    # One processor message per request: the cookie rode on dynamic metadata, not a response-phase round trip.
+    prefix = "http.trafficsplit.ext_proc.trafficsplit."
+    assert dataplane.envoy.stat(prefix + "stream_msgs_sent") == 5000
+    assert dataplane.envoy.stat(prefix + "streams_started") == 5000
+
+
+def test_blue_green_flip_moves_every_session_on_the_first_request_after_the_ack(dataplane: Dataplane) -> None:
+    dataplane.publish([split_doc(HOST, {"blue": 100, "green": 0}, sticky=True)])
+    first = sessions(dataplane, [None] * 200)
+    cookies = [r[0].cookie("ts") for r in first]
+    assert {r[0].backend for r in first} == {"blue"}
+    dataplane.publish([split_doc(HOST, {"blue": 0, "green": 100}, sticky=True)])
+    after = sessions(dataplane, cookies)
+    assert [r[0].backend for r in after] == ["green"] * len(cookies)
+    assert all(r[0].cookie("ts") is None for r in after)  # the same sessions, not new ones
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("before", "after"), [((95, 5), (90, 10)), ((95, 5), (95, 10))])
+def test_ramp_moves_exactly_the_sessions_the_core_predicts(
+    dataplane: Dataplane, before: tuple[int, int], after: tuple[int, int]
+) -> None:
+    dataplane.publish([split_doc(HOST, {"stable": before[0], "canary": before[1]}, sticky=True)])
+    first = sessions(dataplane, [None] * 2000)
+    cookies = [c for r in first if (c := r[0].cookie("ts")) is not None]
+    assert len(cookies) == len(first)
+    old = {c: r[0].backend for c, r in zip(cookies, first, strict=True)}
+    w_old = Weights.of([("stable", before[0]), ("canary", before[1])])
+    w_new = Weights.of([("stable", after[0]), ("canary", after[1])])
+    assert old == {c: w_old.pick(c) for c in cookies}
+    dataplane.publish([split_doc(HOST, {"stable": after[0], "canary": after[1]}, sticky=True)])
+    second = sessions(dataplane, cookies)
+    moved = {c for c, r in zip(cookies, second, strict=True) if r[0].backend != old[c]}
+    predicted = {c for c in cookies if w_old.pick(c) != w_new.pick(c)}
+    assert moved == predicted  # exactly, no tolerance
+    # And the share moved is the planner's figure (binomial over 2,000 independent keys).
+    share = plan(w_old, w_new).moved_share
+    test = binomtest(len(moved), len(cookies), float(share))
+    assert test.pvalue > P_MIN, (len(moved), float(share))
+    if w_old.total == w_new.total:
+        assert {second[cookies.index(c)][0].backend for c in moved} <= {"canary"}  # one direction only
+
+
+def test_new_backend_cluster_under_load_has_no_errors(dataplane: Dataplane) -> None:
+    dataplane.publish([split_doc(HOST, {"stable": 100})])
+    with Load(dataplane.port, HOST) as load:
+        load.wait_for(300)
+        dataplane.publish([split_doc(HOST, {"stable": 50, "fresh": 50})])  # a brand-new cluster
+        t_added = time.monotonic()
+        load.wait_for(500)
+        dataplane.publish([split_doc(HOST, {"stable": 100})])  # and withdrawn again
+        t_removed = time.monotonic()
+        load.wait_for(300)
+    assert not load.errors, load.errors[:3]
+    statuses = {s for _, s, _, _ in load.results}
+    assert statuses == {200}, statuses
+    served_fresh = [t for t, _, b, _ in load.results if b == "fresh"]
+    assert served_fresh and min(served_fresh) >= t_added - 1  # it was used, and only once it was published
+    assert not [t for t, _, b, _ in load.results if b == "fresh" and t > t_removed + 1]
+    assert dataplane.envoy.stat("cluster_manager.cluster_removed") >= 1
+
+
+def test_bad_cookies_re_session_and_duplicates_take_the_first_valid(dataplane: Dataplane) -> None:
+    dataplane.publish([split_doc(HOST, {"stable": 50, "canary": 50}, sticky=True)])
+    bad = ["ts=", "ts=" + "a" * 300, 'ts="x', "ts=a,b", "ts=a b", "ts", "ts=\\x"]
+    for cookie in bad:
+        r = dataplane.get(HOST, headers={"cookie": cookie})
+        assert r.status == 200, (cookie, r.status)
+        minted = r.cookie("ts")
+        assert minted is not None and COOKIE_RE.match(minted), cookie
+        assert r.backend == core_pick(dataplane, minted)
+    r = dataplane.get(HOST, headers={"cookie": "ts=bad,value; other=1; ts=second; ts=third"})
+    assert r.status == 200 and r.cookie("ts") is None
+    assert r.backend == core_pick(dataplane, "second")
+    assert decision(r).endswith("key=cookie; path=weighted")
+
+
+@pytest.mark.parametrize("processor_up", [True, False])
+def test_a_forged_routing_header_is_ignored(dataplane: Dataplane, processor_up: bool) -> None:
+    dataplane.publish([split_doc(HOST, {"stable": 100, "canary": 0}, sticky=True, endpoint_affinity=True)])
+    if not processor_up:
+        dataplane.processor.kill()
+    forged = [
+        {"x-trafficsplit-cluster": "default/split-0/canary"},
+        {"x-trafficsplit-cluster": "trafficsplit_extproc"},
+        {"x-trafficsplit-cluster": "default/split-0/canary", "x-trafficsplit-hash-key": "mine"},
+    ]
+    for headers in forged:
+        r = dataplane.get(HOST, headers=headers)
+        assert (r.status, r.backend) == (200, "stable"), (headers, r)
+        assert r.header("x-seen-cluster") in (None, "default/split-0/stable")
+        assert r.header("x-seen-hash-key") != "mine"
+        path = decision(r).rsplit("path=", 1)[1]
+        assert path == ("weighted" if processor_up else "fallback")
+    # A host no split serves is a 404 from the gateway either way.
+    r = dataplane.get("nobody.example", headers={"x-trafficsplit-cluster": "default/split-0/canary"})
+    assert r.status == 404 and r.body == b"no TrafficSplit serves this host\n"
+
+
+@pytest.mark.slow
+def test_processor_killed_under_load_fails_open_by_weight_and_restart_resumes_stickiness(
+    dataplane: Dataplane,
+) -> None:
+    doc = split_doc(HOST, {"stable": 70, "canary": 30}, sticky=True)
+    gen, _ = dataplane.publish([doc])
+    pinned = sessions(dataplane, [None] * 200)
+    cookies = [r[0].cookie("ts") for r in pinned]
+    assert None not in cookies
+    before = {c: r[0].backend for c, r in zip(cookies, pinned, strict=True)}
+    with Load(dataplane.port, HOST) as load:
+        load.wait_for(300)
+        dataplane.processor.kill()
+        t_killed = time.monotonic()
+        load.wait_for(3000)
+    assert not load.errors, load.errors[:3]
+    assert {s for _, s, _, _ in load.results} == {200}
+    fallback = [b for t, _, b, d in load.results if t > t_killed and d and d.endswith("path=fallback")]
+    assert len(fallback) >= 2000
+    counts = [fallback.count("stable"), fallback.count("canary")]
+    assert chisquare(counts, [0.7 * len(fallback), 0.3 * len(fallback)]).pvalue > P_MIN, counts
+    gap = dataplane.envoy.stat("http.trafficsplit.ext_proc.trafficsplit.failure_mode_allowed")
+    assert gap >= len(fallback)  # the gap is visible in Envoy's stats
+    # Restart: the processor holds nothing; the operator republishes what it holds (GetHeld says 0).
+    dataplane.processor.start()
+    assert dataplane.processor.get_held().held_number == 0
+    reply = dataplane.processor.publish(dataplane.generation([doc], number=gen.number)[1])
+    assert reply.result == pb.PublishReply.ACCEPTED, reply
+    after = sessions(dataplane, cookies)
+    assert {c: r[0].backend for c, r in zip(cookies, after, strict=True)} == before
+
+
+def test_publish_requires_the_token_and_refuses_stale_generations(dataplane: Dataplane) -> None:
+    dataplane.publish([split_doc(HOST, {"stable": 90, "canary": 10})], number=5)
+    _, newer = dataplane.generation([split_doc(HOST, {"stable": 0, "canary": 100})], number=6)
+    for token in ("", "wrong-token", dataplane.processor.token + "x"):
+        with pytest.raises(grpc.RpcError) as err:
+            dataplane.processor.publish(newer, token=token)
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.RpcError) as err:
+            dataplane.processor.get_held(token=token)
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    for number in (5, 4):
+        _, stale = dataplane.generation([split_doc(HOST, {"stable": 0, "canary": 100})], number=number)
+        reply = dataplane.processor.publish(stale)
+        assert (reply.result, reply.held_number) == (pb.PublishReply.STALE, 5)
+    held = dataplane.processor.get_held()
+    assert (held.held_number, held.origin, held.replica) == (5, "test", "test-replica")
+    assert dataplane.processor.token not in dataplane.processor.log_tail(1000)
+    assert {dataplane.get(HOST).backend for _ in range(20)} >= {"stable"}  # still 90/10, not the refused 0/100
+
+
+def test_invalid_and_envoy_rejected_generations_are_refused_whole(dataplane: Dataplane) -> None:
+    dataplane.publish([split_doc(HOST, {"stable": 100, "canary": 0})], number=3)
+    # The core refuses it: a split whose weights total 0.
+    _, msg = dataplane.generation([split_doc(HOST, {"stable": 100, "canary": 0})], number=4)
+    for b in msg.splits[0].backends:
+        b.weight = 0
+    reply = dataplane.processor.publish(msg)
+    assert (reply.result, reply.held_number) == (pb.PublishReply.INVALID, 3)
+    assert "total weight" in reply.message
+    # Envoy refuses it (NACK): an endpoint address that is not an IP.
+    _, msg = dataplane.generation([split_doc(HOST, {"stable": 0, "canary": 100})], number=4)
+    msg.splits[0].backends[1].endpoints[0].address = "not-an-ip.invalid"
+    reply = dataplane.processor.publish(msg)
+    assert (reply.result, reply.held_number) == (pb.PublishReply.INVALID, 3), reply
+    assert "rejected" in reply.message
+    assert _metric_sum(dataplane, "trafficsplit_xds_nacks_total") >= 1
+    assert _metric_sum(dataplane, "trafficsplit_publish_total", result="invalid") == 2
+    assert {dataplane.get(HOST).backend for _ in range(10)} == {"stable"}
+    # And the next good one is taken.
+    dataplane.publish([split_doc(HOST, {"stable": 0, "canary": 100})], number=4)
+    assert {dataplane.get(HOST).backend for _ in range(10)} == {"canary"}
+
+
+def test_health_and_metrics(dataplane: Dataplane) -> None:
+    proc = dataplane.processor
+    assert proc.health() == 2  # NOT_SERVING: no generation held yet
+    assert proc.health("trafficsplit.v1alpha1.Publisher") == 2
+    dataplane.publish([split_doc(HOST, {"stable": 90, "canary": 10}, sticky=True)])
+    assert proc.health() == 1  # SERVING
+    for _ in range(5):
+        assert dataplane.get(HOST).status == 200
+    assert dataplane.get("nobody.example").status == 404
+    text = proc.metrics_text()
+    assert "trafficsplit_held_generation 1.0" in text
+    assert _metric_sum(dataplane, "trafficsplit_decisions_total", split="default/split-0", key_source="minted") == 5
+    assert _metric_sum(dataplane, "trafficsplit_undecided_total", reason="no_split") == 1
+    assert _metric_sum(dataplane, "trafficsplit_publish_total", result="accepted") == 1
+    assert _metric_sum(dataplane, "trafficsplit_xds_acks_total", type="cds") >= 1
+    assert _metric_sum(dataplane, "trafficsplit_processor_seconds_count") == 6
+    assert _metric_sum(dataplane, "trafficsplit_ads_streams") == 1
+
+
+def test_sigterm_reports_not_serving_then_stops(dataplane: Dataplane) -> None:
+    proc = dataplane.processor
+    proc.kill()
+    proc.extra = ["--drain-seconds", "3"]
+    proc.start()
+    dataplane.publish([split_doc(HOST, {"stable": 100})])
+    assert proc.health() == 1
+    assert proc.proc is not None
+    proc.proc.send_signal(15)
+    wait_until(lambda: proc.health() == 2, 3, "NOT_SERVING while draining")
+    assert proc.proc.wait(10) == 0
+
+
+def test_failover_and_endpoint_affinity(dataplane: Dataplane) -> None:
+    # canary has no ready endpoint: its keys fail over to stable, disclosed; stable keys never move.
+    dataplane.publish(
+        [split_doc(HOST, {"stable": 50, "canary": 50}, sticky=True, endpoint_affinity=True)],
+        endpoints={"stable": ["pod-a", "pod-b", "pod-c"], "canary": ["canary"]},
+        ready={"canary": False},
+    )
+    result = sessions(dataplane, [None] * 200, per_session=4)
+    paths = set()
+    pods_used = set()
+    for responses in result:
+        value = responses[0].cookie("ts")
+        assert value is not None
+        assert all(r.status == 200 for r in responses)
+        pods = {r.backend for r in responses}
+        assert len(pods) == 1 and pods <= {"pod-a", "pod-b", "pod-c"}  # one pod per session (ring hash)
+        assert {r.header("x-seen-hash-key") for r in responses} == {value}
+        intended = Weights.of([("stable", 50), ("canary", 50)]).pick(value)
+        path = decision(responses[0]).rsplit("path=", 1)[1]
+        assert path == ("weighted" if intended == "stable" else "failover")
+        paths.add(path)
+        pods_used |= pods
+    assert paths == {"weighted", "failover"}
+    assert len(pods_used) == 3
+
+
+def test_a_restarted_envoy_gets_the_held_generation_at_once(dataplane: Dataplane) -> None:
+    dataplane.publish([split_doc(HOST, {"stable": 0, "canary": 100}, sticky=True)])
+    dataplane.envoy.stop()
+    dataplane.envoy.start()  # a fresh Envoy: no clusters, no routes, until ADS delivers the held snapshot
+    dataplane.port = dataplane.envoy.listener_port("trafficsplit_http")
+    r = dataplane.get(HOST)
+    assert (r.status, r.backend) == (200, "canary")
+    assert decision(r).endswith("key=minted; path=weighted")
+    assert dataplane.processor.health() == 1

@@ -1,0 +1,168 @@
+"""The ADS state machine without Envoy: what is sent when, and how ACKs and NACKs are read from requests.
+
+A fake stream stands in for Envoy: requests go in through a queue, responses come out of the servicer's generator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.endpoint.v3 import endpoint_pb2
+from envoy.config.route.v3 import route_pb2
+from envoy.service.discovery.v3 import discovery_pb2
+from google.protobuf.message import Message
+from google.rpc import status_pb2
+from trafficsplit.extproc.ads import AckError, AdsServer
+from trafficsplit.extproc.metrics import Metrics
+
+from trafficsplit.core.compiled import Endpoint, Generation, compile_split
+from trafficsplit.core.spec import parse_split
+from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE, resources, transition
+
+
+def gen(number: int, backends: dict[str, int]) -> Generation:
+    spec = parse_split("ns", "s", {"hosts": ["h"], "backends": [{"name": n, "weight": w} for n, w in backends.items()]})
+    return Generation(number, (compile_split(spec, {n: [Endpoint("10.0.0.1", 80)] for n in backends}),))
+
+
+class FakeEnvoy:
+    def __init__(self, ads: AdsServer) -> None:
+        self.requests: asyncio.Queue[discovery_pb2.DiscoveryRequest | None] = asyncio.Queue()
+        self.stream = ads.StreamAggregatedResources(self._iter(), self)  # type: ignore[arg-type]
+
+    def peer(self) -> str:
+        return "fake"
+
+    async def _iter(self) -> AsyncIterator[discovery_pb2.DiscoveryRequest]:
+        while (req := await self.requests.get()) is not None:
+            yield req
+
+    def ask(self, type_url: str, names: Sequence[str] = (), reply_to: Any = None, error: str | None = None) -> None:
+        req = discovery_pb2.DiscoveryRequest(type_url=type_url, resource_names=list(names))
+        if reply_to is not None:
+            req.version_info, req.response_nonce = reply_to.version_info, reply_to.nonce
+        if error is not None:
+            req.error_detail.CopyFrom(status_pb2.Status(code=3, message=error))
+        self.requests.put_nowait(req)
+
+    async def next(self) -> discovery_pb2.DiscoveryResponse:
+        return await asyncio.wait_for(self.stream.__anext__(), 2)
+
+    async def nothing(self) -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(asyncio.ensure_future(self.stream.__anext__())), 0.1)
+
+
+_TYPES: dict[str, tuple[type[Message], str]] = {
+    CLUSTER_TYPE: (cluster_pb2.Cluster, "name"),
+    ENDPOINT_TYPE: (endpoint_pb2.ClusterLoadAssignment, "cluster_name"),
+    ROUTE_TYPE: (route_pb2.RouteConfiguration, "name"),
+}
+
+
+def names(resp: discovery_pb2.DiscoveryResponse) -> set[str]:
+    cls, field = _TYPES[resp.type_url]
+    out = set()
+    for a in resp.resources:
+        m = cls()
+        a.Unpack(m)
+        out.add(getattr(m, field))
+    return out
+
+
+def test_nothing_is_sent_before_a_snapshot_then_acks_unblock_the_publisher() -> None:
+    async def run() -> None:
+        ads = AdsServer(Metrics())
+        envoy = FakeEnvoy(ads)
+        envoy.ask(CLUSTER_TYPE)
+        envoy.ask(ROUTE_TYPE, ["trafficsplit"])
+        first = asyncio.ensure_future(envoy.next())
+        await asyncio.sleep(0.05)
+        assert not first.done()  # a processor without a generation must not wipe Envoy's clusters
+        g = gen(1, {"a": 1, "b": 1})
+        versions = ads.set_resources(transition(None, g))
+        assert set(versions) == {CLUSTER_TYPE, ENDPOINT_TYPE}
+        cds = await first
+        assert cds.type_url == CLUSTER_TYPE and names(cds) == {"ns/s/a", "ns/s/b"}
+        waiter = asyncio.ensure_future(ads.wait_acked(versions, 2))
+        envoy.ask(CLUSTER_TYPE, reply_to=cds)
+        envoy.ask(ENDPOINT_TYPE, ["ns/s/a", "ns/s/b"])
+        eds = await envoy.next()
+        assert eds.type_url == ENDPOINT_TYPE and names(eds) == {"ns/s/a", "ns/s/b"}
+        await asyncio.sleep(0.05)
+        assert not waiter.done()  # EDS not acknowledged yet
+        envoy.ask(ENDPOINT_TYPE, ["ns/s/a", "ns/s/b"], reply_to=eds)
+        await waiter
+        # The swap's snapshot adds the routes; an unchanged type is not resent.
+        versions = ads.set_resources(resources(g))
+        assert set(versions) == {ROUTE_TYPE}
+        rds = await envoy.next()
+        assert rds.type_url == ROUTE_TYPE and names(rds) == {"trafficsplit"}
+        envoy.ask(ROUTE_TYPE, ["trafficsplit"], reply_to=rds)
+        await ads.wait_acked(versions, 2)
+        envoy.requests.put_nowait(None)
+
+    asyncio.run(run())
+
+
+def test_a_nack_fails_the_wait_and_is_not_resent() -> None:
+    async def run() -> None:
+        metrics = Metrics()
+        ads = AdsServer(metrics)
+        envoy = FakeEnvoy(ads)
+        envoy.ask(CLUSTER_TYPE)
+        versions = ads.set_resources(resources(gen(1, {"a": 1})))
+        cds = await envoy.next()
+        waiter = asyncio.ensure_future(ads.wait_acked({CLUSTER_TYPE: versions[CLUSTER_TYPE]}, 2))
+        envoy.ask(CLUSTER_TYPE, reply_to=cds, error="bad cluster")
+        with pytest.raises(AckError, match="bad cluster"):
+            await waiter
+        assert metrics.xds_nacks.labels("cds")._value.get() == 1
+        await envoy.nothing()
+        envoy.requests.put_nowait(None)
+
+    asyncio.run(run())
+
+
+def test_eds_waits_for_newly_requested_names() -> None:
+    async def run() -> None:
+        ads = AdsServer(Metrics())
+        envoy = FakeEnvoy(ads)
+        envoy.ask(CLUSTER_TYPE)
+        ads.set_resources(resources(gen(1, {"a": 1})))
+        cds = await envoy.next()
+        envoy.ask(CLUSTER_TYPE, reply_to=cds)
+        envoy.ask(ENDPOINT_TYPE, ["ns/s/a"])
+        eds = await envoy.next()
+        envoy.ask(ENDPOINT_TYPE, ["ns/s/a"], reply_to=eds)
+        versions = ads.set_resources(transition(gen(1, {"a": 1}), gen(2, {"a": 1, "b": 1})))
+        waiter = asyncio.ensure_future(ads.wait_acked(versions, 2))
+        cds = await envoy.next()
+        eds = await envoy.next()  # the new version, for the names Envoy asked so far
+        assert names(eds) == {"ns/s/a"}
+        envoy.ask(CLUSTER_TYPE, reply_to=cds)
+        envoy.ask(ENDPOINT_TYPE, ["ns/s/a"], reply_to=eds)
+        await asyncio.sleep(0.05)
+        assert not waiter.done()  # b's assignment not yet acknowledged: b is not warm
+        envoy.ask(ENDPOINT_TYPE, ["ns/s/a", "ns/s/b"], reply_to=eds)
+        eds2 = await envoy.next()
+        assert names(eds2) == {"ns/s/a", "ns/s/b"}
+        envoy.ask(ENDPOINT_TYPE, ["ns/s/a", "ns/s/b"], reply_to=eds2)
+        await waiter
+        envoy.requests.put_nowait(None)
+
+    asyncio.run(run())
+
+
+def test_wait_times_out_without_envoy() -> None:
+    async def run() -> None:
+        ads = AdsServer(Metrics())
+        versions = ads.set_resources(resources(gen(1, {"a": 1})))
+        with pytest.raises(AckError, match="no Envoy connected"):
+            await ads.wait_acked(versions, 0.1)
+
+    asyncio.run(run())

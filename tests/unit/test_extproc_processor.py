@@ -1,0 +1,165 @@
+"""The ext_proc servicer's one decision per request, and the publish servicer's refusals, without Envoy.
+
+The processor must add nothing to the core: its routing header is the core's pick, its cookie the core's mint, its
+404 is for hosts no split serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import grpc
+import pytest
+from envoy.config.core.v3 import base_pb2
+from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
+from trafficsplit.extproc.ads import AdsServer
+from trafficsplit.extproc.held import HeldGeneration
+from trafficsplit.extproc.metrics import Metrics
+from trafficsplit.extproc.processor import Processor
+from trafficsplit.extproc.publisher import Publisher
+
+from trafficsplit.core.compiled import Endpoint, Generation, compile_split
+from trafficsplit.core.cookie import AffinityMinter
+from trafficsplit.core.spec import parse_split
+from trafficsplit.core.weights import Weights
+from trafficsplit.v1alpha1 import publish_pb2 as pb
+from trafficsplit.wire.envoy import HASH_HEADER, META_DECISION, META_SET_COOKIE, METADATA_NAMESPACE, ROUTING_HEADER
+from trafficsplit.wire.generation import generation_to_proto
+
+
+def generation(number: int = 4, affinity: bool = True) -> Generation:
+    spec = parse_split(
+        "ns",
+        "shop",
+        {
+            "hosts": ["shop.example"],
+            "backends": [{"name": "stable", "weight": 90}, {"name": "canary", "weight": 10}],
+            "sticky": {"cookie": {"name": "ts"}, "endpointAffinity": affinity},
+            "matches": [{"header": {"name": "x-beta", "value": "yes"}, "backend": "canary"}],
+            "debugHeaders": True,
+        },
+    )
+    eps = {"stable": [Endpoint("10.0.0.1", 80)], "canary": [Endpoint("10.0.0.2", 80)]}
+    return Generation(number, (compile_split(spec, eps),))
+
+
+def request(**headers: str) -> ep.ProcessingRequest:
+    req = ep.ProcessingRequest()
+    for k, v in headers.items():
+        # Envoy 1.40 sends raw_value bytes with value empty.
+        req.request_headers.headers.headers.append(base_pb2.HeaderValue(key=k.replace("_", "-"), raw_value=v.encode()))
+    return req
+
+
+def mutation(reply: ep.ProcessingResponse) -> dict[str, str]:
+    return {
+        h.header.key: h.header.raw_value.decode() for h in reply.request_headers.response.header_mutation.set_headers
+    }
+
+
+def meta(reply: ep.ProcessingResponse) -> dict[str, str]:
+    ns = reply.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value
+    return {k: v.string_value for k, v in ns.fields.items()}
+
+
+@pytest.fixture
+def processor() -> Processor:
+    held = HeldGeneration()
+    held.swap(generation(), "test")
+    return Processor(held, Metrics(), AffinityMinter(clock_ms=lambda: 1, start=0))
+
+
+def test_a_valid_cookie_routes_to_the_core_pick(processor: Processor) -> None:
+    for value in ("abc", "0193f1c2a4b5000000000001", "zzz"):
+        reply = processor.handle(request(**{":authority": "shop.example:8080", "cookie": f"x=1; ts={value}"}))
+        want = Weights.of([("stable", 90), ("canary", 10)]).pick(value)
+        assert mutation(reply) == {ROUTING_HEADER: f"ns/shop/{want}", HASH_HEADER: value}
+        assert reply.request_headers.response.clear_route_cache
+        assert META_SET_COOKIE not in meta(reply)
+        assert meta(reply)[META_DECISION] == f"backend={want}; generation=4; key=cookie; path=weighted"
+
+
+def test_no_cookie_mints_one_and_routes_by_it(processor: Processor) -> None:
+    reply = processor.handle(request(**{":authority": "shop.example"}))
+    minted = "000000000001000000000001"
+    assert meta(reply)[META_SET_COOKIE] == f"ts={minted}; Path=/; HttpOnly; SameSite=Lax"
+    want = Weights.of([("stable", 90), ("canary", 10)]).pick(minted)
+    assert mutation(reply)[ROUTING_HEADER] == f"ns/shop/{want}"
+
+
+def test_match_rule_decides_first(processor: Processor) -> None:
+    reply = processor.handle(request(**{":authority": "shop.example", "x-beta": "yes", "cookie": "ts=abc"}))
+    assert mutation(reply)[ROUTING_HEADER] == "ns/shop/canary"
+    assert meta(reply)[META_DECISION].endswith("key=cookie; path=match")
+
+
+def test_unknown_host_is_a_404_and_no_generation_passes_through() -> None:
+    held = HeldGeneration()
+    p = Processor(held, Metrics())
+    reply = p.handle(request(**{":authority": "shop.example"}))
+    assert reply.WhichOneof("response") == "request_headers"  # Envoy's own routes decide (native weights)
+    assert not reply.request_headers.response.header_mutation.set_headers
+    held.swap(generation(), "test")
+    reply = p.handle(request(**{":authority": "nobody.example"}))
+    assert reply.immediate_response.status.code == 404
+
+
+def test_no_hash_header_without_endpoint_affinity() -> None:
+    held = HeldGeneration()
+    held.swap(generation(affinity=False), "test")
+    reply = Processor(held, Metrics()).handle(request(**{":authority": "shop.example", "cookie": "ts=abc"}))
+    assert set(mutation(reply)) == {ROUTING_HEADER}
+
+
+class FakeContext:
+    def __init__(self, token: str | None) -> None:
+        self.md = [("authorization", f"Bearer {token}")] if token is not None else []
+
+    def invocation_metadata(self) -> list[tuple[str, str]]:
+        return self.md
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> None:
+        raise PermissionError(code, details)
+
+
+class AckingAds(AdsServer):
+    """Envoy acknowledges everything at once."""
+
+    async def wait_acked(self, versions: Any, timeout: float) -> None:
+        return None
+
+
+def test_publisher_auth_stale_invalid_accept() -> None:
+    async def run() -> None:
+        held = HeldGeneration()
+        metrics = Metrics()
+        firsts: list[int] = []
+
+        async def first() -> None:
+            firsts.append(held.number)
+
+        pub = Publisher(
+            held, AckingAds(metrics), metrics, token=b"s3cret", replica="r0", ack_timeout=1, on_first_generation=first
+        )
+        msg = pb.PublishRequest(generation=generation_to_proto(generation(4), origin="op"))
+        for token in (None, "", "wrong", "s3cret "):
+            with pytest.raises(PermissionError) as err:
+                await pub.Publish(msg, cast(Any, FakeContext(token)))
+            assert err.value.args[0] == grpc.StatusCode.UNAUTHENTICATED
+        ok = cast(Any, FakeContext("s3cret"))
+        reply = await pub.Publish(msg, ok)
+        assert (reply.result, reply.held_number, reply.replica) == (pb.PublishReply.ACCEPTED, 4, "r0")
+        assert firsts == [4]
+        reply = await pub.Publish(msg, ok)
+        assert (reply.result, reply.held_number) == (pb.PublishReply.STALE, 4)
+        bad = pb.PublishRequest(generation=generation_to_proto(generation(5), origin="op"))
+        bad.generation.splits[0].backends[0].weight = 0
+        bad.generation.splits[0].backends[1].weight = 0
+        reply = await pub.Publish(bad, ok)
+        assert (reply.result, reply.held_number) == (pb.PublishReply.INVALID, 4)
+        held_reply = await pub.GetHeld(pb.GetHeldRequest(), ok)
+        assert (held_reply.held_number, held_reply.origin) == (4, "op")
+        assert firsts == [4]
+
+    asyncio.run(run())

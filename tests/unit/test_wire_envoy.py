@@ -1,0 +1,154 @@
+"""Envoy resources and bootstrap from a generation, against golden files, plus the rules the goldens encode.
+
+Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/unit/test_wire_envoy.py` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from trafficsplit.core.compiled import Endpoint, Generation, assemble_generation, compile_split
+from trafficsplit.core.spec import parse_split
+from trafficsplit.wire import envoy
+from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def sample_generation(number: int = 7) -> Generation:
+    shop = parse_split(
+        "prod",
+        "shop",
+        {
+            "hosts": ["shop.example", "www.shop.example"],
+            "backends": [
+                {"name": "stable", "weight": 90, "port": 8080},
+                {"name": "canary", "weight": 10, "port": 8080},
+            ],
+            "sticky": {"cookie": {"name": "ts", "maxAge": 3600}, "endpointAffinity": True},
+            "debugHeaders": True,
+        },
+    )
+    api = parse_split(
+        "prod",
+        "api",
+        {"hosts": ["api.example"], "backends": [{"name": "blue", "weight": 1}, {"name": "green", "weight": 0}]},
+    )
+    eps = {
+        "stable": [Endpoint("10.0.0.1", 8080), Endpoint("10.0.0.2", 8080, ready=False)],
+        "canary": [Endpoint("10.0.1.1", 8080, ready=False)],  # no ready endpoint: fails over
+    }
+    gen, rejected = assemble_generation(
+        number,
+        [
+            compile_split(shop, eps),
+            compile_split(api, {"blue": [Endpoint("10.1.0.1", 80)], "green": [Endpoint("10.1.1.1", 80)]}),
+        ],
+    )
+    assert not rejected
+    return gen
+
+
+def _json(resources: dict[str, Message]) -> dict[str, object]:
+    return {
+        name: json_format.MessageToDict(msg, preserving_proto_field_name=True)
+        for name, msg in sorted(resources.items())
+    }
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert path.exists(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{name} differs from its golden file (UPDATE_GOLDEN=1 to accept)"
+
+
+def test_resources_match_golden() -> None:
+    res = envoy.resources(sample_generation())
+    assert res.routes is not None
+    doc = {
+        "clusters": _json(dict(res.clusters)),
+        "endpoints": _json(dict(res.endpoints)),
+        "routes": _json(dict(res.routes)),
+    }
+    check_golden("wire_envoy_resources.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def test_bootstrap_matches_golden() -> None:
+    opts = BootstrapOptions(
+        node_id="gw-0",
+        listen=Address("0.0.0.0", 8080),
+        extproc=Address(path="/run/trafficsplit/extproc.sock"),
+        ads=Address(path="/run/trafficsplit/extproc.sock"),
+        admin=Address("127.0.0.1", 9901),
+    )
+    check_golden("wire_bootstrap.json", bootstrap_json(opts))
+
+
+def test_one_cluster_per_backend_with_ready_endpoints_only() -> None:
+    gen = sample_generation()
+    res = envoy.resources(gen)
+    assert set(res.clusters) == set(gen.clusters()) == set(res.endpoints)
+    stable = res.endpoints["prod/shop/stable"]
+    assert [e.endpoint.address.socket_address.address for e in stable.endpoints[0].lb_endpoints] == ["10.0.0.1"]
+    assert not res.endpoints["prod/shop/canary"].endpoints[0].lb_endpoints
+    assert res.clusters["prod/shop/stable"].lb_policy == res.clusters["prod/shop/stable"].RING_HASH
+    assert res.clusters["prod/api/blue"].lb_policy == res.clusters["prod/api/blue"].ROUND_ROBIN
+
+
+def test_fallback_uses_eligible_backends_and_skips_zero_weights() -> None:
+    gen = sample_generation()
+    shop, api = gen.split_for("shop.example"), gen.split_for("api.example")
+    assert shop is not None and api is not None
+    assert [(b.name, w) for b, w in envoy.fallback_weights(shop)] == [("stable", 90)]
+    assert [(b.name, w) for b, w in envoy.fallback_weights(api)] == [("blue", 1)]
+
+
+def test_routes_strip_client_routing_headers_and_404_unknown_hosts() -> None:
+    rc = envoy.route_configuration(sample_generation())
+    assert list(rc.internal_only_headers) == [envoy.ROUTING_HEADER, envoy.HASH_HEADER]
+    default = rc.virtual_hosts[-1]
+    assert list(default.domains) == ["*"] and default.routes[0].direct_response.status == 404
+    vhost = rc.virtual_hosts[0]
+    assert [r.name for r in vhost.routes] == ["decided", "fallback"]  # the processor's pick first
+    assert vhost.routes[0].route.cluster_header == envoy.ROUTING_HEADER
+    assert vhost.routes[0].route.hash_policy[0].header.header_name == envoy.HASH_HEADER
+
+
+def test_no_generation_gives_only_the_404_host() -> None:
+    res = envoy.resources(None)
+    assert not res.clusters and not res.endpoints
+    assert res.routes is not None
+    assert [v.name for v in res.routes[envoy.ROUTE_CONFIG_NAME].virtual_hosts] == ["no-split"]
+
+
+def test_transition_keeps_old_clusters_and_old_routes() -> None:
+    old = sample_generation(7)
+    new_split = compile_split(
+        parse_split("prod", "api", {"hosts": ["api.example"], "backends": [{"name": "violet", "weight": 1}]}),
+        {"violet": [Endpoint("10.2.0.1", 80)]},
+    )
+    new = Generation(8, (new_split,))
+    t = envoy.transition(old, new)
+    assert set(t.clusters) == set(old.clusters()) | {"prod/api/violet"}
+    assert t.routes == envoy.resources(old).routes
+    assert envoy.transition(None, new).routes is None  # nothing held: routes wait for the swap
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("unix:/a/b.sock", Address(path="/a/b.sock")),
+        ("127.0.0.1:9001", Address("127.0.0.1", 9001)),
+        ("[::1]:9001", Address("::1", 9001)),
+    ],
+)
+def test_address_parse(text: str, expected: Address) -> None:
+    assert Address.parse(text) == expected
