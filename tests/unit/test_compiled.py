@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from trafficsplit.core.compiled import Generation, assemble_generation, compile_split, normalize_authority
+from trafficsplit.core.compiled import (
+    CompiledSplit,
+    Generation,
+    assemble_generation,
+    compile_split,
+    normalize_authority,
+)
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.spec import parse_split
 
@@ -34,3 +40,24 @@ def test_the_older_split_keeps_a_contested_host() -> None:
 def test_generation_numbers_start_at_one() -> None:
     with pytest.raises(SpecError, match="generation number"):
         Generation(0, ())
+
+
+def _split(name: str, *hosts: str) -> CompiledSplit:
+    return compile_split(parse_split("prod", name, {"hosts": list(hosts), "backends": [{"name": "x", "weight": 1}]}))
+
+
+def test_a_wildcard_host_serves_every_subdomain_as_envoy_routes_it() -> None:
+    # Envoy's virtual host `*.example.com` takes any suffix match, so the processor must find the same split, or the
+    # request Envoy routed to the split would get the gateway's 404. Exact hosts win, then the longest wildcard.
+    wild, deeper, exact = (
+        _split("wild", "*.example.com"),
+        _split("deeper", "*.eu.example.com"),
+        _split("x", "a.example.com"),
+    )
+    g = Generation(1, (wild, deeper, exact))
+    assert g.split_for("shop.example.com:8080") is wild
+    assert g.split_for("a.b.example.com") is wild
+    assert g.split_for("shop.eu.example.com") is deeper
+    assert g.split_for("a.example.com") is exact
+    assert g.split_for("example.com") is None
+    assert g.split_for("badexample.com") is None

@@ -166,6 +166,7 @@ class Generation:
     number: int
     splits: tuple[CompiledSplit, ...]
     by_host: Mapping[str, CompiledSplit] = field(init=False, repr=False, compare=False)
+    _has_wildcards: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         index: dict[str, CompiledSplit] = {}
@@ -180,9 +181,22 @@ class Generation:
         if problems:
             raise SpecError(problems)
         object.__setattr__(self, "by_host", MappingProxyType(index))
+        object.__setattr__(self, "_has_wildcards", any(h.startswith("*.") for h in index))
 
     def split_for(self, authority: str) -> CompiledSplit | None:
-        return self.by_host.get(normalize_authority(authority))
+        """The split serving `authority`: an exact host first, else the longest `*.suffix` host, as Envoy's virtual
+        host matching does (so a request Envoy routed to a split's virtual host finds that split here)."""
+        host = normalize_authority(authority)
+        split = self.by_host.get(host)
+        if split is not None or not self._has_wildcards:
+            return split
+        dot = host.find(".")
+        while dot != -1:
+            split = self.by_host.get("*" + host[dot:])
+            if split is not None:
+                return split
+            dot = host.find(".", dot + 1)
+        return None
 
     def clusters(self) -> dict[str, CompiledBackend]:
         return {b.cluster: b for s in self.splits for b in s.backends}
