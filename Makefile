@@ -4,7 +4,7 @@
 # Runs the product locally on loopback: Envoy + extproc + operator (file source on examples/) + sample backends.
 demo:
 	python3 -m pip install -q --disable-pip-version-check .
-	trafficsplit demo
+	python3 -m trafficsplit.cli demo
 
 # Installs everything, builds (or reuses) the control plane, runs static checks and every test tier.
 test:

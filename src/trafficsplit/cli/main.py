@@ -17,7 +17,7 @@ from trafficsplit.cli.common import EXIT_USAGE, OneLineParser, UsageError, fail
 from trafficsplit.core.errors import SpecError
 
 # Module names under trafficsplit.cli, in the order `--help` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("pick", "plan", "simulate", "set-weights", "flip", "status")
+SUBCOMMANDS: tuple[str, ...] = ("pick", "plan", "simulate", "set-weights", "flip", "status", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:
