@@ -1,0 +1,147 @@
+"""Blue-green flip latency: `kubectl patch` → every dataplane replica serving the new generation.
+
+Runs the real pieces on this machine: kube-apiserver + etcd (tests/support/controlplane.py), the operator process,
+two dataplane units (extproc + Envoy), two backends in network namespaces with Services + EndpointSlices. Then it
+flips a TrafficSplit 100/0 ↔ 0/100 N times (merge patch through the API, as kubectl does) and records, per flip:
+
+  held     both replicas answer GetHeld with a number above the previous one (the operator's publish reached both);
+  traffic  a request through each replica's Envoy lands on the new side;
+  status   the TrafficSplit's Published condition is True for the new metadata.generation (what `kubectl wait` sees).
+
+Prints p50 / p90 / p99 / max of each, side by side. Needs root (network namespaces). Nothing is asserted.
+
+    python bench/bench_flip.py [--flips 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+for p in ("src", "operator", "extproc", "."):
+    sys.path.insert(0, str(ROOT / p))
+
+from kubernetes import client  # noqa: E402
+
+from tests.support.controlplane import control_plane  # noqa: E402
+from tests.support.dataplane import NameBackends  # noqa: E402
+from tests.support.netns import TestPods  # noqa: E402
+from tests.support.operator import (  # noqa: E402
+    Operators,
+    install_crd,
+    service_with_slice,
+    start_gateway,
+    ts_manifest,
+    wait_condition,
+)
+
+HOST = "flip.example"
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--flips", type=int, default=50)
+    ap.add_argument("--debounce", type=float, default=0.02, help="the operator's --debounce (seconds)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-flip-") as tmp, control_plane() as kube, TestPods(Path(tmp)) as tp:
+        work = Path(tmp)
+        install_crd(kube)
+        ns = kube.create_namespace("bench")
+        pods = {n: tp.start(n) for n in ("blue", "green")}
+        for n, p in pods.items():
+            service_with_slice(kube, ns, f"svc-{n}", [p.ip], target_port=p.port)
+        backends = NameBackends.start(work, names=("blue",))
+        gw = start_gateway(work, backends)
+        ops = Operators(kube, work)
+        try:
+            ops.start(
+                kube.kubeconfig,
+                args=[
+                    f"--namespaces={ns}",
+                    f"--token-file={gw.token_file}",
+                    f"--debounce={args.debounce}",
+                    *gw.dataplane_args(),
+                ],
+                lease_namespace=ns,
+            )
+            spec: dict[str, Any] = {
+                "hosts": [HOST],
+                "backends": [
+                    {"name": "blue", "service": "svc-blue", "port": 80, "weight": 100},
+                    {"name": "green", "service": "svc-green", "port": 80, "weight": 0},
+                ],
+            }
+            kube.kubectl("apply", "-f", "-", input=ts_manifest(ns, "flip", spec))
+            wait_condition(kube, ns, "flip", "Published", "True", "2/2", timeout=60)
+            api = kube.api_client()
+            custom = client.CustomObjectsApi(api)
+            held_t: list[float] = []
+            traffic_t: list[float] = []
+            status_t: list[float] = []
+            side = "blue"
+            for _ in range(args.flips):
+                side = "green" if side == "blue" else "blue"
+                weights = (100, 0) if side == "blue" else (0, 100)
+                before = min(gw.held())
+                body = {
+                    "spec": {"backends": [dict(b, weight=w) for b, w in zip(spec["backends"], weights, strict=True)]}
+                }
+                t0 = time.perf_counter()
+                obj = custom.patch_namespaced_custom_object(
+                    "trafficsplit.dev", "v1alpha1", ns, "trafficsplits", "flip", body
+                )
+                gen = obj["metadata"]["generation"]
+                while min(gw.held()) <= before:
+                    time.sleep(0.002)
+                held_t.append(time.perf_counter() - t0)
+
+                async def first_new_side(side: str) -> None:
+                    for u in gw.units:
+                        conn = u.connection()
+                        try:
+                            while (await conn.request(HOST)).backend != side:
+                                await asyncio.sleep(0.001)
+                        finally:
+                            conn.close()
+
+                asyncio.run(first_new_side(side))
+                traffic_t.append(time.perf_counter() - t0)
+                while True:
+                    o = custom.get_namespaced_custom_object("trafficsplit.dev", "v1alpha1", ns, "trafficsplits", "flip")
+                    c = next((c for c in o.get("status", {}).get("conditions", []) if c["type"] == "Published"), None)
+                    if c and c["status"] == "True" and c.get("observedGeneration") == gen:
+                        break
+                    time.sleep(0.005)
+                status_t.append(time.perf_counter() - t0)
+            api.close()
+        finally:
+            ops.stop_all()
+            gw.stop()
+            backends.envoy.stop()
+    print(f"\nflips: {args.flips}, operator debounce {args.debounce * 1000:.0f} ms; patch through the API → ..., ms")
+    print(f"{'':<40}{'p50':>8}{'p90':>8}{'p99':>8}{'max':>8}{'mean':>8}")
+    for label, xs in (
+        ("both replicas hold the new generation", held_t),
+        ("both Envoys route to the new side", traffic_t),
+        ("status Published=True (new gen)", status_t),
+    ):
+        ms = [x * 1000 for x in xs]
+        print(f"{label:<40}{pct(ms, .5):>8.1f}{pct(ms, .9):>8.1f}{pct(ms, .99):>8.1f}{max(ms):>8.1f}"
+              f"{statistics.mean(ms):>8.1f}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

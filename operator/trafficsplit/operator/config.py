@@ -1,0 +1,123 @@
+"""The operator's settings from flags and environment variables. Pure: parsing only, no I/O.
+
+Every flag has an environment variable (`TRAFFICSPLIT_*`) so the chart can set them without rewriting `args`.
+Two modes: Kubernetes (watch the API server) and local (`--file-source DIR`, no API server at all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from trafficsplit.operator.cluster import Replica, parse_static_replicas
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    namespaces: tuple[str, ...]  # empty: all namespaces
+    gateway_service: str | None
+    gateway_namespace: str
+    publish_port_name: str
+    static_dataplanes: tuple[Replica, ...]
+    token_file: str | None
+    identity: str
+    leader_election: bool
+    lease_name: str
+    lease_namespace: str
+    lease_duration: float
+    lease_renew: float
+    file_source: str | None
+    debounce: float
+    poll_interval: float
+    publish_timeout: float
+    kubeconfig: str | None
+    liveness: str | None
+
+    @property
+    def local(self) -> bool:
+        return self.file_source is not None
+
+
+def _env(env: Mapping[str, str], name: str, default: str | None = None) -> str | None:
+    v = env.get(f"TRAFFICSPLIT_{name}")
+    return v if v not in (None, "") else default
+
+
+def _split_list(text: str | None) -> list[str]:
+    return [x.strip() for x in (text or "").replace(";", ",").split(",") if x.strip()]
+
+
+def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m trafficsplit.operator",
+        description="Compile TrafficSplits into generations and publish them to every dataplane replica. Kubernetes "
+        "mode watches the API server; local mode (--file-source) reads a directory of TrafficSplit YAML. Every flag "
+        "also reads TRAFFICSPLIT_<NAME> from the environment (shown in brackets).",
+    )
+
+    def e(name: str, default: str | None = None) -> str | None:
+        return _env(env, name, default)
+
+    p.add_argument("--namespaces", default=e("NAMESPACES", ""), help="comma list; empty = all [NAMESPACES]")
+    p.add_argument("--gateway-service", default=e("GATEWAY_SERVICE"), help="the dataplane Service [GATEWAY_SERVICE]")
+    p.add_argument(
+        "--gateway-namespace", default=e("GATEWAY_NAMESPACE", env.get("POD_NAMESPACE") or "default"),
+        help="its namespace [GATEWAY_NAMESPACE, POD_NAMESPACE]",
+    )  # fmt: skip
+    p.add_argument("--publish-port-name", default=e("PUBLISH_PORT_NAME", "publish"), help="[PUBLISH_PORT_NAME]")
+    p.add_argument(
+        "--dataplane", action="append", default=_split_list(e("DATAPLANES")),
+        help="static replica HOST:PORT or NAME=HOST:PORT, repeatable (instead of gateway discovery) [DATAPLANES]",
+    )  # fmt: skip
+    p.add_argument("--token-file", default=e("TOKEN_FILE"), help="bearer token for the publish API [TOKEN_FILE]")
+    p.add_argument(
+        "--identity", default=e("IDENTITY", env.get("POD_NAME") or os.uname().nodename), help="[IDENTITY, POD_NAME]"
+    )
+    p.add_argument(
+        "--leader-election", default=e("LEADER_ELECTION", "true"), choices=["true", "false"],
+        help="Lease-based leader election; only the leader publishes and writes status [LEADER_ELECTION]",
+    )  # fmt: skip
+    p.add_argument("--lease-name", default=e("LEASE_NAME", "trafficsplit-operator"))
+    p.add_argument("--lease-namespace", default=e("LEASE_NAMESPACE", env.get("POD_NAMESPACE") or "default"))
+    p.add_argument("--lease-duration", type=float, default=float(e("LEASE_DURATION", "15") or 15))
+    p.add_argument("--lease-renew", type=float, default=float(e("LEASE_RENEW", "2") or 2))
+    p.add_argument("--file-source", default=e("FILE_SOURCE"), help="local mode: a directory of TrafficSplit YAML")
+    p.add_argument("--debounce", type=float, default=float(e("DEBOUNCE", "0.02") or 0.02), help="seconds")
+    p.add_argument("--poll-interval", type=float, default=float(e("POLL_INTERVAL", "0.5") or 0.5), help="seconds")
+    p.add_argument("--publish-timeout", type=float, default=float(e("PUBLISH_TIMEOUT", "5") or 5), help="seconds")
+    p.add_argument("--kubeconfig", default=env.get("KUBECONFIG"))
+    p.add_argument("--liveness", default=e("LIVENESS"), help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    return p
+
+
+def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
+    a = build_parser(env).parse_args(list(argv))
+    statics = parse_static_replicas(x for item in a.dataplane for x in _split_list(item))
+    if a.file_source is None and not statics and not a.gateway_service:
+        raise SystemExit("give --gateway-service (discovery) or --dataplane HOST:PORT (static replicas)")
+    if a.file_source is not None and not statics:
+        raise SystemExit("local mode (--file-source) needs --dataplane HOST:PORT")
+    if a.lease_renew <= 0 or a.lease_duration <= a.lease_renew:
+        raise SystemExit("--lease-duration must exceed --lease-renew > 0")
+    return Config(
+        namespaces=tuple(_split_list(a.namespaces)),
+        gateway_service=a.gateway_service,
+        gateway_namespace=a.gateway_namespace,
+        publish_port_name=a.publish_port_name,
+        static_dataplanes=statics,
+        token_file=a.token_file,
+        identity=a.identity,
+        leader_election=a.leader_election == "true" and a.file_source is None,
+        lease_name=a.lease_name,
+        lease_namespace=a.lease_namespace,
+        lease_duration=a.lease_duration,
+        lease_renew=a.lease_renew,
+        file_source=a.file_source,
+        debounce=a.debounce,
+        poll_interval=a.poll_interval,
+        publish_timeout=a.publish_timeout,
+        kubeconfig=a.kubeconfig,
+        liveness=a.liveness,
+    )

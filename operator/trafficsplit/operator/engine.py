@@ -1,0 +1,259 @@
+"""The level-triggered loop shared by the Kubernetes and file sources: state → generation → publish → status.
+
+Any change marks the engine dirty; after a short debounce (a burst of EndpointSlice updates is one pass) it
+recompiles everything from the current state with the pure core. A new number is taken only when the content changed
+(or a replica reports a higher number than ours), so a status write, which itself triggers a watch event, never
+publishes again. Numbers only grow: they continue above the highest number any replica reports holding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from trafficsplit.operator.cluster import (
+    SERVICE_NAME_LABEL,
+    Replica,
+    ServiceInfo,
+    SliceInfo,
+    SplitObject,
+    referenced_services,
+    replicas_from_slices,
+    service_from_body,
+    slice_from_body,
+    slices_by_service,
+    split_from_body,
+)
+from trafficsplit.operator.fleet import Fleet
+from trafficsplit.operator.protoconv import fingerprint, generation_to_proto
+from trafficsplit.operator.reconcile import Desired, Served, desired_state
+from trafficsplit.operator.status import PublishView, StatusResult, compute_status
+
+from trafficsplit.core.compiled import Generation
+from trafficsplit.core.errors import SpecError
+
+log = logging.getLogger("trafficsplit.operator.engine")
+
+StatusSink = Callable[[SplitObject, StatusResult], Awaitable[None]]
+
+
+@dataclass
+class Store:
+    """What the watches have seen, as small projections keyed by (namespace, name)."""
+
+    splits: dict[tuple[str, str], SplitObject] = field(default_factory=dict)
+    services: dict[tuple[str, str], ServiceInfo] = field(default_factory=dict)
+    slices: dict[tuple[str, str], SliceInfo] = field(default_factory=dict)
+
+    def apply(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        k = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        table: dict[tuple[str, str], Any] = {  # type: ignore[assignment]
+            "trafficsplit": self.splits,
+            "service": self.services,
+            "endpointslice": self.slices,
+        }[kind]
+        if event_type == "DELETED":
+            table.pop(k, None)
+            return
+        if kind == "trafficsplit":
+            table[k] = split_from_body(body)
+        elif kind == "service":
+            table[k] = service_from_body(body)
+        else:
+            s = slice_from_body(body)
+            if s is None:
+                table.pop(k, None)
+            else:
+                table[k] = s
+
+
+def now_rfc3339() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Engine:
+    def __init__(
+        self,
+        fleet: Fleet,
+        *,
+        origin: str,
+        debounce: float,
+        static_replicas: tuple[Replica, ...] = (),
+        gateway: tuple[str, str] | None = None,  # (namespace, service) for discovery
+        publish_port_name: str = "publish",
+        status_sink: StatusSink | None = None,
+        static: bool = False,
+    ) -> None:
+        self.static = static
+        self.fleet = fleet
+        self.origin = origin
+        self.debounce = debounce
+        self.static_replicas = static_replicas
+        self.gateway = gateway
+        self.publish_port_name = publish_port_name
+        self.status_sink = status_sink
+        self.store = Store()
+        self.leader = False
+        self.number = 0
+        self._fingerprint: bytes | None = None
+        self._last_good: dict[str, Served] = {}
+        self._since: dict[str, tuple[int, int]] = {}  # key → (observed generation, first number carrying it)
+        self._written: dict[str, dict[str, Any]] = {}
+        self._posted: set[tuple[str, int, str, str]] = set()
+        self._replicas: tuple[Replica, ...] | None = None
+        self._dirty = asyncio.Event()
+        self._ready = asyncio.Event()
+        self.passes = 0
+
+    # --- inputs ------------------------------------------------------------------------------------------------------
+
+    def poke(self) -> None:
+        self._dirty.set()
+
+    def apply(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        self.store.apply(kind, event_type, body)
+        if kind == "trafficsplit" or self._concerns_us(kind, body):
+            self.poke()
+
+    def _concerns_us(self, kind: str, body: Mapping[str, Any]) -> bool:
+        """Services and EndpointSlices that no split names (most of a cluster) are stored but trigger no pass: a
+        split that names one later triggers its own pass, which reads the store."""
+        meta = body.get("metadata") or {}
+        ns = str(meta.get("namespace") or "")
+        name = (
+            str(meta.get("name") or "")
+            if kind == "service"
+            else str((meta.get("labels") or {}).get(SERVICE_NAME_LABEL) or "")
+        )
+        return (ns, name) in referenced_services(self.store.splits.values()) or (ns, name) == self.gateway
+
+    def mark_ready(self) -> None:
+        """The initial full listing is in the store: passes may run (before it, a pass would drop splits)."""
+        self._ready.set()
+        self.poke()
+
+    async def become_leader(self, probe_timeout: float = 3.0) -> None:
+        await self._sync_replicas()
+        floor = await self.fleet.probe(probe_timeout)
+        self.number = max(self.number, floor)
+        self._fingerprint = None  # publish the current content under a fresh number
+        self.leader = True
+        log.info("leading: numbering continues above %d", self.number)
+        self.poke()
+
+    async def stop_leading(self) -> None:
+        self.leader = False
+        await self.fleet.set_replicas(())
+        self._replicas = None
+
+    # --- the loop ----------------------------------------------------------------------------------------------------
+
+    async def run(self, resync: float = 60.0) -> None:
+        await self._ready.wait()
+        while True:
+            # A pass at least every `resync` seconds even without events: a failed status write is retried and
+            # anything a lost event left stale is recomputed (level-triggered).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._dirty.wait(), resync)
+            self._dirty.clear()
+            if self.debounce > 0:
+                await asyncio.sleep(self.debounce)
+                self._dirty.clear()
+            try:
+                await self.run_pass()
+            except Exception:  # a bug in one pass must not stop the operator; the next event retries
+                log.exception("reconcile pass failed")
+                await asyncio.sleep(0.5)
+                self.poke()
+
+    def replicas(self) -> tuple[Replica, ...]:
+        if self.gateway is None:
+            return self.static_replicas
+        ns, svc = self.gateway
+        return replicas_from_slices(
+            (s for s in self.store.slices.values() if s.namespace == ns and s.service == svc), self.publish_port_name
+        )
+
+    async def _sync_replicas(self) -> None:
+        replicas = self.replicas()
+        if replicas != self._replicas:
+            self._replicas = replicas
+            log.info("dataplanes: %s", ", ".join(f"{r.name}@{r.address}" for r in replicas) or "none")
+            await self.fleet.set_replicas(replicas)
+
+    def compile(self) -> Desired:
+        return desired_state(
+            self.store.splits.values(),
+            self.store.services,
+            slices_by_service(self.store.slices.values()),
+            self._last_good,
+            static=self.static,
+        )
+
+    async def run_pass(self) -> None:
+        self.passes += 1
+        desired = self.compile()
+        if not self.leader:
+            # A standby keeps its last good forms warm, so a take-over never drops a split that is unresolved now.
+            self._last_good = {s.split.key: s for s in desired.served}
+        if self.leader:
+            await self._sync_replicas()
+            self._publish(desired)
+        if self.leader and self.status_sink is not None:
+            await self._write_status(desired)
+
+    def _publish(self, desired: Desired) -> None:
+        fp = fingerprint(desired.served)
+        if fp == self._fingerprint and self.fleet.floor <= self.number:
+            return
+        number = max(self.number, self.fleet.floor) + 1
+        try:
+            # Validate whole before anything leaves the process: never publish what could not compile.
+            Generation(number, tuple(s.split for s in desired.served))
+        except SpecError as exc:
+            log.error("generation %d not published: %s", number, exc)
+            return
+        self.number = number
+        self._fingerprint = fp
+        self._last_good = {s.split.key: s for s in desired.served}
+        for s in desired.served:
+            prev = self._since.get(s.split.key)
+            if prev is None or prev[0] != s.observed_generation:
+                self._since[s.split.key] = (s.observed_generation, number)
+        log.info("generation %d: %d splits", number, len(desired.served))
+        self.fleet.set_target(generation_to_proto(number, desired.served, self.origin))
+
+    def view(self) -> PublishView:
+        return PublishView(self.number, self.fleet.acks(), {k: v[1] for k, v in self._since.items()})
+
+    async def _write_status(self, desired: Desired) -> None:
+        assert self.status_sink is not None
+        view = self.view()
+        now = now_rfc3339()
+        for obj in list(self.store.splits.values()):
+            outcome = desired.outcomes.get(obj.key)
+            if outcome is None:
+                continue
+            result = compute_status(obj, outcome, view, now)
+            events = tuple(
+                e for e in result.events if (obj.uid, obj.generation, e.reason, e.message) not in self._posted
+            )
+            if result.status in (obj.status, self._written.get(obj.key)) and not events:
+                continue
+            try:
+                await self.status_sink(obj, StatusResult(result.status, events))
+            except Exception as exc:  # logged; retried on the next pass
+                log.warning("status of %s not written: %s", obj.key, exc)
+                continue
+            self._written[obj.key] = result.status
+            self._posted.update((obj.uid, obj.generation, e.reason, e.message) for e in events)
+        for gone in [k for k in self._written if k not in desired.outcomes]:
+            del self._written[gone]
+        uids = {o.uid for o in self.store.splits.values()}
+        self._posted = {p for p in self._posted if p[0] in uids}

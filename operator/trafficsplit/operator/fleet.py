@@ -1,0 +1,159 @@
+"""Keeps every dataplane replica on the current generation: one worker task per replica.
+
+Why a worker per replica: a slow or dead replica must never delay the others, a replica that comes back (or is
+restarted and holds nothing) must get the current generation at once, and the operator must know, per replica, which
+number it acknowledged (that is what `Published` reports). Each worker publishes when behind, retries with capped
+exponential backoff, and otherwise polls `GetHeld` every `poll_interval` to notice a restarted replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+
+import grpc
+from trafficsplit.operator.cluster import Replica
+from trafficsplit.operator.publisher import PublisherClient
+from trafficsplit.operator.status import ReplicaAck
+
+from trafficsplit.v1alpha1 import publish_pb2 as pb
+
+log = logging.getLogger("trafficsplit.operator.fleet")
+
+BACKOFF_MIN = 0.05
+BACKOFF_MAX = 1.0
+
+
+class _Worker:
+    def __init__(self, fleet: Fleet, replica: Replica) -> None:
+        self.fleet = fleet
+        self.replica = replica
+        self.name = replica.name
+        self.acked = 0
+        self.known = False  # answered at least once since it was (re)discovered
+        self.invalid: tuple[int, str] | None = None  # (number, message) of a generation the replica refused
+        self.wake = asyncio.Event()
+        self.client = PublisherClient(replica.target, fleet.token_file, fleet.timeout)
+        self.task = asyncio.create_task(self._run(), name=f"publish:{replica.address}")
+
+    def _set(self, acked: int, name: str | None) -> None:
+        changed = acked != self.acked or not self.known or (name and name != self.name)
+        self.acked, self.known = acked, True
+        if name:
+            self.name = name
+        self.fleet.note_held(acked)
+        if changed:
+            self.fleet.changed()
+
+    async def _run(self) -> None:
+        backoff = BACKOFF_MIN
+        while True:
+            target = self.fleet.target
+            try:
+                if not self.known:
+                    held = await self.client.get_held()
+                    self._set(held.held_number, held.replica)
+                    continue
+                if (
+                    target is not None
+                    and self.acked < target.number
+                    and (self.invalid is None or self.invalid[0] != target.number)
+                ):
+                    reply = await self.client.publish(target)
+                    await self._handle(target, reply)
+                    backoff = BACKOFF_MIN
+                    continue
+                backoff = BACKOFF_MIN
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), self.fleet.poll_interval)
+                    continue
+                held = await self.client.get_held()
+                self._set(held.held_number, held.replica)
+            except grpc.aio.AioRpcError as exc:
+                if self.known or self.acked:
+                    log.warning("dataplane %s (%s): %s", self.name, self.replica.address, exc.code().name)
+                    self.acked, self.known = 0, False
+                    self.fleet.changed()
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX)
+
+    async def _handle(self, target: pb.Generation, reply: pb.PublishReply) -> None:
+        if reply.result == pb.PublishReply.ACCEPTED:
+            log.info("dataplane %s holds generation %d", reply.replica or self.name, reply.held_number)
+            self._set(reply.held_number, reply.replica)
+        elif reply.result == pb.PublishReply.STALE:
+            # The replica holds a number at least as high (another operator, or our own earlier try that timed out):
+            # the engine renumbers above it when needed.
+            self._set(reply.held_number, reply.replica)
+        else:
+            log.error(
+                "dataplane %s refused generation %d: %s", reply.replica or self.name, target.number, reply.message
+            )
+            self.invalid = (target.number, reply.message)
+            self._set(reply.held_number, reply.replica)
+
+    async def close(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        await self.client.close()
+
+
+class Fleet:
+    """The set of replicas and the generation they should hold. `changed` is called on any acknowledgement change."""
+
+    def __init__(
+        self, token_file: str | None, timeout: float, poll_interval: float, changed: Callable[[], None]
+    ) -> None:
+        self.token_file = token_file
+        self.timeout = timeout
+        self.poll_interval = poll_interval
+        self._changed = changed
+        self.target: pb.Generation | None = None
+        self.floor = 0  # the highest number any replica ever reported holding
+        self._workers: dict[str, _Worker] = {}
+
+    def changed(self) -> None:
+        self._changed()
+
+    def note_held(self, number: int) -> None:
+        if number > self.floor:
+            self.floor = number
+
+    async def set_replicas(self, replicas: Iterable[Replica]) -> None:
+        wanted = {r.address: r for r in replicas}
+        for addr in [a for a in self._workers if a not in wanted]:
+            await self._workers.pop(addr).close()
+        for addr, r in wanted.items():
+            if addr not in self._workers:
+                self._workers[addr] = _Worker(self, r)
+        self._changed()
+
+    def set_target(self, generation: pb.Generation) -> None:
+        self.target = generation
+        for w in self._workers.values():
+            w.wake.set()
+
+    def acks(self) -> tuple[ReplicaAck, ...]:
+        return tuple(ReplicaAck(w.name, w.acked) for w in self._workers.values())
+
+    def all_acked(self, number: int) -> bool:
+        return bool(self._workers) and all(w.acked >= number for w in self._workers.values())
+
+    async def probe(self, timeout: float) -> int:
+        """Wait (bounded) until every replica answered once, so numbering continues above what they hold."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline and not all(w.known for w in self._workers.values()):
+            await asyncio.sleep(0.02)
+        return self.floor
+
+    async def close(self) -> None:
+        for w in list(self._workers.values()):
+            await w.close()
+        self._workers.clear()

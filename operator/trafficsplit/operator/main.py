@@ -1,0 +1,132 @@
+"""Process wiring: flags → engine + fleet + (kopf watches and leader election | file source). No logic here."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from trafficsplit.operator.config import Config, parse_config
+from trafficsplit.operator.engine import Engine
+from trafficsplit.operator.fleet import Fleet
+
+log = logging.getLogger("trafficsplit.operator")
+
+
+def _engine(cfg: Config, origin: str, **kw: object) -> Engine:
+    engine: Engine | None = None
+
+    def changed() -> None:
+        if engine is not None:
+            engine.poke()
+
+    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed)
+    engine = Engine(
+        fleet,
+        origin=origin,
+        debounce=cfg.debounce,
+        static_replicas=cfg.static_dataplanes,
+        gateway=None if cfg.static_dataplanes else (cfg.gateway_namespace, cfg.gateway_service or ""),
+        publish_port_name=cfg.publish_port_name,
+        **kw,  # type: ignore[arg-type]
+    )
+    return engine
+
+
+async def _cancel(*tasks: asyncio.Task[None]) -> None:
+    for t in tasks:
+        t.cancel()
+    for t in tasks:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await t
+
+
+async def run_file_source(cfg: Config) -> None:
+    from trafficsplit.operator.filesource import FileSource
+
+    assert cfg.file_source is not None
+    directory = Path(cfg.file_source).resolve()
+    engine = _engine(cfg, f"file:{directory}", static=True)
+    source = FileSource(directory, interval=cfg.poll_interval)
+    source.reload()
+    engine.store.splits = source.splits()
+
+    def on_change(splits: dict[tuple[str, str], object]) -> None:
+        engine.store.splits = splits  # type: ignore[assignment]
+        engine.poke()
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await engine.become_leader()
+    engine.mark_ready()
+    tasks = [asyncio.create_task(engine.run()), asyncio.create_task(source.watch(on_change))]
+    log.info("local mode: %s → %s", directory, ", ".join(r.address for r in cfg.static_dataplanes))
+    await stop.wait()
+    await _cancel(*tasks)
+    await engine.fleet.close()
+
+
+async def run_kubernetes(cfg: Config) -> None:
+    import kopf
+    from trafficsplit.operator.handlers import build_registry, operator_settings
+    from trafficsplit.operator.kubeapi import KubeApi, make_api_client
+    from trafficsplit.operator.leader import LeaderElector
+
+    if cfg.kubeconfig:
+        os.environ["KUBECONFIG"] = cfg.kubeconfig  # kopf's login reads it
+    api = make_api_client(cfg.kubeconfig)
+    kube = KubeApi(api, cfg.identity)
+    engine = _engine(cfg, cfg.identity, status_sink=kube.write_status)
+    namespaces = list(cfg.namespaces)
+    if namespaces and cfg.gateway_service and cfg.gateway_namespace not in namespaces:
+        namespaces.append(cfg.gateway_namespace)  # its EndpointSlices name the dataplane replicas
+
+    # The full resync: list everything once so the first pass sees the whole state (a pass on a partial store would
+    # publish a generation missing splits). kopf's own initial listing and watch events then keep the store current.
+    for kind in ("trafficsplit", "service", "endpointslice"):
+        for body in await kube.list_all(kind, namespaces):
+            engine.store.apply(kind, None, body)
+    engine.mark_ready()
+
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(engine.run())]
+    if cfg.leader_election:
+        elector = LeaderElector(
+            api, cfg.lease_namespace, cfg.lease_name, cfg.identity, cfg.lease_duration, cfg.lease_renew
+        )
+        tasks.append(asyncio.create_task(elector.run(engine.become_leader, engine.stop_leading)))
+    else:
+        await engine.become_leader()
+    try:
+        await kopf.operator(
+            registry=build_registry(engine),
+            settings=operator_settings(),
+            standalone=True,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            liveness_endpoint=cfg.liveness,
+            stop_flag=stop,
+        )
+    finally:
+        await _cancel(*reversed(tasks))
+        await engine.fleet.close()
+        api.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg = parse_config(sys.argv[1:] if argv is None else argv, os.environ)
+    logging.basicConfig(
+        level=os.environ.get("TRAFFICSPLIT_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("kopf").setLevel(logging.WARNING)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run_file_source(cfg) if cfg.local else run_kubernetes(cfg))
+    return 0

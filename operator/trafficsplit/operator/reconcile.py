@@ -1,0 +1,115 @@
+"""Current cluster state → the desired generation's content, and every split's outcome. Pure.
+
+Level-triggered: the engine calls `desired_state` with everything it knows after any event, so a missed or
+duplicated event can never leave the result wrong. A split that cannot be compiled now (invalid spec, missing
+Service or port) keeps its last good compiled form, so the dataplane keeps serving what worked. Without one (a fresh
+operator), an invalid split is left out and an unresolved backend gets no endpoints, so its sessions fail over to the
+resolved backends instead of the whole host going away. The generation number is the engine's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from trafficsplit.operator.cluster import Resolution, ServiceInfo, SliceInfo, SplitObject, resolve
+
+from trafficsplit.core.compiled import CompiledSplit, Endpoint, assemble_generation, compile_split
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.spec import SplitSpec, parse_split
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A compiled split as published, with the TrafficSplit metadata.generation it was compiled from."""
+
+    split: CompiledSplit
+    observed_generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What happened to one TrafficSplit in this pass."""
+
+    key: str
+    observed_generation: int
+    accepted: bool
+    accepted_reason: str
+    accepted_message: str
+    resolved: bool
+    resolved_reason: str
+    resolved_message: str
+    spec: SplitSpec | None
+    resolution: Resolution | None
+    served: Served | None  # what the desired generation carries for this split (maybe an older, last good form)
+    missing: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def serves_current_spec(self) -> bool:
+        return self.served is not None and self.served.observed_generation == self.observed_generation
+
+
+@dataclass(frozen=True, slots=True)
+class Desired:
+    served: tuple[Served, ...]  # generation order: oldest split first
+    outcomes: Mapping[str, Outcome]
+
+
+def _order(splits: Iterable[SplitObject]) -> list[SplitObject]:
+    # The oldest split keeps a contested host (as Gateway API resolves conflicts); the key breaks ties.
+    return sorted(splits, key=lambda s: (s.created, s.key))
+
+
+def desired_state(
+    splits: Iterable[SplitObject],
+    services: Mapping[tuple[str, str], ServiceInfo],
+    slices: Mapping[tuple[str, str], list[SliceInfo]],
+    last_good: Mapping[str, Served],
+    *,
+    static: bool = False,
+) -> Desired:
+    """Compile every split that can be compiled; fall back to the last good form for those that cannot.
+
+    `static` (local mode): there are no Services; backends use the endpoints the spec lists."""
+    candidates: list[tuple[SplitObject, Served | None, Outcome]] = []
+    for obj in _order(splits):
+        prev = last_good.get(obj.key)
+        try:
+            spec = parse_split(obj.namespace, obj.name, obj.spec)
+        except SpecError as exc:
+            out = Outcome(
+                obj.key, obj.generation, False, "Invalid", "; ".join(exc.problems), False, "Invalid",
+                "the spec is invalid", None, None, prev,
+            )  # fmt: skip
+            candidates.append((obj, prev, out))
+            continue
+        res = Resolution({}, ()) if static else resolve(spec, services, slices)
+        if res.missing:
+            msg = "; ".join(m for _, m in res.missing)
+            # Without a last good form (a fresh operator), the unresolved backends get no endpoints: the dataplane
+            # then fails their sessions over to the resolved ones (SPEC §6) rather than losing the whole host.
+            empty: dict[str, tuple[Endpoint, ...]] = {b.name: () for b in spec.backends}
+            fallback = prev or Served(compile_split(spec, {**empty, **res.endpoints}), obj.generation)
+            out = Outcome(
+                obj.key, obj.generation, True, "Accepted", "the spec is valid", False, res.missing[0][0], msg,
+                spec, res, fallback, res.missing,
+            )  # fmt: skip
+            candidates.append((obj, fallback, out))
+            continue
+        served = Served(compile_split(spec, res.endpoints), obj.generation)
+        out = Outcome(
+            obj.key, obj.generation, True, "Accepted", "the spec is valid", True, "ResolvedRefs",
+            "every backend Service and port exists", spec, res, served,
+        )  # fmt: skip
+        candidates.append((obj, served, out))
+    by_key = {c[1].split.key: c[1] for c in candidates if c[1] is not None}
+    # Generation number 1 is a placeholder: assemble only decides which splits fit together.
+    gen, rejected = assemble_generation(1, (s.split for s in by_key.values()))
+    outcomes = {o.key: o for _, _, o in candidates}
+    for r in rejected:
+        o = outcomes[r.split]
+        outcomes[r.split] = Outcome(
+            o.key, o.observed_generation, False, r.reason, r.message, o.resolved, o.resolved_reason,
+            o.resolved_message, o.spec, o.resolution, None, o.missing,
+        )  # fmt: skip
+    return Desired(tuple(by_key[s.key] for s in gen.splits), outcomes)

@@ -1,0 +1,87 @@
+"""The CRD agrees with the core's parser and with its documentation.
+
+The API server enforces the schema, the core enforces spec.py; a bound that differs between them would let the API
+accept what the operator then refuses (or the reverse). docs/crd.md must mention every spec field the schema has.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trafficsplit.core.spec import MAX_HOSTS, MAX_MATCHES
+from trafficsplit.core.weights import MAX_BACKENDS, MAX_WEIGHT
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD = ROOT / "crds" / "trafficsplit.dev_trafficsplits.yaml"
+DOC = ROOT / "docs" / "crd.md"
+
+
+def schema() -> dict[str, Any]:
+    crd = yaml.safe_load(CRD.read_text())
+    (version,) = crd["spec"]["versions"]
+    s: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+    return s
+
+
+def fields(node: dict[str, Any], path: str) -> Iterator[str]:
+    for name, sub in (node.get("properties") or {}).items():
+        p = f"{path}.{name}"
+        yield p
+        yield from fields(sub, p)
+        if sub.get("type") == "array" and isinstance(sub.get("items"), dict):
+            yield from fields(sub["items"], p)
+
+
+def test_bounds_match_the_core() -> None:
+    spec = schema()["properties"]["spec"]["properties"]
+    backends = spec["backends"]
+    assert backends["maxItems"] == MAX_BACKENDS
+    w = backends["items"]["properties"]["weight"]
+    assert (w["minimum"], w["maximum"]) == (0, MAX_WEIGHT)
+    assert spec["hosts"]["maxItems"] == MAX_HOSTS
+    assert spec["matches"]["maxItems"] == MAX_MATCHES
+
+
+def test_defaults_match_the_core() -> None:
+    cookie = schema()["properties"]["spec"]["properties"]["sticky"]["properties"]["cookie"]["properties"]
+    assert cookie["httpOnly"]["default"] is True
+    assert cookie["sameSite"]["default"] == "Lax"
+    assert cookie["path"]["default"] == "/"
+
+
+def test_every_list_and_string_is_bounded_for_cel_cost() -> None:
+    def walk(node: dict[str, Any], path: str) -> Iterator[str]:
+        t = node.get("type")
+        if t == "array" and "maxItems" not in node:
+            yield path
+        if t == "string" and "maxLength" not in node and "enum" not in node and "format" not in node:
+            yield path
+        for name, sub in (node.get("properties") or {}).items():
+            yield from walk(sub, f"{path}.{name}")
+        if isinstance(node.get("items"), dict):
+            yield from walk(node["items"], f"{path}[]")
+
+    spec = schema()["properties"]["spec"]
+    assert list(walk(spec, "spec")) == []
+
+
+def test_docs_mention_every_spec_field() -> None:
+    doc = DOC.read_text()
+    paths = sorted(set(fields(schema()["properties"]["spec"], "spec")))
+    # Each field's own name, in backticks, with its parent: `spec.sticky.cookie.sameSite` or a table row naming it.
+    missing = [p for p in paths if f"`{p}`" not in doc]
+    assert missing == [], f"docs/crd.md does not mention: {missing}"
+
+
+def test_docs_mention_every_status_field_and_condition() -> None:
+    doc = DOC.read_text()
+    status = schema()["properties"]["status"]
+    missing = [p for p in sorted(set(fields(status, "status"))) if f"`{p}`" not in doc]
+    assert missing == [], missing
+    for cond in ("Accepted", "ResolvedRefs", "Published"):
+        assert re.search(rf"`{cond}`", doc), cond

@@ -1,0 +1,261 @@
+"""The engine and fleet against in-process fake replicas (a grpc.aio Publisher on loopback): numbering, republish to
+a restarted replica, refusal of older numbers, the token, and status written only on change."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+import pytest
+from trafficsplit.operator.cluster import Replica, SplitObject
+from trafficsplit.operator.engine import Engine
+from trafficsplit.operator.fleet import Fleet
+from trafficsplit.operator.status import StatusResult
+
+from trafficsplit.v1alpha1 import publish_pb2 as pb
+from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
+
+TOKEN = "s3cret"
+
+
+class FakeReplica(pb_grpc.PublisherServicer):  # type: ignore[misc]
+    """Holds one generation; refuses older numbers; checks the bearer token, like the real extproc."""
+
+    def __init__(self, name: str, held: int = 0) -> None:
+        self.name = name
+        self.held = held
+        self.held_gen: pb.Generation | None = None
+        self.published: list[int] = []
+        self.bad_tokens = 0
+        self.server: grpc.aio.Server | None = None
+        self.port = 0
+
+    def _auth(self, context: Any) -> bool:
+        md = dict(context.invocation_metadata())
+        if md.get("authorization") != f"Bearer {TOKEN}":
+            self.bad_tokens += 1
+            return False
+        return True
+
+    async def Publish(self, request: pb.PublishRequest, context: Any) -> pb.PublishReply:
+        if not self._auth(context):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "bad token")
+        n = request.generation.number
+        self.published.append(n)
+        if n <= self.held:
+            return pb.PublishReply(result=pb.PublishReply.STALE, held_number=self.held, replica=self.name)
+        self.held, self.held_gen = n, request.generation
+        return pb.PublishReply(result=pb.PublishReply.ACCEPTED, held_number=n, replica=self.name)
+
+    async def GetHeld(self, request: pb.GetHeldRequest, context: Any) -> pb.HeldReply:
+        if not self._auth(context):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "bad token")
+        return pb.HeldReply(held_number=self.held, replica=self.name)
+
+    async def start(self, port: int = 0) -> FakeReplica:
+        self.server = grpc.aio.server()
+        pb_grpc.add_PublisherServicer_to_server(self, self.server)
+        self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
+        await self.server.start()
+        return self
+
+    async def stop(self) -> None:
+        assert self.server is not None
+        await self.server.stop(None)
+
+    @property
+    def replica(self) -> Replica:
+        return Replica(self.name, f"127.0.0.1:{self.port}")
+
+
+async def until(pred: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(0.01)
+
+
+def body(name: str, weights: tuple[int, int], generation: int = 1) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "default", "uid": f"u-{name}", "generation": generation,
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {
+            "hosts": [f"{name}.example"],
+            "backends": [
+                {"name": "blue", "weight": weights[0], "endpoints": ["127.0.0.1:1"]},
+                {"name": "green", "weight": weights[1], "endpoints": ["127.0.0.1:2"]},
+            ],
+        },
+    }  # fmt: skip
+
+
+def run(coro_fn: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(coro_fn(), 30))
+
+
+def make_engine(tmp_path: Any, replicas: list[FakeReplica], sink: Any = None) -> Engine:
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    engine: Engine | None = None
+
+    def changed() -> None:
+        if engine is not None:
+            engine.poke()
+
+    fleet = Fleet(str(token), timeout=2, poll_interval=0.1, changed=changed)
+    engine = Engine(
+        fleet, origin="test", debounce=0.0, static_replicas=tuple(r.replica for r in replicas), status_sink=sink,
+        static=True,
+    )  # fmt: skip
+    return engine
+
+
+def test_numbers_continue_above_what_replicas_hold_and_only_grow(tmp_path: Any) -> None:
+    async def main() -> None:
+        a, b = await FakeReplica("a", held=41).start(), await FakeReplica("b", held=7).start()
+        engine = make_engine(tmp_path, [a, b])
+        engine.store.apply("trafficsplit", None, body("s", (100, 0)))
+        await engine.become_leader()
+        engine.mark_ready()
+        task = asyncio.create_task(engine.run())
+        await until(lambda: a.held == 42 and b.held == 42)
+        engine.apply("trafficsplit", "MODIFIED", body("s", (0, 100), generation=2))
+        await until(lambda: a.held == 43 and b.held == 43)
+        assert a.held_gen is not None and [x.weight for x in a.held_gen.splits[0].backends] == [0, 100]
+        # A pass with unchanged content takes no new number.
+        passes = engine.passes
+        engine.apply("trafficsplit", "MODIFIED", body("s", (0, 100), generation=2))
+        await until(lambda: engine.passes > passes)
+        await asyncio.sleep(0.3)
+        assert a.held == 43 and a.published.count(44) == 0
+        assert a.bad_tokens == 0
+        task.cancel()
+        await engine.fleet.close()
+        await a.stop()
+        await b.stop()
+
+    run(main)
+
+
+def test_restarted_replica_is_republished_at_once(tmp_path: Any) -> None:
+    async def main() -> None:
+        a = await FakeReplica("a").start()
+        engine = make_engine(tmp_path, [a])
+        engine.store.apply("trafficsplit", None, body("s", (1, 1)))
+        await engine.become_leader()
+        engine.mark_ready()
+        task = asyncio.create_task(engine.run())
+        await until(lambda: a.held == 1)
+        port = a.port
+        await a.stop()
+        fresh = await FakeReplica("a").start(port)  # same address, holds nothing, as a restarted container
+        t0 = time.monotonic()
+        await until(lambda: fresh.held == 1, timeout=5)
+        assert time.monotonic() - t0 < 2.0
+        task.cancel()
+        await engine.fleet.close()
+        await fresh.stop()
+
+    run(main)
+
+
+def test_renumbers_above_a_higher_number_reported_stale(tmp_path: Any) -> None:
+    async def main() -> None:
+        a = await FakeReplica("a").start()
+        engine = make_engine(tmp_path, [a])
+        engine.store.apply("trafficsplit", None, body("s", (1, 1)))
+        await engine.become_leader()
+        engine.mark_ready()
+        task = asyncio.create_task(engine.run())
+        await until(lambda: a.held == 1)
+        a.held = 100  # someone else (a previous leader) published 100 meanwhile
+        engine.apply("trafficsplit", "MODIFIED", body("s", (2, 1), generation=2))
+        await until(lambda: a.held == 101)
+        task.cancel()
+        await engine.fleet.close()
+        await a.stop()
+
+    run(main)
+
+
+def test_status_written_on_change_only_with_published_count(tmp_path: Any) -> None:
+    writes: list[tuple[str, StatusResult]] = []
+
+    async def sink(obj: SplitObject, result: StatusResult) -> None:
+        writes.append((obj.key, result))
+
+    async def main() -> None:
+        a, b = await FakeReplica("a").start(), await FakeReplica("b").start()
+        engine = make_engine(tmp_path, [a, b], sink)
+        engine.store.apply("trafficsplit", None, body("s", (1, 1)))
+        await engine.become_leader()
+        engine.mark_ready()
+        task = asyncio.create_task(engine.run())
+
+        def published() -> str | None:
+            for _, r in reversed(writes):
+                c = next(c for c in r.status["conditions"] if c["type"] == "Published")
+                return f"{c['status']} {c['message']}"
+            return None
+
+        await until(lambda: published() == "True 2/2 dataplanes")
+        n = len(writes)
+        engine.poke()
+        await asyncio.sleep(0.3)
+        assert len(writes) == n  # nothing changed, nothing written
+        await b.stop()
+        engine.apply("trafficsplit", "MODIFIED", body("s", (3, 1), generation=2))
+        await until(lambda: published() == "False 1/2 dataplanes; behind: b")
+        task.cancel()
+        await engine.fleet.close()
+        await a.stop()
+
+    run(main)
+
+
+@pytest.mark.parametrize("token", ["", "wrong"])
+def test_wrong_token_never_counts_as_published(tmp_path: Any, token: str) -> None:
+    async def main() -> None:
+        a = await FakeReplica("a").start()
+        engine = make_engine(tmp_path, [a])
+        (tmp_path / "token").write_text(token)
+        engine.store.apply("trafficsplit", None, body("s", (1, 1)))
+        await engine.become_leader(probe_timeout=0.5)
+        engine.mark_ready()
+        task = asyncio.create_task(engine.run())
+        await until(lambda: a.bad_tokens >= 2)
+        assert a.held == 0 and engine.fleet.acks()[0].acked == 0
+        task.cancel()
+        await engine.fleet.close()
+        await a.stop()
+
+    run(main)
+
+
+def test_unrelated_services_and_slices_trigger_no_pass(tmp_path: Any) -> None:
+    engine = make_engine(tmp_path, [])
+    engine.gateway = ("ts-system", "gw-publish")
+    split = body("s", (1, 1))
+    split["spec"]["backends"][0]["service"] = "shop-blue"
+    engine.apply("trafficsplit", None, split)
+
+    def pokes(kind: str, ns: str, name: str, label: str | None = None) -> bool:
+        engine._dirty.clear()
+        meta: dict[str, Any] = {"namespace": ns, "name": name}
+        if label is not None:
+            meta["labels"] = {"kubernetes.io/service-name": label}
+        engine.apply(kind, "MODIFIED", {"metadata": meta})
+        return engine._dirty.is_set()
+
+    assert pokes("service", "default", "shop-blue")
+    assert pokes("service", "default", "green")  # a backend without `service` names its Service by its name
+    assert pokes("endpointslice", "default", "shop-blue-x1", label="shop-blue")
+    assert pokes("endpointslice", "ts-system", "gw-publish-x1", label="gw-publish")
+    assert not pokes("service", "default", "unrelated")
+    assert not pokes("service", "other", "shop-blue")
+    assert not pokes("endpointslice", "default", "unrelated-x1", label="unrelated")
+    assert ("default", "unrelated") in engine.store.services  # still stored for a split that names it later

@@ -1,0 +1,286 @@
+"""The operator's pure layers: object projections, backend resolution, the desired generation, status and Events."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from trafficsplit.operator.cluster import (
+    ServiceInfo,
+    SliceInfo,
+    SplitObject,
+    parse_static_replicas,
+    replicas_from_slices,
+    resolve,
+    service_from_body,
+    slice_from_body,
+    slices_by_service,
+    split_from_body,
+)
+from trafficsplit.operator.protoconv import fingerprint, generation_to_proto
+from trafficsplit.operator.reconcile import desired_state
+from trafficsplit.operator.status import PublishView, ReplicaAck, compute_status, displacement, published_condition
+
+from trafficsplit.core.spec import parse_split
+from trafficsplit.core.weights import parse_weights
+
+NS = "shop"
+
+
+def svc(name: str, port: int = 80, target: int | str = 8080, port_name: str = "http") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"ports": [{"name": port_name, "port": port, "targetPort": target, "protocol": "TCP"}]},
+    }
+
+
+def eps(service: str, addrs: dict[str, bool], port: int = 8080, port_name: str = "http", n: int = 0) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"{service}-{n}", "namespace": NS, "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "ports": [{"name": port_name, "port": port, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [a], "conditions": {"ready": r}} for a, r in addrs.items()],
+    }
+
+
+def ts(name: str, spec: Mapping[str, Any], generation: int = 1, status: dict[str, Any] | None = None,
+       created: str = "2026-01-01T00:00:00Z") -> SplitObject:  # fmt: skip
+    return split_from_body(
+        {
+            "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "generation": generation,
+                         "creationTimestamp": created},
+            "spec": dict(spec),
+            "status": status or {},
+        }
+    )  # fmt: skip
+
+
+def spec(weights: str = "stable=95,canary=5", sticky: bool = True, hosts: list[str] | None = None) -> dict[str, Any]:
+    w = parse_weights(weights)
+    s: dict[str, Any] = {
+        "hosts": hosts or ["shop.example"],
+        "backends": [{"name": n, "service": f"shop-{n}", "port": 80, "weight": v} for n, v in w.items()],
+    }
+    if sticky:
+        s["sticky"] = {"cookie": {"name": "ts-shop"}}
+    return s
+
+
+def world(*bodies: dict[str, Any]) -> tuple[dict[tuple[str, str], ServiceInfo], dict[tuple[str, str], list[SliceInfo]]]:
+    services: dict[tuple[str, str], ServiceInfo] = {}
+    slices: list[SliceInfo] = []
+    for b in bodies:
+        if "addressType" in b:
+            s = slice_from_body(b)
+            assert s is not None
+            slices.append(s)
+        else:
+            info = service_from_body(b)
+            services[(info.namespace, info.name)] = info
+    return services, slices_by_service(slices)
+
+
+def full_world() -> tuple[dict[tuple[str, str], ServiceInfo], dict[tuple[str, str], list[SliceInfo]]]:
+    return world(
+        svc("shop-stable"),
+        svc("shop-canary"),
+        eps("shop-stable", {"10.0.0.1": True, "10.0.0.2": False}),
+        eps("shop-canary", {"10.0.1.1": True}),
+    )
+
+
+# --- projections and resolution ------------------------------------------------------------------------------------
+
+
+def test_slice_projection_reads_readiness_and_skips_fqdn() -> None:
+    body = eps("a", {"10.0.0.1": True, "10.0.0.2": False})
+    body["endpoints"].append({"addresses": ["10.0.0.3"], "conditions": {}})  # nil ready means ready
+    body["endpoints"].append({"addresses": ["10.0.0.4"], "conditions": {"ready": True, "terminating": True}})
+    s = slice_from_body(body)
+    assert s is not None
+    assert [(e.address, e.ready) for e in s.endpoints] == [
+        ("10.0.0.1", True), ("10.0.0.2", False), ("10.0.0.3", True), ("10.0.0.4", False)
+    ]  # fmt: skip
+    assert slice_from_body({**body, "addressType": "FQDN"}) is None
+    assert slice_from_body({**body, "metadata": {"name": "x", "namespace": NS}}) is None
+
+
+def test_resolve_maps_service_port_to_slice_port_by_name() -> None:
+    services, slices = world(svc("shop-stable", port=80, target="web", port_name="web"),
+                             eps("shop-stable", {"10.0.0.1": True}, port=9000, port_name="web"))  # fmt: skip
+    parsed = parse_split(NS, "x", {"hosts": ["h"], "backends": [{"name": "stable", "service": "shop-stable",
+                                                                 "port": 80, "weight": 1}]})  # fmt: skip
+    r = resolve(parsed, services, slices)
+    assert r.missing == ()
+    assert [(e.address, e.port) for e in r.endpoints["stable"]] == [("10.0.0.1", 9000)]
+
+
+def test_resolve_names_the_missing_service_and_port() -> None:
+    services, slices = world(svc("shop-stable", port=81))
+    parsed = parse_split(NS, "x", spec())
+    r = resolve(parsed, services, slices)
+    reasons = dict((m.split(":")[0], reason) for reason, m in r.missing)
+    assert reasons == {"backend stable": "PortNotFound", "backend canary": "BackendNotFound"}
+    assert "Service shop/shop-canary not found" in " ".join(m for _, m in r.missing)
+    assert "has no port 80" in " ".join(m for _, m in r.missing)
+
+
+def test_replicas_from_gateway_slices_use_the_publish_port_and_skip_terminating() -> None:
+    body = eps("gw", {"10.1.0.1": True, "10.1.0.2": False}, port=9100, port_name="publish")
+    body["endpoints"][0]["targetRef"] = {"kind": "Pod", "name": "gw-a"}
+    body["endpoints"].append({"addresses": ["10.1.0.3"], "conditions": {"terminating": True}})
+    s = slice_from_body(body)
+    assert s is not None
+    reps = replicas_from_slices([s], "publish")
+    assert [(r.name, r.address) for r in reps] == [("gw-a", "10.1.0.1:9100"), ("10.1.0.2", "10.1.0.2:9100")]
+    assert replicas_from_slices([s], "other") == ()
+
+
+def test_static_replicas_parse() -> None:
+    reps = parse_static_replicas(["127.0.0.1:9100", "b=127.0.0.2:9101"])
+    assert [(r.name, r.address) for r in reps] == [("127.0.0.1:9100", "127.0.0.1:9100"), ("b", "127.0.0.2:9101")]
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        parse_static_replicas(["nope"])
+
+
+# --- the desired generation ----------------------------------------------------------------------------------------
+
+
+def test_desired_state_compiles_with_slice_readiness() -> None:
+    services, slices = full_world()
+    d = desired_state([ts("a", spec())], services, slices, {})
+    o = d.outcomes["shop/a"]
+    assert o.accepted and o.resolved and o.serves_current_spec
+    (served,) = d.served
+    stable = served.split.backends[0]
+    assert [(e.address, e.ready) for e in stable.endpoints] == [("10.0.0.1", True), ("10.0.0.2", False)]
+
+
+def test_missing_service_keeps_the_last_good_form() -> None:
+    services, slices = full_world()
+    good = desired_state([ts("a", spec())], services, slices, {})
+    last_good = {s.split.key: s for s in good.served}
+    del services[(NS, "shop-canary")]
+    d = desired_state([ts("a", spec())], services, slices, last_good)
+    o = d.outcomes["shop/a"]
+    assert not o.resolved and o.resolved_reason == "BackendNotFound" and "shop-canary" in o.resolved_message
+    assert d.served == good.served  # the dataplane keeps serving the last good generation's split
+    assert fingerprint(d.served) == fingerprint(good.served)
+    # Without a last good form (a fresh operator), the missing backend has no endpoints: its sessions fail over.
+    (fresh,) = desired_state([ts("a", spec())], services, slices, {}).served
+    assert [len(b.endpoints) for b in fresh.split.backends] == [2, 0]
+    assert fresh.split.failover is not None and fresh.split.failover[0].names == ("stable",)
+
+
+def test_invalid_spec_is_not_accepted_and_names_the_field() -> None:
+    services, slices = full_world()
+    bad = spec()
+    bad["backends"][0]["weight"] = -1
+    d = desired_state([ts("a", bad)], services, slices, {})
+    o = d.outcomes["shop/a"]
+    assert not o.accepted and o.accepted_reason == "Invalid" and "spec.backends[0].weight" in o.accepted_message
+    assert d.served == ()
+
+
+def test_host_conflict_rejects_the_newer_split() -> None:
+    services, slices = full_world()
+    old = ts("old", spec(), created="2026-01-01T00:00:00Z")
+    new = ts("new", spec(), created="2026-01-02T00:00:00Z")
+    d = desired_state([new, old], services, slices, {})
+    assert [s.split.name for s in d.served] == ["old"]
+    assert d.outcomes["shop/new"].accepted_reason == "HostConflict"
+    assert "shop/old" in d.outcomes["shop/new"].accepted_message
+
+
+def test_fingerprint_ignores_number_and_tracks_content() -> None:
+    services, slices = full_world()
+    a = desired_state([ts("a", spec())], services, slices, {})
+    b = desired_state([ts("a", spec("stable=90,canary=10"))], services, slices, {})
+    assert fingerprint(a.served) == fingerprint(desired_state([ts("a", spec())], services, slices, {}).served)
+    assert fingerprint(a.served) != fingerprint(b.served)
+    msg = generation_to_proto(7, a.served, "op-0")
+    assert msg.number == 7 and msg.origin == "op-0" and msg.splits[0].observed_generation == 1
+    assert [b.weight for b in msg.splits[0].backends] == [95, 5]
+
+
+# --- status --------------------------------------------------------------------------------------------------------
+
+
+def _outcome(weights: str = "stable=95,canary=5", sticky: bool = True, status: dict[str, Any] | None = None,
+             generation: int = 1) -> tuple[SplitObject, Any]:  # fmt: skip
+    services, slices = full_world()
+    obj = ts("a", spec(weights, sticky), generation=generation, status=status)
+    return obj, desired_state([obj], services, slices, {}).outcomes["shop/a"]
+
+
+def test_published_counts_replicas_and_names_the_one_behind() -> None:
+    _, o = _outcome()
+    both = PublishView(5, (ReplicaAck("gw-a", 5), ReplicaAck("gw-b", 6)), {"shop/a": 5})
+    assert published_condition(o, both) == (True, "Published", "2/2 dataplanes")
+    behind = PublishView(5, (ReplicaAck("gw-a", 5), ReplicaAck("gw-b", 4)), {"shop/a": 5})
+    assert published_condition(o, behind) == (False, "Behind", "1/2 dataplanes; behind: gw-b")
+    # A replica that acked an older generation still carrying this spec counts as published.
+    assert published_condition(o, PublishView(9, (ReplicaAck("gw-a", 5),), {"shop/a": 5}))[0]
+    assert published_condition(o, PublishView(5, (), {}))[1] == "NoDataplanes"
+
+
+def test_status_conditions_and_printer_fields() -> None:
+    obj, o = _outcome()
+    r = compute_status(obj, o, PublishView(3, (ReplicaAck("gw-a", 3),), {"shop/a": 3}), "2026-01-01T00:00:00Z")
+    st = r.status
+    assert {c["type"]: c["status"] for c in st["conditions"]} == {
+        "Accepted": "True", "ResolvedRefs": "True", "Published": "True"
+    }  # fmt: skip
+    assert all(c["observedGeneration"] == 1 for c in st["conditions"])
+    assert st["weights"] == "stable=95,canary=5" and st["generation"] == 3 and st["observedGeneration"] == 1
+    assert st["backends"][0] == {
+        "name": "stable", "service": "shop-stable", "port": 80, "weight": 95, "share": "95.00%",
+        "readyEndpoints": 1, "endpoints": 2,
+    }  # fmt: skip
+    assert [(e.reason, e.type) for e in r.events] == [("Published", "Normal")]
+    # Written back, the same state yields the same status (timestamps kept) and no new Event.
+    again = compute_status(ts("a", obj.spec, status=st), o, PublishView(3, (ReplicaAck("gw-a", 3),), {"shop/a": 3}),
+                           "2026-01-02T00:00:00Z")  # fmt: skip
+    assert again.status == st and again.events == ()
+
+
+def test_total_change_on_a_sticky_split_warns_with_the_repin_share() -> None:
+    obj, o = _outcome("stable=95,canary=10", status={"weights": "stable=95,canary=5"})
+    r = compute_status(obj, o, PublishView(2, (), {}), "t")
+    d = r.status["displacement"]
+    assert d["totalChanged"] is True and d["repinnedShare"] == "13.57%"  # 285/2100, SPEC §2
+    assert d["rebalanced"] == "stable=90,canary=10" and d["rebalancedRepinnedShare"] == "5.00%"
+    (warn,) = [e for e in r.events if e.reason == "TotalWeightChanged"]
+    assert warn.type == "Warning" and "13.57%" in warn.message and "stable=90,canary=10" in warn.message
+
+
+def test_same_total_change_or_non_sticky_does_not_warn() -> None:
+    obj, o = _outcome("stable=90,canary=10", status={"weights": "stable=95,canary=5"})
+    r = compute_status(obj, o, PublishView(2, (), {}), "t")
+    assert r.status["displacement"]["repinnedShare"] == "5.00%" and not r.status["displacement"]["totalChanged"]
+    assert not [e for e in r.events if e.reason == "TotalWeightChanged"]
+    obj, o = _outcome("stable=95,canary=10", sticky=False, status={"weights": "stable=95,canary=5"})
+    assert not [e for e in compute_status(obj, o, PublishView(2, (), {}), "t").events if e.type == "Warning"]
+
+
+def test_displacement_matches_the_planner() -> None:
+    d, warning = displacement(parse_weights("a=50,b=50"), parse_weights("a=50,b=50,c=1"))
+    assert warning is not None and d["totalChanged"]
+    assert abs(float(d["repinnedShare"].rstrip("%")) / 100 - float(Fraction(51, 101) * 1)) < 0.02
+
+
+def test_backend_not_found_condition_and_event_once() -> None:
+    services, slices = full_world()
+    del services[(NS, "shop-canary")]
+    obj = ts("a", spec())
+    o = desired_state([obj], services, slices, {}).outcomes["shop/a"]
+    r = compute_status(obj, o, PublishView(0, (), {}), "t")
+    res = next(c for c in r.status["conditions"] if c["type"] == "ResolvedRefs")
+    assert res["status"] == "False" and res["reason"] == "BackendNotFound" and "shop-canary" in res["message"]
+    pub = next(c for c in r.status["conditions"] if c["type"] == "Published")
+    assert pub["status"] == "False" and pub["reason"] == "UnresolvedRefs"
+    assert [e.reason for e in r.events] == ["BackendNotFound"]
+    again = compute_status(ts("a", obj.spec, status=r.status), o, PublishView(0, (), {}), "t2")
+    assert again.events == ()
