@@ -15,7 +15,8 @@ import grpc
 import pytest
 from scipy.stats import binomtest, chisquare
 
-from tests.support.dataplane import Dataplane, Load, Response, fetch_all, run_sessions, split_doc, wait_until
+from tests.support.dataplane import Dataplane, Load, Response, fetch_all, run_sessions, split_doc
+from tests.support.waiting import poll
 from trafficsplit.core.decide import pick_backend
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.plan import plan
@@ -296,7 +297,7 @@ def test_sigterm_reports_not_serving_then_stops(dataplane: Dataplane) -> None:
     assert proc.health() == 1
     assert proc.proc is not None
     proc.proc.send_signal(15)
-    wait_until(lambda: proc.health() == 2, 3, "NOT_SERVING while draining")
+    poll(lambda: proc.health() == 2, 3, "NOT_SERVING while draining")
     assert proc.proc.wait(10) == 0
 
 

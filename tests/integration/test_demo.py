@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.waiting import poll
 from trafficsplit.demo.run import port_free
 from trafficsplit.demo.supervisor import ChildSpec, Supervisor, parse_stat
 
@@ -40,21 +41,6 @@ READY_TIMEOUT = 90.0
 STOP_TIMEOUT = 40.0
 FLIP_TIMEOUT = 10.0
 COOKIE_RE = re.compile(r"^([^=;\s]+)=([0-9a-f]{24})(;|$)")
-
-
-def poll(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except Exception as exc:  # not there yet
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 def free_ports(n: int) -> list[int]:

@@ -25,11 +25,11 @@ from tests.support.operator import (
     events,
     get_ts,
     operator_kubeconfig,
-    poll,
     service_with_slice,
     ts_manifest,
     wait_condition,
 )
+from tests.support.waiting import poll
 
 pytestmark = [pytest.mark.k8s, pytest.mark.envoy, pytest.mark.netns, pytest.mark.slow]
 

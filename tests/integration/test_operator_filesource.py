@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.operator import PYTHONPATH, Gateway, OperatorProcess, poll
+from tests.support.operator import PYTHONPATH, Gateway, OperatorProcess
+from tests.support.waiting import poll
 
 pytestmark = [pytest.mark.envoy, pytest.mark.slow]
 

