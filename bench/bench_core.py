@@ -13,7 +13,7 @@ import argparse
 import timeit
 from collections.abc import Callable
 
-from trafficsplit.core.compiled import CompiledSplit, compile_split
+from trafficsplit.core.compiled import CompiledSplit, Endpoint, compile_split
 from trafficsplit.core.cookie import AffinityMinter, read_cookie
 from trafficsplit.core.decide import decide
 from trafficsplit.core.hashing import key_hash
@@ -35,10 +35,12 @@ def ns_per_call(fn: Callable[[], object], repeat: int) -> float:
     return min(timer.repeat(repeat=repeat, number=number)) / number * 1e9
 
 
-def sticky_split(n: int) -> CompiledSplit:
+def sticky_split(n: int, down: int | None = None) -> CompiledSplit:
+    """Every backend with one ready endpoint, except backend `down` (then the SPEC §6 failover path is live)."""
     backends = [{"name": f"b{i}", "weight": max(100 // n, 1)} for i in range(n)]
     spec = {"hosts": ["shop.example.com"], "backends": backends, "sticky": {"cookie": {"name": "ts-shop"}}}
-    return compile_split(parse_split("prod", "shop", spec))
+    endpoints = {f"b{i}": [Endpoint("10.0.0.1", 80, ready=i != down)] for i in range(n)}
+    return compile_split(parse_split("prod", "shop", spec), endpoints)
 
 
 def no_header(_name: str) -> str | None:
@@ -48,6 +50,8 @@ def no_header(_name: str) -> str | None:
 def measure(n: int, repeat: int) -> dict[str, float]:
     weights = Weights.of((f"b{i}", max(100 // n, 1)) for i in range(n))
     split = sticky_split(n)
+    # The backend the cookie's key lands on is down here, so every call takes the failover re-pick.
+    degraded = sticky_split(n, down=split.weights.pick_index(key_hash(KEY)))
     minter = AffinityMinter()
     with_cookie = [COOKIE_LINE]
     without = ["theme=dark; lang=en-GB"]
@@ -61,12 +65,16 @@ def measure(n: int, repeat: int) -> dict[str, float]:
     def decide_mint() -> object:
         return decide(split, cookie_lines=without, request_id="r", header=no_header, minter=minter)
 
+    def decide_failover() -> object:
+        return decide(degraded, cookie_lines=with_cookie, request_id="r", header=no_header, minter=minter)
+
     return {
         "key_hash": ns_per_call(lambda: key_hash(KEY), repeat),
         "pick": ns_per_call(lambda: weights.pick(KEY), repeat),
         "cookie+pick": ns_per_call(cookie_pick, repeat),
         "decide/cookie": ns_per_call(decide_cookie, repeat),
         "decide/mint": ns_per_call(decide_mint, repeat),
+        "decide/failover": ns_per_call(decide_failover, repeat),
     }
 
 
@@ -74,13 +82,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="ns per call of the core's per-request work")
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    columns = ("key_hash", "pick", "cookie+pick", "decide/cookie", "decide/mint")
-    print(f"{'backends':>8}" + "".join(f"{c:>15}" for c in columns))
+    columns = ("key_hash", "pick", "cookie+pick", "decide/cookie", "decide/mint", "decide/failover")
+    print(f"{'backends':>8}" + "".join(f"{c:>17}" for c in columns))
     results = {n: measure(n, args.repeat) for n in SIZES}
     for n, row in results.items():
-        print(f"{n:>8}" + "".join(f"{row[c]:>12.0f} ns" for c in columns))
+        print(f"{n:>8}" + "".join(f"{row[c]:>14.0f} ns" for c in columns))
     two = results[2]
-    for case in ("decide/cookie", "decide/mint"):
+    for case in ("decide/cookie", "decide/mint", "decide/failover"):
         verdict = "within" if two[case] <= TARGET_NS else "ABOVE"
         print(
             f"2 backends, {case}: {two[case]:.0f} ns vs target {TARGET_NS} ns ({two[case] / TARGET_NS:.2f}x, {verdict})"

@@ -113,6 +113,12 @@ def test_simulate_text(capsys: pytest.CaptureFixture[str]) -> None:
         (["pick", "--weights", "a=0,b=0", "k"], "the total weight must be > 0"),
         (["pick", "--weights", "a=1"], "required: KEY"),
         (["simulate", "--clients", "a:1", "--replicas", "3"], "PREFIX:COUNT:REQUESTS_PER_CLIENT"),
+        (["simulate", "--clients", "a:²:1", "--replicas", "3"], "PREFIX:COUNT:REQUESTS_PER_CLIENT"),
+        (["pick", "--weights", "a=²", "k"], "--weights: a: weight '²' is not an integer"),
+        (["demo", "--port", "²"], "is not a port"),
+        # Refused by the parser, before the examples are read or anything starts (Envoy would refuse it later).
+        (["demo", "--examples", "/nonexistent", "--message-timeout-ms", "0"], "'0' is not a positive integer"),
+        (["demo", "--examples", "/nonexistent", "--start-timeout", "nan"], "'nan' is not a positive number"),
         (["simulate", "--clients", "a:1:1", "--replicas", "0"], "replicas: must be"),
         (["simulate", "--clients", "a:1:1", "--replicas", "x"], "invalid int value"),
         (["nope"], "invalid choice"),

@@ -40,6 +40,8 @@ def test_parse_assignments_keeps_order_and_trims() -> None:
         ("=5", "'=5': expected NAME=WEIGHT"),
         ("canary=ten", "canary: weight 'ten' is not an integer"),
         ("canary=1.5", "canary: weight '1.5' is not an integer"),
+        ("canary=²", "canary: weight '²' is not an integer"),  # isdigit() but not int()
+        ("canary=" + "9" * 5000, "canary: weight '9999"),  # more digits than int() converts
         ("canary=1,canary=2", "canary: given twice"),
         ("", "expected NAME=WEIGHT,..."),
     ],
@@ -350,7 +352,9 @@ def test_connect_takes_the_namespace_from_the_chosen_context(tmp_path: Path) -> 
         (["plan", "--set", "canary=1"], "the live form needs a TrafficSplit NAME and --set"),
         (["plan", "web", "--set", "c=1", "--from", "a=1", "--to", "a=1"], "either --from/--to or NAME --set"),
         (["plan", "web", "--set", "canary=x"], "--set: canary: weight 'x' is not an integer"),
+        (["plan", "web", "--set", "canary=1", "--sample", "0"], "--sample: must be >= 1, got 0"),
         (["set-weights", "web", "canary"], "NAME=W: 'canary': expected NAME=WEIGHT"),
+        (["set-weights", "web", "canary=²"], "NAME=W: canary: weight '²' is not an integer"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(

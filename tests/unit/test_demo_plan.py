@@ -196,7 +196,9 @@ def test_backends_argv_round_trips_through_the_backends_parser() -> None:
     assert [parse_serve(a) for a in argv[3:]] == [Serve("blue", "127.0.0.1", 9001), Serve("green", "127.0.0.1", 9002)]
 
 
-@pytest.mark.parametrize("bad", ["blue", "blue=127.0.0.1", "=127.0.0.1:1", "blue=127.0.0.1:x", "blue=:1", "b=h:70000"])
+@pytest.mark.parametrize(
+    "bad", ["blue", "blue=127.0.0.1", "=127.0.0.1:1", "blue=127.0.0.1:x", "blue=:1", "b=h:70000", "b=h:²"]
+)
 def test_backends_parser_refuses_malformed_items(bad: str) -> None:
     with pytest.raises(ValueError, match="NAME=HOST:PORT"):
         parse_serve(bad)

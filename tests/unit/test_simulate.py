@@ -113,7 +113,7 @@ def test_rejects(rows: tuple[ClientRow, ...], n: int, fragment: str) -> None:
         simulate(rows, n)
 
 
-@pytest.mark.parametrize("text", ["a:1", "a:x:1", "a:1:-1", "a:1:2:3"])
+@pytest.mark.parametrize("text", ["a:1", "a:x:1", "a:1:-1", "a:1:2:3", "a:²:1", "a:1:²"])
 def test_parse_rows_rejects(text: str) -> None:
     with pytest.raises(SpecError, match=r"clients\[0\]"):
         parse_client_rows(text)

@@ -78,6 +78,12 @@ def test_full_spec() -> None:
         (base(backends=[{"name": "a", "weight": 0}]), "spec.backends", "total weight must be > 0"),
         (base(backends=[{"name": "a", "weight": 1, "port": 0}]), "spec.backends[0].port", "1..65535"),
         (base(backends=[{"name": "a", "weight": 1, "endpoints": ["x"]}]), "spec.backends[0].endpoints[0]", "HOST:PORT"),
+        # str.isdigit() accepts '²', which int() refuses: a problem to report, not a ValueError out of the parser.
+        (
+            base(backends=[{"name": "a", "weight": 1, "endpoints": ["10.0.0.1:²"]}]),
+            "spec.backends[0].endpoints[0]",
+            "HOST:PORT",
+        ),
         (base(sticky={"cookie": {}}), "spec.sticky.cookie.name", "required"),
         (base(sticky={"cookie": {"name": "a b"}}), "spec.sticky.cookie.name", "RFC 6265"),
         (base(sticky={"cookie": {"name": "s", "maxAge": -1}}), "spec.sticky.cookie.maxAge", ">= 0"),
@@ -97,6 +103,7 @@ def test_full_spec() -> None:
             "invalid regular expression",
         ),
         (base(debugHeaders="yes"), "spec.debugHeaders", "expected boolean"),
+        (base(sticky="yes"), "spec.sticky", "expected object, got str"),  # the resource's word, not Python's Mapping
     ],
 )
 def test_invalid_specs_name_the_field(spec: dict[str, Any], path: str, fragment: str) -> None:

@@ -72,6 +72,8 @@ def test_each_slot_belongs_to_the_backend_whose_interval_holds_it(w: Weights) ->
         ("a=-1", "backends[0].weight: must be >= 0"),
         ("a=1.5", "not an integer"),
         ("a=x", "not an integer"),
+        ("a=²", "not an integer"),
+        ("a=" + "1" * 5000, "not an integer"),
         ("a=0,b=0", "total weight must be > 0"),
         ("a=1,a=2", "duplicate backend name 'a'"),
         ("a", "expected NAME=WEIGHT"),

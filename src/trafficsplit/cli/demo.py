@@ -7,16 +7,26 @@ there names the backends, their loopback ports and the hosts, and editing it whi
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any, TextIO
 
+from trafficsplit.core.weights import parse_int
 from trafficsplit.demo.options import DemoOptions
 
 
 def _port(text: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
+    port = parse_int(text)
+    if port is None or not 0 < port < 65536:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535)")
-    return int(text)
+    return port
+
+
+def _positive_int(text: str) -> int:
+    value = parse_int(text)
+    if value is None or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
 
 
 def _positive(text: str) -> float:
@@ -24,7 +34,7 @@ def _positive(text: str) -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if value <= 0:
+    if not (math.isfinite(value) and value > 0):  # a NaN deadline would never pass: the wait would never end
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
     return value
 
@@ -45,7 +55,7 @@ def register(sub: Any) -> None:
         "--start-timeout", type=_positive, default=d.start_timeout, metavar="S", help="seconds to wait for a route"
     )
     p.add_argument(
-        "--message-timeout-ms", type=int, default=d.message_timeout_ms, metavar="MS",
+        "--message-timeout-ms", type=_positive_int, default=d.message_timeout_ms, metavar="MS",
         help=f"Envoy's per-message ext_proc timeout (default {d.message_timeout_ms}; production 200: a laptop is "
         "busier than a gateway pod, and a timed-out request fails open without a cookie)",
     )  # fmt: skip

@@ -22,7 +22,7 @@ from trafficsplit.cli.common import EXIT_OK, UsageError, emit_json
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.plan import Plan, estimate_plan, plan
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.weights import Weights, parse_pairs
 
 Backend = dict[str, Any]
 
@@ -45,21 +45,13 @@ def is_live(args: argparse.Namespace) -> bool:
 
 def parse_assignments(text: str, option: str = "--set") -> list[tuple[str, int]]:
     """`canary=10,stable=90` → [("canary", 10), ("stable", 90)]; syntax only (NAME=INTEGER, each name once)."""
-    pairs: list[tuple[str, int]] = []
-    problems: list[str] = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        name, sep, raw = (s.strip() for s in part.partition("="))
-        if not sep or not name:
-            problems.append(f"{part!r}: expected NAME=WEIGHT")
-        elif not raw.lstrip("-").isdigit():
-            problems.append(f"{name}: weight {raw!r} is not an integer")
-        elif any(n == name for n, _ in pairs):
-            problems.append(f"{name}: given twice")
-        else:
-            pairs.append((name, int(raw)))
-    if not pairs and not problems:
+    try:
+        pairs = parse_pairs(text)
+    except SpecError as exc:
+        raise UsageError(f"{option}: " + "; ".join(exc.problems)) from exc
+    names = [n for n, _ in pairs]
+    problems = [f"{n}: given twice" for i, n in enumerate(names) if n in names[:i]]
+    if not pairs:
         problems.append("expected NAME=WEIGHT,...")
     if problems:
         raise UsageError(f"{option}: " + "; ".join(problems))
@@ -130,8 +122,6 @@ def run_live(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("the live form needs a TrafficSplit NAME and --set NAME=W,...")
     if args.before is not None or args.after is not None:
         raise UsageError("give either --from/--to or NAME --set, not both")
-    if args.sample is not None and args.sample < 1:
-        raise UsageError(f"--sample: must be >= 1, got {args.sample}")
     assignments = parse_assignments(args.assignments)
     cluster = Cluster.connect(args)
     ref = cluster.ref(args.name)

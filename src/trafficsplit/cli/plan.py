@@ -13,7 +13,17 @@ from trafficsplit.cli import kplan
 from trafficsplit.cli.common import EXIT_OK, UsageError, add_json_flag, emit_json, fraction_text, pct
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.plan import Plan, estimate_plan, plan
-from trafficsplit.core.weights import Weights, parse_weights
+from trafficsplit.core.weights import Weights, parse_int, parse_weights
+
+
+def _sample_size(text: str) -> int:
+    """--sample's type, so both forms (offline and NAME --set) are checked once, by the parser."""
+    value = parse_int(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
 
 
 def register(sub: Any) -> None:
@@ -27,7 +37,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--sample",
-        type=int,
+        type=_sample_size,
         metavar="N",
         help="estimate from N fixed-seed random keys instead of the exact count (a cross-check)",
     )
@@ -124,12 +134,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.before is None or args.after is None:
         raise UsageError("give --from and --to, or a TrafficSplit NAME and --set")
     before, after = parse_pair(args.before, args.after)
-    if args.sample is not None:
-        if args.sample < 1:
-            raise UsageError(f"--sample: must be >= 1, got {args.sample}")
-        result = estimate_plan(before, after, samples=args.sample)
-    else:
-        result = plan(before, after)
+    result = plan(before, after) if args.sample is None else estimate_plan(before, after, samples=args.sample)
     if args.json:
         emit_json(to_json(result), out)
     else:

@@ -33,15 +33,16 @@ class CompiledBackend:
     service: str
     port: int
     endpoints: tuple[Endpoint, ...] = ()
+    # SPEC §6: a backend with no ready endpoint is not eligible. Derived once here, not per request: decide() reads it
+    # for every failover check and every matching rule.
+    eligible: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "eligible", any(e.ready for e in self.endpoints))
 
     @property
     def ready_endpoints(self) -> tuple[Endpoint, ...]:
         return tuple(e for e in self.endpoints if e.ready)
-
-    @property
-    def eligible(self) -> bool:
-        """SPEC §6: a backend with no ready endpoint is not eligible."""
-        return any(e.ready for e in self.endpoints)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from fractions import Fraction
 
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.weights import parse_int
 
 RULES = ("non-sticky", "sticky-modulo", "sticky-consistent")
 VIRTUAL_NODES = 200
@@ -72,10 +73,12 @@ def parse_client_rows(text: str) -> tuple[ClientRow, ...]:
     problems: list[str] = []
     for i, part in enumerate(p.strip() for p in text.split(",")):
         fields = part.split(":")
-        if len(fields) != 3 or not all(f.isdigit() for f in fields[1:]):
+        numbers = [parse_int(f) for f in fields[1:]]
+        count, requests = numbers if len(numbers) == 2 else (None, None)
+        if count is None or requests is None or count < 0 or requests < 0:
             problems.append(f"clients[{i}]: {part!r} must be PREFIX:COUNT:REQUESTS_PER_CLIENT")
             continue
-        rows.append(ClientRow(fields[0], int(fields[1]), int(fields[2])))
+        rows.append(ClientRow(fields[0], count, requests))
     if problems:
         raise SpecError(problems)
     return tuple(rows)

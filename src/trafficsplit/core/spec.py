@@ -15,7 +15,7 @@ from typing import Any
 
 from trafficsplit.core.cookie import CookieSettings, SameSite, is_token
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.weights import MAX_BACKENDS, MAX_WEIGHT
+from trafficsplit.core.weights import MAX_BACKENDS, MAX_WEIGHT, parse_int
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _HOST = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -108,7 +108,7 @@ def _get(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     if isinstance(kind, tuple):
         return " or ".join(k.__name__ for k in kind)
-    return {"str": "string", "int": "integer", "bool": "boolean", "list": "list", "dict": "object"}.get(
+    return {"str": "string", "int": "integer", "bool": "boolean", "list": "list", "Mapping": "object"}.get(
         kind.__name__, kind.__name__
     )
 
@@ -213,10 +213,11 @@ def _parse_static_endpoints(raw: Any, path: str, p: _Problems) -> tuple[StaticEn
     eps: list[StaticEndpoint] = []
     for i, item in enumerate(raw):
         host, sep, port_text = str(item).rpartition(":")
-        if not sep or not host or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        port = parse_int(port_text)
+        if not sep or not host or port is None or not 1 <= port <= 65535:
             p.add(f"{path}[{i}]", f"{item!r} is not HOST:PORT")
             continue
-        eps.append(StaticEndpoint(host.strip("[]"), int(port_text)))
+        eps.append(StaticEndpoint(host.strip("[]"), port))
     return tuple(eps)
 
 

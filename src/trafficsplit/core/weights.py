@@ -6,6 +6,7 @@ no counters, so two replicas holding the same weights answer the same for the sa
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,19 @@ from trafficsplit.core.hashing import key_hash
 
 MAX_WEIGHT = 1_000_000
 MAX_BACKENDS = 64
+# ASCII digits only: str.isdigit() also accepts '²' and other digits that int() refuses with a ValueError.
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def parse_int(text: str) -> int | None:
+    """`text` as a decimal integer (ASCII digits, an optional leading '-'), else None. The one integer reader of the
+    core and the CLI, so that bad input is always a named problem and never a ValueError from int()."""
+    if _INTEGER.fullmatch(text) is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,28 +111,28 @@ def weight_problems(names: Sequence[str], weights: Sequence[int], field_path: st
     return problems
 
 
-def parse_weights(text: str) -> Weights:
-    """Parse `stable=95,canary=5`; raises SpecError naming the bad part."""
+def parse_pairs(text: str) -> list[tuple[str, int]]:
+    """`stable=95,canary=5` → [("stable", 95), ("canary", 5)], syntax only (no bounds, duplicates allowed); raises
+    SpecError naming every bad part. Empty parts (a trailing comma) are skipped."""
     pairs: list[tuple[str, int]] = []
     problems: list[str] = []
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
-        name, sep, raw = part.partition("=")
-        name = name.strip()
+        name, sep, raw = (s.strip() for s in part.partition("="))
+        weight = parse_int(raw)
         if not sep or not name:
             problems.append(f"{part!r}: expected NAME=WEIGHT")
-            continue
-        raw = raw.strip()
-        try:
-            if not raw.lstrip("-").isdigit():
-                raise ValueError(raw)
-            weight = int(raw)
-        except ValueError:
+        elif weight is None:
             problems.append(f"{name}: weight {raw!r} is not an integer")
-            continue
-        pairs.append((name, weight))
+        else:
+            pairs.append((name, weight))
     if problems:
         raise SpecError(problems)
-    return Weights.of(pairs)
+    return pairs
+
+
+def parse_weights(text: str) -> Weights:
+    """Parse `stable=95,canary=5` into a valid split; raises SpecError naming the bad part."""
+    return Weights.of(parse_pairs(text))

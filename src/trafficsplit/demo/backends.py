@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 
+from trafficsplit.core.weights import parse_int
+
 
 @dataclass(frozen=True, slots=True)
 class Serve:
@@ -30,10 +32,11 @@ class Serve:
 def parse_serve(text: str) -> Serve:
     """`NAME=HOST:PORT` → Serve; ValueError with the offending text otherwise."""
     name, eq, addr = text.partition("=")
-    host, colon, port = addr.rpartition(":")
-    if not eq or not name or not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    host, colon, port_text = addr.rpartition(":")
+    port = parse_int(port_text)
+    if not eq or not name or not colon or not host or port is None or not 0 < port < 65536:
         raise ValueError(f"{text!r} is not NAME=HOST:PORT")
-    return Serve(name, host.strip("[]"), int(port))
+    return Serve(name, host.strip("[]"), port)
 
 
 def response_for(name: str) -> tuple[bytes, list[tuple[str, str]]]:

@@ -222,7 +222,7 @@ def flip_recipe(split: DemoSplit, examples_arg: str) -> list[str]:
     else:
         dst = min((b for b in backends if b.name != src.name), key=lambda b: b.weight)
         amount, kind = min(5, src.weight), "ramp"
-    before = ",".join(f"{b.name}={b.weight}" for b in backends)
+    before = split.spec.weights_text()
     after = ",".join(
         f"{b.name}={b.weight - amount if b.name == src.name else b.weight + amount if b.name == dst.name else b.weight}"
         for b in backends
