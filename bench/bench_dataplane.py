@@ -11,6 +11,9 @@ Runs alternate (native, processor, native, ...) and the median of `--repeat` run
 noise of a shared machine. Loopback only; bounded by --duration per run.
 
     PYTHONPATH=src:extproc:. python bench/bench_dataplane.py [--duration 5] [--repeat 3] [--connections 32]
+
+`--handle` prints instead the processor's own work per request, in process (no Envoy, no grpcio): parse the
+ext_proc message, `Processor.handle` (split lookup, decide, metrics, the reply), serialize the reply.
 """
 
 from __future__ import annotations
@@ -23,13 +26,20 @@ import shutil
 import statistics
 import subprocess
 import tempfile
+import timeit
 from dataclasses import dataclass
 from pathlib import Path
 
+from envoy.config.core.v3 import base_pb2
+from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from google.protobuf import json_format
+from trafficsplit.extproc.held import HeldGeneration
+from trafficsplit.extproc.metrics import Metrics
+from trafficsplit.extproc.processor import Processor
 
 from tests.support.dataplane import Dataplane, Envoy, NameBackends, split_doc
-from trafficsplit.core.compiled import Generation
+from trafficsplit.core.compiled import Endpoint, Generation, compile_split
+from trafficsplit.core.spec import parse_split
 from trafficsplit.wire import envoy as wire
 
 HOST = "shop.example"
@@ -157,12 +167,50 @@ def median_run(runs: list[Run]) -> Run:
     )
 
 
+def handle_costs(repeat: int) -> None:
+    """µs per request of the processor's own work, best of `repeat`, for the request shapes that differ in work."""
+    headers = [(":authority", HOST), (":path", "/"), (":method", "GET"), ("user-agent", "wrk"), ("accept", "*/*")]
+    headers.append(("x-request-id", "5f2b6a1e-8c1d-4c8e-9a57-0d3c2b1a4f6e"))
+    cookie = [("cookie", f"_ga=GA1.2.1234567890.1700000000; theme=dark; {COOKIE}; lang=en-GB")]
+    cases = [  # (label, sticky, endpoint affinity, debug headers, extra headers)
+        ("sticky, cookie present", True, False, False, cookie),
+        ("sticky, cookie present, endpoint affinity, debug", True, True, True, cookie),
+        ("sticky, no cookie: mint", True, False, False, []),
+        ("not sticky: request id", False, False, False, []),
+    ]
+    print(f"processor work per request, in process, best of {repeat} (parse + handle + serialize)")
+    for label, sticky, affinity, debug, extra in cases:
+        doc = split_doc(HOST, {"stable": 90, "canary": 10}, sticky=sticky, endpoint_affinity=affinity, debug=debug)
+        split = compile_split(
+            parse_split("default", "shop", doc), {n: [Endpoint("10.0.0.1", 80)] for n in ("stable", "canary")}
+        )
+        held = HeldGeneration()
+        held.swap(Generation(1, (split,)), "bench")
+        processor = Processor(held, Metrics())
+        req = ep.ProcessingRequest()
+        for k, v in headers + extra:
+            req.request_headers.headers.headers.append(base_pb2.HeaderValue(key=k, raw_value=v.encode()))
+        raw = req.SerializeToString()
+
+        def one(raw: bytes = raw, processor: Processor = processor) -> object:
+            return processor.handle(ep.ProcessingRequest.FromString(raw)).SerializeToString()
+
+        timer = timeit.Timer(one)
+        number, _ = timer.autorange()
+        best = min(timer.repeat(repeat=repeat, number=number)) / number
+        print(f"  {best * 1e6:6.1f} µs  {label}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--duration", type=float, default=5.0, help="seconds per run")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--connections", type=int, default=32, help="the fixed concurrency (the other is 1)")
+    p.add_argument("--handle", action="store_true", help="only the processor's own work per request, in process")
     args = p.parse_args()
+    if args.handle:
+        handle_costs(max(args.repeat, 5))
+        return
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is required (apt-get install -y wrk)")
     with tempfile.TemporaryDirectory(prefix="ts-bench-") as d:

@@ -336,3 +336,32 @@ def test_a_restarted_envoy_gets_the_held_generation_at_once(dataplane: Dataplane
     assert (r.status, r.backend) == (200, "canary")
     assert decision(r).endswith("key=minted; path=weighted")
     assert dataplane.processor.health() == 1
+
+
+def test_a_changed_cluster_keeps_its_endpoints_under_load(dataplane: Dataplane) -> None:
+    # Endpoint affinity on: the same clusters change lb policy (CDS changes, EDS does not). Envoy re-warms each cluster
+    # and must get its endpoints although their version did not change; a 503 would mean it was left without.
+    doc = split_doc(HOST, {"stable": 50, "canary": 50})
+    dataplane.publish([doc])
+    with Load(dataplane.port, HOST) as load:
+        load.wait_for(300)
+        for spec in (split_doc(HOST, {"stable": 50, "canary": 50}, endpoint_affinity=True), doc):
+            dataplane.publish([spec])
+            time.sleep(1.5)  # past EDS's initial_fetch_timeout: a cluster left warming would serve without endpoints
+            load.wait_for(300)
+    assert not load.errors, load.errors[:3]
+    assert {s for _, s, _, _ in load.results} == {200}
+    assert dataplane.envoy.stat("cluster_manager.cluster_modified") >= 4
+
+
+def test_a_first_generation_envoy_rejects_is_refused_on_every_retry(dataplane: Dataplane) -> None:
+    # Nothing held yet, and Envoy NACKs the endpoints: the operator's retry must be refused again, not taken because
+    # the refused snapshot is still installed (Envoy would then serve a cluster without endpoints: 503s).
+    _, msg = dataplane.generation([split_doc(HOST, {"stable": 100})], number=1)
+    msg.splits[0].backends[0].endpoints[0].address = "not-an-ip.invalid"
+    for _ in range(2):
+        reply = dataplane.processor.publish(msg)
+        assert (reply.result, reply.held_number) == (pb.PublishReply.INVALID, 0), reply
+    assert dataplane.processor.health() == 2  # still NOT_SERVING
+    dataplane.publish([split_doc(HOST, {"stable": 100})], number=1)
+    assert (dataplane.get(HOST).status, dataplane.get(HOST).backend) == (200, "stable")

@@ -56,7 +56,8 @@ from trafficsplit.core.compiled import Endpoint, Generation, assemble_generation
 from trafficsplit.core.spec import parse_split
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
-from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json
+from trafficsplit.wire.bootstrap import LISTENER_NAME, Address, BootstrapOptions, bootstrap_json
+from trafficsplit.wire.envoy import DECISION_HEADER, HASH_HEADER, ROUTING_HEADER
 from trafficsplit.wire.generation import generation_to_proto
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -186,11 +187,11 @@ def name_backends_bootstrap(names: Sequence[str]) -> str:
                             "response_headers_to_add": [
                                 {"header": {"key": "x-backend", "value": n}},
                                 {
-                                    "header": {"key": "x-seen-hash-key", "value": "%REQ(x-trafficsplit-hash-key)%"},
+                                    "header": {"key": "x-seen-hash-key", "value": f"%REQ({HASH_HEADER})%"},
                                     "keep_empty_value": False,
                                 },
                                 {
-                                    "header": {"key": "x-seen-cluster", "value": "%REQ(x-trafficsplit-cluster)%"},
+                                    "header": {"key": "x-seen-cluster", "value": f"%REQ({ROUTING_HEADER})%"},
                                     "keep_empty_value": False,
                                 },
                             ],
@@ -563,7 +564,7 @@ class Load:
                         self.errors.append(exc)
                         conn.close()
                         continue
-                    self.results.append((time.monotonic(), r.status, r.backend, r.header("x-trafficsplit-decision")))
+                    self.results.append((time.monotonic(), r.status, r.backend, r.header(DECISION_HEADER)))
             finally:
                 conn.close()
 
@@ -673,7 +674,7 @@ class Dataplane:
             processor.kill()
             raise
         dp = cls(workdir, backends, processor, envoy)
-        dp.port = envoy.listener_port("trafficsplit_http")
+        dp.port = envoy.listener_port(LISTENER_NAME)
         return dp
 
 

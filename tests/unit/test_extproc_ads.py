@@ -17,11 +17,15 @@ from envoy.service.discovery.v3 import discovery_pb2
 from google.protobuf.message import Message
 from google.rpc import status_pb2
 from trafficsplit.extproc.ads import AckError, AdsServer
+from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
+from trafficsplit.extproc.publisher import Publisher
 
 from trafficsplit.core.compiled import Endpoint, Generation, compile_split
 from trafficsplit.core.spec import parse_split
-from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE, resources, transition
+from trafficsplit.v1alpha1 import publish_pb2 as pb
+from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_CONFIG_NAME, ROUTE_TYPE, resources, transition
+from trafficsplit.wire.generation import generation_to_proto
 
 
 def gen(number: int, backends: dict[str, int]) -> Generation:
@@ -164,5 +168,69 @@ def test_wait_times_out_without_envoy() -> None:
         versions = ads.set_resources(resources(gen(1, {"a": 1})))
         with pytest.raises(AckError, match="no Envoy connected"):
             await ads.wait_acked(versions, 0.1)
+
+    asyncio.run(run())
+
+
+class RefusingEnvoy(FakeEnvoy):
+    """Answers every response at once, as Envoy does: ACK, or NACK a CDS response carrying a cluster in `refuse`;
+    after a CDS ACK it asks EDS for every cluster it was sent."""
+
+    def __init__(self, ads: AdsServer, refuse: set[str]) -> None:
+        super().__init__(ads)
+        self.refuse = refuse
+        self.sent: list[discovery_pb2.DiscoveryResponse] = []
+        self._task = asyncio.ensure_future(self._answer())
+
+    async def _answer(self) -> None:
+        while True:
+            resp = await self.stream.__anext__()
+            self.sent.append(resp)
+            if resp.type_url == CLUSTER_TYPE and names(resp) & self.refuse:
+                self.ask(CLUSTER_TYPE, reply_to=resp, error="malformed IP address")
+                continue
+            asked = sorted(names(resp)) if resp.type_url != CLUSTER_TYPE else []
+            self.ask(resp.type_url, asked or ([ROUTE_CONFIG_NAME] if resp.type_url == ROUTE_TYPE else []), resp)
+            if resp.type_url == CLUSTER_TYPE:
+                self.ask(ENDPOINT_TYPE, sorted(names(resp)))
+
+    def close(self) -> None:
+        self._task.cancel()
+        self.requests.put_nowait(None)
+
+
+class Caller:
+    def invocation_metadata(self) -> list[tuple[str, str]]:
+        return [("authorization", "Bearer t")]
+
+
+def test_a_generation_envoy_refused_with_nothing_held_is_refused_again_and_never_served() -> None:
+    async def run() -> None:
+        metrics = Metrics()
+        ads = AdsServer(metrics)
+        held = HeldGeneration()
+        pub = Publisher(held, ads, metrics, token=b"t", replica="r", ack_timeout=1)
+        envoy = RefusingEnvoy(ads, refuse={"ns/s/bad"})
+        envoy.ask(CLUSTER_TYPE)
+        envoy.ask(ROUTE_TYPE, [ROUTE_CONFIG_NAME])
+        msg = pb.PublishRequest(generation=generation_to_proto(gen(1, {"bad": 1}), origin="op"))
+        for _ in range(2):  # the operator retries what it was refused
+            reply = await pub.Publish(msg, Caller())  # type: ignore[arg-type]
+            assert (reply.result, reply.held_number) == (pb.PublishReply.INVALID, 0), reply
+            assert held.current is None
+        # A rejected snapshot is not served to an Envoy that connects later either.
+        late = FakeEnvoy(ads)
+        late.ask(CLUSTER_TYPE)
+        await late.nothing()
+        late.requests.put_nowait(None)
+        await asyncio.sleep(0.05)
+        assert ads.streams == 1
+        # And a good generation is still taken.
+        reply = await pub.Publish(
+            pb.PublishRequest(generation=generation_to_proto(gen(1, {"a": 1}), origin="op")),
+            Caller(),  # type: ignore[arg-type]
+        )
+        assert reply.result == pb.PublishReply.ACCEPTED, reply
+        envoy.close()
 
     asyncio.run(run())

@@ -7,6 +7,7 @@ The processor must add nothing to the core: its routing header is the core's pic
 from __future__ import annotations
 
 import asyncio
+import collections
 from typing import Any, cast
 
 import grpc
@@ -25,7 +26,7 @@ from trafficsplit.core.spec import parse_split
 from trafficsplit.core.weights import Weights
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.envoy import HASH_HEADER, META_DECISION, META_SET_COOKIE, METADATA_NAMESPACE, ROUTING_HEADER
-from trafficsplit.wire.generation import generation_to_proto
+from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 
 def generation(number: int = 4, affinity: bool = True) -> Generation:
@@ -92,6 +93,35 @@ def test_match_rule_decides_first(processor: Processor) -> None:
     reply = processor.handle(request(**{":authority": "shop.example", "x-beta": "yes", "cookie": "ts=abc"}))
     assert mutation(reply)[ROUTING_HEADER] == "ns/shop/canary"
     assert meta(reply)[META_DECISION].endswith("key=cookie; path=match")
+
+
+def test_a_swap_is_decided_by_the_new_generation_and_every_decision_is_counted() -> None:
+    held = HeldGeneration()
+    held.swap(generation(4), "test")
+    metrics = Metrics()
+    p = Processor(held, metrics)
+    req = request(**{":authority": "shop.example", "cookie": "ts=abc"})
+    want = Weights.of([("stable", 90), ("canary", 10)]).pick("abc")
+    assert mutation(p.handle(req))[ROUTING_HEADER] == f"ns/shop/{want}"
+    flipped = generation_to_proto(generation(5), origin="test")
+    flipped.splits[0].backends[0].cluster = "ns/shop/stable-v2"
+    flipped.splits[0].backends[0].weight, flipped.splits[0].backends[1].weight = 0, 100
+    held.swap(generation_from_proto(flipped), "test")
+    reply = p.handle(req)
+    assert mutation(reply) == {ROUTING_HEADER: "ns/shop/canary", HASH_HEADER: "abc"}
+    assert meta(reply)[META_DECISION] == "backend=canary; generation=5; key=cookie; path=weighted"
+    flipped.number, flipped.splits[0].backends[0].weight, flipped.splits[0].backends[1].weight = 6, 100, 0
+    held.swap(generation_from_proto(flipped), "test")
+    assert mutation(p.handle(req))[ROUTING_HEADER] == "ns/shop/stable-v2"
+    counted = {
+        tuple(s.labels.values()): s.value
+        for fam in metrics.registry.collect()
+        if fam.name == "trafficsplit_decisions"
+        for s in fam.samples
+        if s.name == "trafficsplit_decisions_total"
+    }
+    backends = collections.Counter([want, "canary", "stable"])  # the three decisions above
+    assert counted == {("ns/shop", b, "cookie", "weighted"): float(n) for b, n in backends.items()}
 
 
 def test_unknown_host_is_a_404_and_no_generation_passes_through() -> None:

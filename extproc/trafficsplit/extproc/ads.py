@@ -5,7 +5,7 @@ changes) and wakes every stream; a stream sends a type when its snapshot version
 when Envoy asks for names it has not been sent (EDS after new clusters). Envoy's next DiscoveryRequest for a type
 answers our last response: same nonce without `error_detail` is an ACK, with it a NACK. `wait_acked` is what the
 publish path blocks on, so a generation is swapped in only after Envoy holds the clusters it needs, and refused when
-Envoy rejects them. After a NACK the same version is not resent; the publisher rolls the snapshot back instead.
+Envoy rejects them. After a NACK the same version is not resent; the publisher restores the snapshot it replaced.
 """
 
 from __future__ import annotations
@@ -82,11 +82,11 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignor
         self._metrics = metrics
         self._versions = itertools.count(1)
         self._nonces = itertools.count(1)
-        self._snapshot: dict[str, TypeSnapshot] = {}
-        self._streams: set[_Stream] = set()
         # Empty until the first publish: a restarted processor must not answer an Envoy that kept its config with
         # an empty snapshot (that would withdraw every cluster); Envoy waits, then keeps serving what it has.
-        self._changed = asyncio.Condition()
+        self._snapshot: dict[str, TypeSnapshot] = {}
+        self._streams: set[_Stream] = set()
+        self._changed = asyncio.Condition()  # notified on every request from Envoy and every stream that ends
 
     # --- the publish side -----------------------------------------------------------------------------------------
 
@@ -101,9 +101,23 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignor
             snap = TypeSnapshot(str(next(self._versions)), candidate.resources, candidate.content)
             self._snapshot[type_url] = snap
             changed[type_url] = snap.version
+        self._wake_streams()
+        return changed
+
+    def snapshot(self) -> Mapping[str, TypeSnapshot]:
+        """The installed snapshot, for `restore` when a publish fails."""
+        return MappingProxyType(dict(self._snapshot))
+
+    def restore(self, snapshot: Mapping[str, TypeSnapshot]) -> None:
+        """Put back what `snapshot()` returned: each stream is sent again what differs from what it was last sent
+        (its old version); a type the old snapshot lacked is sent no more, so a refused generation is never served,
+        not even to an Envoy that connects later, and Envoy keeps what it holds."""
+        self._snapshot = dict(snapshot)
+        self._wake_streams()
+
+    def _wake_streams(self) -> None:
         for s in self._streams:
             s.wake.set()
-        return changed
 
     def _acked(self, versions: Mapping[str, str]) -> bool:
         """True when every connected Envoy acknowledged every given version (EDS: with every cluster's assignment);
@@ -200,14 +214,12 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignor
         snap = self._snapshot.get(type_url)
         if w is None or snap is None:
             return None  # Envoy has not subscribed to this type yet
-        if type_url in _WILDCARD or not w.names:
-            names = frozenset(snap.resources) if type_url in _WILDCARD else frozenset()
-        else:
-            names = frozenset(n for n in w.names if n in snap.resources)
-        if w.sent_version == snap.version and (names <= w.sent_names or type_url in _WILDCARD):
-            return None
-        if type_url not in _WILDCARD and not w.names:
+        wildcard = type_url in _WILDCARD
+        if not wildcard and not w.names:
             return None  # a non-wildcard type with nothing asked for
+        names = frozenset(snap.resources) if wildcard else frozenset(n for n in w.names if n in snap.resources)
+        if w.sent_version == snap.version and (wildcard or names <= w.sent_names):
+            return None
         w.sent_version, w.sent_names, w.nonce = snap.version, names, str(next(self._nonces))
         return discovery_pb2.DiscoveryResponse(
             version_info=snap.version,

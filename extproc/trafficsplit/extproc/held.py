@@ -1,12 +1,10 @@
 """The generation this replica serves: one reference, swapped whole.
 
 Requests read `current` once at the start of a decision, so a swap never mixes two generations in one decision, and
-asyncio's single thread makes the swap atomic without a lock. The publish lock serialises publishers, not readers.
+asyncio's single thread makes the swap atomic without a lock (the publisher's own lock serialises publishers only).
 """
 
 from __future__ import annotations
-
-import asyncio
 
 from trafficsplit.core.compiled import Generation
 
@@ -15,7 +13,6 @@ class HeldGeneration:
     def __init__(self) -> None:
         self.current: Generation | None = None
         self.origin = ""
-        self.publish_lock = asyncio.Lock()
 
     @property
     def number(self) -> int:

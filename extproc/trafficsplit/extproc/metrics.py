@@ -43,3 +43,13 @@ class Metrics:
         self.processor_errors = Counter(
             "trafficsplit_processor_errors", "ext_proc messages the processor could not answer", registry=r
         )
+        self._decided: dict[tuple[str, str, str, str], Counter] = {}
+
+    def count_decision(self, split: str, backend: str, key_source: str, path: str) -> None:
+        """`decisions` for one request; each label set's child is looked up once (the request path: `labels()`
+        validates and locks on every call, ~1 µs more per request)."""
+        key = (split, backend, key_source, path)
+        child = self._decided.get(key)
+        if child is None:
+            child = self._decided[key] = self.decisions.labels(*key)
+        child.inc()

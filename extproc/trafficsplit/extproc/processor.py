@@ -17,7 +17,7 @@ from trafficsplit.extproc.metrics import Metrics
 
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import decide
-from trafficsplit.wire.processing import decision_response, no_split_response, pass_through, request_view
+from trafficsplit.wire.processing import DecisionReplies, no_split_response, pass_through, request_view
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,7 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         self._held = held
         self._metrics = metrics
         self._minter = minter or AffinityMinter()
+        self._replies: DecisionReplies | None = None  # for the held generation; replaced when that changes
 
     async def Process(
         self, request_iterator: object, context: grpc.aio.ServicerContext[ep.ProcessingRequest, ep.ProcessingResponse]
@@ -46,7 +47,8 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         try:
             reply = self._decide(req)
         except Exception:
-            # Never fail the request for a processor bug: Envoy fails open onto the native weighted route.
+            # The stream ends with the error and Envoy fails open onto the native weighted route: a processor bug
+            # never fails the request.
             self._metrics.processor_errors.inc()
             log.exception("processor error")
             raise
@@ -54,13 +56,13 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         return reply
 
     def _decide(self, req: ep.ProcessingRequest) -> ep.ProcessingResponse:
-        view = request_view(req.request_headers.headers.headers)
         gen = self._held.current
         if gen is None:
             # A restarted processor before its first publish: Envoy keeps its last routes, so leaving the request
             # undecided routes it by native weights (not sticky) instead of failing it.
             self._metrics.undecided.labels("no_generation").inc()
             return pass_through("request_headers")
+        view = request_view(req.request_headers.headers.headers)
         split = gen.split_for(view.authority)
         if split is None:
             self._metrics.undecided.labels("no_split").inc()
@@ -68,5 +70,7 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         d = decide(
             split, cookie_lines=view.cookie_lines, request_id=view.request_id, header=view.header, minter=self._minter
         )
-        self._metrics.decisions.labels(split.key, d.backend.name, d.key_source.value, d.path.value).inc()
-        return decision_response(d, split, gen.number)
+        self._metrics.count_decision(split.key, d.backend.name, d.key_source.value, d.path.value)
+        if self._replies is None or self._replies.generation is not gen:
+            self._replies = DecisionReplies(gen)
+        return self._replies.reply(d, split)

@@ -3,15 +3,17 @@
 Order for an offered generation N (under one lock, so publishes never interleave):
 1. N <= held → STALE (nothing changes). A proto the core cannot accept → INVALID.
 2. Push the transition snapshot (held ∪ new clusters and endpoints, held routes) and wait for Envoy's ACK, so every
-   cluster N may pick exists and is warm before any request is decided by N. NACK or timeout → roll back, INVALID.
+   cluster N may pick exists and is warm before any request is decided by N. NACK or timeout → restore the snapshot
+   it replaced (with nothing held: none, so Envoy keeps what it has and the refused clusters are never served), INVALID.
 3. Swap the held generation; the next request is decided by N.
 4. Push N's own snapshot (its routes; the clusters only the old generation used are withdrawn now that no held
-   generation picks them) and wait for its ACK; a NACK here swaps back (INVALID).
+   generation picks them) and wait for its ACK; a NACK here swaps back and restores the snapshot (INVALID).
 Callers authenticate with `authorization: Bearer <token>`; the token is compared in constant time and never logged.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
@@ -22,7 +24,6 @@ from trafficsplit.extproc.ads import AckError, AdsServer
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 
-from trafficsplit.core.compiled import Generation
 from trafficsplit.core.errors import SpecError
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
@@ -51,6 +52,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self._replica = replica
         self._ack_timeout = ack_timeout
         self._on_first = on_first_generation
+        self._lock = asyncio.Lock()  # publishes never interleave
 
     async def _authorize(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         given = b""
@@ -67,7 +69,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
 
     async def Publish(self, request: pb.PublishRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.PublishReply:
         await self._authorize(context)
-        async with self._held.publish_lock:
+        async with self._lock:
             reply = await self._publish(request.generation)
         self._metrics.publish.labels(pb.PublishReply.Result.Name(reply.result).lower()).inc()
         log.info(
@@ -90,25 +92,20 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             gen = generation_from_proto(msg)
         except SpecError as exc:
             return self._reply(pb.PublishReply.INVALID, str(exc))
+        before = self._ads.snapshot()
         try:
             await self._ads.wait_acked(self._ads.set_resources(transition(held, gen)), self._ack_timeout)
         except AckError as exc:
-            self._roll_back(held)
+            self._ads.restore(before)
             return self._reply(pb.PublishReply.INVALID, f"not applied to Envoy: {exc}")
         self._held.swap(gen, msg.origin)
         try:
             await self._ads.wait_acked(self._ads.set_resources(resources(gen)), self._ack_timeout)
         except AckError as exc:
             self._held.swap(held, held_origin)
-            self._roll_back(held)
+            self._ads.restore(before)
             return self._reply(pb.PublishReply.INVALID, f"routes not applied to Envoy: {exc}")
         self._metrics.held_generation.set(gen.number)
         if held is None and self._on_first is not None:
             await self._on_first()
         return self._reply(pb.PublishReply.ACCEPTED)
-
-    def _roll_back(self, held: Generation | None) -> None:
-        # Nothing held: leave Envoy as it is (it may hold a previous processor's config; an empty snapshot would
-        # withdraw it). Envoy does not get the rejected version again on this stream either way.
-        if held is not None:
-            self._ads.set_resources(resources(held))

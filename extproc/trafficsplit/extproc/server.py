@@ -29,6 +29,7 @@ from trafficsplit.extproc.processor import Processor
 from trafficsplit.extproc.publisher import Publisher
 
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
+from trafficsplit.wire.bootstrap import Address
 
 log = logging.getLogger(__name__)
 _SERVICES = ("", "trafficsplit.v1alpha1.Publisher", "envoy.service.ext_proc.v3.ExternalProcessor")
@@ -44,11 +45,6 @@ class Settings:
     ack_timeout: float = 5.0
     drain_seconds: float = 5.0
     ports_file: Path | None = None
-
-
-def _split_host_port(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    return host.strip("[]"), int(port)
 
 
 class DataplaneProcessor:
@@ -92,8 +88,8 @@ class DataplaneProcessor:
         public_port = self._public.add_insecure_port(s.publish)
         await self._local.start()
         await self._public.start()
-        mhost, mport = _split_host_port(s.metrics)
-        self._metrics_server, _ = start_http_server(mport, mhost, registry=self.metrics.registry)
+        metrics = Address.parse(s.metrics)
+        self._metrics_server, _ = start_http_server(metrics.port, metrics.host, registry=self.metrics.registry)
         self.ports = {
             "listen": s.listen if s.listen.startswith("unix:") else local_port,
             "publish": public_port,
@@ -107,8 +103,9 @@ class DataplaneProcessor:
         log.info("processor %s listening: %s", s.replica, self.ports)
 
     async def stop(self) -> None:
-        """SIGTERM: report NOT_SERVING first so probes and load balancers move away, then drain and stop."""
-        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        """SIGTERM: report NOT_SERVING first so probes and load balancers move away, then drain and stop. For good: a
+        first generation published during the drain must not report SERVING again."""
+        await self.health.enter_graceful_shutdown()
         await asyncio.sleep(self.settings.drain_seconds)
         await asyncio.gather(self._public.stop(1.0), self._local.stop(1.0))
         if self._metrics_server is not None:

@@ -41,7 +41,6 @@ NO_SPLIT_BODY = "no TrafficSplit serves this host\n"
 CLUSTER_TYPE = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 ENDPOINT_TYPE = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 ROUTE_TYPE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
-LISTENER_TYPE = "type.googleapis.com/envoy.config.listener.v3.Listener"
 
 _HV = base_pb2.HeaderValue
 _HVO = base_pb2.HeaderValueOption

@@ -4,7 +4,8 @@
 Envoy 1.40 sends header values in `raw_value` (bytes) with `value` empty, so both are read. The reply sets the routing
 header (and the hash header for endpoint affinity), asks Envoy to clear its route cache (the route was chosen before
 this filter ran), and carries Set-Cookie and the disclosure as dynamic metadata that the route configuration renders
-into response headers: one processor round trip per request, no response-phase message.
+into response headers: one processor round trip per request, no response-phase message. The replies' constant parts
+are built once per generation (`DecisionReplies`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.type.v3 import http_status_pb2
 
-from trafficsplit.core.compiled import CompiledSplit
+from trafficsplit.core.compiled import CompiledSplit, Generation
 from trafficsplit.core.decide import Decision
 from trafficsplit.wire.envoy import (
     HASH_HEADER,
@@ -69,35 +70,46 @@ def disclosure(decision: Decision, generation: int) -> str:
     )
 
 
-def decision_response(decision: Decision, split: CompiledSplit, generation: int) -> ep.ProcessingResponse:
-    mutation = ep.HeaderMutation(
-        set_headers=[
-            base_pb2.HeaderValueOption(
-                header=base_pb2.HeaderValue(key=ROUTING_HEADER, raw_value=decision.backend.cluster.encode()),
-                append_action=_OVERWRITE,
-            )
-        ]
+def _set_header(name: str, value: str) -> base_pb2.HeaderValueOption:
+    return base_pb2.HeaderValueOption(
+        header=base_pb2.HeaderValue(key=name, raw_value=value.encode()), append_action=_OVERWRITE
     )
-    if split.endpoint_affinity:
-        mutation.set_headers.append(
-            base_pb2.HeaderValueOption(
-                header=base_pb2.HeaderValue(key=HASH_HEADER, raw_value=decision.key.encode()),
-                append_action=_OVERWRITE,
-            )
-        )
-    reply = ep.ProcessingResponse(
+
+
+def _routed(cluster: str) -> ep.ProcessingResponse:
+    """The part of a decision's reply that depends on its backend only: the routing header, clear_route_cache."""
+    mutation = ep.HeaderMutation(set_headers=[_set_header(ROUTING_HEADER, cluster)])
+    return ep.ProcessingResponse(
         request_headers=ep.HeadersResponse(response=ep.CommonResponse(header_mutation=mutation, clear_route_cache=True))
     )
-    meta: dict[str, str] = {}
-    if decision.set_cookie is not None:
-        meta[META_SET_COOKIE] = decision.set_cookie
-    if split.debug_headers:
-        meta[META_DECISION] = disclosure(decision, generation)
-    if meta:
-        ns = reply.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value
-        for k, v in meta.items():
-            ns.fields[k].string_value = v
-    return reply
+
+
+class DecisionReplies:
+    """The ext_proc replies of one generation. Each backend's constant part is built the first time a request picks
+    it (not all at the swap: a large generation would stall the event loop for milliseconds) and copied per request
+    after that (cheaper than building it: ~5 µs less per request, docs/dataplane.md "Cost"); the sticky key and the
+    metadata are added per request."""
+
+    def __init__(self, gen: Generation) -> None:
+        self.generation = gen
+        self._routed: dict[str, ep.ProcessingResponse] = {}
+
+    def reply(self, decision: Decision, split: CompiledSplit) -> ep.ProcessingResponse:
+        cluster = decision.backend.cluster
+        routed = self._routed.get(cluster)
+        if routed is None:
+            routed = self._routed[cluster] = _routed(cluster)
+        reply = ep.ProcessingResponse()
+        reply.CopyFrom(routed)
+        if split.endpoint_affinity:
+            reply.request_headers.response.header_mutation.set_headers.append(_set_header(HASH_HEADER, decision.key))
+        if decision.set_cookie is not None or split.debug_headers:
+            ns = reply.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value
+            if decision.set_cookie is not None:
+                ns.fields[META_SET_COOKIE].string_value = decision.set_cookie
+            if split.debug_headers:
+                ns.fields[META_DECISION].string_value = disclosure(decision, self.generation.number)
+        return reply
 
 
 def no_split_response() -> ep.ProcessingResponse:
