@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copies the TrafficSplit CRD into the Helm chart. crds/ is the one source; Helm only installs CRDs from the chart's
-# own crds/ folder, so the chart carries a byte-for-byte copy, and tests/unit/test_chart_crd.py fails when they differ.
+# own crds/ folder, so the chart carries a byte-for-byte copy, and tests/unit/test_chart_files.py fails when they differ.
 #
 # Usage: hack/sync-crd.sh          copy crds/*.yaml into charts/trafficsplit/crds/
 #        hack/sync-crd.sh --check  exit 1 (and say which) when a copy differs; change nothing

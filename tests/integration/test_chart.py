@@ -171,6 +171,18 @@ def test_schema_refuses_a_bad_value_with_a_schema_message(helm: Helm) -> None:
     assert "replicas" in proc.stderr and "integer" in proc.stderr, proc.stderr
 
 
+def test_two_operator_replicas_without_leader_election_are_refused(helm: Helm) -> None:
+    # Two operators that both publish would race each other's numbers: the chart refuses it rather than document it.
+    proc = helm(
+        "template", "rel", str(CHART), "--kube-version", KUBE_VERSIONS[-1], "--set",
+        "operator.leaderElection.enabled=false", check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "operator.leaderElection.enabled" in proc.stderr, proc.stderr
+    single = render(helm, "operator.leaderElection.enabled=false", "operator.replicas=1")
+    args = find(single, "Deployment", "rel-operator")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--leader-election=false" in args
+
+
 def test_kube_version_below_the_minimum_is_refused(helm: Helm) -> None:
     proc = helm("template", "rel", str(CHART), "--kube-version", "1.29.0", check=False)
     assert proc.returncode != 0 and "kubeVersion" in proc.stderr, proc.stderr
@@ -225,6 +237,15 @@ def test_chart_flags_parse_with_the_real_command_lines(helm: Helm) -> None:
     assert parse_config(expand(op["args"]), env).namespaces == ("shop", "web")
     everything = find(render(helm), "Deployment", "rel-operator")["spec"]["template"]["spec"]["containers"][0]
     assert parse_config(expand(everything["args"]), env).namespaces == ()  # empty: all namespaces
+    # The leader Role reads and updates only the Lease the operator is told to use (create cannot name one).
+    for sets, lease in (((), "rel-operator"), (("operator.leaderElection.leaseName=ops",), "ops")):
+        docs = render(helm, *sets)
+        args = find(docs, "Deployment", "rel-operator")["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert parse_config(expand(args), env).lease_name == lease
+        rules = find(docs, "Role", "rel-operator-leader")["rules"]
+        assert {(tuple(r["verbs"]), tuple(r.get("resourceNames", ()))) for r in rules} == {
+            (("create",), ()), (("get", "update"), (lease,))
+        }  # fmt: skip
 
 
 def test_bootstrap_is_the_extprocs_own_with_the_timeout_substituted(helm: Helm) -> None:

@@ -194,6 +194,25 @@ def test_deleted_backend_service_is_named_and_the_last_good_generation_keeps_ser
     wait_condition(env.kube, env.ns, "shop", "ResolvedRefs", "True", "", timeout=30)
 
 
+def test_restarted_operator_with_a_missing_backend_keeps_what_the_replicas_hold(env: Env) -> None:
+    """Blue-green at 0/100; green's Service goes missing while the operator is down. The new operator has no last
+    good form, and green without endpoints would leave no eligible backend: it publishes nothing until green is back."""
+    op = env.start_operator()
+    env.apply_split("shop", spec((0, 100)))
+    wait_condition(env.kube, env.ns, "shop", "Published", "True", "2/2", timeout=60)
+    held = env.gateway.held()
+    op.stop()
+    env.kube.kubectl("delete", "service", "shop-green", "-n", env.ns)
+    op2 = env.start_operator(identity="op-1")
+    wait_condition(env.kube, env.ns, "shop", "Published", "False", "nothing is published until it is fixed", 30)
+    assert env.gateway.held() == held, op2.log_tail()
+    assert sample(env, 0, 20) == {"green": 20}
+    service_with_slice(env.kube, env.ns, "shop-green", [env.pods["green"].ip], target_port=env.pods["green"].port)
+    obj = wait_condition(env.kube, env.ns, "shop", "Published", "True", "^2/2 dataplanes$", timeout=30)
+    assert env.gateway.held() == [obj["status"]["generation"]] * 2 and obj["status"]["generation"] > held[0]
+    assert sample(env, 1, 20) == {"green": 20}
+
+
 def test_operator_restart_mid_traffic_fails_no_request_and_numbers_grow(env: Env) -> None:
     op = env.start_operator()
     env.apply_split("shop", spec((50, 50), sticky=True))
@@ -288,16 +307,23 @@ def test_two_operator_replicas_only_the_leader_publishes(env: Env) -> None:
     assert re.search(r"generation \d+: ", b.log()), b.log_tail()
 
 
-def test_role_is_exercised_without_status_patch_the_operator_cannot_report(env: Env) -> None:
-    """The same chart RBAC minus `patch` on trafficsplits/status: publishing still works, status never appears."""
+@pytest.mark.parametrize(("resource", "verb"), [("trafficsplits/status", "patch"), ("events", "create")])
+def test_role_is_exercised_each_write_is_refused_without_its_verb(env: Env, resource: str, verb: str) -> None:
+    """The same chart RBAC minus one write verb: publishing still works, and exactly that write never lands (without
+    the status patch no status appears; without events create the status is written but no Event)."""
     from tests.support.operator import render_operator_rbac, strip_verb
 
     release = env.release + "x"
-    manifest = strip_verb(render_operator_rbac(env.kube, env.ns, release), "trafficsplits/status", "patch")
+    manifest = strip_verb(render_operator_rbac(env.kube, env.ns, release), resource, verb)
     kubeconfig = operator_kubeconfig(env.kube, env.ns, release, manifest)
     op = env.start_operator(kubeconfig=kubeconfig)
     env.apply_split("shop", spec((50, 50)))
     poll(lambda: min(env.gateway.held()) >= 1, 30, "the generation on both replicas")
-    poll(lambda: "forbidden" in op.log().lower(), 15, "a forbidden status write in the log")
-    time.sleep(0.5)  # the status write would have been immediate; this only lets a wrong one land
-    assert "status" not in get_ts(env.kube, env.ns, "shop")
+    poll(lambda: "forbidden" in op.log().lower(), 15, f"a forbidden {resource} {verb} in the log")
+    if resource == "events":
+        wait_condition(env.kube, env.ns, "shop", "Published", "True", "2/2", timeout=30)
+        time.sleep(0.5)  # lets a wrong Event land
+        assert events(env.kube, env.ns, "shop") == []
+    else:
+        time.sleep(0.5)  # the status write would have been immediate; this only lets a wrong one land
+        assert "status" not in get_ts(env.kube, env.ns, "shop")

@@ -44,6 +44,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO_ROOT / "crds" / "trafficsplit.dev_trafficsplits.yaml"
 CHART = REPO_ROOT / "charts" / "trafficsplit"
 PYTHONPATH = os.pathsep.join(str(REPO_ROOT / p) for p in ("src", "operator", "extproc", "."))
+# The Lease the test operators use; the rendered RBAC names it (the chart grants get/update on that Lease only).
+LEASE_NAME = "trafficsplit-operator"
 
 
 # --- the CRD and objects -------------------------------------------------------------------------------------------
@@ -152,6 +154,8 @@ def render_operator_rbac(kube: ControlPlane, namespace: str, release: str, value
         "templates/operator-rbac.yaml",
         "--kube-version",
         kube.kube_version.lstrip("v"),
+        "--set",
+        f"operator.leaderElection.leaseName={LEASE_NAME}",
     ]
     for v in values:
         args += ["--set", v]
@@ -335,7 +339,7 @@ class Operators:
 
     def start(
         self, kubeconfig: Path, *, args: Sequence[str], identity: str = "op-0", lease_namespace: str = "default",
-        lease_name: str = "trafficsplit-operator", env: Mapping[str, str] | None = None,
+        lease_name: str = LEASE_NAME, env: Mapping[str, str] | None = None,
     ) -> OperatorProcess:  # fmt: skip
         full = [
             f"--kubeconfig={kubeconfig}", f"--identity={identity}", f"--lease-namespace={lease_namespace}",

@@ -30,6 +30,7 @@ class FakeReplica(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self.held_gen: pb.Generation | None = None
         self.published: list[int] = []
         self.bad_tokens = 0
+        self.refuse = False  # answer INVALID, as a replica whose Envoy NACKs
         self.server: grpc.aio.Server | None = None
         self.port = 0
 
@@ -47,6 +48,8 @@ class FakeReplica(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self.published.append(n)
         if n <= self.held:
             return pb.PublishReply(result=pb.PublishReply.STALE, held_number=self.held, replica=self.name)
+        if self.refuse:
+            return pb.PublishReply(result=pb.PublishReply.INVALID, held_number=self.held, replica=self.name)
         self.held, self.held_gen = n, request.generation
         return pb.PublishReply(result=pb.PublishReply.ACCEPTED, held_number=n, replica=self.name)
 
@@ -259,3 +262,151 @@ def test_unrelated_services_and_slices_trigger_no_pass(tmp_path: Any) -> None:
     assert not pokes("service", "other", "shop-blue")
     assert not pokes("endpointslice", "default", "unrelated-x1", label="unrelated")
     assert ("default", "unrelated") in engine.store.services  # still stored for a split that names it later
+
+
+# --- a restarted (or newly leading) operator never publishes a worse form than the replicas hold ---------------------
+
+
+def svc_body(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}  # fmt: skip
+
+
+def slice_body(service: str, address: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"{service}-x", "namespace": "default",
+                     "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8080}],
+        "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+    }  # fmt: skip
+
+
+def k8s_split(status: dict[str, Any] | None = None, weight: int = 100) -> dict[str, Any]:
+    b = body("s", (0, weight))
+    for x in b["spec"]["backends"]:
+        del x["endpoints"]
+    b["status"] = status or {}
+    return b
+
+
+def k8s_engine(tmp_path: Any, replicas: list[FakeReplica], split: dict[str, Any], green: bool) -> Engine:
+    engine = make_engine(tmp_path, replicas)
+    engine.static = False
+    engine.store.apply("trafficsplit", None, split)
+    for name, addr in (("blue", "10.0.0.1"), ("green", "10.0.0.2")):
+        if name == "green" and not green:
+            continue
+        engine.store.apply("service", None, svc_body(name))
+        engine.store.apply("endpointslice", None, slice_body(name, addr))
+    return engine
+
+
+def green_endpoints(r: FakeReplica) -> list[str]:
+    assert r.held_gen is not None
+    (split,) = r.held_gen.splits
+    return [e.address for b in split.backends if b.name == "green" for e in b.endpoints]
+
+
+@pytest.mark.parametrize("leading_at_start", [True, False])
+def test_an_operator_without_a_last_good_form_keeps_what_the_replicas_hold(
+    tmp_path: Any, leading_at_start: bool
+) -> None:
+    """Blue-green at 0/100: the green Service goes missing while no operator runs (or while this one stands by). The
+    replicas serve green's endpoints; a generation with green emptied would leave the host with no eligible backend.
+    Nothing is published until green resolves again; then publishing resumes above the held number."""
+
+    async def main() -> None:
+        a = await FakeReplica("a").start()
+        first = k8s_engine(tmp_path, [a], k8s_split(), green=True)
+        await first.become_leader()
+        first.mark_ready()
+        task = asyncio.create_task(first.run())
+        await until(lambda: a.held == 1)
+        assert green_endpoints(a) == ["10.0.0.2"]
+        task.cancel()
+        await first.fleet.close()
+
+        # The status the first operator wrote says the split is in generation 1.
+        engine = k8s_engine(tmp_path, [a], k8s_split({"generation": 1}), green=False)
+        if leading_at_start:
+            await engine.become_leader()
+        engine.mark_ready()
+        task = asyncio.create_task(engine.run())
+        await until(lambda: engine.passes >= 1)
+        if not leading_at_start:
+            await engine.become_leader()  # a take-over after the standby compiled with green missing
+        passes = engine.passes
+        engine.poke()
+        await until(lambda: engine.passes > passes)
+        await asyncio.sleep(0.3)
+        assert a.held == 1 and green_endpoints(a) == ["10.0.0.2"]
+        # green comes back: publishing resumes, above the held number.
+        engine.apply("service", None, svc_body("green"))
+        engine.apply("endpointslice", None, slice_body("green", "10.0.0.3"))
+        await until(lambda: a.held == 2)
+        assert green_endpoints(a) == ["10.0.0.3"]
+        task.cancel()
+        await engine.fleet.close()
+        await a.stop()
+
+    run(main)
+
+
+def test_a_new_split_with_a_missing_service_is_published_and_follows_its_resolved_endpoints(tmp_path: Any) -> None:
+    """A split that was never published (no status.generation) is not held back: its resolved backends serve, and
+    their endpoint changes keep being published while the other backend stays unresolved."""
+
+    async def main() -> None:
+        a = await FakeReplica("a").start()
+        engine = k8s_engine(tmp_path, [a], k8s_split(weight=1), green=False)
+        await engine.become_leader()
+        engine.mark_ready()
+        task = asyncio.create_task(engine.run())
+        await until(lambda: a.held == 1)
+        assert green_endpoints(a) == []
+        engine.apply("endpointslice", "MODIFIED", slice_body("blue", "10.0.0.9"))
+        await until(lambda: a.held == 2)
+        assert a.held_gen is not None
+        assert [e.address for e in a.held_gen.splits[0].backends[0].endpoints] == ["10.0.0.9"]
+        task.cancel()
+        await engine.fleet.close()
+        await a.stop()
+
+    run(main)
+
+
+def test_a_recreated_split_is_not_published_until_a_generation_carrying_it_is_acknowledged(tmp_path: Any) -> None:
+    writes: list[tuple[str, StatusResult]] = []
+
+    async def sink(obj: SplitObject, result: StatusResult) -> None:
+        writes.append((obj.uid, result))
+
+    def published(uid: str) -> str | None:
+        for u, r in reversed(writes):
+            if u == uid:
+                c = next(c for c in r.status["conditions"] if c["type"] == "Published")
+                return f"{c['status']} {c['message']}"
+        return None
+
+    async def main() -> None:
+        a = await FakeReplica("a").start()
+        engine = make_engine(tmp_path, [a], sink)
+        engine.store.apply("trafficsplit", None, body("s", (1, 1)))
+        await engine.become_leader()
+        engine.mark_ready()
+        task = asyncio.create_task(engine.run())
+        await until(lambda: published("u-s") == "True 1/1 dataplanes")
+        engine.apply("trafficsplit", "DELETED", body("s", (1, 1)))
+        a.refuse = True  # the next generations never reach the replica
+        again = body("s", (3, 1))
+        again["metadata"]["uid"] = "u-s2"  # the same name, a new object, metadata.generation 1 again
+        engine.apply("trafficsplit", "ADDED", again)
+        await until(lambda: published("u-s2") is not None)
+        await asyncio.sleep(0.3)
+        assert published("u-s2") == "False 0/1 dataplanes; behind: a"
+        task.cancel()
+        await engine.fleet.close()
+        await a.stop()
+
+    run(main)

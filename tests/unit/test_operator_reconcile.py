@@ -169,9 +169,26 @@ def test_missing_service_keeps_the_last_good_form() -> None:
     assert d.served == good.served  # the dataplane keeps serving the last good generation's split
     assert fingerprint(d.served) == fingerprint(good.served)
     # Without a last good form (a fresh operator), the missing backend has no endpoints: its sessions fail over.
-    (fresh,) = desired_state([ts("a", spec())], services, slices, {}).served
+    cold = desired_state([ts("a", spec())], services, slices, {})
+    (fresh,) = cold.served
     assert [len(b.endpoints) for b in fresh.split.backends] == [2, 0]
     assert fresh.split.failover is not None and fresh.split.failover[0].names == ("stable",)
+    # That stand-in is never remembered as last good, and the status says what it does.
+    assert cold.last_good == {} and cold.unsure == ()
+    assert published_condition(cold.outcomes["shop/a"], PublishView(1, ()))[2].endswith(
+        "its unresolved backends have no endpoints (their sessions fail over)"
+    )
+    # A split a generation already carried (status.generation) may be held better by the replicas than the stand-in.
+    restarted = desired_state([ts("a", spec(), status={"generation": 7})], services, slices, {})
+    assert restarted.unsure == ("shop/a",)
+    held = PublishView(7, (), held_back=frozenset({"shop/a"}))
+    assert "the dataplanes keep the generation they hold" in published_condition(restarted.outcomes["shop/a"], held)[2]
+    assert desired_state([ts("a", spec(), status={"generation": 7})], services, slices, last_good).unsure == ()
+    # Meanwhile nothing is published, so no other split's current spec counts as published either.
+    other = desired_state([ts("b", spec(hosts=["b.example"]))], *full_world(), {}).outcomes["shop/b"]
+    acked = (ReplicaAck("r0", 7),)
+    assert published_condition(other, PublishView(7, acked, held_back=frozenset({"shop/a"})))[:2] == (False, "Held")
+    assert published_condition(other, PublishView(7, acked, {"shop/b": 7}, frozenset({"shop/a"})))[0]
 
 
 def test_invalid_spec_is_not_accepted_and_names_the_field() -> None:

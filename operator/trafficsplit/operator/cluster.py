@@ -206,10 +206,6 @@ class Replica:
     name: str
     address: str  # host:port for grpc
 
-    @property
-    def target(self) -> str:
-        return self.address
-
 
 def replicas_from_slices(slices: Iterable[SliceInfo], port_name: str) -> tuple[Replica, ...]:
     """The gateway's replicas, found through its Service's EndpointSlices: every non-terminating endpoint, ready or

@@ -103,7 +103,10 @@ class Engine:
         self.number = 0
         self._fingerprint: bytes | None = None
         self._last_good: dict[str, Served] = {}
-        self._since: dict[str, tuple[int, int]] = {}  # key → (observed generation, first number carrying it)
+        # key → ((uid, observed generation), first number carrying it): a recreated split (new uid, generation 1
+        # again) is not counted as published by a number that carried its predecessor.
+        self._since: dict[str, tuple[tuple[str, int], int]] = {}
+        self._held_back: frozenset[str] = frozenset()  # unsure splits that stop publishing (reconcile.Desired.unsure)
         self._written: dict[str, dict[str, Any]] = {}
         self._posted: set[tuple[str, int, str, str]] = set()
         self._replicas: tuple[Replica, ...] | None = None
@@ -143,6 +146,7 @@ class Engine:
         floor = await self.fleet.probe(probe_timeout)
         self.number = max(self.number, floor)
         self._fingerprint = None  # publish the current content under a fresh number
+        self._since = {}  # what this leadership published; another leader may have published meanwhile
         self.leader = True
         log.info("leading: numbering continues above %d", self.number)
         self.poke()
@@ -201,7 +205,7 @@ class Engine:
         desired = self.compile()
         if not self.leader:
             # A standby keeps its last good forms warm, so a take-over never drops a split that is unresolved now.
-            self._last_good = {s.split.key: s for s in desired.served}
+            self._last_good = dict(desired.last_good)
         if self.leader:
             await self._sync_replicas()
             self._publish(desired)
@@ -209,6 +213,15 @@ class Engine:
             await self._write_status(desired)
 
     def _publish(self, desired: Desired) -> None:
+        # A split the replicas may hold in a better form than we can build (unresolved or invalid now, and this
+        # leadership never published it) stops publishing until it resolves: publishing would make it worse.
+        unsure = (k for k in desired.unsure if k not in self._since)
+        held_back = frozenset(unsure) if self.fleet.floor > 0 else frozenset()
+        if held_back and held_back != self._held_back:
+            log.error("nothing published until these resolve (the replicas keep what they hold): %s", sorted(held_back))
+        self._held_back = held_back
+        if held_back:
+            return
         fp = fingerprint(desired.served)
         if fp == self._fingerprint and self.fleet.floor <= self.number:
             return
@@ -221,16 +234,20 @@ class Engine:
             return
         self.number = number
         self._fingerprint = fp
-        self._last_good = {s.split.key: s for s in desired.served}
+        self._last_good = dict(desired.last_good)
+        uids = {o.key: o.uid for o in self.store.splits.values()}
         for s in desired.served:
+            mark = (uids.get(s.split.key, ""), s.observed_generation)
             prev = self._since.get(s.split.key)
-            if prev is None or prev[0] != s.observed_generation:
-                self._since[s.split.key] = (s.observed_generation, number)
+            if prev is None or prev[0] != mark:
+                self._since[s.split.key] = (mark, number)
         log.info("generation %d: %d splits", number, len(desired.served))
         self.fleet.set_target(generation_to_proto(number, desired.served, self.origin))
 
     def view(self) -> PublishView:
-        return PublishView(self.number, self.fleet.acks(), {k: v[1] for k, v in self._since.items()})
+        return PublishView(
+            self.number, self.fleet.acks(), {k: v[1] for k, v in self._since.items()}, held_back=self._held_back
+        )
 
     async def _write_status(self, desired: Desired) -> None:
         assert self.status_sink is not None

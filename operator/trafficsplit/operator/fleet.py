@@ -35,7 +35,7 @@ class _Worker:
         self.known = False  # answered at least once since it was (re)discovered
         self.invalid: tuple[int, str] | None = None  # (number, message) of a generation the replica refused
         self.wake = asyncio.Event()
-        self.client = PublisherClient(replica.target, fleet.token_file, fleet.timeout)
+        self.client = PublisherClient(replica.address, fleet.token_file, fleet.timeout)
         self.task = asyncio.create_task(self._run(), name=f"publish:{replica.address}")
 
     def _set(self, acked: int, name: str | None) -> None:
@@ -141,9 +141,6 @@ class Fleet:
 
     def acks(self) -> tuple[ReplicaAck, ...]:
         return tuple(ReplicaAck(w.name, w.acked) for w in self._workers.values())
-
-    def all_acked(self, number: int) -> bool:
-        return bool(self._workers) and all(w.acked >= number for w in self._workers.values())
 
     async def probe(self, timeout: float) -> int:
         """Wait (bounded) until every replica answered once, so numbering continues above what they hold."""

@@ -49,9 +49,9 @@ class PublisherClient:
         )
         return reply
 
-    async def get_held(self, timeout: float | None = None) -> pb.HeldReply:
+    async def get_held(self) -> pb.HeldReply:
         reply: pb.HeldReply = await self._stub.GetHeld(
-            pb.GetHeldRequest(), timeout=timeout or self._timeout, metadata=self._metadata()
+            pb.GetHeldRequest(), timeout=self._timeout, metadata=self._metadata()
         )
         return reply
 

@@ -2,9 +2,13 @@
 
 Level-triggered: the engine calls `desired_state` with everything it knows after any event, so a missed or
 duplicated event can never leave the result wrong. A split that cannot be compiled now (invalid spec, missing
-Service or port) keeps its last good compiled form, so the dataplane keeps serving what worked. Without one (a fresh
-operator), an invalid split is left out and an unresolved backend gets no endpoints, so its sessions fail over to the
-resolved backends instead of the whole host going away. The generation number is the engine's business.
+Service or port) keeps its last good compiled form, so the dataplane keeps serving what worked. Without one, an
+invalid split is left out and an unresolved backend gets no endpoints, so its sessions fail over to the resolved
+backends instead of the whole host going away. That stand-in is never remembered as last good (the next pass builds
+it again from the current endpoints), and when the split's status says a generation already carried it (an operator
+that restarted or took over), the replicas may hold a better form than the stand-in: `Desired.unsure` names it, and
+the engine publishes nothing it has not published itself until it resolves. The generation number is the engine's
+business.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class Outcome:
     resolution: Resolution | None
     served: Served | None  # what the desired generation carries for this split (maybe an older, last good form)
     missing: tuple[tuple[str, str], ...] = ()
+    kept: bool = False  # `served` is the last good form, kept because the current spec cannot be served
 
     @property
     def serves_current_spec(self) -> bool:
@@ -53,6 +58,8 @@ class Outcome:
 class Desired:
     served: tuple[Served, ...]  # generation order: oldest split first
     outcomes: Mapping[str, Outcome]
+    last_good: Mapping[str, Served]  # the served forms worth keeping: compiled from a resolved spec, or kept ones
+    unsure: tuple[str, ...]  # split keys the replicas may hold in a better form than `served` gives them
 
 
 def _order(splits: Iterable[SplitObject]) -> list[SplitObject]:
@@ -79,20 +86,20 @@ def desired_state(
         except SpecError as exc:
             out = Outcome(
                 obj.key, obj.generation, False, "Invalid", "; ".join(exc.problems), False, "Invalid",
-                "the spec is invalid", None, None, prev,
+                "the spec is invalid", None, None, prev, kept=prev is not None,
             )  # fmt: skip
             candidates.append((obj, prev, out))
             continue
         res = Resolution({}, ()) if static else resolve(spec, services, slices)
         if res.missing:
             msg = "; ".join(m for _, m in res.missing)
-            # Without a last good form (a fresh operator), the unresolved backends get no endpoints: the dataplane
-            # then fails their sessions over to the resolved ones (SPEC §6) rather than losing the whole host.
+            # Without a last good form, the unresolved backends get no endpoints: the dataplane then fails their
+            # sessions over to the resolved ones (SPEC §6) rather than losing the whole host.
             empty: dict[str, tuple[Endpoint, ...]] = {b.name: () for b in spec.backends}
             fallback = prev or Served(compile_split(spec, {**empty, **res.endpoints}), obj.generation)
             out = Outcome(
                 obj.key, obj.generation, True, "Accepted", "the spec is valid", False, res.missing[0][0], msg,
-                spec, res, fallback, res.missing,
+                spec, res, fallback, res.missing, kept=prev is not None,
             )  # fmt: skip
             candidates.append((obj, fallback, out))
             continue
@@ -110,6 +117,12 @@ def desired_state(
         o = outcomes[r.split]
         outcomes[r.split] = Outcome(
             o.key, o.observed_generation, False, r.reason, r.message, o.resolved, o.resolved_reason,
-            o.resolved_message, o.spec, o.resolution, None, o.missing,
+            o.resolved_message, o.spec, o.resolution, None, o.missing, o.kept,
         )  # fmt: skip
-    return Desired(tuple(by_key[s.key] for s in gen.splits), outcomes)
+    forms = tuple(by_key[s.key] for s in gen.splits)
+    keep = {s.split.key: s for s in forms if outcomes[s.split.key].resolved or outcomes[s.split.key].kept}
+    # Not servable now and nothing kept here, yet a generation carried it (status.generation): a restart or take-over.
+    unsure = tuple(
+        o.key for obj, _, o in candidates if not o.resolved and o.key not in last_good and obj.status.get("generation")
+    )
+    return Desired(forms, outcomes, keep, unsure)

@@ -33,6 +33,7 @@ class PublishView:
     number: int  # the generation number the desired content has (0: nothing compiled/published yet)
     replicas: tuple[ReplicaAck, ...]
     since: Mapping[str, int] = field(default_factory=dict)  # split key → first number carrying its served form
+    held_back: frozenset[str] = frozenset()  # splits that stop publishing until they resolve (engine._publish)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +71,18 @@ def _condition(
 
 def published_condition(outcome: Outcome, view: PublishView) -> tuple[bool, str, str]:
     """(ok, reason, message) for `Published`: every replica acknowledged a generation carrying the current spec."""
+    held = "; nothing is published until it is fixed: the dataplanes keep the generation they hold"
     if not outcome.accepted:
-        return False, "NotAccepted", f"not published: {outcome.accepted_message}"
+        keep = held if outcome.key in view.held_back else ""
+        return False, "NotAccepted", f"not published: {outcome.accepted_message}{keep}"
     if not outcome.resolved:
         served = outcome.served
         keep = ""
-        if served is not None and served.observed_generation != outcome.observed_generation:
+        if outcome.key in view.held_back:
+            keep = held
+        elif served is not None and not outcome.kept:
+            keep = "; its unresolved backends have no endpoints (their sessions fail over)"
+        elif served is not None and served.observed_generation != outcome.observed_generation:
             keep = f"; the dataplanes keep serving metadata.generation {served.observed_generation}"
         elif served is not None:
             keep = "; the dataplanes keep serving its last resolved endpoints"
@@ -84,6 +91,9 @@ def published_condition(outcome: Outcome, view: PublishView) -> tuple[bool, str,
         return False, "NotServed", "not published"
     if view.number <= 0:
         return False, "Pending", "no generation compiled yet"
+    if view.held_back and outcome.key not in view.since:
+        held_back = ", ".join(sorted(view.held_back))
+        return False, "Held", f"not published: nothing is published until {held_back} is fixed"
     if not view.replicas:
         return False, "NoDataplanes", "0 dataplanes found"
     since = view.since.get(outcome.key, view.number)
@@ -179,7 +189,7 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
         for k in ("weights", "backends", "displacement"):
             if k in prev_status:
                 status[k] = prev_status[k]
-    if outcome.serves_current_spec and view.number > 0:
+    if outcome.serves_current_spec and view.number > 0 and outcome.key not in view.held_back:
         status["generation"] = view.number
     elif "generation" in prev_status:
         status["generation"] = prev_status["generation"]
@@ -192,8 +202,3 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
         for reason, message in outcome.missing:
             events.append(EventIntent("Warning", reason, message))
     return StatusResult(status, tuple(events))
-
-
-def status_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """True when a write is needed. Compares the whole value: conditions keep their timestamps when unchanged."""
-    return dict(old) != dict(new)
