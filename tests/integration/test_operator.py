@@ -98,13 +98,13 @@ def spec(weights: tuple[int, int], sticky: bool = False) -> dict[str, Any]:
     return s
 
 
-def sample(env: Env, unit: int, n: int) -> collections.Counter[str]:
+def sample(env: Env, unit: int, n: int, host: str = HOST) -> collections.Counter[str]:
     async def go() -> collections.Counter[str]:
         conn = env.gateway.units[unit].connection()
         c: collections.Counter[str] = collections.Counter()
         try:
             for _ in range(n):
-                r = await conn.request(HOST)
+                r = await conn.request(host)
                 c[r.backend if r.status == 200 else f"HTTP {r.status}"] += 1
         finally:
             conn.close()
@@ -196,20 +196,43 @@ def test_deleted_backend_service_is_named_and_the_last_good_generation_keeps_ser
 
 def test_restarted_operator_with_a_missing_backend_keeps_what_the_replicas_hold(env: Env) -> None:
     """Blue-green at 0/100; green's Service goes missing while the operator is down. The new operator has no last
-    good form, and green without endpoints would leave no eligible backend: it publishes nothing until green is back."""
+    good form in memory, and green without endpoints would leave no eligible backend: it takes shop's form from the
+    generation the replicas hold (GetHeld), so shop keeps routing to green, and another split's change made while
+    green is missing is published and served."""
+    other_host = "other.example"
+    service_with_slice(env.kube, env.ns, "other-green", [env.pods["green"].ip], target_port=env.pods["green"].port)
+    other = {
+        "hosts": [other_host],
+        "backends": [
+            {"name": "blue", "service": "shop-blue", "port": 80, "weight": 100},
+            {"name": "green", "service": "other-green", "port": 80, "weight": 0},
+        ],
+    }
     op = env.start_operator()
     env.apply_split("shop", spec((0, 100)))
+    env.apply_split("other", other)
     wait_condition(env.kube, env.ns, "shop", "Published", "True", "2/2", timeout=60)
+    wait_condition(env.kube, env.ns, "other", "Published", "True", "2/2", timeout=60)
+    assert sample(env, 0, 10, other_host) == {"blue": 10}
     held = env.gateway.held()
     op.stop()
     env.kube.kubectl("delete", "service", "shop-green", "-n", env.ns)
     op2 = env.start_operator(identity="op-1")
-    wait_condition(env.kube, env.ns, "shop", "Published", "False", "nothing is published until it is fixed", 30)
-    assert env.gateway.held() == held, op2.log_tail()
-    assert sample(env, 0, 20) == {"green": 20}
+    wait_condition(
+        env.kube, env.ns, "shop", "Published", "False", "the dataplanes keep serving its last resolved endpoints", 30
+    )
+    generation = env.patch_weights("other", [0, 100])
+    obj = wait_condition(env.kube, env.ns, "other", "Published", "True", "^2/2 dataplanes$", 30, generation)
+    assert obj["status"]["generation"] > held[0], op2.log_tail()
+    assert "nothing published" not in op2.log(), op2.log_tail()
+    for unit in (0, 1):
+        assert sample(env, unit, 20, other_host) == {"green": 20}  # the change is served through Envoy
+        assert sample(env, unit, 20) == {"green": 20}  # shop keeps its last good form: green's endpoints
+    resolved = condition(get_ts(env.kube, env.ns, "shop"), "ResolvedRefs")
+    assert resolved is not None and resolved["status"] == "False"
     service_with_slice(env.kube, env.ns, "shop-green", [env.pods["green"].ip], target_port=env.pods["green"].port)
     obj = wait_condition(env.kube, env.ns, "shop", "Published", "True", "^2/2 dataplanes$", timeout=30)
-    assert env.gateway.held() == [obj["status"]["generation"]] * 2 and obj["status"]["generation"] > held[0]
+    assert env.gateway.held() == [obj["status"]["generation"]] * 2
     assert sample(env, 1, 20) == {"green": 20}
 
 

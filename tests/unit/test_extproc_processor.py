@@ -14,7 +14,7 @@ import grpc
 import pytest
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
-from trafficsplit.extproc.ads import AdsServer
+from trafficsplit.extproc.ads import AckError, AdsServer
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor
@@ -178,6 +178,8 @@ def test_publisher_auth_stale_invalid_accept() -> None:
                 await pub.Publish(msg, cast(Any, FakeContext(token)))
             assert err.value.args[0] == grpc.StatusCode.UNAUTHENTICATED
         ok = cast(Any, FakeContext("s3cret"))
+        nothing = await pub.GetHeld(pb.GetHeldRequest(with_generation=True), ok)
+        assert (nothing.held_number, nothing.HasField("generation")) == (0, False)
         reply = await pub.Publish(msg, ok)
         assert (reply.result, reply.held_number, reply.replica) == (pb.PublishReply.ACCEPTED, 4, "r0")
         assert firsts == [4]
@@ -190,6 +192,44 @@ def test_publisher_auth_stale_invalid_accept() -> None:
         assert (reply.result, reply.held_number) == (pb.PublishReply.INVALID, 4)
         held_reply = await pub.GetHeld(pb.GetHeldRequest(), ok)
         assert (held_reply.held_number, held_reply.origin) == (4, "op")
+        # The held generation exactly as accepted (a restarted operator seeds its last good forms from it), not the
+        # refused one.
+        assert not held_reply.HasField("generation")  # only when asked: a poll needs the number
+        with_generation = await pub.GetHeld(pb.GetHeldRequest(with_generation=True), ok)
+        assert with_generation.generation == msg.generation
         assert firsts == [4]
+
+    asyncio.run(run())
+
+
+class RoutesNackingAds(AdsServer):
+    """Envoy acknowledges the transition snapshot but refuses the new generation's own snapshot once `nack` is set."""
+
+    nack = False
+    waits = 0
+
+    async def wait_acked(self, versions: Any, timeout: float) -> None:
+        self.waits += 1
+        if self.nack and self.waits % 2 == 0:
+            raise AckError("routes refused")
+
+
+def test_a_roll_back_also_rolls_back_the_generation_get_held_returns() -> None:
+    async def run() -> None:
+        held = HeldGeneration()
+        metrics = Metrics()
+        ads = RoutesNackingAds(metrics)
+        pub = Publisher(held, ads, metrics, token=b"t", replica="r0", ack_timeout=1)
+        ok = cast(Any, FakeContext("t"))
+        first = pb.PublishRequest(generation=generation_to_proto(generation(4), origin="op"))
+        assert (await pub.Publish(first, ok)).result == pb.PublishReply.ACCEPTED
+        ads.nack = True
+        second = pb.PublishRequest(generation=generation_to_proto(generation(5, affinity=False), origin="op2"))
+        reply = await pub.Publish(second, ok)
+        assert (reply.result, reply.held_number) == (pb.PublishReply.INVALID, 4), reply
+        held_reply = await pub.GetHeld(pb.GetHeldRequest(with_generation=True), ok)
+        assert (held_reply.held_number, held_reply.origin) == (4, "op")
+        assert held_reply.generation == first.generation
+        assert held.current is not None and held.current.number == 4
 
     asyncio.run(run())

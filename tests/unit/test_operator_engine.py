@@ -31,6 +31,8 @@ class FakeReplica(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self.published: list[int] = []
         self.bad_tokens = 0
         self.refuse = False  # answer INVALID, as a replica whose Envoy NACKs
+        self.report_generation = True  # GetHeld carries the held generation (False: as a replica that predates it)
+        self.asked_generation: list[bool] = []  # GetHeldRequest.with_generation of every GetHeld
         self.server: grpc.aio.Server | None = None
         self.port = 0
 
@@ -56,7 +58,11 @@ class FakeReplica(pb_grpc.PublisherServicer):  # type: ignore[misc]
     async def GetHeld(self, request: pb.GetHeldRequest, context: Any) -> pb.HeldReply:
         if not self._auth(context):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "bad token")
-        return pb.HeldReply(held_number=self.held, replica=self.name)
+        reply = pb.HeldReply(held_number=self.held, replica=self.name)
+        self.asked_generation.append(request.with_generation)
+        if self.report_generation and request.with_generation and self.held_gen is not None:
+            reply.generation.CopyFrom(self.held_gen)
+        return reply
 
     async def start(self, port: int = 0) -> FakeReplica:
         self.server = grpc.aio.server()
@@ -309,12 +315,14 @@ def green_endpoints(r: FakeReplica) -> list[str]:
 
 
 @pytest.mark.parametrize("leading_at_start", [True, False])
-def test_an_operator_without_a_last_good_form_keeps_what_the_replicas_hold(
+def test_without_a_held_form_to_seed_from_an_operator_keeps_what_the_replicas_hold(
     tmp_path: Any, leading_at_start: bool
 ) -> None:
-    """Blue-green at 0/100: the green Service goes missing while no operator runs (or while this one stands by). The
-    replicas serve green's endpoints; a generation with green emptied would leave the host with no eligible backend.
-    Nothing is published until green resolves again; then publishing resumes above the held number."""
+    """The fallback. Blue-green at 0/100: the green Service goes missing while no operator runs (or while this one
+    stands by), and the replica does not report the generation it holds (an older dataplane), so there is nothing to
+    seed the last good form from. The replicas serve green's endpoints; a generation with green emptied would leave the
+    host with no eligible backend. Nothing is published until green resolves again; then publishing resumes above the
+    held number."""
 
     async def main() -> None:
         a = await FakeReplica("a").start()
@@ -328,6 +336,7 @@ def test_an_operator_without_a_last_good_form_keeps_what_the_replicas_hold(
         await first.fleet.close()
 
         # The status the first operator wrote says the split is in generation 1.
+        a.report_generation = False
         engine = k8s_engine(tmp_path, [a], k8s_split({"generation": 1}), green=False)
         if leading_at_start:
             await engine.become_leader()
@@ -410,3 +419,74 @@ def test_a_recreated_split_is_not_published_until_a_generation_carrying_it_is_ac
         await a.stop()
 
     run(main)
+
+
+def other_split(weights: tuple[int, int], generation: int = 1, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A second split whose backends both resolve through the blue Service."""
+    b = body("b", weights, generation)
+    b["metadata"]["creationTimestamp"] = "2026-01-02T00:00:00Z"
+    for x in b["spec"]["backends"]:
+        del x["endpoints"]
+        x["service"] = "blue"
+    b["status"] = status or {}
+    return b
+
+
+def held_split(r: FakeReplica, name: str) -> pb.Split:
+    assert r.held_gen is not None
+    return next(s for s in r.held_gen.splits if s.name == name)
+
+
+@pytest.mark.parametrize("leading_at_start", [True, False])
+def test_a_restarted_operator_seeds_from_the_replicas_and_keeps_publishing_other_changes(
+    tmp_path: Any, leading_at_start: bool
+) -> None:
+    """Blue-green at 0/100: the green Service goes missing while no operator runs (or while this one stands by). The
+    replica reports the generation it holds; the restarted operator takes split s's form from it as last good, so s
+    keeps green's endpoints, and a change to split b made meanwhile is published (no hold-back)."""
+
+    async def main() -> None:
+        a = await FakeReplica("a").start()
+        first = k8s_engine(tmp_path, [a], k8s_split(), green=True)
+        first.store.apply("trafficsplit", None, other_split((1, 1)))
+        await first.become_leader()
+        first.mark_ready()
+        task = asyncio.create_task(first.run())
+        await until(lambda: a.held == 1)
+        assert green_endpoints_of(a, "s") == ["10.0.0.2"]
+        task.cancel()
+        await first.fleet.close()
+
+        engine = k8s_engine(tmp_path, [a], k8s_split({"generation": 1}), green=False)
+        engine.store.apply("trafficsplit", None, other_split((3, 1), generation=2, status={"generation": 1}))
+        if leading_at_start:
+            await engine.become_leader()
+        engine.mark_ready()
+        task = asyncio.create_task(engine.run())
+        await until(lambda: engine.passes >= 1)
+        if not leading_at_start:
+            await engine.become_leader()
+            engine.poke()
+        # b's change is published, and s keeps the replica's form (green's endpoints, not emptied).
+        await until(lambda: a.held == 2)
+        assert [x.weight for x in held_split(a, "b").backends] == [3, 1]
+        assert green_endpoints_of(a, "s") == ["10.0.0.2"]
+        assert [x.weight for x in held_split(a, "s").backends] == [0, 100]
+        assert engine.view().held_back == frozenset()
+        # Only the probe asks for the generation; the periodic poll needs only the number.
+        await until(lambda: a.asked_generation.count(False) >= 2)
+        assert a.asked_generation[0] and a.asked_generation.count(True) == 2  # once per engine
+        # Later changes keep being published while green is still missing; s stays on its seeded form.
+        engine.apply("trafficsplit", "MODIFIED", other_split((1, 3), generation=3, status={"generation": 2}))
+        await until(lambda: a.held == 3)
+        assert [x.weight for x in held_split(a, "b").backends] == [1, 3]
+        assert green_endpoints_of(a, "s") == ["10.0.0.2"]
+        task.cancel()
+        await engine.fleet.close()
+        await a.stop()
+
+    run(main)
+
+
+def green_endpoints_of(r: FakeReplica, name: str) -> list[str]:
+    return [e.address for b in held_split(r, name).backends if b.name == "green" for e in b.endpoints]

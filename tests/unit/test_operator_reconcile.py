@@ -19,8 +19,8 @@ from trafficsplit.operator.cluster import (
     slices_by_service,
     split_from_body,
 )
-from trafficsplit.operator.protoconv import fingerprint, generation_to_proto
-from trafficsplit.operator.reconcile import desired_state
+from trafficsplit.operator.protoconv import fingerprint, generation_to_proto, served_from_proto
+from trafficsplit.operator.reconcile import desired_state, seed_last_good
 from trafficsplit.operator.status import PublishView, ReplicaAck, compute_status, displacement, published_condition
 
 from trafficsplit.core.spec import parse_split
@@ -182,7 +182,8 @@ def test_missing_service_keeps_the_last_good_form() -> None:
     restarted = desired_state([ts("a", spec(), status={"generation": 7})], services, slices, {})
     assert restarted.unsure == ("shop/a",)
     held = PublishView(7, (), held_back=frozenset({"shop/a"}))
-    assert "the dataplanes keep the generation they hold" in published_condition(restarted.outcomes["shop/a"], held)[2]
+    message = published_condition(restarted.outcomes["shop/a"], held)[2]
+    assert "no dataplane reported a form of it, so nothing is published until it is fixed" in message
     assert desired_state([ts("a", spec(), status={"generation": 7})], services, slices, last_good).unsure == ()
     # Meanwhile nothing is published, so no other split's current spec counts as published either.
     other = desired_state([ts("b", spec(hosts=["b.example"]))], *full_world(), {}).outcomes["shop/b"]
@@ -301,3 +302,34 @@ def test_backend_not_found_condition_and_event_once() -> None:
     assert [e.reason for e in r.events] == ["BackendNotFound"]
     again = compute_status(ts("a", obj.spec, status=r.status), o, PublishView(0, (), {}), "t2")
     assert again.events == ()
+
+
+def test_a_held_generation_seeds_last_good_forms_only_for_the_same_split() -> None:
+    """The forms a replica's held generation carries read back exactly, and stand as last good only for the split
+    they can be: same namespace/name, already carried by a generation (status.generation), observed_generation not
+    newer than the object's metadata.generation, and only for the keys asked (the unsure ones)."""
+    services, slices = full_world()
+    good = desired_state([ts("a", spec(), generation=3), ts("b", spec(hosts=["b.example"]))], services, slices, {})
+    forms = served_from_proto(generation_to_proto(5, good.served, "op-0"))
+    assert forms == {s.split.key: s for s in good.served}
+    carried = {"generation": 5}
+    both = {"shop/a", "shop/b"}
+    seeds = seed_last_good([ts("a", spec(), 4, carried), ts("b", spec(), 1, carried)], forms, both)
+    assert seeds == {"shop/a": forms["shop/a"], "shop/b": forms["shop/b"]}
+    assert seed_last_good([ts("a", spec(), 4, carried)], forms, {"shop/b"}) == {}  # not asked
+    assert seed_last_good([ts("a", spec(), 2, carried)], forms, both) == {}  # compiled from a newer spec than this
+    assert seed_last_good([ts("a", spec(), 4)], forms, both) == {}  # no generation carried it: a recreated object
+    assert seed_last_good([ts("c", spec(), 9, carried)], forms, {"shop/c"}) == {}  # another split
+    # A generation that does not read back seeds nothing.
+    broken = generation_to_proto(5, good.served, "op-0")
+    broken.splits[0].backends[0].weight = 0
+    broken.splits[0].backends[1].weight = 0
+    assert served_from_proto(broken) == {}
+    # Seeded, the restarted operator keeps the replicas' form of an unresolved split: nothing unsure any more.
+    del services[(NS, "shop-canary")]
+    restarted = desired_state([ts("a", spec(), 3, carried)], services, slices, {})
+    assert restarted.unsure == ("shop/a",)
+    seeded = seed_last_good([ts("a", spec(), 3, carried)], forms, restarted.unsure)
+    d = desired_state([ts("a", spec(), 3, carried)], services, slices, seeded)
+    assert d.unsure == () and d.served == (forms["shop/a"],) and d.outcomes["shop/a"].kept
+    assert d.last_good == {"shop/a": forms["shop/a"]}

@@ -8,6 +8,8 @@ Order for an offered generation N (under one lock, so publishes never interleave
 3. Swap the held generation; the next request is decided by N.
 4. Push N's own snapshot (its routes; the clusters only the old generation used are withdrawn now that no held
    generation picks them) and wait for its ACK; a NACK here swaps back and restores the snapshot (INVALID).
+`GetHeld` answers the held number and, when asked (`with_generation`), the held generation message exactly as accepted
+(swapped and rolled back with the compiled one), from which a restarted operator seeds its last good forms.
 Callers authenticate with `authorization: Bearer <token>`; the token is compared in constant time and never logged.
 """
 
@@ -65,7 +67,10 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
 
     async def GetHeld(self, request: pb.GetHeldRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.HeldReply:
         await self._authorize(context)
-        return pb.HeldReply(held_number=self._held.number, replica=self._replica, origin=self._held.origin)
+        reply = pb.HeldReply(held_number=self._held.number, replica=self._replica, origin=self._held.origin)
+        if request.with_generation and self._held.message is not None:
+            reply.generation.CopyFrom(self._held.message)
+        return reply
 
     async def Publish(self, request: pb.PublishRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.PublishReply:
         await self._authorize(context)
@@ -85,7 +90,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         return pb.PublishReply(result=result, held_number=self._held.number, message=message, replica=self._replica)
 
     async def _publish(self, msg: pb.Generation) -> pb.PublishReply:
-        held, held_origin = self._held.current, self._held.origin
+        held, held_origin, held_msg = self._held.current, self._held.origin, self._held.message
         if msg.number <= self._held.number:
             return self._reply(pb.PublishReply.STALE, f"generation {msg.number} <= held {self._held.number}")
         try:
@@ -98,11 +103,13 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         except AckError as exc:
             self._ads.restore(before)
             return self._reply(pb.PublishReply.INVALID, f"not applied to Envoy: {exc}")
-        self._held.swap(gen, msg.origin)
+        accepted = pb.Generation()
+        accepted.CopyFrom(msg)  # our own copy: the request message belongs to grpc
+        self._held.swap(gen, msg.origin, accepted)
         try:
             await self._ads.wait_acked(self._ads.set_resources(resources(gen)), self._ack_timeout)
         except AckError as exc:
-            self._held.swap(held, held_origin)
+            self._held.swap(held, held_origin, held_msg)
             self._ads.restore(before)
             return self._reply(pb.PublishReply.INVALID, f"routes not applied to Envoy: {exc}")
         self._metrics.held_generation.set(gen.number)

@@ -4,6 +4,10 @@ Any change marks the engine dirty; after a short debounce (a burst of EndpointSl
 recompiles everything from the current state with the pure core. A new number is taken only when the content changed
 (or a replica reports a higher number than ours), so a status write, which itself triggers a watch event, never
 publishes again. Numbers only grow: they continue above the highest number any replica reports holding.
+
+Last good forms live in memory, so a restarted or newly leading operator seeds the ones it lacks from the generation
+the replicas hold (their `GetHeld` replies): a split it cannot compile now keeps the replicas' form, and every other
+change keeps being published.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from trafficsplit.operator.cluster import (
     split_from_body,
 )
 from trafficsplit.operator.fleet import Fleet
-from trafficsplit.operator.protoconv import fingerprint, generation_to_proto
-from trafficsplit.operator.reconcile import Desired, Served, desired_state
+from trafficsplit.operator.protoconv import fingerprint, generation_to_proto, served_from_proto
+from trafficsplit.operator.reconcile import Desired, Served, desired_state, seed_last_good
 from trafficsplit.operator.status import PublishView, StatusResult, compute_status
 
 from trafficsplit.core.compiled import Generation
@@ -107,6 +111,7 @@ class Engine:
         # again) is not counted as published by a number that carried its predecessor.
         self._since: dict[str, tuple[tuple[str, int], int]] = {}
         self._held_back: frozenset[str] = frozenset()  # unsure splits that stop publishing (reconcile.Desired.unsure)
+        self._held_forms: tuple[int, dict[str, Served]] = (0, {})  # the fleet's held generation, read once per number
         self._written: dict[str, dict[str, Any]] = {}
         self._posted: set[tuple[str, int, str, str]] = set()
         self._replicas: tuple[Replica, ...] | None = None
@@ -208,17 +213,40 @@ class Engine:
             self._last_good = dict(desired.last_good)
         if self.leader:
             await self._sync_replicas()
+            if self._seed(desired):
+                desired = self.compile()
             self._publish(desired)
         if self.leader and self.status_sink is not None:
             await self._write_status(desired)
 
+    def _seed(self, desired: Desired) -> bool:
+        """Take the replicas' form as last good for each unsure split this leadership never published (a restart or
+        take-over); True when any was taken. Only unsure splits: a stand-in this leadership published itself (a new
+        split with a missing Service) must not come back from the replicas as last good."""
+        keys = {k for k in desired.unsure if k not in self._since}
+        held = self.fleet.held
+        if not keys or held is None:
+            return False
+        if self._held_forms[0] != held.number:
+            self._held_forms = (held.number, served_from_proto(held))
+        seeds = seed_last_good(self.store.splits.values(), self._held_forms[1], keys)
+        if seeds:
+            log.info("last good forms of %s taken from generation %d the dataplanes hold", sorted(seeds), held.number)
+            self._last_good.update(seeds)
+        return bool(seeds)
+
     def _publish(self, desired: Desired) -> None:
-        # A split the replicas may hold in a better form than we can build (unresolved or invalid now, and this
-        # leadership never published it) stops publishing until it resolves: publishing would make it worse.
+        # A split the replicas may hold in a better form than we can build (unresolved or invalid now, this leadership
+        # never published it, and no replica reported a form of it to seed from) stops publishing until it resolves:
+        # publishing would make it worse. The fallback only: with seeds (`_seed`) it is not unsure any more.
         unsure = (k for k in desired.unsure if k not in self._since)
         held_back = frozenset(unsure) if self.fleet.floor > 0 else frozenset()
         if held_back and held_back != self._held_back:
-            log.error("nothing published until these resolve (the replicas keep what they hold): %s", sorted(held_back))
+            log.error(
+                "no dataplane reported a form of %s: nothing published until they resolve (the replicas keep what "
+                "they hold)",
+                sorted(held_back),
+            )
         self._held_back = held_back
         if held_back:
             return

@@ -3,7 +3,9 @@
 Why a worker per replica: a slow or dead replica must never delay the others, a replica that comes back (or is
 restarted and holds nothing) must get the current generation at once, and the operator must know, per replica, which
 number it acknowledged (that is what `Published` reports). Each worker publishes when behind, retries with capped
-exponential backoff, and otherwise polls `GetHeld` every `poll_interval` to notice a restarted replica.
+exponential backoff, and otherwise polls `GetHeld` every `poll_interval` to notice a restarted replica. The
+first `GetHeld` to a replica also asks for the generation it holds; the one with the highest number is kept as
+`held`, from which a restarted or newly leading operator seeds its last good forms.
 """
 
 from __future__ import annotations
@@ -53,7 +55,10 @@ class _Worker:
             target = self.fleet.target
             try:
                 if not self.known:
-                    held = await self.client.get_held()
+                    # The probe (start, take-over, a re-discovered replica) also takes the held generation to seed
+                    # last good forms from; the periodic poll below needs only the number.
+                    held = await self.client.get_held(with_generation=True)
+                    self.fleet.note_generation(held)
                     self._set(held.held_number, held.replica)
                     continue
                 if (
@@ -116,6 +121,9 @@ class Fleet:
         self._changed = changed
         self.target: pb.Generation | None = None
         self.floor = 0  # the highest number any replica ever reported holding
+        # The generation with the highest number a replica reported through GetHeld (None: none reported one, e.g.
+        # every replica restarted and holds nothing, or runs a version without HeldReply.generation).
+        self.held: pb.Generation | None = None
         self._workers: dict[str, _Worker] = {}
 
     def changed(self) -> None:
@@ -124,6 +132,10 @@ class Fleet:
     def note_held(self, number: int) -> None:
         if number > self.floor:
             self.floor = number
+
+    def note_generation(self, reply: pb.HeldReply) -> None:
+        if reply.HasField("generation") and reply.generation.number > (self.held.number if self.held else 0):
+            self.held = reply.generation
 
     async def set_replicas(self, replicas: Iterable[Replica]) -> None:
         wanted = {r.address: r for r in replicas}

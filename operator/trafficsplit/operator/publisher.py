@@ -49,9 +49,9 @@ class PublisherClient:
         )
         return reply
 
-    async def get_held(self) -> pb.HeldReply:
+    async def get_held(self, with_generation: bool = False) -> pb.HeldReply:
         reply: pb.HeldReply = await self._stub.GetHeld(
-            pb.GetHeldRequest(), timeout=self._timeout, metadata=self._metadata()
+            pb.GetHeldRequest(with_generation=with_generation), timeout=self._timeout, metadata=self._metadata()
         )
         return reply
 

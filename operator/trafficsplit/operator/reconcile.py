@@ -6,14 +6,15 @@ Service or port) keeps its last good compiled form, so the dataplane keeps servi
 invalid split is left out and an unresolved backend gets no endpoints, so its sessions fail over to the resolved
 backends instead of the whole host going away. That stand-in is never remembered as last good (the next pass builds
 it again from the current endpoints), and when the split's status says a generation already carried it (an operator
-that restarted or took over), the replicas may hold a better form than the stand-in: `Desired.unsure` names it, and
-the engine publishes nothing it has not published itself until it resolves. The generation number is the engine's
-business.
+that restarted or took over), the replicas may hold a better form than the stand-in: `Desired.unsure` names it.
+The engine then seeds its last good form from the generation the replicas hold (`seed_last_good`), and only when no
+replica reports a form of it does it fall back to publishing nothing it has not published itself until the split
+resolves. The generation number is the engine's business.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from trafficsplit.operator.cluster import Resolution, ServiceInfo, SliceInfo, SplitObject, resolve
@@ -126,3 +127,24 @@ def desired_state(
         o.key for obj, _, o in candidates if not o.resolved and o.key not in last_good and obj.status.get("generation")
     )
     return Desired(forms, outcomes, keep, unsure)
+
+
+def seed_last_good(
+    splits: Iterable[SplitObject], held: Mapping[str, Served], keys: Collection[str]
+) -> dict[str, Served]:
+    """The forms a held generation (the replicas') gives as last good for the splits `keys` names (the unsure ones).
+
+    A held form stands for a split only when it can be that object's: the same namespace/name, a generation already
+    carried the object (its status.generation is set, so a recreated object never takes its predecessor's form), and
+    it was compiled from a metadata.generation no newer than the object's."""
+    out: dict[str, Served] = {}
+    for obj in splits:
+        form = held.get(obj.key)
+        if (
+            obj.key in keys
+            and form is not None
+            and obj.status.get("generation")
+            and form.observed_generation <= obj.generation
+        ):
+            out[obj.key] = form
+    return out

@@ -71,7 +71,10 @@ def _condition(
 
 def published_condition(outcome: Outcome, view: PublishView) -> tuple[bool, str, str]:
     """(ok, reason, message) for `Published`: every replica acknowledged a generation carrying the current spec."""
-    held = "; nothing is published until it is fixed: the dataplanes keep the generation they hold"
+    held = (
+        "; no dataplane reported a form of it, so nothing is published until it is fixed: the dataplanes keep the "
+        "generation they hold"
+    )
     if not outcome.accepted:
         keep = held if outcome.key in view.held_back else ""
         return False, "NotAccepted", f"not published: {outcome.accepted_message}{keep}"

@@ -138,15 +138,19 @@ class PublishReply(_message.Message):
     def __init__(self, result: _Optional[_Union[PublishReply.Result, str]] = ..., held_number: _Optional[int] = ..., message: _Optional[str] = ..., replica: _Optional[str] = ...) -> None: ...
 
 class GetHeldRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("with_generation",)
+    WITH_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    with_generation: bool
+    def __init__(self, with_generation: _Optional[bool] = ...) -> None: ...
 
 class HeldReply(_message.Message):
-    __slots__ = ("held_number", "replica", "origin")
+    __slots__ = ("held_number", "replica", "origin", "generation")
     HELD_NUMBER_FIELD_NUMBER: _ClassVar[int]
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     held_number: int
     replica: str
     origin: str
-    def __init__(self, held_number: _Optional[int] = ..., replica: _Optional[str] = ..., origin: _Optional[str] = ...) -> None: ...
+    generation: Generation
+    def __init__(self, held_number: _Optional[int] = ..., replica: _Optional[str] = ..., origin: _Optional[str] = ..., generation: _Optional[_Union[Generation, _Mapping]] = ...) -> None: ...

@@ -58,7 +58,7 @@ class PublisherServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetHeld(self, request, context):
-        """The generation this replica holds, so a restarted operator continues numbering above it.
+        """The generation this replica holds, so a restarted operator continues numbering above it and keeps its forms.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
