@@ -654,12 +654,18 @@ class Dataplane:
         message_timeout_ms: int = TEST_MESSAGE_TIMEOUT_MS,
         envoy_concurrency: int = 1,
         extra_processor_args: Sequence[str] = (),
+        token: str | None = None,
+        replica: str = "test-replica",
     ) -> Dataplane:
-        processor = Processor(workdir, token=secrets.token_hex(16), extra=extra_processor_args).start()
+        """Start the processor, then Envoy bootstrapped onto its socket (the processor is killed if Envoy fails).
+        Units of one gateway share `token` and differ by `replica`, which is also Envoy's node id."""
+        processor = Processor(
+            workdir, token=token or secrets.token_hex(16), replica=replica, extra=extra_processor_args
+        ).start()
         local = Address(path=str(processor.socket))
         config = bootstrap_json(
             BootstrapOptions(
-                node_id="test-gateway",
+                node_id=replica,
                 listen=Address("127.0.0.1", 0),
                 extproc=local,
                 ads=local,

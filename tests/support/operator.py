@@ -34,11 +34,10 @@ import pytest
 import yaml
 
 from tests.support.controlplane import ControlPlane
-from tests.support.dataplane import Dataplane, Envoy, NameBackends, Processor
+from tests.support.dataplane import Dataplane, NameBackends
 from tests.support.waiting import poll
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
-from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO_ROOT / "crds" / "trafficsplit.dev_trafficsplits.yaml"
@@ -245,23 +244,12 @@ def start_gateway(
             d = workdir / f"gw-{i}"
             d.mkdir()
             # The last --publish wins (argparse), so the unit's publish API can listen on a non-loopback address.
-            proc = Processor(d, token=token, replica=f"gw-{i}", extra=[f"--publish={publish_host}:0"]).start()
-            local = Address(path=str(proc.socket))
-            config = bootstrap_json(
-                BootstrapOptions(
-                    node_id=f"gw-{i}", listen=Address("127.0.0.1", 0), extproc=local, ads=local,
-                    admin=Address("127.0.0.1", 0), message_timeout_ms=200,
+            units.append(
+                Dataplane.start(
+                    d, backends, message_timeout_ms=200, token=token, replica=f"gw-{i}",
+                    extra_processor_args=[f"--publish={publish_host}:0"],
                 )
             )  # fmt: skip
-            envoy = Envoy(d, config, name="gateway")
-            try:
-                envoy.start()
-            except BaseException:
-                proc.kill()
-                raise
-            unit = Dataplane(d, backends, proc, envoy)
-            unit.port = envoy.listener_port("trafficsplit_http")
-            units.append(unit)
     except BaseException:
         for u in units:
             u.stop()
