@@ -117,3 +117,13 @@ def test_rejects(rows: tuple[ClientRow, ...], n: int, fragment: str) -> None:
 def test_parse_rows_rejects(text: str) -> None:
     with pytest.raises(SpecError, match=r"clients\[0\]"):
         parse_client_rows(text)
+
+
+def test_peak_drop_compares_the_peaks_whichever_replica_holds_them() -> None:
+    # SPEC §8: 1 − (busiest load after) / (busiest load before). Sticky-modulo on the reference mix: the peak is k3's
+    # 5150 before and k1's 4450 after adding k4, so the peak drops 13.59 %, though k3 itself drops 65 %.
+    sim = simulate(MIX, 3)
+    r = sim.rules["sticky-modulo"]
+    assert r.load == (2700, 2250, 5150) and r.load_after_add == (4450, 2400, 1800, 1450)
+    assert r.peak_drop == 1 - Fraction(4450, 5150)
+    assert round(float(r.peak_drop) * 100, 2) == 13.59
