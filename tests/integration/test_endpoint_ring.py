@@ -77,7 +77,7 @@ def test_the_reference_clients_rebind_as_simulate_predicts(
     assert grown == [by_host[members4[i]] for i in bind_consistent(names, members4)]
     # And the CLI's rebinding figure for these replicas is the number of clients that moved.
     capsys.readouterr()
-    code = main(["simulate", "--clients", mix, "--replicas", ",".join(members3), "--add", members4[-1], "--json"])
+    code = main(["simulate", "--clients", mix, "--replica-names", ",".join(members3), "--add", members4[-1], "--json"])
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     moved = sum(b != g for b, g in zip(before, grown, strict=True))

@@ -57,7 +57,7 @@ from trafficsplit.core.spec import parse_split
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.bootstrap import LISTENER_NAME, Address, BootstrapOptions, bootstrap_json
-from trafficsplit.wire.envoy import DECISION_HEADER, HASH_HEADER, ROUTING_HEADER
+from trafficsplit.wire.envoy import DECISION_HEADER, ROUTING_HEADER
 from trafficsplit.wire.generation import generation_to_proto
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -171,7 +171,7 @@ class Envoy:
 
 def name_backends_bootstrap(names: Sequence[str]) -> str:
     """Envoy config answering each name on its own loopback port: 200, body = name, header x-backend: name; it
-    also echoes the routing and hash headers it received, so a test sees what the gateway forwarded."""
+    also echoes the routing header it received, so a test sees what the gateway forwarded."""
     listeners = []
     for n in names:
         route = {
@@ -186,10 +186,6 @@ def name_backends_bootstrap(names: Sequence[str]) -> str:
                             "direct_response": {"status": 200, "body": {"inline_string": n}},
                             "response_headers_to_add": [
                                 {"header": {"key": "x-backend", "value": n}},
-                                {
-                                    "header": {"key": "x-seen-hash-key", "value": f"%REQ({HASH_HEADER})%"},
-                                    "keep_empty_value": False,
-                                },
                                 {
                                     "header": {"key": "x-seen-cluster", "value": f"%REQ({ROUTING_HEADER})%"},
                                     "keep_empty_value": False,

@@ -99,7 +99,9 @@ def test_one_cluster_per_backend_with_ready_endpoints_only() -> None:
     stable = res.endpoints["prod/shop/stable"]
     assert [e.endpoint.address.socket_address.address for e in stable.endpoints[0].lb_endpoints] == ["10.0.0.1"]
     assert not res.endpoints["prod/shop/canary"].endpoints[0].lb_endpoints
-    assert res.clusters["prod/shop/stable"].lb_policy == res.clusters["prod/shop/stable"].RING_HASH
+    # Endpoint affinity: override_host on the processor's metadata, Envoy's ring on the cookie only as its fallback.
+    policy = res.clusters["prod/shop/stable"].load_balancing_policy.policies[0].typed_extension_config
+    assert policy.name == envoy.OVERRIDE_HOST_POLICY
     assert res.clusters["prod/api/blue"].lb_policy == res.clusters["prod/api/blue"].ROUND_ROBIN
 
 
@@ -113,13 +115,13 @@ def test_fallback_uses_eligible_backends_and_skips_zero_weights() -> None:
 
 def test_routes_strip_client_routing_headers_and_404_unknown_hosts() -> None:
     rc = envoy.route_configuration(sample_generation())
-    assert list(rc.internal_only_headers) == [envoy.ROUTING_HEADER, envoy.HASH_HEADER]
+    assert list(rc.internal_only_headers) == [envoy.ROUTING_HEADER]
     default = rc.virtual_hosts[-1]
     assert list(default.domains) == ["*"] and default.routes[0].direct_response.status == 404
     vhost = rc.virtual_hosts[0]
     assert [r.name for r in vhost.routes] == ["decided", "fallback"]  # the processor's pick first
     assert vhost.routes[0].route.cluster_header == envoy.ROUTING_HEADER
-    assert vhost.routes[0].route.hash_policy[0].header.header_name == envoy.HASH_HEADER
+    assert vhost.routes[0].route.hash_policy[0].cookie.name == "ts"
 
 
 def test_no_generation_gives_only_the_404_host() -> None:

@@ -31,7 +31,13 @@ def register(sub: Any) -> None:
         metavar="PREFIX:COUNT:REQS,...",
         help="client mix rows, e.g. major:1:2000,medium:9:400,minor:90:50",
     )
-    p.add_argument("--replicas", type=int, required=True, metavar="N", help="replicas k1..kN")
+    replicas = p.add_mutually_exclusive_group(required=True)
+    replicas.add_argument("--replicas", type=int, metavar="N", help="replicas k1..kN")
+    replicas.add_argument(
+        "--replica-names",
+        metavar="NAME,...",
+        help="name the replicas instead, e.g. pods' HOST:PORT as the gateway's endpoint ring names them (needs --add)",
+    )
     p.add_argument(
         "--points", default=str(DEFAULT_POINTS), metavar="P", help="ring points per replica (default %(default)s)"
     )
@@ -212,7 +218,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"--points: {args.points!r} must be an integer")
     sim = simulate(
         parse_client_rows(args.clients),
-        args.replicas,
+        args.replicas if args.replicas is not None else _names("--replica-names", args.replica_names) or (),
         points=points,
         add=_names("--add", args.add),
         lose=_names("--lose", args.lose),

@@ -14,6 +14,7 @@ from types import MappingProxyType
 
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS, Ring, endpoint_ring
 from trafficsplit.core.spec import MatchKind, MatchType, SplitSpec
 from trafficsplit.core.weights import Weights
 
@@ -23,6 +24,12 @@ class Endpoint:
     address: str
     port: int
     ready: bool = True
+
+    @property
+    def host(self) -> str:
+        """`address:port` as Envoy names an upstream host (IPv6 in brackets): the endpoint ring's member name and
+        the processor's endpoint choice, which Envoy's override_host policy looks up verbatim."""
+        return f"[{self.address}]:{self.port}" if ":" in self.address else f"{self.address}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +83,26 @@ class CompiledSplit:
     endpoint_affinity: bool = False
     matches: tuple[CompiledMatch, ...] = ()
     debug_headers: bool = False
+    endpoint_points: int = DEFAULT_POINTS  # ring points per endpoint (SPEC §5), used with endpoint_affinity
     weights: Weights = field(init=False)
     # Failover (SPEC §6): the eligible backends' own weights and order, and their indexes in `backends`.
     # None when every backend is eligible (nothing to fail over) or when no eligible backend carries weight.
     failover: tuple[Weights, tuple[int, ...]] | None = field(init=False)
+    # Per backend, the ring of its ready endpoints when the split pins pods (SPEC §5), else None. Built here, once per
+    # generation, so every replica holding the generation pins the same pod for the same key.
+    rings: tuple[Ring | None, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if not 1 <= self.endpoint_points <= MAX_POINTS:
+            raise SpecError([f"endpoint points must be 1..{MAX_POINTS}, got {self.endpoint_points}"])
         object.__setattr__(self, "weights", Weights.of((b.name, b.weight) for b in self.backends))
         object.__setattr__(self, "failover", _failover_weights(self.backends))
+        rings = (
+            tuple(endpoint_ring([e.host for e in b.ready_endpoints], self.endpoint_points) for b in self.backends)
+            if self.endpoint_affinity
+            else (None,) * len(self.backends)
+        )
+        object.__setattr__(self, "rings", rings)
 
     @property
     def key(self) -> str:
@@ -140,6 +159,7 @@ def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] |
         endpoint_affinity=spec.endpoint_affinity,
         matches=matches,
         debug_headers=spec.debug_headers,
+        endpoint_points=spec.endpoint_points,
     )
 
 

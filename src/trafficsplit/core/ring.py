@@ -64,3 +64,9 @@ class Ring:
 
     def __len__(self) -> int:
         return len(self._hashes)
+
+
+def endpoint_ring(hosts: Sequence[str], points: int) -> Ring | None:
+    """SPEC §5: the ring of a backend's READY endpoints (`host:port`, as Envoy names hosts), members in sorted order so
+    every replica builds the same ring whatever order the endpoints were listed in. None when there is no endpoint."""
+    return Ring(sorted(set(hosts)), points) if hosts else None

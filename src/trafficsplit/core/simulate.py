@@ -185,8 +185,8 @@ def _check_scenario(
         problems.append("add: at least one replica must be added")
     if len(set(added)) != len(added) or set(added) & set(replicas):
         problems.append(f"add: {', '.join(added)} must be new, distinct names (the replicas are {replicas[0]}..)")
-    if any(not a or len(a) > 63 for a in added):
-        problems.append("add: names must be 1..63 characters")
+    if any(not a or len(a) > 253 for a in added):
+        problems.append("add: names must be 1..253 characters")
     if len(replicas) + len(added) > MAX_REPLICAS:
         problems.append(f"add: more than {MAX_REPLICAS} replicas in all")
     if not lost:
@@ -263,7 +263,7 @@ def _by_name(binding: Sequence[int], members: Sequence[str]) -> list[str]:
 
 def simulate(
     rows: Sequence[ClientRow],
-    n: int,
+    n: int | Sequence[str],
     *,
     points: int = DEFAULT_POINTS,
     add: Sequence[str] | None = None,
@@ -272,13 +272,23 @@ def simulate(
     capacity: Capacity | None = None,
 ) -> Simulation:
     """All SPEC §8 figures for the client mix over replicas k1..kn: `add` (default k(n+1)) joining, `lose` (default
-    k1) leaving, a ring of `points` nodes per replica, Amdahl's bound at `amdahl_at`, and the capacity model."""
-    problems = _check(rows, n)
+    k1) leaving, a ring of `points` nodes per replica, Amdahl's bound at `amdahl_at`, and the capacity model.
+
+    `n` may name the replicas instead (e.g. the pods' `host:port`, as the dataplane's ring names them); then `add`
+    must be given, and `lose` defaults to the first."""
+    named = not isinstance(n, int)
+    if isinstance(n, int):
+        replicas = replica_names(n) if 1 <= n <= MAX_REPLICAS else ()
+        problems = _check(rows, n)
+    else:
+        replicas = tuple(n)
+        problems = _check(rows, len(replicas))
+    if named and (len(set(replicas)) != len(replicas) or any(not r or len(r) > 253 for r in replicas)):
+        problems.append("replicas: names must be distinct, 1..253 characters")
     if problems:
         raise SpecError(problems)
-    replicas = replica_names(n)
-    added = tuple(add) if add is not None else (f"k{n + 1}",)
-    lost = tuple(lose) if lose is not None else ("k1",)
+    added = tuple(add) if add is not None else () if named else (f"k{len(replicas) + 1}",)
+    lost = tuple(lose) if lose is not None else replicas[:1]
     problems = _check_scenario(replicas, added, lost, points, amdahl_at)
     if capacity is not None:
         problems += capacity.problems()
@@ -291,22 +301,24 @@ def simulate(
     grown = replicas + added
     survivors = tuple(r for r in replicas if r not in lost)
 
-    modulo = bind_modulo(names, n)
+    modulo = bind_modulo(names, len(replicas))
     modulo_add, modulo_loss = bind_modulo(names, len(grown)), bind_modulo(names, len(survivors))
     ring = bind_consistent(names, replicas, points)
     ring_add, ring_loss = bind_consistent(names, grown, points), bind_consistent(names, survivors, points)
 
     rules = {
         "non-sticky": _rule_load(
-            _round_robin(total, n), _round_robin(total, len(grown)), _round_robin(total, len(survivors))
+            _round_robin(total, len(replicas)),
+            _round_robin(total, len(grown)),
+            _round_robin(total, len(survivors)),
         ),
         "sticky-modulo": _rule_load(
-            _loads(modulo, requests, n),
+            _loads(modulo, requests, len(replicas)),
             _loads(modulo_add, requests, len(grown)),
             _loads(modulo_loss, requests, len(survivors)),
         ),
         "sticky-consistent": _rule_load(
-            _loads(ring, requests, n),
+            _loads(ring, requests, len(replicas)),
             _loads(ring_add, requests, len(grown)),
             _loads(ring_loss, requests, len(survivors)),
         ),

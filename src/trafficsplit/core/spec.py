@@ -15,6 +15,7 @@ from typing import Any
 
 from trafficsplit.core.cookie import CookieSettings, SameSite, is_token
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS
 from trafficsplit.core.weights import MAX_BACKENDS, MAX_WEIGHT, parse_int
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -70,6 +71,7 @@ class SplitSpec:
     endpoint_affinity: bool
     matches: tuple[MatchSpec, ...]
     debug_headers: bool
+    endpoint_points: int = DEFAULT_POINTS
 
     @property
     def key(self) -> str:
@@ -122,7 +124,9 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     hosts_raw = _get(spec, "hosts", list, "spec", p)
     hosts = _parse_hosts(hosts_raw, service, namespace, p)
     backends = _parse_backends(_get(spec, "backends", list, "spec", p), p)
-    cookie, affinity = _parse_sticky(_get(spec, "sticky", Mapping, "spec", p), p)
+    sticky = _get(spec, "sticky", Mapping, "spec", p)
+    cookie, affinity = _parse_sticky(sticky, p)
+    points = _parse_endpoint_points(sticky, p)
     matches = _parse_matches(_get(spec, "matches", list, "spec", p), {b.name for b in backends}, p)
     debug = _get(spec, "debugHeaders", bool, "spec", p) or False
     if p.items:
@@ -137,7 +141,18 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
         endpoint_affinity=affinity,
         matches=matches,
         debug_headers=debug,
+        endpoint_points=points,
     )
+
+
+def _parse_endpoint_points(raw: Mapping[str, Any] | None, p: _Problems) -> int:
+    points = _get(raw, "endpointPoints", int, "spec.sticky", p) if raw is not None else None
+    if points is None:
+        return DEFAULT_POINTS
+    if not 1 <= points <= MAX_POINTS:
+        p.add("spec.sticky.endpointPoints", f"must be 1..{MAX_POINTS}, got {points}")
+        return DEFAULT_POINTS
+    return int(points)
 
 
 def _parse_hosts(raw: list[Any] | None, service: str | None, namespace: str, p: _Problems) -> tuple[str, ...]:

@@ -78,7 +78,7 @@ class Match(_message.Message):
     def __init__(self, kind: _Optional[_Union[Match.Kind, str]] = ..., name: _Optional[str] = ..., type: _Optional[_Union[Match.Type, str]] = ..., value: _Optional[str] = ..., backend: _Optional[str] = ...) -> None: ...
 
 class Split(_message.Message):
-    __slots__ = ("namespace", "name", "hosts", "backends", "cookie", "endpoint_affinity", "matches", "debug_headers", "observed_generation")
+    __slots__ = ("namespace", "name", "hosts", "backends", "cookie", "endpoint_affinity", "matches", "debug_headers", "observed_generation", "endpoint_points")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +88,7 @@ class Split(_message.Message):
     MATCHES_FIELD_NUMBER: _ClassVar[int]
     DEBUG_HEADERS_FIELD_NUMBER: _ClassVar[int]
     OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_POINTS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     hosts: _containers.RepeatedScalarFieldContainer[str]
@@ -97,7 +98,8 @@ class Split(_message.Message):
     matches: _containers.RepeatedCompositeFieldContainer[Match]
     debug_headers: bool
     observed_generation: int
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., backends: _Optional[_Iterable[_Union[Backend, _Mapping]]] = ..., cookie: _Optional[_Union[Cookie, _Mapping]] = ..., endpoint_affinity: _Optional[bool] = ..., matches: _Optional[_Iterable[_Union[Match, _Mapping]]] = ..., debug_headers: _Optional[bool] = ..., observed_generation: _Optional[int] = ...) -> None: ...
+    endpoint_points: int
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., backends: _Optional[_Iterable[_Union[Backend, _Mapping]]] = ..., cookie: _Optional[_Union[Cookie, _Mapping]] = ..., endpoint_affinity: _Optional[bool] = ..., matches: _Optional[_Iterable[_Union[Match, _Mapping]]] = ..., debug_headers: _Optional[bool] = ..., observed_generation: _Optional[int] = ..., endpoint_points: _Optional[int] = ...) -> None: ...
 
 class Generation(_message.Message):
     __slots__ = ("number", "splits", "origin")

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from trafficsplit.core.compiled import CompiledBackend, CompiledMatch, CompiledSplit, Endpoint, Generation
 from trafficsplit.core.cookie import CookieSettings, SameSite, is_token
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.ring import DEFAULT_POINTS
 from trafficsplit.core.spec import MatchKind
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 
@@ -43,6 +44,7 @@ def split_to_proto(split: CompiledSplit, observed_generation: int = 0) -> pb.Spl
             for b in split.backends
         ],
         endpoint_affinity=split.endpoint_affinity,
+        endpoint_points=split.endpoint_points,
         debug_headers=split.debug_headers,
         observed_generation=observed_generation,
     )
@@ -160,6 +162,7 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
             endpoint_affinity=s.endpoint_affinity,
             matches=tuple(matches),
             debug_headers=s.debug_headers,
+            endpoint_points=s.endpoint_points or DEFAULT_POINTS,
         )
     except SpecError as exc:  # weights: names, duplicates, ranges, total
         problems.extend(f"{path}: {p}" for p in exc.problems)

@@ -2,10 +2,10 @@
 `Decision` into the one reply Envoy applies.
 
 Envoy 1.40 sends header values in `raw_value` (bytes) with `value` empty, so both are read. The reply sets the routing
-header (and the hash header for endpoint affinity), asks Envoy to clear its route cache (the route was chosen before
-this filter ran), and carries Set-Cookie and the disclosure as dynamic metadata that the route configuration renders
-into response headers: one processor round trip per request, no response-phase message. The replies' constant parts
-are built once per generation (`DecisionReplies`).
+header, asks Envoy to clear its route cache (the route was chosen before this filter ran), names the pod in dynamic
+metadata for endpoint affinity (Envoy's override_host policy reads it), and carries Set-Cookie and the disclosure as
+dynamic metadata that the route configuration renders into response headers: one processor round trip per request,
+no response-phase message. The replies' constant parts are built once per generation (`DecisionReplies`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from envoy.type.v3 import http_status_pb2
 from trafficsplit.core.compiled import CompiledSplit, Generation
 from trafficsplit.core.decide import Decision
 from trafficsplit.wire.envoy import (
-    HASH_HEADER,
     META_DECISION,
+    META_ENDPOINT,
     META_SET_COOKIE,
     METADATA_NAMESPACE,
     NO_SPLIT_BODY,
@@ -101,10 +101,10 @@ class DecisionReplies:
             routed = self._routed[cluster] = _routed(cluster)
         reply = ep.ProcessingResponse()
         reply.CopyFrom(routed)
-        if split.endpoint_affinity:
-            reply.request_headers.response.header_mutation.set_headers.append(_set_header(HASH_HEADER, decision.key))
-        if decision.set_cookie is not None or split.debug_headers:
+        if decision.set_cookie is not None or split.debug_headers or decision.endpoint is not None:
             ns = reply.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value
+            if decision.endpoint is not None:
+                ns.fields[META_ENDPOINT].string_value = decision.endpoint
             if decision.set_cookie is not None:
                 ns.fields[META_SET_COOKIE].string_value = decision.set_cookie
             if split.debug_headers:
