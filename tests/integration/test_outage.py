@@ -46,6 +46,8 @@ def test_each_session_stays_on_one_backend_and_one_pod_during_an_outage(dataplan
     for i in range(SESSIONS):
         assert len({rnd[i][1] for rnd in outage}) == 1, (cookies[i], [rnd[i] for rnd in outage])
     down = outage[0]
+    # Both fallback routes count under the stat prefix `fallback`, as the no-cookie route always did.
+    assert dataplane.envoy.stat("vhost.default/split-0.route.fallback.upstream_rq_total") >= 3 * SESSIONS
     # Envoy still splits by the weights (its hash, the same 70/30), about 30 % of the sessions on canary.
     canary = sum(b == "canary" for b, _, _ in down)
     assert 0.2 * SESSIONS < canary < 0.4 * SESSIONS, canary

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -119,7 +120,11 @@ def test_routes_strip_client_routing_headers_and_404_unknown_hosts() -> None:
     default = rc.virtual_hosts[-1]
     assert list(default.domains) == ["*"] and default.routes[0].direct_response.status == 404
     vhost = rc.virtual_hosts[0]
-    assert [r.name for r in vhost.routes] == ["decided", "fallback"]  # the processor's pick first
+    assert [r.name for r in vhost.routes] == ["decided", "fallback-cookie", "fallback"]  # the processor's pick first
+    # Processor down: a request with the affinity cookie is hashed on it, for the backend and for the pod.
+    sticky = vhost.routes[1]
+    assert sticky.route.weighted_clusters.use_hash_policy.value and sticky.route.hash_policy[0].cookie.name == "ts"
+    assert sticky.stat_prefix == vhost.routes[2].stat_prefix == "fallback"
     assert vhost.routes[0].route.cluster_header == envoy.ROUTING_HEADER
     assert vhost.routes[0].route.hash_policy[0].cookie.name == "ts"
 
@@ -154,3 +159,14 @@ def test_transition_keeps_old_clusters_and_old_routes() -> None:
 )
 def test_address_parse(text: str, expected: Address) -> None:
     assert Address.parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("cookie", "present"),
+    [("ts=a", True), ("x=1; ts=a", True), ("x=1;ts=a", True), ("xts=a", False), ("x=ts=a", False), ("", False)],
+)
+def test_the_cookie_fallback_matches_only_the_affinity_cookie(cookie: str, present: bool) -> None:
+    # The same regex Envoy runs (RE2 full match); Python's re agrees with RE2 on this subset.
+    rc = envoy.route_configuration(sample_generation())
+    regex = rc.virtual_hosts[0].routes[1].match.headers[0].string_match.safe_regex.regex
+    assert (re.fullmatch(regex, cookie) is not None) is present

@@ -19,6 +19,7 @@ The names here (headers, metadata namespace, cluster names) are the contract bet
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 from envoy.config.route.v3 import route_components_pb2, route_pb2
 from envoy.extensions.load_balancing_policies.override_host.v3 import override_host_pb2
 from envoy.extensions.load_balancing_policies.ring_hash.v3 import ring_hash_pb2
+from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from envoy.type.metadata.v3 import metadata_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 from google.protobuf.message import Message
@@ -157,15 +159,6 @@ def virtual_host(split: CompiledSplit, generation: int) -> route_components_pb2.
         # Only for override_host's fallback (the chosen pod just left): Envoy's ring on the cookie keeps the session
         # on one pod until the processor's next choice.
         decided.hash_policy.append(_cookie_hash(split.cookie.name))
-    fallback = route_components_pb2.WeightedCluster()
-    for b, w in fallback_weights(split):
-        cw = fallback.clusters.add(name=b.cluster, weight=wrappers_pb2.UInt32Value(value=w))
-        if split.debug_headers:
-            cw.response_headers_to_add.append(
-                _add_response_header(
-                    DECISION_HEADER, f"backend={b.name}; generation={generation}; key=none; path=fallback"
-                )
-            )
     return route_components_pb2.VirtualHost(
         name=split.key,
         domains=list(split.hosts),
@@ -178,14 +171,60 @@ def virtual_host(split: CompiledSplit, generation: int) -> route_components_pb2.
                 ),
                 route=decided,
             ),
-            route_components_pb2.Route(
-                name=FALLBACK_STAT_PREFIX,
-                stat_prefix=FALLBACK_STAT_PREFIX,
-                match=route_components_pb2.RouteMatch(prefix="/"),
-                route=route_components_pb2.RouteAction(weighted_clusters=fallback),
-            ),
+            *fallback_routes(split, generation),
         ],
     )
+
+
+def fallback_routes(split: CompiledSplit, generation: int) -> list[route_components_pb2.Route]:
+    """The processor is down or slow: Envoy-native `weighted_clusters` over the eligible backends. A request that
+    carries the split's affinity cookie takes `fallback-cookie`, where the cluster choice hashes that cookie
+    (`use_hash_policy`) and the backend cluster's ring hashes it too, so the session stays on one backend and one pod
+    for the whole outage (Envoy's hash is not key_hash: the outage's choice can differ from the processor's). Both
+    routes count under the stat prefix `fallback`; the disclosure says which key decided."""
+    routes = []
+    if split.cookie is not None:
+        name = split.cookie.name
+        present = route_components_pb2.HeaderMatcher(
+            name="cookie",
+            string_match=string_pb2.StringMatcher(
+                safe_regex=regex_pb2.RegexMatcher(regex=f"(?:.*[;,])?\\s*{re.escape(name)}=.*")
+            ),
+        )
+        action = route_components_pb2.RouteAction(
+            weighted_clusters=_fallback_clusters(split, generation, "cookie"), hash_policy=[_cookie_hash(name)]
+        )
+        action.weighted_clusters.use_hash_policy.value = True
+        routes.append(
+            route_components_pb2.Route(
+                name=f"{FALLBACK_STAT_PREFIX}-cookie",
+                stat_prefix=FALLBACK_STAT_PREFIX,
+                match=route_components_pb2.RouteMatch(prefix="/", headers=[present]),
+                route=action,
+            )
+        )
+    routes.append(
+        route_components_pb2.Route(
+            name=FALLBACK_STAT_PREFIX,
+            stat_prefix=FALLBACK_STAT_PREFIX,
+            match=route_components_pb2.RouteMatch(prefix="/"),
+            route=route_components_pb2.RouteAction(weighted_clusters=_fallback_clusters(split, generation, "none")),
+        )
+    )
+    return routes
+
+
+def _fallback_clusters(split: CompiledSplit, generation: int, key: str) -> route_components_pb2.WeightedCluster:
+    fallback = route_components_pb2.WeightedCluster()
+    for b, w in fallback_weights(split):
+        cw = fallback.clusters.add(name=b.cluster, weight=wrappers_pb2.UInt32Value(value=w))
+        if split.debug_headers:
+            cw.response_headers_to_add.append(
+                _add_response_header(
+                    DECISION_HEADER, f"backend={b.name}; generation={generation}; key={key}; path=fallback"
+                )
+            )
+    return fallback
 
 
 def route_configuration(gen: Generation | None) -> route_pb2.RouteConfiguration:
