@@ -55,7 +55,8 @@ def _log(dp: Dataplane, path: str) -> dict[str, Any]:
                 return entry
         return None
 
-    return poll(find, 10, f"access log line for {path}")
+    found: dict[str, Any] = poll(find, 10, f"access log line for {path}")
+    return found
 
 
 def _get(dp: Dataplane, host: str, path: str, headers: dict[str, str] | None = None) -> Response:

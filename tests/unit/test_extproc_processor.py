@@ -123,7 +123,7 @@ def test_a_swap_is_decided_by_the_new_generation_and_every_decision_is_counted()
         if s.name == "trafficsplit_decisions_total"
     }
     backends = collections.Counter([want, "canary", "stable"])  # the three decisions above
-    assert counted == {("ns/shop", b, "cookie", "weighted"): float(n) for b, n in backends.items()}
+    assert counted == {("ns/shop", b, "cookie", "weighted", "true"): float(n) for b, n in backends.items()}
 
 
 def test_unknown_host_is_a_404_and_no_generation_passes_through() -> None:
@@ -235,3 +235,16 @@ def test_a_roll_back_also_rolls_back_the_generation_get_held_returns() -> None:
         assert held.current is not None and held.current.number == 4
 
     asyncio.run(run())
+
+
+def test_every_reply_discloses_the_decision_to_the_access_log(processor: Processor) -> None:
+    # Whatever the debug setting: these fields go to Envoy's dynamic metadata (the access log), never to the client.
+    reply = processor.handle(request(**{":authority": "shop.example", "cookie": "ts=abc", "x-beta": "yes"}))
+    fields = reply.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value.fields
+    assert fields["backend"].string_value == "canary" and fields["path"].string_value == "match"
+    assert fields["generation"].number_value == 4 and fields["key_source"].string_value == "cookie"
+    assert fields["session_id_present"].bool_value is True and fields["affinity_applied"].bool_value is False
+    assert fields["endpoint"].string_value == "10.0.0.2:80"
+    minted = processor.handle(request(**{":authority": "shop.example"}))
+    fields = minted.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value.fields
+    assert fields["session_id_present"].bool_value is False and fields["affinity_applied"].bool_value is True

@@ -19,8 +19,9 @@ class Metrics:
         r = self.registry
         self.decisions = Counter(
             "trafficsplit_decisions",
-            "Requests decided by the processor, by split, backend, key source and decision path",
-            ["split", "backend", "key_source", "path"],
+            "Requests decided by the processor, by split, backend, key source, decision path and whether the sticky "
+            "key decided the backend",
+            ["split", "backend", "key_source", "path", "affinity"],
             registry=r,
         )
         self.undecided = Counter(
@@ -43,12 +44,12 @@ class Metrics:
         self.processor_errors = Counter(
             "trafficsplit_processor_errors", "ext_proc messages the processor could not answer", registry=r
         )
-        self._decided: dict[tuple[str, str, str, str], Counter] = {}
+        self._decided: dict[tuple[str, str, str, str, str], Counter] = {}
 
-    def count_decision(self, split: str, backend: str, key_source: str, path: str) -> None:
+    def count_decision(self, split: str, backend: str, key_source: str, path: str, affinity: bool = False) -> None:
         """`decisions` for one request; each label set's child is looked up once (the request path: `labels()`
         validates and locks on every call, ~1 µs more per request)."""
-        key = (split, backend, key_source, path)
+        key = (split, backend, key_source, path, "true" if affinity else "false")
         child = self._decided.get(key)
         if child is None:
             child = self._decided[key] = self.decisions.labels(*key)

@@ -17,6 +17,7 @@ from trafficsplit.extproc.metrics import Metrics
 
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import decide
+from trafficsplit.core.disclosure import affinity_applied
 from trafficsplit.wire.processing import DecisionReplies, no_split_response, pass_through, request_view
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,9 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         d = decide(
             split, cookie_lines=view.cookie_lines, request_id=view.request_id, header=view.header, minter=self._minter
         )
-        self._metrics.count_decision(split.key, d.backend.name, d.key_source.value, d.path.value)
+        self._metrics.count_decision(
+            split.key, d.backend.name, d.key_source.value, d.path.value, affinity_applied(split, d)
+        )
         if self._replies is None or self._replies.generation is not gen:
             self._replies = DecisionReplies(gen)
         return self._replies.reply(d, split)

@@ -26,6 +26,7 @@ class KeySource(StrEnum):
 class DecisionPath(StrEnum):
     WEIGHTED = "weighted"
     MATCH = "match"
+    MATCH_PASSED_OVER = "match-passed-over"  # a rule matched but its backend was not ready; the pick decided
     FAILOVER = "failover"
 
 
@@ -73,13 +74,19 @@ def decide(
     key, source = choose_key(split, cookie_lines, request_id, minter)
     set_cookie = render_set_cookie(split.cookie, key) if source is KeySource.MINTED and split.cookie else None
     h = key_hash(key)
+    passed_over = False
     for m in split.matches:
         value = header(m.name) if m.kind is MatchKind.HEADER else read_cookie(cookie_lines, m.name)
-        # A rule whose backend cannot serve is passed over: availability ranks above an A/B assignment.
-        if m.matches(value) and split.backends[m.backend_index].eligible:
-            i = m.backend_index
-            return Decision(split.backends[i], key, source, DecisionPath.MATCH, set_cookie, _endpoint(split, i, h))
+        if m.matches(value):
+            if split.backends[m.backend_index].eligible:
+                i = m.backend_index
+                return Decision(split.backends[i], key, source, DecisionPath.MATCH, set_cookie, _endpoint(split, i, h))
+            # A rule whose backend cannot serve is passed over (availability ranks above an A/B assignment), and
+            # the decision says so (SPEC §6), whatever the pick then does.
+            passed_over = True
     i, path = pick_backend(split, h)
+    if passed_over:
+        path = DecisionPath.MATCH_PASSED_OVER
     return Decision(split.backends[i], key, source, path, set_cookie, _endpoint(split, i, h))
 
 

@@ -10,23 +10,35 @@ Choices (docs/dataplane.md says why in full):
 - Request headers only; every other phase is skipped, so a request costs exactly one processor message. The cookie
   reaches the response through dynamic metadata in our namespace, which must be listed in `receiving_namespaces`.
 - `strip_any_host_port`: virtual hosts list host names without port, as splits do.
+- An access log line per request (JSON, `ACCESS_LOG_FORMAT`): SPEC §6's disclosure of every decision from the
+  processor's dynamic metadata, or from the fallback route's metadata when Envoy decided alone.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from envoy.config.accesslog.v3 import accesslog_pb2
 from envoy.config.bootstrap.v3 import bootstrap_pb2
 from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2
-from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2, grpc_service_pb2, protocol_pb2
+from envoy.config.core.v3 import (
+    address_pb2,
+    base_pb2,
+    config_source_pb2,
+    grpc_service_pb2,
+    protocol_pb2,
+    substitution_format_string_pb2,
+)
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
+from envoy.extensions.access_loggers.file.v3 import file_pb2
 from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2, processing_mode_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2 as hcm_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
-from google.protobuf import any_pb2, duration_pb2, json_format, wrappers_pb2
+from google.protobuf import any_pb2, duration_pb2, json_format, struct_pb2, wrappers_pb2
 
+from trafficsplit.core import disclosure
 from trafficsplit.wire.envoy import METADATA_NAMESPACE, ROUTE_CONFIG_NAME, ads_source
 
 EXTPROC_CLUSTER = "trafficsplit_extproc"
@@ -35,6 +47,33 @@ LISTENER_NAME = "trafficsplit_http"
 HCM_STAT_PREFIX = "trafficsplit"
 EXTPROC_STAT_PREFIX = "trafficsplit"
 DEFAULT_MESSAGE_TIMEOUT_MS = 200
+DEFAULT_ACCESS_LOG = "/dev/stdout"
+
+
+def _dm(key: str) -> str:
+    return f"%DYNAMIC_METADATA({METADATA_NAMESPACE}:{key})%"
+
+
+# One JSON object per request (docs/dataplane.md, "Access log"). `route` says who decided: `decided` (the processor:
+# the disclosure fields below) or `fallback-cookie` / `fallback` (Envoy alone: `fallback` holds the route's metadata).
+ACCESS_LOG_FORMAT: dict[str, str] = {
+    "start_time": "%START_TIME%",
+    "authority": "%REQ(:AUTHORITY)%",
+    "request_path": "%REQ(:PATH)%",
+    "status": "%RESPONSE_CODE%",
+    "duration_ms": "%DURATION%",
+    "route": "%ROUTE_NAME%",
+    "cluster": "%UPSTREAM_CLUSTER%",
+    "upstream_host": "%UPSTREAM_HOST%",
+    disclosure.BACKEND: _dm(disclosure.BACKEND),
+    disclosure.ENDPOINT: _dm(disclosure.ENDPOINT),
+    disclosure.GENERATION: _dm(disclosure.GENERATION),
+    disclosure.KEY_SOURCE: _dm(disclosure.KEY_SOURCE),
+    disclosure.SESSION_ID_PRESENT: _dm(disclosure.SESSION_ID_PRESENT),
+    disclosure.AFFINITY_APPLIED: _dm(disclosure.AFFINITY_APPLIED),
+    disclosure.PATH: _dm(disclosure.PATH),
+    disclosure.FALLBACK: f"%METADATA(ROUTE:{METADATA_NAMESPACE})%",
+}
 
 
 @dataclass(frozen=True)
@@ -68,6 +107,7 @@ class BootstrapOptions:
     admin: Address
     message_timeout_ms: int = DEFAULT_MESSAGE_TIMEOUT_MS
     cluster: str = "trafficsplit-gateway"
+    access_log: str = DEFAULT_ACCESS_LOG  # a file path; the container's stdout by default
 
 
 def _pack(msg: object) -> any_pb2.Any:
@@ -138,8 +178,22 @@ def ext_proc_filter(message_timeout_ms: int) -> ext_proc_pb2.ExternalProcessor:
     )
 
 
+def access_log(path: str) -> accesslog_pb2.AccessLog:
+    fmt = struct_pb2.Struct()
+    fmt.update(ACCESS_LOG_FORMAT)
+    return accesslog_pb2.AccessLog(
+        name="envoy.access_loggers.file",
+        typed_config=_pack(
+            file_pb2.FileAccessLog(
+                path=path, log_format=substitution_format_string_pb2.SubstitutionFormatString(json_format=fmt)
+            )
+        ),
+    )
+
+
 def http_listener(opts: BootstrapOptions) -> listener_pb2.Listener:
     hcm = hcm_pb2.HttpConnectionManager(
+        access_log=[access_log(opts.access_log)],
         stat_prefix=HCM_STAT_PREFIX,
         codec_type=hcm_pb2.HttpConnectionManager.AUTO,
         rds=hcm_pb2.Rds(config_source=ads_source(), route_config_name=ROUTE_CONFIG_NAME),

@@ -34,6 +34,7 @@ from envoy.type.metadata.v3 import metadata_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 from google.protobuf.message import Message
 
+from trafficsplit.core import disclosure
 from trafficsplit.core.compiled import CompiledBackend, CompiledSplit, Generation
 
 ROUTING_HEADER = "x-trafficsplit-cluster"
@@ -41,7 +42,7 @@ DECISION_HEADER = "x-trafficsplit-decision"
 METADATA_NAMESPACE = "trafficsplit"
 META_SET_COOKIE = "set_cookie"
 META_DECISION = "decision"
-META_ENDPOINT = "endpoint"
+META_ENDPOINT = disclosure.ENDPOINT
 OVERRIDE_HOST_POLICY = "envoy.load_balancing_policies.override_host"
 RING_HASH_POLICY = "envoy.load_balancing_policies.ring_hash"
 ROUTE_CONFIG_NAME = "trafficsplit"
@@ -201,6 +202,7 @@ def fallback_routes(split: CompiledSplit, generation: int) -> list[route_compone
                 stat_prefix=FALLBACK_STAT_PREFIX,
                 match=route_components_pb2.RouteMatch(prefix="/", headers=[present]),
                 route=action,
+                metadata=_disclosed(disclosure.fallback_fields(generation, cookie_present=True)),
             )
         )
     routes.append(
@@ -209,9 +211,17 @@ def fallback_routes(split: CompiledSplit, generation: int) -> list[route_compone
             stat_prefix=FALLBACK_STAT_PREFIX,
             match=route_components_pb2.RouteMatch(prefix="/"),
             route=route_components_pb2.RouteAction(weighted_clusters=_fallback_clusters(split, generation, "none")),
+            metadata=_disclosed(disclosure.fallback_fields(generation, cookie_present=False)),
         )
     )
     return routes
+
+
+def _disclosed(fields: Mapping[str, str | bool | int]) -> base_pb2.Metadata:
+    """Route metadata in our namespace: the access log's `%METADATA(ROUTE:trafficsplit)%` for fallback requests."""
+    md = base_pb2.Metadata()
+    md.filter_metadata[METADATA_NAMESPACE].update(dict(fields))
+    return md
 
 
 def _fallback_clusters(split: CompiledSplit, generation: int, key: str) -> route_components_pb2.WeightedCluster:
