@@ -15,6 +15,8 @@ from collections.abc import Sequence
 import pytest
 
 from tests.support.dataplane import Dataplane, run_sessions, split_doc
+from tests.support.waiting import poll
+from trafficsplit.v1alpha1 import publish_pb2 as pb
 
 pytestmark = [pytest.mark.envoy]
 
@@ -53,7 +55,10 @@ def test_each_session_stays_on_one_backend_and_one_pod_during_an_outage(dataplan
     assert 0.2 * SESSIONS < canary < 0.4 * SESSIONS, canary
 
     dataplane.processor.start()
-    dataplane.publish([doc], endpoints=PODS, number=gen.number)
+    # Envoy reconnects its ADS stream with backoff after the outage; the operator retries the publish until an Envoy
+    # is there to apply it, and so does the test.
+    _, msg = dataplane.generation([doc], endpoints=PODS, number=gen.number)
+    poll(lambda: dataplane.processor.publish(msg).result == pb.PublishReply.ACCEPTED, 60, "republish after restart")
     back = _round(dataplane, cookies)
     assert [p for _, p, _ in back] == [p for _, p, _ in up]  # the end of the outage restores the core's choice
 

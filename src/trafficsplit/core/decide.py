@@ -40,6 +40,7 @@ class Decision(NamedTuple):
     path: DecisionPath
     set_cookie: str | None = None  # the Set-Cookie value when the key was minted
     endpoint: str | None = None  # the pod (`host:port`) on the backend's ring (SPEC §5), when the split pins pods
+    key_hash: int = 0  # key_hash(key), for whoever records the decision (the live stickiness bill)
 
 
 def choose_key(
@@ -80,14 +81,15 @@ def decide(
         if m.matches(value):
             if split.backends[m.backend_index].eligible:
                 i = m.backend_index
-                return Decision(split.backends[i], key, source, DecisionPath.MATCH, set_cookie, _endpoint(split, i, h))
+                endpoint = _endpoint(split, i, h)
+                return Decision(split.backends[i], key, source, DecisionPath.MATCH, set_cookie, endpoint, h)
             # A rule whose backend cannot serve is passed over (availability ranks above an A/B assignment), and
             # the decision says so (SPEC §6), whatever the pick then does.
             passed_over = True
     i, path = pick_backend(split, h)
     if passed_over:
         path = DecisionPath.MATCH_PASSED_OVER
-    return Decision(split.backends[i], key, source, path, set_cookie, _endpoint(split, i, h))
+    return Decision(split.backends[i], key, source, path, set_cookie, _endpoint(split, i, h), h)
 
 
 def _endpoint(split: CompiledSplit, i: int, h: int) -> str | None:
