@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from trafficsplit.core.errors import SpecError
+
 MAX_COOKIE_VALUE_BYTES = 256
 _COUNTER_BITS = 48
 _COUNTER_MASK = (1 << _COUNTER_BITS) - 1
@@ -99,6 +101,11 @@ class CookieSettings:
     secure: bool = False
     http_only: bool = True
     same_site: SameSite = SameSite.LAX
+    partitioned: bool = False  # CHIPS: the browser keys the cookie by the top-level site too
+
+    def __post_init__(self) -> None:
+        if self.partitioned and not self.secure:
+            raise SpecError(["cookie: Partitioned requires Secure (browsers drop such a cookie otherwise)"])
 
 
 def render_set_cookie(settings: CookieSettings, value: str) -> str:
@@ -113,4 +120,6 @@ def render_set_cookie(settings: CookieSettings, value: str) -> str:
     if settings.http_only:
         parts.append("HttpOnly")
     parts.append(f"SameSite={settings.same_site.value}")
+    if settings.partitioned:
+        parts.append("Partitioned")
     return "; ".join(parts)

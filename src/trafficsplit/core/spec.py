@@ -269,6 +269,10 @@ def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSe
         same_site = SameSite.LAX
     if same_site is SameSite.NONE and not secure:
         p.add(f"{path}.sameSite", "SameSite=None requires secure: true (browsers drop it otherwise)")
+    partitioned = _get(c, "partitioned", bool, path, p) or False
+    if partitioned and not secure:
+        p.add(f"{path}.partitioned", "Partitioned requires secure: true (browsers drop it otherwise)")
+        partitioned = False
     settings = CookieSettings(
         name=name,
         path=cookie_path,
@@ -277,6 +281,7 @@ def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSe
         secure=secure,
         http_only=True if http_only is None else http_only,
         same_site=same_site,
+        partitioned=partitioned,
     )
     return settings, affinity
 

@@ -34,7 +34,7 @@ class Backend(_message.Message):
     def __init__(self, name: _Optional[str] = ..., weight: _Optional[int] = ..., cluster: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
 
 class Cookie(_message.Message):
-    __slots__ = ("name", "path", "max_age", "domain", "secure", "http_only", "same_site")
+    __slots__ = ("name", "path", "max_age", "domain", "secure", "http_only", "same_site", "partitioned")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     MAX_AGE_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +42,7 @@ class Cookie(_message.Message):
     SECURE_FIELD_NUMBER: _ClassVar[int]
     HTTP_ONLY_FIELD_NUMBER: _ClassVar[int]
     SAME_SITE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONED_FIELD_NUMBER: _ClassVar[int]
     name: str
     path: str
     max_age: int
@@ -49,7 +50,8 @@ class Cookie(_message.Message):
     secure: bool
     http_only: bool
     same_site: str
-    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., max_age: _Optional[int] = ..., domain: _Optional[str] = ..., secure: _Optional[bool] = ..., http_only: _Optional[bool] = ..., same_site: _Optional[str] = ...) -> None: ...
+    partitioned: bool
+    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., max_age: _Optional[int] = ..., domain: _Optional[str] = ..., secure: _Optional[bool] = ..., http_only: _Optional[bool] = ..., same_site: _Optional[str] = ..., partitioned: _Optional[bool] = ...) -> None: ...
 
 class Match(_message.Message):
     __slots__ = ("kind", "name", "type", "value", "backend")

@@ -58,6 +58,7 @@ def split_to_proto(split: CompiledSplit, observed_generation: int = 0) -> pb.Spl
                 secure=c.secure,
                 http_only=c.http_only,
                 same_site=c.same_site.value,
+                partitioned=c.partitioned,
             )
         )
         if c.max_age is not None:
@@ -184,6 +185,9 @@ def _cookie_from_proto(c: pb.Cookie, path: str, problems: list[str]) -> CookieSe
     except ValueError:
         problems.append(f"{path}.same_site: {c.same_site!r} must be one of Strict, Lax, None")
         return None
+    if c.partitioned and not c.secure:
+        problems.append(f"{path}.partitioned: Partitioned requires secure")
+        return None
     return CookieSettings(
         name=c.name,
         path=cookie_path,
@@ -192,4 +196,5 @@ def _cookie_from_proto(c: pb.Cookie, path: str, problems: list[str]) -> CookieSe
         secure=c.secure,
         http_only=c.http_only,
         same_site=same_site,
+        partitioned=c.partitioned,
     )
