@@ -22,11 +22,12 @@ _KIND_FROM_PB = MappingProxyType({v: k for k, v in _KIND_TO_PB.items()})
 
 
 def generation_to_proto(gen: Generation, origin: str = "") -> pb.Generation:
-    """The publish payload for a compiled generation (the operator's side)."""
+    """The publish payload for a numbered generation (the operator's side); the one way a generation leaves the
+    operator, and `generation_from_proto` the one way back (the dataplane's receiver, the operator's seeding)."""
     return pb.Generation(number=gen.number, splits=[split_to_proto(s) for s in gen.splits], origin=origin)
 
 
-def split_to_proto(split: CompiledSplit, observed_generation: int = 0) -> pb.Split:
+def split_to_proto(split: CompiledSplit) -> pb.Split:
     out = pb.Split(
         namespace=split.namespace,
         name=split.name,
@@ -44,7 +45,7 @@ def split_to_proto(split: CompiledSplit, observed_generation: int = 0) -> pb.Spl
         ],
         endpoint_affinity=split.endpoint_affinity,
         debug_headers=split.debug_headers,
-        observed_generation=observed_generation,
+        observed_generation=split.observed_generation,
     )
     if split.cookie is not None:
         c = split.cookie
@@ -77,22 +78,15 @@ def generation_from_proto(msg: pb.Generation) -> Generation:
     """The core generation a publish carries; raises SpecError naming every problem (the dataplane's side)."""
     problems: list[str] = []
     splits: list[CompiledSplit] = []
-    clusters: dict[str, str] = {}
     for i, s in enumerate(msg.splits):
-        path = f"splits[{i}]"
-        split = _split_from_proto(s, path, problems)
-        if split is None:
-            continue
-        for b in split.backends:
-            if b.cluster in clusters:
-                problems.append(f"{path}: cluster {b.cluster!r} is also used by {clusters[b.cluster]}")
-            clusters[b.cluster] = split.key
-        splits.append(split)
+        split = _split_from_proto(s, f"splits[{i}]", problems)
+        if split is not None:
+            splits.append(split)
     if msg.number < 1:
         problems.append(f"number: must be >= 1, got {msg.number}")
     if problems:
         raise SpecError(problems)
-    return Generation(msg.number, tuple(splits))  # checks hosts served twice
+    return Generation(msg.number, tuple(splits))  # checks itself: hosts served once, clusters used once
 
 
 def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSplit | None:
@@ -160,6 +154,7 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
             endpoint_affinity=s.endpoint_affinity,
             matches=tuple(matches),
             debug_headers=s.debug_headers,
+            observed_generation=s.observed_generation,
         )
     except SpecError as exc:  # weights: names, duplicates, ranges, total
         problems.extend(f"{path}: {p}" for p in exc.problems)
