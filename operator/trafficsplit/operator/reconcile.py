@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from trafficsplit.operator.cluster import Resolution, ServiceInfo, SliceInfo, SplitObject, resolve
 
 from trafficsplit.core.compiled import CompiledSplit, Endpoint, GenerationContent, assemble, compile_split
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.spec import SplitSpec, parse_split
+from trafficsplit.core.spec import SplitSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +75,10 @@ def desired_state(
     candidates: list[tuple[SplitObject, CompiledSplit | None, Outcome]] = []
     for obj in _order(splits):
         prev = last_good.get(obj.key)
-        try:
-            spec = parse_split(obj.namespace, obj.name, obj.spec)
-        except SpecError as exc:
+        spec = obj.parsed
+        if spec is None:
             out = Outcome(
-                obj.key, obj.generation, False, "Invalid", "; ".join(exc.problems), False, "Invalid",
+                obj.key, obj.generation, False, "Invalid", "; ".join(obj.problems), False, "Invalid",
                 "the spec is invalid", None, None, prev, kept=prev is not None,
             )  # fmt: skip
             candidates.append((obj, prev, out))

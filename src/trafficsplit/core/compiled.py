@@ -14,15 +14,10 @@ from types import MappingProxyType
 
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.rules import Endpoint as Endpoint  # re-exported: where compiled values are, callers look
+from trafficsplit.core.rules import backend_problems, compile_pattern, host_problems, match_name_problems
 from trafficsplit.core.spec import MatchKind, MatchType, SplitSpec
 from trafficsplit.core.weights import Weights
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    address: str
-    port: int
-    ready: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +33,11 @@ class CompiledBackend:
     eligible: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        problems = backend_problems(self.name, self.port)
+        if not self.cluster:
+            problems.append("cluster: required")
+        if problems:
+            raise SpecError(problems)
         object.__setattr__(self, "eligible", any(e.ready for e in self.endpoints))
 
     @property
@@ -52,6 +52,13 @@ class CompiledMatch:
     exact: str | None
     pattern: re.Pattern[str] | None
     backend_index: int
+
+    def __post_init__(self) -> None:
+        problems = match_name_problems(self.kind.value, self.name)
+        if (self.exact is None) == (self.pattern is None):
+            problems.append("value: give exactly one of an exact value or a pattern")
+        if problems:
+            raise SpecError(problems)
 
     def matches(self, value: str | None) -> bool:
         if value is None:
@@ -85,6 +92,13 @@ class CompiledSplit:
     failover: tuple[Weights, tuple[int, ...]] | None = field(init=False)
 
     def __post_init__(self) -> None:
+        problems = [] if self.namespace and self.name else ["namespace and name are required"]
+        problems += host_problems(self.hosts)
+        for i, m in enumerate(self.matches):
+            if not 0 <= m.backend_index < len(self.backends):
+                problems.append(f"matches[{i}].backend: no backend {m.backend_index}")
+        if problems:
+            raise SpecError(problems)
         object.__setattr__(self, "weights", Weights.of((b.name, b.weight) for b in self.backends))
         object.__setattr__(self, "failover", _failover_weights(self.backends))
 
@@ -120,9 +134,7 @@ def compile_split(
             cluster=cluster_name(spec.namespace, spec.name, b.name),
             service=b.service,
             port=b.port,
-            endpoints=tuple(endpoints[b.name])
-            if b.name in endpoints
-            else tuple(Endpoint(e.address, e.port) for e in b.endpoints),
+            endpoints=tuple(endpoints[b.name]) if b.name in endpoints else b.endpoints,
         )
         for b in spec.backends
     )
@@ -131,7 +143,7 @@ def compile_split(
             kind=m.kind,
             name=m.name,
             exact=m.value if m.type is MatchType.EXACT else None,
-            pattern=re.compile(m.value) if m.type is MatchType.REGULAR_EXPRESSION else None,
+            pattern=compile_pattern(m.value) if m.type is MatchType.REGULAR_EXPRESSION else None,
             backend_index=index[m.backend],
         )
         for m in spec.matches
