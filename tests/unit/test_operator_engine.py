@@ -10,11 +10,12 @@ from typing import Any
 
 import grpc
 import pytest
-from trafficsplit.operator.cluster import Replica, SplitObject
+from trafficsplit.operator.cluster import Replica
 from trafficsplit.operator.engine import Engine
 from trafficsplit.operator.fleet import Fleet
-from trafficsplit.operator.status import StatusResult
 
+from trafficsplit.core.resolve import SplitObject
+from trafficsplit.core.status import StatusResult
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 
@@ -207,7 +208,7 @@ def test_status_written_on_change_only_with_published_count(tmp_path: Any) -> No
 
         def published() -> str | None:
             for _, r in reversed(writes):
-                c = next(c for c in r.status["conditions"] if c["type"] == "Published")
+                c = next(c for c in r.status.to_dict()["conditions"] if c["type"] == "Published")
                 return f"{c['status']} {c['message']}"
             return None
 
@@ -394,7 +395,7 @@ def test_a_recreated_split_is_not_published_until_a_generation_carrying_it_is_ac
     def published(uid: str) -> str | None:
         for u, r in reversed(writes):
             if u == uid:
-                c = next(c for c in r.status["conditions"] if c["type"] == "Published")
+                c = next(c for c in r.status.to_dict()["conditions"] if c["type"] == "Published")
                 return f"{c['status']} {c['message']}"
         return None
 

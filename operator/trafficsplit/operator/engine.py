@@ -23,22 +23,18 @@ from typing import Any
 from trafficsplit.operator.cluster import (
     SERVICE_NAME_LABEL,
     Replica,
-    ServiceInfo,
-    SliceInfo,
-    SplitObject,
-    referenced_services,
     replicas_from_slices,
     service_from_body,
     slice_from_body,
-    slices_by_service,
     split_from_body,
 )
 from trafficsplit.operator.fleet import Fleet
-from trafficsplit.operator.reconcile import Desired, desired_state, seed_last_good
-from trafficsplit.operator.status import PublishView, StatusResult, compute_status
 
 from trafficsplit.core.compiled import CompiledSplit, GenerationContent
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.reconcile import Desired, desired_state, seed_last_good
+from trafficsplit.core.resolve import ServiceInfo, SliceInfo, SplitObject, referenced_services, slices_by_service
+from trafficsplit.core.status import PublishView, SplitStatus, StatusResult, compute_status
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
@@ -125,7 +121,7 @@ class Engine:
         self._held_back: frozenset[str] = frozenset()  # unsure splits that stop publishing (reconcile.Desired.unsure)
         # The fleet's held generation, read once per number.
         self._held_forms: tuple[int, dict[str, CompiledSplit]] = (0, {})
-        self._written: dict[str, dict[str, Any]] = {}
+        self._written: dict[str, SplitStatus] = {}
         self._posted: set[tuple[str, int, str, str]] = set()
         self._replicas: tuple[Replica, ...] | None = None
         self._dirty = asyncio.Event()
@@ -303,7 +299,7 @@ class Engine:
             events = tuple(
                 e for e in result.events if (obj.uid, obj.generation, e.reason, e.message) not in self._posted
             )
-            if result.status in (obj.status, self._written.get(obj.key)) and not events:
+            if result.status in (SplitStatus.from_dict(obj.status), self._written.get(obj.key)) and not events:
                 continue
             try:
                 await self.status_sink(obj, StatusResult(result.status, events))

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 import grpc
 from trafficsplit.operator.cluster import Replica
 from trafficsplit.operator.publisher import PublisherClient
-from trafficsplit.operator.status import ReplicaAck
 
+from trafficsplit.core.status import ReplicaAck
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 
 log = logging.getLogger("trafficsplit.operator.fleet")

@@ -17,6 +17,7 @@ from trafficsplit.core.errors import SpecError
 from trafficsplit.core.rules import Endpoint as Endpoint  # re-exported: where compiled values are, callers look
 from trafficsplit.core.rules import backend_problems, compile_pattern, host_problems, match_name_problems
 from trafficsplit.core.spec import MatchKind, MatchType, SplitSpec
+from trafficsplit.core.vocabulary import Reason
 from trafficsplit.core.weights import Weights
 
 
@@ -174,7 +175,7 @@ def normalize_authority(authority: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Rejection:
     split: str
-    reason: str
+    reason: Reason
     message: str
 
 
@@ -262,7 +263,7 @@ def assemble(splits: Iterable[CompiledSplit]) -> tuple[GenerationContent, tuple[
         clash = [h for h in s.hosts if h in owner]
         if clash:
             rejected.append(
-                Rejection(s.key, "HostConflict", f"host {clash[0]!r} is already served by {owner[clash[0]]}")
+                Rejection(s.key, Reason.HOST_CONFLICT, f"host {clash[0]!r} is already served by {owner[clash[0]]}")
             )
             continue
         for h in s.hosts:
