@@ -33,13 +33,13 @@ from pathlib import Path
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from google.protobuf import json_format
-from trafficsplit.extproc.held import HeldGeneration
-from trafficsplit.extproc.metrics import Metrics
-from trafficsplit.extproc.processor import Processor
 
 from tests.support.dataplane import Dataplane, Envoy, NameBackends, split_doc
 from trafficsplit.core.compiled import Endpoint, Generation, compile_split
 from trafficsplit.core.spec import parse_split
+from trafficsplit.extproc.held import HeldGeneration
+from trafficsplit.extproc.metrics import Metrics
+from trafficsplit.extproc.processor import Processor
 from trafficsplit.wire import envoy as wire
 
 HOST = "shop.example"

@@ -57,6 +57,7 @@ from trafficsplit.core.spec import parse_split
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.bootstrap import LISTENER_NAME, Address, BootstrapOptions, bootstrap_json
+from trafficsplit.wire.command import envoy_args, local_envoy
 from trafficsplit.wire.envoy import DECISION_HEADER, HASH_HEADER, ROUTING_HEADER
 from trafficsplit.wire.generation import generation_to_proto
 
@@ -99,17 +100,14 @@ class Envoy:
             self.proc = subprocess.Popen(
                 [
                     envoy_binary(),
-                    "-c",
-                    str(self.config_path),
-                    "--concurrency",
-                    str(self.concurrency),
-                    "--use-dynamic-base-id",
-                    "--admin-address-path",
-                    str(self.admin_path),
-                    "-l",
-                    "warning",
-                    "--log-path",
-                    str(self.log_path),
+                    *envoy_args(
+                        local_envoy(
+                            str(self.config_path),
+                            str(self.admin_path),
+                            concurrency=self.concurrency,
+                            log_path=str(self.log_path),
+                        )
+                    ),
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -10,8 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-from trafficsplit.extproc.__main__ import parse_args as extproc_parse_args
-from trafficsplit.operator.config import parse_config
 
 from trafficsplit.demo.backends import Serve, handler_for, parse_serve, response_for
 from trafficsplit.demo.plan import (
@@ -33,6 +31,8 @@ from trafficsplit.demo.plan import (
 )
 from trafficsplit.demo.run import LogFollower, child_env
 from trafficsplit.demo.supervisor import parse_stat
+from trafficsplit.extproc.__main__ import parse_args as extproc_parse_args
+from trafficsplit.operator.config import parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -186,7 +186,7 @@ def test_envoy_gets_the_gateway_bootstrap_on_the_demo_port_and_socket() -> None:
              for c in boot["static_resources"]["clusters"]}  # fmt: skip
     assert pipes == {"/w/extproc.sock"}
     argv = envoy_argv("/bin/envoy", "/w")
-    assert argv[:3] == ["/bin/envoy", "-c", "/w/envoy.json"] and "--use-dynamic-base-id" in argv
+    assert argv[:3] == ["/bin/envoy", "--config-path", "/w/envoy.json"] and "--use-dynamic-base-id" in argv
 
 
 def test_backends_argv_round_trips_through_the_backends_parser() -> None:

@@ -10,12 +10,12 @@ from typing import Any
 
 import grpc
 import pytest
-from trafficsplit.operator.cluster import Replica
-from trafficsplit.operator.engine import Engine
-from trafficsplit.operator.fleet import Fleet
 
 from trafficsplit.core.resolve import SplitObject
 from trafficsplit.core.status import StatusResult
+from trafficsplit.operator.cluster import Replica
+from trafficsplit.operator.engine import Engine
+from trafficsplit.operator.fleet import Fleet
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 

@@ -7,6 +7,13 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+
+from trafficsplit.core.reconcile import Verdict, desired_state, seed_last_good
+from trafficsplit.core.resolve import ServiceInfo, SliceInfo, SplitObject, resolve, slices_by_service
+from trafficsplit.core.spec import parse_split
+from trafficsplit.core.status import PublishView, ReplicaAck, compute_status, displacement, published_condition
+from trafficsplit.core.vocabulary import Reason
+from trafficsplit.core.weights import parse_weights
 from trafficsplit.operator.cluster import (
     parse_static_replicas,
     replicas_from_slices,
@@ -15,13 +22,6 @@ from trafficsplit.operator.cluster import (
     split_from_body,
 )
 from trafficsplit.operator.engine import held_forms
-
-from trafficsplit.core.reconcile import Verdict, desired_state, seed_last_good
-from trafficsplit.core.resolve import ServiceInfo, SliceInfo, SplitObject, resolve, slices_by_service
-from trafficsplit.core.spec import parse_split
-from trafficsplit.core.status import PublishView, ReplicaAck, compute_status, displacement, published_condition
-from trafficsplit.core.vocabulary import Reason
-from trafficsplit.core.weights import parse_weights
 from trafficsplit.wire.generation import generation_to_proto
 
 NS = "shop"

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from trafficsplit.extproc.server import DataplaneProcessor, Settings
-
 from trafficsplit.wire.bootstrap import DEFAULT_MESSAGE_TIMEOUT_MS, Address, BootstrapOptions, bootstrap_json
 
 

@@ -20,6 +20,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trafficsplit.core.compiled import CompiledSplit, GenerationContent
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.reconcile import Desired, desired_state, seed_last_good
+from trafficsplit.core.resolve import ServiceInfo, SliceInfo, SplitObject, referenced_services, slices_by_service
+from trafficsplit.core.status import PublishView, SplitStatus, StatusResult, compute_status
 from trafficsplit.operator.cluster import (
     SERVICE_NAME_LABEL,
     Replica,
@@ -29,12 +34,6 @@ from trafficsplit.operator.cluster import (
     split_from_body,
 )
 from trafficsplit.operator.fleet import Fleet
-
-from trafficsplit.core.compiled import CompiledSplit, GenerationContent
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.reconcile import Desired, desired_state, seed_last_good
-from trafficsplit.core.resolve import ServiceInfo, SliceInfo, SplitObject, referenced_services, slices_by_service
-from trafficsplit.core.status import PublishView, SplitStatus, StatusResult, compute_status
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 

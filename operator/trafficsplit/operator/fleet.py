@@ -16,10 +16,10 @@ import logging
 from collections.abc import Callable, Iterable
 
 import grpc
-from trafficsplit.operator.cluster import Replica
-from trafficsplit.operator.publisher import PublisherClient
 
 from trafficsplit.core.status import ReplicaAck
+from trafficsplit.operator.cluster import Replica
+from trafficsplit.operator.publisher import PublisherClient
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 
 log = logging.getLogger("trafficsplit.operator.fleet")

@@ -75,6 +75,7 @@ async def run_file_source(cfg: Config) -> None:
 
 async def run_kubernetes(cfg: Config) -> None:
     import kopf
+
     from trafficsplit.operator.handlers import build_registry, operator_settings
     from trafficsplit.operator.kubeapi import KubeApi, make_api_client
     from trafficsplit.operator.leader import LeaderElector
