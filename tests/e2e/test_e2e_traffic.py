@@ -102,10 +102,24 @@ def test_only_the_operator_reaches_the_publish_port(cluster: Cluster) -> None:
     def probe(target_port: int) -> int:
         """Exit code of `nc -z` from a throw-away pod (kubectl returns it with --attach --restart=Never)."""
         proc = cluster.kubectl(
-            "run", f"probe-{target_port}-{secrets.token_hex(3)}", "-n", cluster.namespace, "--rm", "--attach",
-            "--restart=Never", "--image=busybox:1.36", "--", "nc", "-z", "-w", "3", ip, str(target_port),
-            input="", check=False,
-        )  # fmt: skip
+            "run",
+            f"probe-{target_port}-{secrets.token_hex(3)}",
+            "-n",
+            cluster.namespace,
+            "--rm",
+            "--attach",
+            "--restart=Never",
+            "--image=busybox:1.36",
+            "--",
+            "nc",
+            "-z",
+            "-w",
+            "3",
+            ip,
+            str(target_port),
+            input="",
+            check=False,
+        )
         return proc.returncode
 
     assert probe(8080) == 0, "the HTTP port should be reachable from any pod"

@@ -174,9 +174,15 @@ def test_schema_refuses_a_bad_value_with_a_schema_message(helm: Helm) -> None:
 def test_two_operator_replicas_without_leader_election_are_refused(helm: Helm) -> None:
     # Two operators that both publish would race each other's numbers: the chart refuses it rather than document it.
     proc = helm(
-        "template", "rel", str(CHART), "--kube-version", KUBE_VERSIONS[-1], "--set",
-        "operator.leaderElection.enabled=false", check=False,
-    )  # fmt: skip
+        "template",
+        "rel",
+        str(CHART),
+        "--kube-version",
+        KUBE_VERSIONS[-1],
+        "--set",
+        "operator.leaderElection.enabled=false",
+        check=False,
+    )
     assert proc.returncode != 0 and "operator.leaderElection.enabled" in proc.stderr, proc.stderr
     single = render(helm, "operator.leaderElection.enabled=false", "operator.replicas=1")
     args = find(single, "Deployment", "rel-operator")["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -244,8 +250,9 @@ def test_chart_flags_parse_with_the_real_command_lines(helm: Helm) -> None:
         assert parse_config(expand(args), env).lease_name == lease
         rules = find(docs, "Role", "rel-operator-leader")["rules"]
         assert {(tuple(r["verbs"]), tuple(r.get("resourceNames", ()))) for r in rules} == {
-            (("create",), ()), (("get", "update"), (lease,))
-        }  # fmt: skip
+            (("create",), ()),
+            (("get", "update"), (lease,)),
+        }
 
 
 def test_bootstrap_is_the_extprocs_own_with_the_timeout_substituted(helm: Helm) -> None:

@@ -131,8 +131,7 @@ def test_without_an_idle_backend_the_recipe_is_a_ramp_of_five() -> None:
 
 def test_first_host_prefers_a_concrete_name_over_localhost() -> None:
     def host(hosts: str) -> str:
-        return first_host(load_examples({"s.yaml": split_yaml(BG_BACKENDS, hosts=hosts)})
-                          .splits[0].spec)  # fmt: skip
+        return first_host(load_examples({"s.yaml": split_yaml(BG_BACKENDS, hosts=hosts)}).splits[0].spec)
 
     assert host("[localhost, shop.localhost]") == "shop.localhost"
     assert host("[localhost]") == "localhost"
@@ -182,8 +181,10 @@ def test_envoy_gets_the_gateway_bootstrap_on_the_demo_port_and_socket() -> None:
     boot = json.loads(envoy_bootstrap("/w", "127.0.0.1", 18080, 1000))
     listener = boot["static_resources"]["listeners"][0]
     assert listener["address"]["socket_address"] == {"address": "127.0.0.1", "port_value": 18080}
-    pipes = {c["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["pipe"]["path"]
-             for c in boot["static_resources"]["clusters"]}  # fmt: skip
+    pipes = {
+        c["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["pipe"]["path"]
+        for c in boot["static_resources"]["clusters"]
+    }
     assert pipes == {"/w/extproc.sock"}
     argv = envoy_argv("/bin/envoy", "/w")
     assert argv[:3] == ["/bin/envoy", "--config-path", "/w/envoy.json"] and "--use-dynamic-base-id" in argv

@@ -43,16 +43,26 @@ def eps(service: str, addrs: dict[str, bool], port: int = 8080, port_name: str =
     }
 
 
-def ts(name: str, spec: Mapping[str, Any], generation: int = 1, status: dict[str, Any] | None = None,
-       created: str = "2026-01-01T00:00:00Z") -> SplitObject:  # fmt: skip
+def ts(
+    name: str,
+    spec: Mapping[str, Any],
+    generation: int = 1,
+    status: dict[str, Any] | None = None,
+    created: str = "2026-01-01T00:00:00Z",
+) -> SplitObject:
     return split_from_body(
         {
-            "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "generation": generation,
-                         "creationTimestamp": created},
+            "metadata": {
+                "name": name,
+                "namespace": NS,
+                "uid": f"uid-{name}",
+                "generation": generation,
+                "creationTimestamp": created,
+            },
             "spec": dict(spec),
             "status": status or {},
         }
-    )  # fmt: skip
+    )
 
 
 def spec(weights: str = "stable=95,canary=5", sticky: bool = True, hosts: list[str] | None = None) -> dict[str, Any]:
@@ -99,17 +109,23 @@ def test_slice_projection_reads_readiness_and_skips_fqdn() -> None:
     s = slice_from_body(body)
     assert s is not None
     assert [(e.address, e.ready) for e in s.endpoints] == [
-        ("10.0.0.1", True), ("10.0.0.2", False), ("10.0.0.3", True), ("10.0.0.4", False)
-    ]  # fmt: skip
+        ("10.0.0.1", True),
+        ("10.0.0.2", False),
+        ("10.0.0.3", True),
+        ("10.0.0.4", False),
+    ]
     assert slice_from_body({**body, "addressType": "FQDN"}) is None
     assert slice_from_body({**body, "metadata": {"name": "x", "namespace": NS}}) is None
 
 
 def test_resolve_maps_service_port_to_slice_port_by_name() -> None:
-    services, slices = world(svc("shop-stable", port=80, target="web", port_name="web"),
-                             eps("shop-stable", {"10.0.0.1": True}, port=9000, port_name="web"))  # fmt: skip
-    parsed = parse_split(NS, "x", {"hosts": ["h"], "backends": [{"name": "stable", "service": "shop-stable",
-                                                                 "port": 80, "weight": 1}]})  # fmt: skip
+    services, slices = world(
+        svc("shop-stable", port=80, target="web", port_name="web"),
+        eps("shop-stable", {"10.0.0.1": True}, port=9000, port_name="web"),
+    )
+    parsed = parse_split(
+        NS, "x", {"hosts": ["h"], "backends": [{"name": "stable", "service": "shop-stable", "port": 80, "weight": 1}]}
+    )
     r = resolve(parsed, services, slices)
     assert r.missing == ()
     assert [(e.address, e.port) for e in r.endpoints["stable"]] == [("10.0.0.1", 9000)]
@@ -225,8 +241,9 @@ def test_content_has_no_number_and_equal_content_compares_equal() -> None:
 # --- status --------------------------------------------------------------------------------------------------------
 
 
-def _outcome(weights: str = "stable=95,canary=5", sticky: bool = True, status: dict[str, Any] | None = None,
-             generation: int = 1) -> tuple[SplitObject, Any]:  # fmt: skip
+def _outcome(
+    weights: str = "stable=95,canary=5", sticky: bool = True, status: dict[str, Any] | None = None, generation: int = 1
+) -> tuple[SplitObject, Any]:
     services, slices = full_world()
     obj = ts("a", spec(weights, sticky), generation=generation, status=status)
     return obj, desired_state([obj], services, slices, {}).outcomes["shop/a"]
@@ -248,18 +265,26 @@ def test_status_conditions_and_printer_fields() -> None:
     r = compute_status(obj, o, PublishView(3, (ReplicaAck("gw-a", 3),), {"shop/a": 3}), "2026-01-01T00:00:00Z")
     st = r.status.to_dict()
     assert {c["type"]: c["status"] for c in st["conditions"]} == {
-        "Accepted": "True", "ResolvedRefs": "True", "Published": "True"
-    }  # fmt: skip
+        "Accepted": "True",
+        "ResolvedRefs": "True",
+        "Published": "True",
+    }
     assert all(c["observedGeneration"] == 1 for c in st["conditions"])
     assert st["weights"] == "stable=95,canary=5" and st["generation"] == 3 and st["observedGeneration"] == 1
     assert st["backends"][0] == {
-        "name": "stable", "service": "shop-stable", "port": 80, "weight": 95, "share": "95.00%",
-        "readyEndpoints": 1, "endpoints": 2,
-    }  # fmt: skip
+        "name": "stable",
+        "service": "shop-stable",
+        "port": 80,
+        "weight": 95,
+        "share": "95.00%",
+        "readyEndpoints": 1,
+        "endpoints": 2,
+    }
     assert [(e.reason, e.type) for e in r.events] == [("Published", "Normal")]
     # Written back, the same state yields the same status (timestamps kept) and no new Event.
-    again = compute_status(ts("a", obj.spec, status=st), o, PublishView(3, (ReplicaAck("gw-a", 3),), {"shop/a": 3}),
-                           "2026-01-02T00:00:00Z")  # fmt: skip
+    again = compute_status(
+        ts("a", obj.spec, status=st), o, PublishView(3, (ReplicaAck("gw-a", 3),), {"shop/a": 3}), "2026-01-02T00:00:00Z"
+    )
     assert again.status.to_dict() == st and again.events == ()
 
 

@@ -125,12 +125,15 @@ def render_status(view: Mapping[str, Any]) -> str:
     if conditions:
         rows = [
             [
-                c["type"], c["status"], c["reason"],
+                c["type"],
+                c["status"],
+                c["reason"],
                 f"{_cell(c['observedGeneration'])}{' (stale)' if c['stale'] else ''}",
-                c["lastTransitionTime"], c["message"],
+                c["lastTransitionTime"],
+                c["message"],
             ]
             for c in conditions
-        ]  # fmt: skip
+        ]
         lines += table(["TYPE", "STATUS", "REASON", "OBSERVED", "SINCE", "MESSAGE"], rows)
     else:
         lines.append(f"  {MISSING} (none written: is the operator running?)")
