@@ -139,6 +139,20 @@ class Envoy:
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
 
+    def xds_versions(self) -> dict[str, str]:
+        """The `version_info` Envoy's config dump shows for its ADS clusters ("cds") and route configurations ("rds",
+        absent before any): the generation number that last changed each (extproc/ads.py's versions)."""
+        dump = json.loads(self.admin_get("/config_dump")[1])
+        out: dict[str, str] = {}
+        for config in dump["configs"]:
+            kind = config.get("@type", "").rsplit(".", 1)[-1]
+            if kind == "ClustersConfigDump" and config.get("version_info"):
+                out["cds"] = config["version_info"]
+            elif kind == "RoutesConfigDump":
+                for route in config.get("dynamic_route_configs", []):
+                    out["rds"] = route["version_info"]
+        return out
+
     def listener_port(self, name: str) -> int:
         data = json.loads(self.admin_get("/listeners?format=json")[1])
         for ls in data.get("listener_statuses", []):
