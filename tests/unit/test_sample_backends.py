@@ -31,15 +31,29 @@ class RecordingConnection:
     def setsockopt(self, level: int, option: int, value: int) -> None:
         self.options[(level, option)] = value
 
-    def makefile(self, mode: str, *args: Any, **kwargs: Any) -> io.BufferedIOBase:
-        assert "r" in mode, "writes must go through sendall (one call per send)"
-        return io.BytesIO(self._request)
+    def makefile(self, mode: str, buffering: int = -1, **kwargs: Any) -> io.BufferedIOBase:
+        if "r" in mode:
+            return io.BytesIO(self._request)
+        raw = _RawSends(self.sends)  # a raw write is one send(2)
+        return io.BufferedWriter(raw) if buffering != 0 else raw  # type: ignore[return-value]
 
     def sendall(self, data: bytes) -> None:
         self.sends.append(bytes(data))
 
     def settimeout(self, value: float | None) -> None:
         pass
+
+
+class _RawSends(io.RawIOBase):
+    def __init__(self, sends: list[bytes]) -> None:
+        self._sends = sends
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._sends.append(bytes(data))
+        return len(data)
 
 
 class FakeServer:
