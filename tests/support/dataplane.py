@@ -50,6 +50,7 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from trafficsplit.operator.publisher import ClientTlsFiles
 
 from tests.support.waiting import poll
 from trafficsplit.core.compiled import Endpoint, Generation, assemble_generation, compile_split
@@ -275,6 +276,8 @@ class Processor:
         self.extra = list(extra)
         self.proc: subprocess.Popen[bytes] | None = None
         self.ports: dict[str, Any] = {}
+        # How this helper's own calls reach a publish API started with --tls-* flags (None: plaintext).
+        self.client_tls: ClientTlsFiles | None = None
 
     @property
     def listen(self) -> str:
@@ -356,7 +359,12 @@ class Processor:
         return self.proc.returncode
 
     def channel(self) -> grpc.Channel:
-        return grpc.insecure_channel(self.publish_address)
+        if self.client_tls is None:
+            return grpc.insecure_channel(self.publish_address)
+        options = []
+        if self.client_tls.server_name:
+            options.append(("grpc.ssl_target_name_override", self.client_tls.server_name))
+        return grpc.secure_channel(self.publish_address, self.client_tls.credentials(), options=options)
 
     def publish(self, gen: pb.Generation, token: str | None = None, timeout: float = 15) -> pb.PublishReply:
         """Publish through the real API; `token=""` sends none."""

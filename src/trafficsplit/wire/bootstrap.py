@@ -19,6 +19,7 @@ Choices (docs/dataplane.md says why in full):
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 from envoy.config.bootstrap.v3 import bootstrap_pb2
@@ -73,6 +74,18 @@ class Address:
             return cls(path=text.removeprefix("unix:").removeprefix("//"))
         host, _, port = text.rpartition(":")
         return cls(host=host.strip("[]"), port=int(port))
+
+    @property
+    def loopback(self) -> bool:
+        """A Unix socket or a loopback address: reachable from this host (this pod) only."""
+        if self.path is not None:
+            return True
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
 
     def proto(self) -> address_pb2.Address:
         if self.path is not None:
