@@ -171,3 +171,11 @@ def test_the_chart_runs_envoy_with_the_one_command_line_builder() -> None:
         hot_restart=False,
     )
     assert chart_envoy_args() == envoy_args(chart)
+
+
+def test_chart_edge_defaults_are_the_bootstraps_own() -> None:
+    from trafficsplit.wire.bootstrap import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAP_BYTES, BootstrapOptions
+
+    envoy = yaml.safe_load((CHART / "values.yaml").read_text())["gateway"]["envoy"]
+    assert envoy["xffNumTrustedHops"] == BootstrapOptions.xff_num_trusted_hops == 0
+    assert envoy["overload"] == {"maxHeapSizeBytes": DEFAULT_MAX_HEAP_BYTES, "maxConnections": DEFAULT_MAX_CONNECTIONS}

@@ -25,7 +25,7 @@ def _engine(cfg: Config, origin: str, *, static: bool = False, status_sink: Stat
         if engine is not None:
             engine.poke()
 
-    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed)
+    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls)
     settings = EngineSettings(
         origin=origin,
         debounce=cfg.debounce,
