@@ -184,7 +184,12 @@ class Envoy:
 
 # What the name backends echo as `x-seen-<key>` response headers besides the routing and hash headers: what the gateway
 # forwarded of the client's address and path (the edge-hardening tests read them).
-ECHOED = {"xff": "x-forwarded-for", "external": "x-envoy-external-address", "path": ":path"}
+ECHOED = {
+    "xff": "x-forwarded-for",
+    "external": "x-envoy-external-address",
+    "path": ":path",
+    "request-id": "x-request-id",
+}
 
 
 def name_backends_bootstrap(names: Sequence[str]) -> str:
