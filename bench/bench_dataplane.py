@@ -43,6 +43,7 @@ import re
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import timeit
@@ -63,6 +64,7 @@ from trafficsplit.core.compiled import Endpoint, Generation, assemble_generation
 from trafficsplit.core.spec import parse_split
 from trafficsplit.wire import envoy as wire
 from trafficsplit.wire.bootstrap import EXTPROC_CLUSTER, HCM_STAT_PREFIX, Address, ext_proc_filter, grpc_cluster
+from trafficsplit.wire.generation import generation_to_proto
 
 HERE = Path(__file__).resolve().parent
 HOST = "shop.example"
@@ -324,6 +326,46 @@ class Bench:
         desc = "Envoy + Go reference processor (same pick, cookie, reply)"
         return Target("go", desc, e.listener_port("bench"), e, [proc.pid], e.stop)
 
+    def python_http(self) -> Target:
+        """Lever: the same Processor.handle behind ext_proc's http_service (bench/httpproc.py)."""
+        gen_file = self.work / "generation.pb"
+        gen_file.write_bytes(generation_to_proto(self.gen, origin="bench").SerializeToString())
+        port_file = self.work / "httpproc.port"
+        log = (self.work / "httpproc.log").open("wb")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(HERE.parent / d) for d in ("src", "extproc", "."))}
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "httpproc.py"), "--generation", str(gen_file), "--port-file", str(port_file)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+        def stop() -> None:
+            proc.terminate()
+            proc.wait(10)
+            log.close()
+
+        self.cleanups.append(stop)
+        deadline = time.monotonic() + 30
+        while not port_file.exists() or not port_file.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, (self.work / "httpproc.log").read_text()
+            time.sleep(0.05)
+        addr = Address("127.0.0.1", int(port_file.read_text()))
+        cfg = json.loads(static_bootstrap(self.gen, [addr], self.message_timeout_ms))
+        hcm = cfg["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        ext = hcm["http_filters"][0]["typed_config"]
+        ext.pop("grpc_service")
+        uri = f"http://{addr.host}:{addr.port}/process"
+        timeout = f"{self.message_timeout_ms / 1000:g}s"
+        http_uri = {"uri": uri, "cluster": EXTPROC_CLUSTER, "timeout": timeout}
+        ext["http_service"] = {"http_service": {"http_uri": http_uri}}
+        for c in cfg["static_resources"]["clusters"]:
+            if c["name"] == EXTPROC_CLUSTER:
+                c.pop("typed_extension_protocol_options")  # HTTP/1.1 to the processor
+        e = self.envoy("http", json.dumps(cfg))
+        desc = "lever: Processor.handle over ext_proc http_service (HTTP/1.1 + JSON, uvloop + httptools)"
+        return Target("python-http", desc, e.listener_port("bench"), e, [proc.pid], e.stop)
+
     def _spec(self) -> dict[str, Any]:
         return split_doc(HOST, WEIGHTS, sticky=True, cookie=COOKIE_NAME, debug=False)
 
@@ -334,6 +376,8 @@ class Bench:
             return self.python()
         if name == "go":
             return self.go()
+        if name == "python-http":
+            return self.python_http()
         m = re.fullmatch(r"python-x(\d+)", name)
         if m:
             return self.python_processes(int(m.group(1)))
@@ -489,7 +533,7 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=5.0, help="seconds per run")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--concurrency", default="1,32,64")
-    p.add_argument("--configs", default="native,python,go", help="native, python, go, python-xN (N processes)")
+    p.add_argument("--configs", default="native,python,go", help="native, python, go, python-xN, python-http")
     p.add_argument("--message-timeout-ms", type=int, default=200)
     p.add_argument("--out", type=Path, help="JSON path (default bench/results/<date>-dataplane.json)")
     p.add_argument("--handle", action="store_true", help="only the processor's own work per request, in process")
