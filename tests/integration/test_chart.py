@@ -199,6 +199,28 @@ def test_two_operator_replicas_without_leader_election_are_refused(helm: Helm) -
     assert "--leader-election=false" in args
 
 
+def test_gateway_autoscaler_is_off_by_default_and_owns_the_replica_count_when_on(helm: Helm) -> None:
+    docs = render(helm)
+    assert not [d for d in docs if d["kind"] == "HorizontalPodAutoscaler"]
+    assert find(docs, "Deployment", "rel-gateway")["spec"]["replicas"] == 2
+    a = "gateway.autoscaling"
+    on = render(helm, f"{a}.enabled=true", f"{a}.minReplicas=3", f"{a}.maxReplicas=8")
+    hpa = find(on, "HorizontalPodAutoscaler", "rel-gateway")["spec"]
+    assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "rel-gateway"}
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (3, 8)
+    assert hpa["metrics"] == [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}
+    ]
+    # The autoscaler owns the count: a replicas field would be reset on every `helm upgrade`.
+    assert "replicas" not in find(on, "Deployment", "rel-gateway")["spec"]
+    assert ("PodDisruptionBudget", "rel-gateway") in {(d["kind"], d["metadata"]["name"]) for d in on}
+    proc = helm(
+        "template", "rel", str(CHART), "--kube-version", KUBE_VERSIONS[-1], "--set", "gateway.autoscaling.enabled=true",
+        "--set", "gateway.autoscaling.minReplicas=5", "--set", "gateway.autoscaling.maxReplicas=4", check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "minReplicas must not exceed" in proc.stderr, proc.stderr
+
+
 def test_kube_version_below_the_minimum_is_refused(helm: Helm) -> None:
     proc = helm("template", "rel", str(CHART), "--kube-version", "1.29.0", check=False)
     assert proc.returncode != 0 and "kubeVersion" in proc.stderr, proc.stderr
