@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 from prometheus_client import generate_latest
-from trafficsplit.extproc.metrics import Metrics
 
 from trafficsplit.cli.bill import bill_from_text, fetch_bills, render_bills
 from trafficsplit.cli.common import UsageError
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.sketch import SplitBills
+from trafficsplit.extproc.metrics import Metrics
 
 
 def test_the_bill_survives_the_metrics_round_trip() -> None:

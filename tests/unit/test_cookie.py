@@ -170,7 +170,7 @@ def test_partitioned_cookie_chips() -> None:
     # CHIPS: Partitioned (third-party contexts keyed by the top-level site); browsers require Secure with it.
     chips = CookieSettings("sid", secure=True, same_site=SameSite.NONE, partitioned=True)
     assert render_set_cookie(chips, OK) == f"sid={OK}; Path=/; Secure; HttpOnly; SameSite=None; Partitioned"
-    with pytest.raises(SpecError, match="Partitioned requires Secure"):
+    with pytest.raises(SpecError, match="partitioned: Partitioned requires secure"):
         CookieSettings("sid", partitioned=True)
 
 

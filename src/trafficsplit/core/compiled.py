@@ -15,21 +15,11 @@ from types import MappingProxyType
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS, Ring, endpoint_ring
+from trafficsplit.core.rules import Endpoint as Endpoint  # re-exported: where compiled values are, callers look
+from trafficsplit.core.rules import backend_problems, compile_pattern, host_problems, match_name_problems
 from trafficsplit.core.spec import MatchKind, MatchType, SplitSpec
+from trafficsplit.core.vocabulary import Reason
 from trafficsplit.core.weights import Weights
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    address: str
-    port: int
-    ready: bool = True
-
-    @property
-    def host(self) -> str:
-        """`address:port` as Envoy names an upstream host (IPv6 in brackets): the endpoint ring's member name and
-        the processor's endpoint choice, which Envoy's override_host policy looks up verbatim."""
-        return f"[{self.address}]:{self.port}" if ":" in self.address else f"{self.address}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +35,11 @@ class CompiledBackend:
     eligible: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        problems = backend_problems(self.name, self.port)
+        if not self.cluster:
+            problems.append("cluster: required")
+        if problems:
+            raise SpecError(problems)
         object.__setattr__(self, "eligible", any(e.ready for e in self.endpoints))
 
     @property
@@ -59,6 +54,13 @@ class CompiledMatch:
     exact: str | None
     pattern: re.Pattern[str] | None
     backend_index: int
+
+    def __post_init__(self) -> None:
+        problems = match_name_problems(self.kind.value, self.name)
+        if (self.exact is None) == (self.pattern is None):
+            problems.append("value: give exactly one of an exact value or a pattern")
+        if problems:
+            raise SpecError(problems)
 
     def matches(self, value: str | None) -> bool:
         if value is None:
@@ -84,6 +86,9 @@ class CompiledSplit:
     matches: tuple[CompiledMatch, ...] = ()
     debug_headers: bool = False
     endpoint_points: int = DEFAULT_POINTS  # ring points per endpoint (SPEC §5), used with endpoint_affinity
+    # The TrafficSplit metadata.generation this form was compiled from (0: not from a resource, e.g. a test). It is
+    # content: status reports a split published only when a generation carries the form of its current spec.
+    observed_generation: int = 0
     weights: Weights = field(init=False)
     # Failover (SPEC §6): the eligible backends' own weights and order, and their indexes in `backends`.
     # None when every backend is eligible (nothing to fail over) or when no eligible backend carries weight.
@@ -95,6 +100,13 @@ class CompiledSplit:
     def __post_init__(self) -> None:
         if not 1 <= self.endpoint_points <= MAX_POINTS:
             raise SpecError([f"endpoint points must be 1..{MAX_POINTS}, got {self.endpoint_points}"])
+        problems = [] if self.namespace and self.name else ["namespace and name are required"]
+        problems += host_problems(self.hosts)
+        for i, m in enumerate(self.matches):
+            if not 0 <= m.backend_index < len(self.backends):
+                problems.append(f"matches[{i}].backend: no backend {m.backend_index}")
+        if problems:
+            raise SpecError(problems)
         object.__setattr__(self, "weights", Weights.of((b.name, b.weight) for b in self.backends))
         object.__setattr__(self, "failover", _failover_weights(self.backends))
         rings = (
@@ -122,7 +134,9 @@ def _failover_weights(backends: Sequence[CompiledBackend]) -> tuple[Weights, tup
     return Weights.of((backends[i].name, backends[i].weight) for i in idx), idx
 
 
-def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] | None = None) -> CompiledSplit:
+def compile_split(
+    spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] | None = None, observed_generation: int = 0
+) -> CompiledSplit:
     """Compile a parsed spec. `endpoints` maps backend name → its endpoints with readiness; a backend missing from it
     uses the spec's static endpoints (local mode), which count as ready."""
     endpoints = endpoints or {}
@@ -134,9 +148,7 @@ def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] |
             cluster=cluster_name(spec.namespace, spec.name, b.name),
             service=b.service,
             port=b.port,
-            endpoints=tuple(endpoints[b.name])
-            if b.name in endpoints
-            else tuple(Endpoint(e.address, e.port) for e in b.endpoints),
+            endpoints=tuple(endpoints[b.name]) if b.name in endpoints else b.endpoints,
         )
         for b in spec.backends
     )
@@ -145,7 +157,7 @@ def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] |
             kind=m.kind,
             name=m.name,
             exact=m.value if m.type is MatchType.EXACT else None,
-            pattern=re.compile(m.value) if m.type is MatchType.REGULAR_EXPRESSION else None,
+            pattern=compile_pattern(m.value) if m.type is MatchType.REGULAR_EXPRESSION else None,
             backend_index=index[m.backend],
         )
         for m in spec.matches
@@ -160,6 +172,7 @@ def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] |
         matches=matches,
         debug_headers=spec.debug_headers,
         endpoint_points=spec.endpoint_points,
+        observed_generation=observed_generation,
     )
 
 
@@ -176,13 +189,32 @@ def normalize_authority(authority: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Rejection:
     split: str
-    reason: str
+    reason: Reason
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationContent:
+    """What a generation carries, before it has a number: compilation's result.
+
+    The operator compiles content on every pass and takes a number only when the content differs from what it
+    published last (equal content, nothing to publish), then stamps it once: `stamp(number)` is the `Generation`
+    that is validated, published and held, so what was checked is exactly what goes out.
+    """
+
+    splits: tuple[CompiledSplit, ...] = ()
+
+    def stamp(self, number: int) -> Generation:
+        """This content as generation `number`; raises SpecError when it is not a valid generation."""
+        return Generation(number, self.splits)
 
 
 @dataclass(frozen=True)
 class Generation:
-    """One versioned, whole set of compiled splits. Held whole or not at all; numbers only grow."""
+    """One versioned, whole set of compiled splits. Held whole or not at all; numbers only grow.
+
+    Checks itself (number, hosts served once, clusters used once), so the operator's stamping and the dataplane's
+    receiver refuse the same generations."""
 
     number: int
     splits: tuple[CompiledSplit, ...]
@@ -191,18 +223,27 @@ class Generation:
 
     def __post_init__(self) -> None:
         index: dict[str, CompiledSplit] = {}
+        clusters: dict[str, str] = {}
         problems: list[str] = []
-        for s in self.splits:
+        for i, s in enumerate(self.splits):
             for h in s.hosts:
                 if h in index:
                     problems.append(f"host {h!r} is served by both {index[h].key} and {s.key}")
                 index[h] = s
+            for b in s.backends:
+                if b.cluster in clusters:
+                    problems.append(f"splits[{i}]: cluster {b.cluster!r} is also used by {clusters[b.cluster]}")
+                clusters[b.cluster] = s.key
         if self.number < 1:
             problems.append(f"generation number must be >= 1, got {self.number}")
         if problems:
             raise SpecError(problems)
         object.__setattr__(self, "by_host", MappingProxyType(index))
         object.__setattr__(self, "_has_wildcards", any(h.startswith("*.") for h in index))
+
+    @property
+    def content(self) -> GenerationContent:
+        return GenerationContent(self.splits)
 
     def split_for(self, authority: str) -> CompiledSplit | None:
         """The split serving `authority`: an exact host first, else the longest `*.suffix` host, as Envoy's virtual
@@ -223,8 +264,8 @@ class Generation:
         return {b.cluster: b for s in self.splits for b in s.backends}
 
 
-def assemble_generation(number: int, splits: Iterable[CompiledSplit]) -> tuple[Generation, tuple[Rejection, ...]]:
-    """Build a generation, dropping any split that claims a host an earlier split (in the given order) holds.
+def assemble(splits: Iterable[CompiledSplit]) -> tuple[GenerationContent, tuple[Rejection, ...]]:
+    """A generation's content, dropping any split that claims a host an earlier split (in the given order) holds.
 
     Callers order splits oldest first, so the split that held a host keeps it and the newcomer is rejected, as
     Gateway API resolves listener conflicts.
@@ -236,10 +277,16 @@ def assemble_generation(number: int, splits: Iterable[CompiledSplit]) -> tuple[G
         clash = [h for h in s.hosts if h in owner]
         if clash:
             rejected.append(
-                Rejection(s.key, "HostConflict", f"host {clash[0]!r} is already served by {owner[clash[0]]}")
+                Rejection(s.key, Reason.HOST_CONFLICT, f"host {clash[0]!r} is already served by {owner[clash[0]]}")
             )
             continue
         for h in s.hosts:
             owner[h] = s.key
         kept.append(s)
-    return Generation(number, tuple(kept)), tuple(rejected)
+    return GenerationContent(tuple(kept)), tuple(rejected)
+
+
+def assemble_generation(number: int, splits: Iterable[CompiledSplit]) -> tuple[Generation, tuple[Rejection, ...]]:
+    """`assemble`, stamped with `number` (tests and tools that build a numbered generation in one step)."""
+    content, rejected = assemble(splits)
+    return content.stamp(number), rejected
