@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from trafficsplit.core.spec import MAX_HOSTS, MAX_MATCHES
+from trafficsplit.core.limits import MAX_HOSTS, MAX_MATCHES
 from trafficsplit.core.weights import MAX_BACKENDS, MAX_WEIGHT
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -38,7 +38,7 @@ def regex_rule(value: str) -> list[dict[str, Any]]:
     return [{"header": {"name": "x-user", "value": value, "type": "RegularExpression"}, "backend": "canary"}]
 
 
-def refused(namespace: str, name: str, spec: dict[str, Any]) -> list[str]:
+def refused(namespace: str, name: str, spec: dict[str, Any]) -> tuple[str, ...]:
     with pytest.raises(SpecError) as info:
         parse_split(namespace, name, spec)
     return info.value.problems
@@ -169,7 +169,7 @@ def _many_matches(m: pb.Generation) -> None:
         (_many_endpoints, "endpoints: 10001 endpoints, at most"),
         (_many_splits, "splits: 10002 splits, at most"),
         (_many_backends, "backends: 67 backends, at most"),
-        (_many_matches, "matches: 35 rules, at most"),
+        (_many_matches, "matches: 35 matches, at most"),
         (lambda m: _set(m, "origin", "o" * 100_000), "origin"),
     ],
 )

@@ -7,13 +7,30 @@ running sums, the eligible-only failover weights, compiled match patterns, the h
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.headervalue import is_header_value
+from trafficsplit.core.host import is_dns_label, is_dns_subdomain, is_host, normalize_host
+from trafficsplit.core.limits import (
+    MAX_ADDRESS,
+    MAX_BACKEND_NAME,
+    MAX_CLUSTER,
+    MAX_ENDPOINTS,
+    MAX_GENERATION,
+    MAX_HOSTS,
+    MAX_MATCH_NAME,
+    MAX_MATCH_VALUE,
+    MAX_MATCHES,
+    MAX_NAME,
+    MAX_NAMESPACE,
+    MAX_SERVICE,
+    MAX_SPLITS,
+)
+from trafficsplit.core.regex import Pattern
 from trafficsplit.core.spec import MatchKind, MatchType, SplitSpec
 from trafficsplit.core.weights import Weights
 
@@ -50,14 +67,14 @@ class CompiledMatch:
     kind: MatchKind
     name: str
     exact: str | None
-    pattern: re.Pattern[str] | None
+    pattern: Pattern | None  # RE2 (core/regex.py): linear time, bounded program
     backend_index: int
 
     def matches(self, value: str | None) -> bool:
         if value is None:
             return False
         if self.pattern is not None:
-            return self.pattern.fullmatch(value) is not None
+            return self.pattern.fullmatch(value)
         return value == self.exact
 
 
@@ -83,6 +100,9 @@ class CompiledSplit:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", Weights.of((b.name, b.weight) for b in self.backends))
+        problems = split_problems(self)
+        if problems:
+            raise SpecError(problems)
         object.__setattr__(self, "failover", _failover_weights(self.backends))
 
     @property
@@ -92,6 +112,54 @@ class CompiledSplit:
     @property
     def sticky(self) -> bool:
         return self.cookie is not None
+
+
+def split_problems(split: CompiledSplit) -> list[str]:
+    """What a compiled split may not carry, whoever built it: names and hosts end up in Envoy's configuration and
+    clusters, backend names and namespaces in header values (core/headervalue.py), so each is bounded and checked.
+    Counts are checked before the items, so an oversized list costs one comparison."""
+    p: list[str] = []
+    if not is_dns_label(split.namespace, MAX_NAMESPACE):
+        p.append(f"namespace: {split.namespace[:MAX_NAMESPACE]!r} must be a DNS label of at most {MAX_NAMESPACE}")
+    if not is_dns_subdomain(split.name, MAX_NAME):
+        p.append(f"name: {split.name[:MAX_NAME]!r} must be a DNS subdomain of at most {MAX_NAME}")
+    if not 1 <= len(split.hosts) <= MAX_HOSTS:
+        p.append(f"hosts: {len(split.hosts)} hosts, 1 to {MAX_HOSTS} are allowed")
+    else:
+        p.extend(f"hosts[{i}]: {h[:64]!r} is not a DNS host name" for i, h in enumerate(split.hosts) if not is_host(h))
+    if len(split.matches) > MAX_MATCHES:
+        p.append(f"matches: {len(split.matches)} rules, at most {MAX_MATCHES} are allowed")
+    else:
+        for i, m in enumerate(split.matches):
+            if len(m.name) > MAX_MATCH_NAME or not is_header_value(m.name):
+                p.append(f"matches[{i}].name: not a valid name of at most {MAX_MATCH_NAME}")
+            if m.exact is not None and len(m.exact) > MAX_MATCH_VALUE:
+                p.append(f"matches[{i}].value: {len(m.exact)} characters, at most {MAX_MATCH_VALUE} are allowed")
+    for i, b in enumerate(split.backends):
+        p.extend(f"backends[{i}].{problem}" for problem in backend_problems(b))
+    return p
+
+
+def backend_problems(b: CompiledBackend) -> list[str]:
+    p: list[str] = []
+    if not is_dns_label(b.name, MAX_BACKEND_NAME):
+        p.append(f"name: {b.name[:MAX_BACKEND_NAME]!r} must be a DNS label of at most {MAX_BACKEND_NAME}")
+    # The cluster name is the routing header's value: a control byte there would fail every request Envoy routes.
+    if len(b.cluster) > MAX_CLUSTER or not is_header_value(b.cluster):
+        p.append(f"cluster: {b.cluster[:64]!r} must be printable ASCII of at most {MAX_CLUSTER} characters")
+    if not is_dns_label(b.service, MAX_SERVICE):
+        p.append(f"service: {b.service[:MAX_SERVICE]!r} must be a DNS label of at most {MAX_SERVICE}")
+    if not 1 <= b.port <= 65535:
+        p.append(f"port: must be 1..65535, got {b.port}")
+    if len(b.endpoints) > MAX_ENDPOINTS:
+        p.append(f"endpoints: {len(b.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed")
+    else:
+        p.extend(
+            f"endpoints[{k}]: {e.address[:64]!r}:{e.port} is not an address and port"
+            for k, e in enumerate(b.endpoints)
+            if not e.address or len(e.address) > MAX_ADDRESS or not 1 <= e.port <= 65535
+        )
+    return p
 
 
 def _failover_weights(backends: Sequence[CompiledBackend]) -> tuple[Weights, tuple[int, ...]] | None:
@@ -126,7 +194,7 @@ def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] |
             kind=m.kind,
             name=m.name,
             exact=m.value if m.type is MatchType.EXACT else None,
-            pattern=re.compile(m.value) if m.type is MatchType.REGULAR_EXPRESSION else None,
+            pattern=Pattern(m.value) if m.type is MatchType.REGULAR_EXPRESSION else None,
             backend_index=index[m.backend],
         )
         for m in spec.matches
@@ -141,16 +209,6 @@ def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] |
         matches=matches,
         debug_headers=spec.debug_headers,
     )
-
-
-def normalize_authority(authority: str) -> str:
-    """The host of an :authority, lowercased, without port (IPv6 literals keep their brackets)."""
-    a = authority.strip().lower()
-    if a.startswith("["):
-        end = a.find("]")
-        return a[: end + 1] if end != -1 else a
-    host, _, _ = a.partition(":")
-    return host.rstrip(".")
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,8 +235,10 @@ class Generation:
                 if h in index:
                     problems.append(f"host {h!r} is served by both {index[h].key} and {s.key}")
                 index[h] = s
-        if self.number < 1:
-            problems.append(f"generation number must be >= 1, got {self.number}")
+        if not 1 <= self.number <= MAX_GENERATION:
+            problems.append(f"generation number must be 1..{MAX_GENERATION} (2^53 - 1), got {self.number}")
+        if len(self.splits) > MAX_SPLITS:
+            problems.append(f"splits: {len(self.splits)} splits, at most {MAX_SPLITS} are allowed")
         if problems:
             raise SpecError(problems)
         object.__setattr__(self, "by_host", MappingProxyType(index))
@@ -187,11 +247,12 @@ class Generation:
     def split_for(self, authority: str) -> CompiledSplit | None:
         """The split serving `authority`: an exact host first, else the longest `*.suffix` host, as Envoy's virtual
         host matching does (so a request Envoy routed to a split's virtual host finds that split here)."""
-        host = normalize_authority(authority)
+        host = normalize_host(authority)
         split = self.by_host.get(host)
         if split is not None or not self._has_wildcards:
             return split
-        dot = host.find(".")
+        # From the second character: as in Envoy, `*.suffix` needs at least one character before `.suffix`.
+        dot = host.find(".", 1)
         while dot != -1:
             split = self.by_host.get("*" + host[dot:])
             if split is not None:

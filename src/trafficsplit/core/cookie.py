@@ -14,6 +14,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.headervalue import is_cookie_attribute
+from trafficsplit.core.host import is_dns_subdomain
+from trafficsplit.core.limits import MAX_COOKIE_NAME, MAX_COOKIE_PATH, MAX_HOST
+
 MAX_COOKIE_VALUE_BYTES = 256
 _COUNTER_BITS = 48
 _COUNTER_MASK = (1 << _COUNTER_BITS) - 1
@@ -99,6 +104,28 @@ class CookieSettings:
     secure: bool = False
     http_only: bool = True
     same_site: SameSite = SameSite.LAX
+
+    def __post_init__(self) -> None:
+        # Rendered verbatim into Set-Cookie: nothing that could end the header or add an attribute may get here.
+        problems = cookie_problems(self.name, self.path, self.domain)
+        if problems:
+            raise SpecError([f"cookie.{field}: {message}" for field, message in problems.items()])
+
+
+def cookie_problems(name: str, path: str, domain: str | None) -> dict[str, str]:
+    """Why these cookie attributes are unsafe or invalid, by field name (empty when valid)."""
+    problems: dict[str, str] = {}
+    if len(name) > MAX_COOKIE_NAME:
+        problems["name"] = f"{len(name)} characters, at most {MAX_COOKIE_NAME} are allowed"
+    elif not is_token(name):
+        problems["name"] = f"{name!r} is not an RFC 6265 cookie name (token characters only)"
+    if len(path) > MAX_COOKIE_PATH:
+        problems["path"] = f"{len(path)} characters, at most {MAX_COOKIE_PATH} are allowed"
+    elif not path.startswith("/") or not is_cookie_attribute(path):
+        problems["path"] = f"{path!r} must start with '/' and be printable ASCII without ';' or control characters"
+    if domain is not None and not is_dns_subdomain(domain.removeprefix(".").lower(), MAX_HOST):
+        problems["domain"] = f"{domain!r} is not a domain name"
+    return problems
 
 
 def render_set_cookie(settings: CookieSettings, value: str) -> str:

@@ -7,20 +7,27 @@ Field paths in messages use the resource's own names (`spec.backends[1].weight`)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from trafficsplit.core.cookie import CookieSettings, SameSite, is_token
+from trafficsplit.core.cookie import CookieSettings, SameSite, cookie_problems, is_token
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.host import is_dns_label, is_dns_subdomain, is_host
+from trafficsplit.core.limits import (
+    MAX_BACKEND_NAME,
+    MAX_ENDPOINTS,
+    MAX_HOSTS,
+    MAX_MATCH_NAME,
+    MAX_MATCH_VALUE,
+    MAX_MATCHES,
+    MAX_NAME,
+    MAX_NAMESPACE,
+    MAX_SERVICE,
+)
+from trafficsplit.core.regex import pattern_problem
 from trafficsplit.core.weights import MAX_BACKENDS, MAX_WEIGHT, parse_int
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_HOST = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-MAX_MATCHES = 32
-MAX_HOSTS = 16
 
 
 class MatchKind(StrEnum):
@@ -118,6 +125,11 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     p = _Problems()
     if not isinstance(spec, Mapping):
         raise SpecError(["spec: expected an object"])
+    # The file source (local mode) takes these from its files; they end up in cluster names and response headers.
+    if not is_dns_label(namespace, MAX_NAMESPACE):
+        p.add("metadata.namespace", f"{namespace!r} must be a DNS label (lowercase letters, digits, '-')")
+    if not is_dns_subdomain(name, MAX_NAME):
+        p.add("metadata.name", f"{name!r} must be a DNS subdomain (lowercase letters, digits, '-', '.')")
     service = _get(spec, "service", str, "spec", p)
     hosts_raw = _get(spec, "hosts", list, "spec", p)
     hosts = _parse_hosts(hosts_raw, service, namespace, p)
@@ -150,7 +162,7 @@ def _parse_hosts(raw: list[Any] | None, service: str | None, namespace: str, p: 
         p.add("spec.hosts", f"{len(raw)} hosts, at most {MAX_HOSTS} are allowed")
     hosts: list[str] = []
     for i, h in enumerate(raw):
-        if not isinstance(h, str) or not _HOST.match(h.lower()) or len(h) > 253:
+        if not isinstance(h, str) or not is_host(h.lower()):
             p.add(f"spec.hosts[{i}]", f"{h!r} is not a DNS host name (no port, no scheme)")
             continue
         if h.lower() in hosts:
@@ -176,13 +188,15 @@ def _parse_backends(raw: list[Any] | None, p: _Problems) -> tuple[BackendSpec, .
         name = _get(b, "name", str, path, p)
         if name is None:
             p.add(f"{path}.name", "required")
-        elif not _DNS_LABEL.match(name) or len(name) > 63:
+        elif not is_dns_label(name, MAX_BACKEND_NAME):
             p.add(f"{path}.name", f"{name!r} must be a DNS label (lowercase letters, digits, '-')")
         elif name in seen:
             p.add(f"{path}.name", f"duplicate backend name {name!r}")
         else:
             seen.add(name)
         service = _get(b, "service", str, path, p) or name
+        if service and not is_dns_label(service, MAX_SERVICE):
+            p.add(f"{path}.service", f"{service!r} must be a DNS label (a Service name)")
         port = _get(b, "port", int, path, p)
         if port is None:
             port = 80
@@ -210,6 +224,9 @@ def _parse_static_endpoints(raw: Any, path: str, p: _Problems) -> tuple[StaticEn
     if not isinstance(raw, list):
         p.add(path, "expected a list of HOST:PORT")
         return ()
+    if len(raw) > MAX_ENDPOINTS:
+        p.add(path, f"{len(raw)} endpoints, at most {MAX_ENDPOINTS} are allowed")
+        return ()
     eps: list[StaticEndpoint] = []
     for i, item in enumerate(raw):
         host, sep, port_text = str(item).rpartition(":")
@@ -232,18 +249,16 @@ def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSe
     name = _get(c, "name", str, path, p)
     if name is None:
         p.add(f"{path}.name", "required")
-        name = ""
-    elif not is_token(name):
-        p.add(f"{path}.name", f"{name!r} is not an RFC 6265 cookie name (token characters only)")
     max_age = _get(c, "maxAge", int, path, p)
     if max_age is not None and max_age < 0:
         p.add(f"{path}.maxAge", f"must be >= 0, got {max_age}")
     cookie_path = _get(c, "path", str, path, p) or "/"
-    if not cookie_path.startswith("/") or ";" in cookie_path:
-        p.add(f"{path}.path", f"{cookie_path!r} must start with '/' and contain no ';'")
     domain = _get(c, "domain", str, path, p)
-    if domain is not None and (not _HOST.match(domain.lstrip(".").lower()) or ";" in domain):
-        p.add(f"{path}.domain", f"{domain!r} is not a domain name")
+    attribute_problems = cookie_problems(name or "", cookie_path, domain)
+    if name is None:
+        attribute_problems.pop("name", None)  # already reported as required
+    for field_name, message in attribute_problems.items():
+        p.add(f"{path}.{field_name}", message)
     secure = _get(c, "secure", bool, path, p) or False
     http_only = _get(c, "httpOnly", bool, path, p)
     same_site_raw = _get(c, "sameSite", str, path, p) or SameSite.LAX.value
@@ -254,6 +269,8 @@ def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSe
         same_site = SameSite.LAX
     if same_site is SameSite.NONE and not secure:
         p.add(f"{path}.sameSite", "SameSite=None requires secure: true (browsers drop it otherwise)")
+    if name is None or attribute_problems:
+        return None, affinity
     settings = CookieSettings(
         name=name,
         path=cookie_path,
@@ -292,11 +309,14 @@ def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: _Probl
             continue
         cpath = f"{path}.{kind.value}"
         name = _get(cond, "name", str, cpath, p)
-        if not name or not is_token(name):
-            p.add(f"{cpath}.name", f"{name!r} is not a valid {kind.value} name")
+        if not name or len(name) > MAX_MATCH_NAME or not is_token(name):
+            p.add(f"{cpath}.name", f"{name!r} is not a valid {kind.value} name (a token, at most {MAX_MATCH_NAME})")
         value = _get(cond, "value", str, cpath, p)
         if value is None:
             p.add(f"{cpath}.value", "required")
+        elif len(value) > MAX_MATCH_VALUE:
+            p.add(f"{cpath}.value", f"{len(value)} characters, at most {MAX_MATCH_VALUE} are allowed")
+            value = None
         type_raw = _get(cond, "type", str, cpath, p) or MatchType.EXACT.value
         try:
             mtype = MatchType(type_raw)
@@ -304,10 +324,9 @@ def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: _Probl
             p.add(f"{cpath}.type", f"{type_raw!r} must be Exact or RegularExpression")
             continue
         if mtype is MatchType.REGULAR_EXPRESSION and value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                p.add(f"{cpath}.value", f"invalid regular expression: {exc}")
+            problem = pattern_problem(value)
+            if problem is not None:
+                p.add(f"{cpath}.value", f"invalid regular expression: {problem}")
         if name and value is not None and backend:
             # Header names compare case-insensitively (HTTP); cookie names exactly (RFC 6265).
             out.append(MatchSpec(kind, name.lower() if kind is MatchKind.HEADER else name, mtype, value, backend))

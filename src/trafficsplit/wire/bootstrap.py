@@ -9,7 +9,8 @@ Choices (docs/dataplane.md says why in full):
   that timeout and traffic falls through to the native weighted route.
 - Request headers only; every other phase is skipped, so a request costs exactly one processor message. The cookie
   reaches the response through dynamic metadata in our namespace, which must be listed in `receiving_namespaces`.
-- `strip_any_host_port`: virtual hosts list host names without port, as splits do.
+- No `strip_any_host_port`: the route configuration ignores the port when it matches hosts and leaves the header
+  as the client sent it, so the processor reads the same bytes the same way (trafficsplit.core.host).
 """
 
 from __future__ import annotations
@@ -143,7 +144,6 @@ def http_listener(opts: BootstrapOptions) -> listener_pb2.Listener:
         stat_prefix=HCM_STAT_PREFIX,
         codec_type=hcm_pb2.HttpConnectionManager.AUTO,
         rds=hcm_pb2.Rds(config_source=ads_source(), route_config_name=ROUTE_CONFIG_NAME),
-        strip_any_host_port=True,
         http_filters=[
             hcm_pb2.HttpFilter(
                 name="envoy.filters.http.ext_proc", typed_config=_pack(ext_proc_filter(opts.message_timeout_ms))
