@@ -55,7 +55,7 @@ def refused(namespace: str, name: str, spec: dict[str, Any]) -> tuple[str, ...]:
         # `$` matches before a final newline: the domain check let "example.com\n" through.
         ("prod", "shop", base(sticky=cookie(domain="example.com\n")), "spec.sticky.cookie.domain", "domain"),
         ("prod", "shop", base(sticky=cookie(domain="example.com" + CRLF_HEADER)), "spec.sticky.cookie.domain", ""),
-        ("prod", "shop", base(sticky=cookie(name="t" * 257)), "spec.sticky.cookie.name", "at most"),
+        ("prod", "shop", base(sticky=cookie(name="t" * 129)), "spec.sticky.cookie.name", "at most"),
         ("prod", "shop", base(hosts=["shop.example\n"]), "spec.hosts[0]", "not a DNS host name"),
         ("prod", "shop", base(hosts=["a" * 254]), "spec.hosts[0]", "not a DNS host name"),
         ("prod\r\nx-injected: 1", "shop", base(), "metadata.namespace", "DNS label"),
@@ -64,11 +64,11 @@ def refused(namespace: str, name: str, spec: dict[str, Any]) -> tuple[str, ...]:
         # Regular expressions are RE2 (linear time): what RE2 cannot run is refused, and so is a big program.
         ("prod", "shop", base(matches=regex_rule(r"(a)\1")), "spec.matches[0].header.value", "RE2"),
         ("prod", "shop", base(matches=regex_rule("[a-z]{1,1000}")), "spec.matches[0].header.value", "program size"),
-        ("prod", "shop", base(matches=regex_rule("a" * 1025)), "spec.matches[0].header.value", "at most"),
+        ("prod", "shop", base(matches=regex_rule("a" * 4097)), "spec.matches[0].header.value", "at most"),
         (
             "prod",
             "shop",
-            base(matches=[{"header": {"name": "x-user", "value": "v" * 1025}, "backend": "canary"}]),
+            base(matches=[{"header": {"name": "x-user", "value": "v" * 4097}, "backend": "canary"}]),
             "spec.matches[0].header.value",
             "at most",
         ),

@@ -19,10 +19,10 @@ MAX_ENDPOINTS = 10_000  # per backend: far above one Deployment's pods, far belo
 MAX_ADDRESS = 253  # an IP literal or, in local mode, a DNS name
 MAX_SPLITS = 10_000  # per generation
 MAX_CLUSTER = MAX_NAMESPACE + 1 + MAX_NAME + 1 + MAX_BACKEND_NAME  # "namespace/split/backend"
-MAX_COOKIE_NAME = 256
+MAX_COOKIE_NAME = 128
 MAX_COOKIE_PATH = 1024
 MAX_MATCH_NAME = 256
-MAX_MATCH_VALUE = 1024
+MAX_MATCH_VALUE = 4096
 MAX_ORIGIN = 256
 # Generation numbers appear in TrafficSplit status and in kubectl/JSON clients, which read numbers as IEEE doubles:
 # 2^53 - 1 is the largest integer they all keep exact. At one publish a millisecond it lasts 285,000 years, so
