@@ -23,6 +23,7 @@ from trafficsplit.operator.protoconv import fingerprint, generation_to_proto, se
 from trafficsplit.operator.reconcile import desired_state, seed_last_good
 from trafficsplit.operator.status import PublishView, ReplicaAck, compute_status, displacement, published_condition
 
+from trafficsplit.core.limits import MAX_ENDPOINTS
 from trafficsplit.core.spec import parse_split
 from trafficsplit.core.weights import parse_weights
 
@@ -200,6 +201,22 @@ def test_invalid_spec_is_not_accepted_and_names_the_field() -> None:
     o = d.outcomes["shop/a"]
     assert not o.accepted and o.accepted_reason == "Invalid" and "spec.backends[0].weight" in o.accepted_message
     assert d.served == ()
+
+
+def test_a_backend_over_the_endpoint_limit_is_refused_alone() -> None:
+    """Only resolved endpoints can break a valid spec's compile (core/limits.py MAX_ENDPOINTS): that split keeps its
+    last good form or is left out, named in its status, and every other split is still published."""
+    services, slices = world(
+        svc("shop-stable"),
+        svc("shop-canary"),
+        eps("shop-stable", {"10.0.0.1": True}),
+        eps("shop-canary", {f"10.1.{i // 250}.{i % 250}": True for i in range(MAX_ENDPOINTS + 1)}),
+    )
+    d = desired_state([ts("a", spec()), ts("b", spec("stable=1", hosts=["b.example"]))], services, slices, {})
+    o = d.outcomes["shop/a"]
+    assert o.accepted and not o.resolved and o.resolved_reason == "EndpointsRefused"
+    assert f"at most {MAX_ENDPOINTS}" in o.resolved_message
+    assert [s.split.name for s in d.served] == ["b"]
 
 
 def test_host_conflict_rejects_the_newer_split() -> None:

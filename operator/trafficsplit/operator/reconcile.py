@@ -92,19 +92,28 @@ def desired_state(
             candidates.append((obj, prev, out))
             continue
         res = Resolution({}, ()) if static else resolve(spec, services, slices)
+        # Without a last good form, unresolved backends get no endpoints: the dataplane then fails their sessions
+        # over to the resolved ones (SPEC §6) rather than losing the whole host.
+        empty: dict[str, tuple[Endpoint, ...]] = {b.name: () for b in spec.backends}
+        try:
+            compiled = compile_split(spec, {**empty, **res.endpoints} if res.missing else res.endpoints)
+        except SpecError as exc:  # what only the resolved endpoints can break (core/limits.py: MAX_ENDPOINTS)
+            out = Outcome(
+                obj.key, obj.generation, True, "Accepted", "the spec is valid", False, "EndpointsRefused",
+                "; ".join(exc.problems), spec, res, prev, kept=prev is not None,
+            )  # fmt: skip
+            candidates.append((obj, prev, out))
+            continue
         if res.missing:
             msg = "; ".join(m for _, m in res.missing)
-            # Without a last good form, the unresolved backends get no endpoints: the dataplane then fails their
-            # sessions over to the resolved ones (SPEC §6) rather than losing the whole host.
-            empty: dict[str, tuple[Endpoint, ...]] = {b.name: () for b in spec.backends}
-            fallback = prev or Served(compile_split(spec, {**empty, **res.endpoints}), obj.generation)
+            fallback = prev or Served(compiled, obj.generation)
             out = Outcome(
                 obj.key, obj.generation, True, "Accepted", "the spec is valid", False, res.missing[0][0], msg,
                 spec, res, fallback, res.missing, kept=prev is not None,
             )  # fmt: skip
             candidates.append((obj, fallback, out))
             continue
-        served = Served(compile_split(spec, res.endpoints), obj.generation)
+        served = Served(compiled, obj.generation)
         out = Outcome(
             obj.key, obj.generation, True, "Accepted", "the spec is valid", True, "ResolvedRefs",
             "every backend Service and port exists", spec, res, served,
