@@ -159,7 +159,14 @@ def test_publish_port_is_a_headless_service_of_its_own_open_only_to_the_operator
     operator_labels = find(docs, "Deployment", "rel-operator")["spec"]["selector"]["matchLabels"]
     assert rules["publish"] == [{"podSelector": {"matchLabels": operator_labels}}]
     assert rules["http"] is None  # anyone, by default
-    assert set(rules) == {"http", "publish", "metrics"}
+    assert set(rules) == {"http", "publish"}  # metrics: no rule, so no one, by default
+    scraper = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    docs = render(
+        helm,
+        "gateway.networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring",
+    )
+    policy = find(docs, "NetworkPolicy", "rel-gateway")["spec"]
+    assert {r["ports"][0]["port"]: r.get("from") for r in policy["ingress"]}["metrics"] == [scraper]
 
 
 def test_schema_refuses_a_bad_value_with_a_schema_message(helm: Helm) -> None:
@@ -248,11 +255,18 @@ def test_chart_flags_parse_with_the_real_command_lines(helm: Helm) -> None:
         }  # fmt: skip
 
 
-def test_bootstrap_is_the_extprocs_own_with_the_timeout_substituted(helm: Helm) -> None:
+def test_bootstrap_is_the_extprocs_own_with_the_chart_values_substituted(helm: Helm) -> None:
     from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json
 
-    for ms in (100, 250, 2000):
-        docs = render(helm, f"gateway.envoy.messageTimeoutMs={ms}")
+    cases = [(100, 0, 201326592, 50000), (250, 1, 100 * 2**20, 10), (2000, 2, 2**31, 1_000_000)]
+    for ms, hops, heap, conns in cases:
+        docs = render(
+            helm,
+            f"gateway.envoy.messageTimeoutMs={ms}",
+            f"gateway.envoy.xffNumTrustedHops={hops}",
+            f"gateway.envoy.overload.maxHeapSizeBytes={heap}",
+            f"gateway.envoy.overload.maxConnections={conns}",
+        )
         rendered = json.loads(find(docs, "ConfigMap", "rel-gateway-bootstrap")["data"]["envoy.json"])
         expected = bootstrap_json(
             BootstrapOptions(
@@ -262,9 +276,12 @@ def test_bootstrap_is_the_extprocs_own_with_the_timeout_substituted(helm: Helm) 
                 ads=Address("127.0.0.1", 9001),
                 admin=Address("127.0.0.1", 9901),
                 message_timeout_ms=ms,
+                xff_num_trusted_hops=hops,
+                max_heap_bytes=heap,
+                max_connections=conns,
             )
         )
-        assert rendered == json.loads(expected), ms
+        assert rendered == json.loads(expected), (ms, hops, heap, conns)
 
 
 @pytest.mark.envoy

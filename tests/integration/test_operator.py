@@ -121,6 +121,8 @@ def test_apply_publishes_to_both_dataplanes_and_traffic_follows_the_weights(env:
     assert st["weights"] == "blue=70,green=30" and st["observedGeneration"] == 1
     assert [(condition(obj, t) or {}).get("status") for t in ("Accepted", "ResolvedRefs")] == ["True", "True"]
     assert st["generation"] >= 1 and env.gateway.held() == [st["generation"]] * 2
+    # The same number is Envoy's xDS version: status.generation can be followed into each unit's config dump.
+    assert [u.envoy.xds_versions()["rds"] for u in env.gateway.units] == [str(st["generation"])] * 2
     assert [b["readyEndpoints"] for b in st["backends"]] == [1, 1]
     for unit in (0, 1):
         counts = sample(env, unit, 400)

@@ -38,6 +38,7 @@ from tests.support.dataplane import Dataplane, NameBackends
 from tests.support.waiting import poll
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
+from trafficsplit.wire.bootstrap import Address
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO_ROOT / "crds" / "trafficsplit.dev_trafficsplits.yaml"
@@ -243,11 +244,13 @@ def start_gateway(
         for i in range(n):
             d = workdir / f"gw-{i}"
             d.mkdir()
-            # The last --publish wins (argparse), so the unit's publish API can listen on a non-loopback address.
+            # The last --publish wins (argparse), so the unit's publish API can listen on a non-loopback address;
+            # there in plaintext only by name (test_publish_tls.py covers the TLS the chart uses).
+            plain = [] if Address(publish_host).loopback else ["--insecure-publish"]
             units.append(
                 Dataplane.start(
                     d, backends, message_timeout_ms=200, token=token, replica=f"gw-{i}",
-                    extra_processor_args=[f"--publish={publish_host}:0"],
+                    extra_processor_args=[f"--publish={publish_host}:0", *plain],
                 )
             )  # fmt: skip
     except BaseException:

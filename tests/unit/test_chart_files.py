@@ -140,3 +140,11 @@ def test_chart_timeout_default_is_the_bootstraps_own() -> None:
 
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert values["gateway"]["envoy"]["messageTimeoutMs"] == DEFAULT_MESSAGE_TIMEOUT_MS
+
+
+def test_chart_edge_defaults_are_the_bootstraps_own() -> None:
+    from trafficsplit.wire.bootstrap import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAP_BYTES, BootstrapOptions
+
+    envoy = yaml.safe_load((CHART / "values.yaml").read_text())["gateway"]["envoy"]
+    assert envoy["xffNumTrustedHops"] == BootstrapOptions.xff_num_trusted_hops == 0
+    assert envoy["overload"] == {"maxHeapSizeBytes": DEFAULT_MAX_HEAP_BYTES, "maxConnections": DEFAULT_MAX_CONNECTIONS}

@@ -19,13 +19,14 @@ from trafficsplit.operator.cluster import (
     slices_by_service,
     split_from_body,
 )
-from trafficsplit.operator.protoconv import fingerprint, generation_to_proto, served_from_proto
+from trafficsplit.operator.engine import held_forms
 from trafficsplit.operator.reconcile import desired_state, seed_last_good
 from trafficsplit.operator.status import PublishView, ReplicaAck, compute_status, displacement, published_condition
 
 from trafficsplit.core.limits import MAX_ENDPOINTS
 from trafficsplit.core.spec import parse_split
 from trafficsplit.core.weights import parse_weights
+from trafficsplit.wire.generation import generation_to_proto
 
 NS = "shop"
 
@@ -154,26 +155,25 @@ def test_desired_state_compiles_with_slice_readiness() -> None:
     d = desired_state([ts("a", spec())], services, slices, {})
     o = d.outcomes["shop/a"]
     assert o.accepted and o.resolved and o.serves_current_spec
-    (served,) = d.served
-    stable = served.split.backends[0]
+    (served,) = d.content.splits
+    stable = served.backends[0]
     assert [(e.address, e.ready) for e in stable.endpoints] == [("10.0.0.1", True), ("10.0.0.2", False)]
 
 
 def test_missing_service_keeps_the_last_good_form() -> None:
     services, slices = full_world()
     good = desired_state([ts("a", spec())], services, slices, {})
-    last_good = {s.split.key: s for s in good.served}
+    last_good = {s.key: s for s in good.content.splits}
     del services[(NS, "shop-canary")]
     d = desired_state([ts("a", spec())], services, slices, last_good)
     o = d.outcomes["shop/a"]
     assert not o.resolved and o.resolved_reason == "BackendNotFound" and "shop-canary" in o.resolved_message
-    assert d.served == good.served  # the dataplane keeps serving the last good generation's split
-    assert fingerprint(d.served) == fingerprint(good.served)
+    assert d.content == good.content  # the dataplane keeps serving the last good generation's split
     # Without a last good form (a fresh operator), the missing backend has no endpoints: its sessions fail over.
     cold = desired_state([ts("a", spec())], services, slices, {})
-    (fresh,) = cold.served
-    assert [len(b.endpoints) for b in fresh.split.backends] == [2, 0]
-    assert fresh.split.failover is not None and fresh.split.failover[0].names == ("stable",)
+    (fresh,) = cold.content.splits
+    assert [len(b.endpoints) for b in fresh.backends] == [2, 0]
+    assert fresh.failover is not None and fresh.failover[0].names == ("stable",)
     # That stand-in is never remembered as last good, and the status says what it does.
     assert cold.last_good == {} and cold.unsure == ()
     assert published_condition(cold.outcomes["shop/a"], PublishView(1, ()))[2].endswith(
@@ -200,7 +200,7 @@ def test_invalid_spec_is_not_accepted_and_names_the_field() -> None:
     d = desired_state([ts("a", bad)], services, slices, {})
     o = d.outcomes["shop/a"]
     assert not o.accepted and o.accepted_reason == "Invalid" and "spec.backends[0].weight" in o.accepted_message
-    assert d.served == ()
+    assert d.content.splits == ()
 
 
 def test_a_backend_over_the_endpoint_limit_is_refused_alone() -> None:
@@ -216,7 +216,7 @@ def test_a_backend_over_the_endpoint_limit_is_refused_alone() -> None:
     o = d.outcomes["shop/a"]
     assert o.accepted and not o.resolved and o.resolved_reason == "EndpointsRefused"
     assert f"at most {MAX_ENDPOINTS}" in o.resolved_message
-    assert [s.split.name for s in d.served] == ["b"]
+    assert [s.name for s in d.content.splits] == ["b"]
 
 
 def test_host_conflict_rejects_the_newer_split() -> None:
@@ -224,18 +224,19 @@ def test_host_conflict_rejects_the_newer_split() -> None:
     old = ts("old", spec(), created="2026-01-01T00:00:00Z")
     new = ts("new", spec(), created="2026-01-02T00:00:00Z")
     d = desired_state([new, old], services, slices, {})
-    assert [s.split.name for s in d.served] == ["old"]
+    assert [s.name for s in d.content.splits] == ["old"]
     assert d.outcomes["shop/new"].accepted_reason == "HostConflict"
     assert "shop/old" in d.outcomes["shop/new"].accepted_message
 
 
-def test_fingerprint_ignores_number_and_tracks_content() -> None:
+def test_content_has_no_number_and_equal_content_compares_equal() -> None:
     services, slices = full_world()
     a = desired_state([ts("a", spec())], services, slices, {})
     b = desired_state([ts("a", spec("stable=90,canary=10"))], services, slices, {})
-    assert fingerprint(a.served) == fingerprint(desired_state([ts("a", spec())], services, slices, {}).served)
-    assert fingerprint(a.served) != fingerprint(b.served)
-    msg = generation_to_proto(7, a.served, "op-0")
+    assert a.content == desired_state([ts("a", spec())], services, slices, {}).content
+    assert a.content != b.content
+    assert a.content.stamp(7).content == a.content
+    msg = generation_to_proto(a.content.stamp(7), "op-0")
     assert msg.number == 7 and msg.origin == "op-0" and msg.splits[0].observed_generation == 1
     assert [b.weight for b in msg.splits[0].backends] == [95, 5]
 
@@ -327,8 +328,8 @@ def test_a_held_generation_seeds_last_good_forms_only_for_the_same_split() -> No
     newer than the object's metadata.generation, and only for the keys asked (the unsure ones)."""
     services, slices = full_world()
     good = desired_state([ts("a", spec(), generation=3), ts("b", spec(hosts=["b.example"]))], services, slices, {})
-    forms = served_from_proto(generation_to_proto(5, good.served, "op-0"))
-    assert forms == {s.split.key: s for s in good.served}
+    forms = held_forms(generation_to_proto(good.content.stamp(5), "op-0"))
+    assert forms == {s.key: s for s in good.content.splits}
     carried = {"generation": 5}
     both = {"shop/a", "shop/b"}
     seeds = seed_last_good([ts("a", spec(), 4, carried), ts("b", spec(), 1, carried)], forms, both)
@@ -338,15 +339,15 @@ def test_a_held_generation_seeds_last_good_forms_only_for_the_same_split() -> No
     assert seed_last_good([ts("a", spec(), 4)], forms, both) == {}  # no generation carried it: a recreated object
     assert seed_last_good([ts("c", spec(), 9, carried)], forms, {"shop/c"}) == {}  # another split
     # A generation that does not read back seeds nothing.
-    broken = generation_to_proto(5, good.served, "op-0")
+    broken = generation_to_proto(good.content.stamp(5), "op-0")
     broken.splits[0].backends[0].weight = 0
     broken.splits[0].backends[1].weight = 0
-    assert served_from_proto(broken) == {}
+    assert held_forms(broken) == {}
     # Seeded, the restarted operator keeps the replicas' form of an unresolved split: nothing unsure any more.
     del services[(NS, "shop-canary")]
     restarted = desired_state([ts("a", spec(), 3, carried)], services, slices, {})
     assert restarted.unsure == ("shop/a",)
     seeded = seed_last_good([ts("a", spec(), 3, carried)], forms, restarted.unsure)
     d = desired_state([ts("a", spec(), 3, carried)], services, slices, seeded)
-    assert d.unsure == () and d.served == (forms["shop/a"],) and d.outcomes["shop/a"].kept
+    assert d.unsure == () and d.content.splits == (forms["shop/a"],) and d.outcomes["shop/a"].kept
     assert d.last_good == {"shop/a": forms["shop/a"]}

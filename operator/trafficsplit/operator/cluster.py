@@ -7,11 +7,12 @@ cluster, and everything downstream (resolution, compile, status) is testable wit
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trafficsplit.core.compiled import Endpoint
-from trafficsplit.core.spec import SplitSpec
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.spec import SplitSpec, parse_split
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
@@ -67,6 +68,20 @@ class SplitObject:
     created: str  # creationTimestamp: older splits keep a contested host
     spec: Mapping[str, Any]
     status: Mapping[str, Any]
+    # The spec as the parser reads it, once per stored version (not once per pass): None with the problems when
+    # invalid. Nothing else reads `spec`'s fields.
+    parsed: SplitSpec | None = field(init=False, repr=False, compare=False)
+    problems: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        parsed: SplitSpec | None = None
+        problems: tuple[str, ...] = ()
+        try:
+            parsed = parse_split(self.namespace, self.name, self.spec)
+        except SpecError as exc:
+            problems = exc.problems
+        object.__setattr__(self, "parsed", parsed)
+        object.__setattr__(self, "problems", problems)
 
     @property
     def key(self) -> str:
@@ -79,15 +94,9 @@ def _meta(body: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def referenced_services(splits: Iterable[SplitObject]) -> set[tuple[str, str]]:
-    """(namespace, Service) for every backend any split names (a backend's service defaults to its name)."""
-    out: set[tuple[str, str]] = set()
-    for s in splits:
-        for b in s.spec.get("backends") or []:
-            if isinstance(b, Mapping):
-                name = b.get("service") or b.get("name")
-                if isinstance(name, str):
-                    out.add((s.namespace, name))
-    return out
+    """(namespace, Service) for every backend a valid split names. An invalid split's Services cannot change its
+    outcome (it is not accepted); fixing it is a TrafficSplit event, which runs its own pass."""
+    return {(s.namespace, b.service) for s in splits if s.parsed is not None for b in s.parsed.backends}
 
 
 def split_from_body(body: Mapping[str, Any]) -> SplitObject:

@@ -34,12 +34,13 @@ from trafficsplit.operator.cluster import (
     split_from_body,
 )
 from trafficsplit.operator.fleet import Fleet
-from trafficsplit.operator.protoconv import fingerprint, generation_to_proto, served_from_proto
-from trafficsplit.operator.reconcile import Desired, Served, desired_state, seed_last_good
+from trafficsplit.operator.reconcile import Desired, desired_state, seed_last_good
 from trafficsplit.operator.status import PublishView, StatusResult, compute_status
 
-from trafficsplit.core.compiled import Generation
+from trafficsplit.core.compiled import CompiledSplit, GenerationContent
 from trafficsplit.core.errors import SpecError
+from trafficsplit.v1alpha1 import publish_pb2 as pb
+from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 log = logging.getLogger("trafficsplit.operator.engine")
 
@@ -77,6 +78,17 @@ class Store:
                 table[k] = s
 
 
+def held_forms(msg: pb.Generation) -> dict[str, CompiledSplit]:
+    """Split key → the form a held generation (a replica's `GetHeld` reply) carries, read with the dataplane's own
+    receiver, so a form is exactly what the replica decides with; a generation that does not read back (a replica of
+    another version, a corrupted reply) yields nothing rather than a guess."""
+    try:
+        gen = generation_from_proto(msg)
+    except SpecError:
+        return {}
+    return {s.key: s for s in gen.splits}
+
+
 def now_rfc3339() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -105,13 +117,14 @@ class Engine:
         self.store = Store()
         self.leader = False
         self.number = 0
-        self._fingerprint: bytes | None = None
-        self._last_good: dict[str, Served] = {}
+        self._content: GenerationContent | None = None  # the content self.number carries
+        self._last_good: dict[str, CompiledSplit] = {}
         # key → ((uid, observed generation), first number carrying it): a recreated split (new uid, generation 1
         # again) is not counted as published by a number that carried its predecessor.
         self._since: dict[str, tuple[tuple[str, int], int]] = {}
         self._held_back: frozenset[str] = frozenset()  # unsure splits that stop publishing (reconcile.Desired.unsure)
-        self._held_forms: tuple[int, dict[str, Served]] = (0, {})  # the fleet's held generation, read once per number
+        # The fleet's held generation, read once per number.
+        self._held_forms: tuple[int, dict[str, CompiledSplit]] = (0, {})
         self._written: dict[str, dict[str, Any]] = {}
         self._posted: set[tuple[str, int, str, str]] = set()
         self._replicas: tuple[Replica, ...] | None = None
@@ -150,7 +163,7 @@ class Engine:
         await self._sync_replicas()
         floor = await self.fleet.probe(probe_timeout)
         self.number = max(self.number, floor)
-        self._fingerprint = None  # publish the current content under a fresh number
+        self._content = None  # publish the current content under a fresh number
         self._since = {}  # what this leadership published; another leader may have published meanwhile
         self.leader = True
         log.info("leading: numbering continues above %d", self.number)
@@ -228,7 +241,7 @@ class Engine:
         if not keys or held is None:
             return False
         if self._held_forms[0] != held.number:
-            self._held_forms = (held.number, served_from_proto(held))
+            self._held_forms = (held.number, held_forms(held))
         seeds = seed_last_good(self.store.splits.values(), self._held_forms[1], keys)
         if seeds:
             log.info("last good forms of %s taken from generation %d the dataplanes hold", sorted(seeds), held.number)
@@ -250,27 +263,28 @@ class Engine:
         self._held_back = held_back
         if held_back:
             return
-        fp = fingerprint(desired.served)
-        if fp == self._fingerprint and self.fleet.floor <= self.number:
-            return
+        content = desired.content
+        if content == self._content and self.fleet.floor <= self.number:
+            return  # the content self.number carries: nothing new to publish
         number = max(self.number, self.fleet.floor) + 1
         try:
-            # Validate whole before anything leaves the process: never publish what could not compile.
-            Generation(number, tuple(s.split for s in desired.served))
+            # Numbered once, and the numbered generation validates itself before anything leaves the process: never
+            # publish what could not compile. What was checked is exactly what is published.
+            gen = content.stamp(number)
         except SpecError as exc:
             log.error("generation %d not published: %s", number, exc)
             return
         self.number = number
-        self._fingerprint = fp
+        self._content = content
         self._last_good = dict(desired.last_good)
         uids = {o.key: o.uid for o in self.store.splits.values()}
-        for s in desired.served:
-            mark = (uids.get(s.split.key, ""), s.observed_generation)
-            prev = self._since.get(s.split.key)
+        for s in gen.splits:
+            mark = (uids.get(s.key, ""), s.observed_generation)
+            prev = self._since.get(s.key)
             if prev is None or prev[0] != mark:
-                self._since[s.split.key] = (mark, number)
-        log.info("generation %d: %d splits", number, len(desired.served))
-        self.fleet.set_target(generation_to_proto(number, desired.served, self.origin))
+                self._since[s.key] = (mark, number)
+        log.info("generation %d: %d splits", number, len(gen.splits))
+        self.fleet.set_target(generation_to_proto(gen, self.origin))
 
     def view(self) -> PublishView:
         return PublishView(

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 import grpc
 from trafficsplit.operator.cluster import Replica
-from trafficsplit.operator.publisher import PublisherClient
+from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient
 from trafficsplit.operator.status import ReplicaAck
 
 from trafficsplit.v1alpha1 import publish_pb2 as pb
@@ -37,7 +37,7 @@ class _Worker:
         self.known = False  # answered at least once since it was (re)discovered
         self.invalid: tuple[int, str] | None = None  # (number, message) of a generation the replica refused
         self.wake = asyncio.Event()
-        self.client = PublisherClient(replica.address, fleet.token_file, fleet.timeout)
+        self.client = PublisherClient(replica.address, fleet.token_file, fleet.timeout, fleet.tls)
         self.task = asyncio.create_task(self._run(), name=f"publish:{replica.address}")
 
     def _set(self, acked: int, name: str | None) -> None:
@@ -113,9 +113,15 @@ class Fleet:
     """The set of replicas and the generation they should hold. `changed` is called on any acknowledgement change."""
 
     def __init__(
-        self, token_file: str | None, timeout: float, poll_interval: float, changed: Callable[[], None]
+        self,
+        token_file: str | None,
+        timeout: float,
+        poll_interval: float,
+        changed: Callable[[], None],
+        tls: ClientTlsFiles | None = None,
     ) -> None:
         self.token_file = token_file
+        self.tls = tls
         self.timeout = timeout
         self.poll_interval = poll_interval
         self._changed = changed

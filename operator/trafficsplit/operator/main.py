@@ -25,7 +25,7 @@ def _engine(cfg: Config, origin: str, **kw: object) -> Engine:
         if engine is not None:
             engine.poke()
 
-    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed)
+    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls)
     engine = Engine(
         fleet,
         origin=origin,

@@ -19,17 +19,9 @@ from dataclasses import dataclass
 
 from trafficsplit.operator.cluster import Resolution, ServiceInfo, SliceInfo, SplitObject, resolve
 
-from trafficsplit.core.compiled import CompiledSplit, Endpoint, assemble_generation, compile_split
+from trafficsplit.core.compiled import CompiledSplit, Endpoint, GenerationContent, assemble, compile_split
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.spec import SplitSpec, parse_split
-
-
-@dataclass(frozen=True, slots=True)
-class Served:
-    """A compiled split as published, with the TrafficSplit metadata.generation it was compiled from."""
-
-    split: CompiledSplit
-    observed_generation: int
+from trafficsplit.core.spec import SplitSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +38,9 @@ class Outcome:
     resolved_message: str
     spec: SplitSpec | None
     resolution: Resolution | None
-    served: Served | None  # what the desired generation carries for this split (maybe an older, last good form)
+    # What the desired generation carries for this split (maybe an older, last good form; its observed_generation
+    # says which metadata.generation it was compiled from).
+    served: CompiledSplit | None
     missing: tuple[tuple[str, str], ...] = ()
     kept: bool = False  # `served` is the last good form, kept because the current spec cannot be served
 
@@ -57,9 +51,9 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class Desired:
-    served: tuple[Served, ...]  # generation order: oldest split first
+    content: GenerationContent  # the next generation's content, without a number (generation order: oldest first)
     outcomes: Mapping[str, Outcome]
-    last_good: Mapping[str, Served]  # the served forms worth keeping: compiled from a resolved spec, or kept ones
+    last_good: Mapping[str, CompiledSplit]  # the forms worth keeping: compiled from a resolved spec, or kept ones
     unsure: tuple[str, ...]  # split keys the replicas may hold in a better form than `served` gives them
 
 
@@ -72,21 +66,20 @@ def desired_state(
     splits: Iterable[SplitObject],
     services: Mapping[tuple[str, str], ServiceInfo],
     slices: Mapping[tuple[str, str], list[SliceInfo]],
-    last_good: Mapping[str, Served],
+    last_good: Mapping[str, CompiledSplit],
     *,
     static: bool = False,
 ) -> Desired:
     """Compile every split that can be compiled; fall back to the last good form for those that cannot.
 
     `static` (local mode): there are no Services; backends use the endpoints the spec lists."""
-    candidates: list[tuple[SplitObject, Served | None, Outcome]] = []
+    candidates: list[tuple[SplitObject, CompiledSplit | None, Outcome]] = []
     for obj in _order(splits):
         prev = last_good.get(obj.key)
-        try:
-            spec = parse_split(obj.namespace, obj.name, obj.spec)
-        except SpecError as exc:
+        spec = obj.parsed
+        if spec is None:
             out = Outcome(
-                obj.key, obj.generation, False, "Invalid", "; ".join(exc.problems), False, "Invalid",
+                obj.key, obj.generation, False, "Invalid", "; ".join(obj.problems), False, "Invalid",
                 "the spec is invalid", None, None, prev, kept=prev is not None,
             )  # fmt: skip
             candidates.append((obj, prev, out))
@@ -96,7 +89,7 @@ def desired_state(
         # over to the resolved ones (SPEC §6) rather than losing the whole host.
         empty: dict[str, tuple[Endpoint, ...]] = {b.name: () for b in spec.backends}
         try:
-            compiled = compile_split(spec, {**empty, **res.endpoints} if res.missing else res.endpoints)
+            compiled = compile_split(spec, {**empty, **res.endpoints} if res.missing else res.endpoints, obj.generation)
         except SpecError as exc:  # what only the resolved endpoints can break (core/limits.py: MAX_ENDPOINTS)
             out = Outcome(
                 obj.key, obj.generation, True, "Accepted", "the spec is valid", False, "EndpointsRefused",
@@ -106,22 +99,21 @@ def desired_state(
             continue
         if res.missing:
             msg = "; ".join(m for _, m in res.missing)
-            fallback = prev or Served(compiled, obj.generation)
+            fallback = prev or compiled
             out = Outcome(
                 obj.key, obj.generation, True, "Accepted", "the spec is valid", False, res.missing[0][0], msg,
                 spec, res, fallback, res.missing, kept=prev is not None,
             )  # fmt: skip
             candidates.append((obj, fallback, out))
             continue
-        served = Served(compiled, obj.generation)
+        served = compiled
         out = Outcome(
             obj.key, obj.generation, True, "Accepted", "the spec is valid", True, "ResolvedRefs",
             "every backend Service and port exists", spec, res, served,
         )  # fmt: skip
         candidates.append((obj, served, out))
-    by_key = {c[1].split.key: c[1] for c in candidates if c[1] is not None}
-    # Generation number 1 is a placeholder: assemble only decides which splits fit together.
-    gen, rejected = assemble_generation(1, (s.split for s in by_key.values()))
+    by_key = {c[1].key: c[1] for c in candidates if c[1] is not None}
+    content, rejected = assemble(by_key.values())
     outcomes = {o.key: o for _, _, o in candidates}
     for r in rejected:
         o = outcomes[r.split]
@@ -129,24 +121,23 @@ def desired_state(
             o.key, o.observed_generation, False, r.reason, r.message, o.resolved, o.resolved_reason,
             o.resolved_message, o.spec, o.resolution, None, o.missing, o.kept,
         )  # fmt: skip
-    forms = tuple(by_key[s.key] for s in gen.splits)
-    keep = {s.split.key: s for s in forms if outcomes[s.split.key].resolved or outcomes[s.split.key].kept}
+    keep = {s.key: s for s in content.splits if outcomes[s.key].resolved or outcomes[s.key].kept}
     # Not servable now and nothing kept here, yet a generation carried it (status.generation): a restart or take-over.
     unsure = tuple(
         o.key for obj, _, o in candidates if not o.resolved and o.key not in last_good and obj.status.get("generation")
     )
-    return Desired(forms, outcomes, keep, unsure)
+    return Desired(content, outcomes, keep, unsure)
 
 
 def seed_last_good(
-    splits: Iterable[SplitObject], held: Mapping[str, Served], keys: Collection[str]
-) -> dict[str, Served]:
+    splits: Iterable[SplitObject], held: Mapping[str, CompiledSplit], keys: Collection[str]
+) -> dict[str, CompiledSplit]:
     """The forms a held generation (the replicas') gives as last good for the splits `keys` names (the unsure ones).
 
     A held form stands for a split only when it can be that object's: the same namespace/name, a generation already
     carried the object (its status.generation is set, so a recreated object never takes its predecessor's form), and
     it was compiled from a metadata.generation no newer than the object's."""
-    out: dict[str, Served] = {}
+    out: dict[str, CompiledSplit] = {}
     for obj in splits:
         form = held.get(obj.key)
         if (

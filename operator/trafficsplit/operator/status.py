@@ -111,7 +111,7 @@ def published_condition(outcome: Outcome, view: PublishView) -> tuple[bool, str,
 def _backends_status(outcome: Outcome) -> list[dict[str, Any]]:
     if outcome.served is None:
         return []
-    split = outcome.served.split
+    split = outcome.served
     total = split.weights.total
     return [
         {
@@ -177,14 +177,14 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
 
     served = outcome.served
     if served is not None:
-        after = served.split.weights
+        after = served.weights
         status["weights"] = after.format()
         status["backends"] = _backends_status(outcome)
         before = _previous_weights(prev_status)
         if before is not None and before.items() != after.items():
             disp, warning = displacement(before, after)
             status["displacement"] = disp
-            if warning is not None and served.split.sticky:
+            if warning is not None and served.sticky:
                 events.append(EventIntent("Warning", "TotalWeightChanged", warning))
         elif "displacement" in prev_status:
             status["displacement"] = prev_status["displacement"]

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from trafficsplit.cli.common import EXIT_OK, add_json_flag, emit_json
 from trafficsplit.cli.kplan import format_backends
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
+from trafficsplit.core.spec import declared_backends
 
 MISSING = "-"
 
@@ -53,7 +54,7 @@ def status_view(ref: Ref, obj: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(c, Mapping)
     ]
     backends = status.get("backends")
-    spec_backends = (obj.get("spec") or {}).get("backends") or []
+    spec_backends = declared_backends(obj.get("spec") or {})
     published = next((c for c in conditions if c["type"] == "Published"), None)
     return {
         "trafficsplit": {"namespace": ref.namespace, "name": ref.name},

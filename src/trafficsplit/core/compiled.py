@@ -13,33 +13,21 @@ from types import MappingProxyType
 
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.headervalue import is_header_value
-from trafficsplit.core.host import is_dns_label, is_dns_subdomain, is_host, normalize_host
-from trafficsplit.core.limits import (
-    MAX_ADDRESS,
-    MAX_BACKEND_NAME,
-    MAX_CLUSTER,
-    MAX_ENDPOINTS,
-    MAX_GENERATION,
-    MAX_HOSTS,
-    MAX_MATCH_NAME,
-    MAX_MATCH_VALUE,
-    MAX_MATCHES,
-    MAX_NAME,
-    MAX_NAMESPACE,
-    MAX_SERVICE,
-    MAX_SPLITS,
-)
+from trafficsplit.core.host import normalize_host
+from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_GENERATION, MAX_MATCHES, MAX_SPLITS
 from trafficsplit.core.regex import Pattern
+from trafficsplit.core.rules import Endpoint as Endpoint  # re-exported: where compiled values are, callers look
+from trafficsplit.core.rules import (
+    backend_problems,
+    cluster_problems,
+    compile_pattern,
+    host_problems,
+    match_name_problems,
+    match_value_problems,
+    name_problems,
+)
 from trafficsplit.core.spec import MatchKind, MatchType, SplitSpec
 from trafficsplit.core.weights import Weights
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    address: str
-    port: int
-    ready: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +43,11 @@ class CompiledBackend:
     eligible: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        problems = backend_problems(self.name, self.port, self.service) + cluster_problems(self.cluster)
+        if len(self.endpoints) > MAX_ENDPOINTS:
+            problems.append(f"endpoints: {len(self.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed")
+        if problems:
+            raise SpecError(problems)
         object.__setattr__(self, "eligible", any(e.ready for e in self.endpoints))
 
     @property
@@ -69,6 +62,13 @@ class CompiledMatch:
     exact: str | None
     pattern: Pattern | None  # RE2 (core/regex.py): linear time, bounded program
     backend_index: int
+
+    def __post_init__(self) -> None:
+        problems = match_name_problems(self.kind.value, self.name) + match_value_problems(self.exact or "")
+        if (self.exact is None) == (self.pattern is None):
+            problems.append("value: give exactly one of an exact value or a pattern")
+        if problems:
+            raise SpecError(problems)
 
     def matches(self, value: str | None) -> bool:
         if value is None:
@@ -93,16 +93,24 @@ class CompiledSplit:
     endpoint_affinity: bool = False
     matches: tuple[CompiledMatch, ...] = ()
     debug_headers: bool = False
+    # The TrafficSplit metadata.generation this form was compiled from (0: not from a resource, e.g. a test). It is
+    # content: status reports a split published only when a generation carries the form of its current spec.
+    observed_generation: int = 0
     weights: Weights = field(init=False)
     # Failover (SPEC §6): the eligible backends' own weights and order, and their indexes in `backends`.
     # None when every backend is eligible (nothing to fail over) or when no eligible backend carries weight.
     failover: tuple[Weights, tuple[int, ...]] | None = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "weights", Weights.of((b.name, b.weight) for b in self.backends))
-        problems = split_problems(self)
+        problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
+        if len(self.matches) > MAX_MATCHES:
+            problems.append(f"matches: {len(self.matches)} matches, at most {MAX_MATCHES} are allowed")
+        for i, m in enumerate(self.matches):
+            if not 0 <= m.backend_index < len(self.backends):
+                problems.append(f"matches[{i}].backend: no backend {m.backend_index}")
         if problems:
             raise SpecError(problems)
+        object.__setattr__(self, "weights", Weights.of((b.name, b.weight) for b in self.backends))
         object.__setattr__(self, "failover", _failover_weights(self.backends))
 
     @property
@@ -114,54 +122,6 @@ class CompiledSplit:
         return self.cookie is not None
 
 
-def split_problems(split: CompiledSplit) -> list[str]:
-    """What a compiled split may not carry, whoever built it: names and hosts end up in Envoy's configuration and
-    clusters, backend names and namespaces in header values (core/headervalue.py), so each is bounded and checked.
-    Counts are checked before the items, so an oversized list costs one comparison."""
-    p: list[str] = []
-    if not is_dns_label(split.namespace, MAX_NAMESPACE):
-        p.append(f"namespace: {split.namespace[:MAX_NAMESPACE]!r} must be a DNS label of at most {MAX_NAMESPACE}")
-    if not is_dns_subdomain(split.name, MAX_NAME):
-        p.append(f"name: {split.name[:MAX_NAME]!r} must be a DNS subdomain of at most {MAX_NAME}")
-    if not 1 <= len(split.hosts) <= MAX_HOSTS:
-        p.append(f"hosts: {len(split.hosts)} hosts, 1 to {MAX_HOSTS} are allowed")
-    else:
-        p.extend(f"hosts[{i}]: {h[:64]!r} is not a DNS host name" for i, h in enumerate(split.hosts) if not is_host(h))
-    if len(split.matches) > MAX_MATCHES:
-        p.append(f"matches: {len(split.matches)} rules, at most {MAX_MATCHES} are allowed")
-    else:
-        for i, m in enumerate(split.matches):
-            if len(m.name) > MAX_MATCH_NAME or not is_header_value(m.name):
-                p.append(f"matches[{i}].name: not a valid name of at most {MAX_MATCH_NAME}")
-            if m.exact is not None and len(m.exact) > MAX_MATCH_VALUE:
-                p.append(f"matches[{i}].value: {len(m.exact)} characters, at most {MAX_MATCH_VALUE} are allowed")
-    for i, b in enumerate(split.backends):
-        p.extend(f"backends[{i}].{problem}" for problem in backend_problems(b))
-    return p
-
-
-def backend_problems(b: CompiledBackend) -> list[str]:
-    p: list[str] = []
-    if not is_dns_label(b.name, MAX_BACKEND_NAME):
-        p.append(f"name: {b.name[:MAX_BACKEND_NAME]!r} must be a DNS label of at most {MAX_BACKEND_NAME}")
-    # The cluster name is the routing header's value: a control byte there would fail every request Envoy routes.
-    if len(b.cluster) > MAX_CLUSTER or not is_header_value(b.cluster):
-        p.append(f"cluster: {b.cluster[:64]!r} must be printable ASCII of at most {MAX_CLUSTER} characters")
-    if not is_dns_label(b.service, MAX_SERVICE):
-        p.append(f"service: {b.service[:MAX_SERVICE]!r} must be a DNS label of at most {MAX_SERVICE}")
-    if not 1 <= b.port <= 65535:
-        p.append(f"port: must be 1..65535, got {b.port}")
-    if len(b.endpoints) > MAX_ENDPOINTS:
-        p.append(f"endpoints: {len(b.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed")
-    else:
-        p.extend(
-            f"endpoints[{k}]: {e.address[:64]!r}:{e.port} is not an address and port"
-            for k, e in enumerate(b.endpoints)
-            if not e.address or len(e.address) > MAX_ADDRESS or not 1 <= e.port <= 65535
-        )
-    return p
-
-
 def _failover_weights(backends: Sequence[CompiledBackend]) -> tuple[Weights, tuple[int, ...]] | None:
     if all(b.eligible or b.weight == 0 for b in backends):
         return None
@@ -171,7 +131,9 @@ def _failover_weights(backends: Sequence[CompiledBackend]) -> tuple[Weights, tup
     return Weights.of((backends[i].name, backends[i].weight) for i in idx), idx
 
 
-def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] | None = None) -> CompiledSplit:
+def compile_split(
+    spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] | None = None, observed_generation: int = 0
+) -> CompiledSplit:
     """Compile a parsed spec. `endpoints` maps backend name → its endpoints with readiness; a backend missing from it
     uses the spec's static endpoints (local mode), which count as ready."""
     endpoints = endpoints or {}
@@ -183,9 +145,7 @@ def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] |
             cluster=cluster_name(spec.namespace, spec.name, b.name),
             service=b.service,
             port=b.port,
-            endpoints=tuple(endpoints[b.name])
-            if b.name in endpoints
-            else tuple(Endpoint(e.address, e.port) for e in b.endpoints),
+            endpoints=tuple(endpoints[b.name]) if b.name in endpoints else b.endpoints,
         )
         for b in spec.backends
     )
@@ -194,7 +154,7 @@ def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] |
             kind=m.kind,
             name=m.name,
             exact=m.value if m.type is MatchType.EXACT else None,
-            pattern=Pattern(m.value) if m.type is MatchType.REGULAR_EXPRESSION else None,
+            pattern=compile_pattern(m.value) if m.type is MatchType.REGULAR_EXPRESSION else None,
             backend_index=index[m.backend],
         )
         for m in spec.matches
@@ -208,6 +168,7 @@ def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] |
         endpoint_affinity=spec.endpoint_affinity,
         matches=matches,
         debug_headers=spec.debug_headers,
+        observed_generation=observed_generation,
     )
 
 
@@ -218,9 +179,28 @@ class Rejection:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class GenerationContent:
+    """What a generation carries, before it has a number: compilation's result.
+
+    The operator compiles content on every pass and takes a number only when the content differs from what it
+    published last (equal content, nothing to publish), then stamps it once: `stamp(number)` is the `Generation`
+    that is validated, published and held, so what was checked is exactly what goes out.
+    """
+
+    splits: tuple[CompiledSplit, ...] = ()
+
+    def stamp(self, number: int) -> Generation:
+        """This content as generation `number`; raises SpecError when it is not a valid generation."""
+        return Generation(number, self.splits)
+
+
 @dataclass(frozen=True)
 class Generation:
-    """One versioned, whole set of compiled splits. Held whole or not at all; numbers only grow."""
+    """One versioned, whole set of compiled splits. Held whole or not at all; numbers only grow.
+
+    Checks itself (number, hosts served once, clusters used once), so the operator's stamping and the dataplane's
+    receiver refuse the same generations."""
 
     number: int
     splits: tuple[CompiledSplit, ...]
@@ -229,12 +209,17 @@ class Generation:
 
     def __post_init__(self) -> None:
         index: dict[str, CompiledSplit] = {}
+        clusters: dict[str, str] = {}
         problems: list[str] = []
-        for s in self.splits:
+        for i, s in enumerate(self.splits):
             for h in s.hosts:
                 if h in index:
                     problems.append(f"host {h!r} is served by both {index[h].key} and {s.key}")
                 index[h] = s
+            for b in s.backends:
+                if b.cluster in clusters:
+                    problems.append(f"splits[{i}]: cluster {b.cluster!r} is also used by {clusters[b.cluster]}")
+                clusters[b.cluster] = s.key
         if not 1 <= self.number <= MAX_GENERATION:
             problems.append(f"generation number must be 1..{MAX_GENERATION} (2^53 - 1), got {self.number}")
         if len(self.splits) > MAX_SPLITS:
@@ -243,6 +228,10 @@ class Generation:
             raise SpecError(problems)
         object.__setattr__(self, "by_host", MappingProxyType(index))
         object.__setattr__(self, "_has_wildcards", any(h.startswith("*.") for h in index))
+
+    @property
+    def content(self) -> GenerationContent:
+        return GenerationContent(self.splits)
 
     def split_for(self, authority: str) -> CompiledSplit | None:
         """The split serving `authority`: an exact host first, else the longest `*.suffix` host, as Envoy's virtual
@@ -264,8 +253,8 @@ class Generation:
         return {b.cluster: b for s in self.splits for b in s.backends}
 
 
-def assemble_generation(number: int, splits: Iterable[CompiledSplit]) -> tuple[Generation, tuple[Rejection, ...]]:
-    """Build a generation, dropping any split that claims a host an earlier split (in the given order) holds.
+def assemble(splits: Iterable[CompiledSplit]) -> tuple[GenerationContent, tuple[Rejection, ...]]:
+    """A generation's content, dropping any split that claims a host an earlier split (in the given order) holds.
 
     Callers order splits oldest first, so the split that held a host keeps it and the newcomer is rejected, as
     Gateway API resolves listener conflicts.
@@ -283,4 +272,10 @@ def assemble_generation(number: int, splits: Iterable[CompiledSplit]) -> tuple[G
         for h in s.hosts:
             owner[h] = s.key
         kept.append(s)
-    return Generation(number, tuple(kept)), tuple(rejected)
+    return GenerationContent(tuple(kept)), tuple(rejected)
+
+
+def assemble_generation(number: int, splits: Iterable[CompiledSplit]) -> tuple[Generation, tuple[Rejection, ...]]:
+    """`assemble`, stamped with `number` (tests and tools that build a numbered generation in one step)."""
+    content, rejected = assemble(splits)
+    return content.stamp(number), rejected
