@@ -442,6 +442,7 @@ def _verify(cert: Any, ca: Any) -> None:
 
 def test_publish_tls_is_on_by_default_with_two_cas_and_each_side_holding_only_its_own_key(helm: Helm) -> None:
     from cryptography import x509
+
     from trafficsplit.extproc.__main__ import parse_args, publish_tls
     from trafficsplit.operator.config import parse_config
 

@@ -9,6 +9,7 @@ shows as a diff of the files beside the input. Regenerate every output with `pyt
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +37,9 @@ def _dump(doc: Any, source: str) -> str:
 
 
 def _messages(resources: dict[str, Message]) -> dict[str, Any]:
+    # Through JSON text: MessageToDict leaves an OrderedDict inside packed Any fields, which safe_dump refuses.
     return {
-        name: json_format.MessageToDict(msg, preserving_proto_field_name=True)
+        name: json.loads(json_format.MessageToJson(msg, preserving_proto_field_name=True))
         for name, msg in sorted(resources.items())
     }
 
