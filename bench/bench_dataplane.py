@@ -63,8 +63,9 @@ from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor
 from trafficsplit.wire import envoy as wire
-from trafficsplit.wire.bootstrap import EXTPROC_CLUSTER, HCM_STAT_PREFIX, Address, ext_proc_filter, grpc_cluster
+from trafficsplit.wire.bootstrap import HCM_STAT_PREFIX, Address, ext_proc_filter, grpc_cluster
 from trafficsplit.wire.generation import generation_to_proto
+from trafficsplit.wire.reserved import EXTPROC_CLUSTER
 
 HERE = Path(__file__).resolve().parent
 HOST = "shop.example"

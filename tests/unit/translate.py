@@ -37,9 +37,8 @@ def _dump(doc: Any, source: str) -> str:
 
 
 def _messages(resources: dict[str, Message]) -> dict[str, Any]:
+    # Through JSON text: MessageToDict leaves an OrderedDict inside packed Any fields, which safe_dump refuses.
     return {
-        # Through JSON text: MessageToDict gives an OrderedDict for an empty message packed in an Any (a retry
-        # predicate, a ring hash policy), which yaml.safe_dump refuses.
         name: json.loads(json_format.MessageToJson(msg, preserving_proto_field_name=True))
         for name, msg in sorted(resources.items())
     }

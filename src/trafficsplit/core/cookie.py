@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.headervalue import is_cookie_attribute
+from trafficsplit.core.limits import MAX_COOKIE_NAME, MAX_COOKIE_PATH
 from trafficsplit.core.rules import is_domain, is_token
 
 MAX_COOKIE_VALUE_BYTES = 256
@@ -102,12 +104,19 @@ class CookieSettings:
 
     def __post_init__(self) -> None:
         problems: list[str] = []
-        if not is_token(self.name):
+        # Rendered verbatim into Set-Cookie: nothing that could end the header or add an attribute may get here.
+        if len(self.name) > MAX_COOKIE_NAME:
+            problems.append(f"name: {len(self.name)} characters, at most {MAX_COOKIE_NAME} are allowed")
+        elif not is_token(self.name):
             problems.append(f"name: {self.name!r} is not an RFC 6265 cookie name (token characters only)")
-        if not self.path.startswith("/") or ";" in self.path:
-            problems.append(f"path: {self.path!r} must start with '/' and contain no ';'")
+        if len(self.path) > MAX_COOKIE_PATH:
+            problems.append(f"path: {len(self.path)} characters, at most {MAX_COOKIE_PATH} are allowed")
+        elif not self.path.startswith("/") or not is_cookie_attribute(self.path):
+            problems.append(
+                f"path: {self.path!r} must start with '/' and be printable ASCII without ';' or control characters"
+            )
         if self.domain is not None and not is_domain(self.domain):
-            problems.append(f"domain: {self.domain!r} is not a domain name")
+            problems.append(f"domain: {self.domain[:64]!r} is not a domain name")
         if self.max_age is not None and self.max_age < 0:
             problems.append(f"maxAge: must be >= 0, got {self.max_age}")
         if self.same_site is SameSite.NONE and not self.secure:

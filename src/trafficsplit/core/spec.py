@@ -19,14 +19,16 @@ from typing import Any
 
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_MATCHES
 from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS
 from trafficsplit.core.rules import (
-    MAX_MATCHES,
     Endpoint,
     backend_problems,
     compile_pattern,
     host_problems,
     match_name_problems,
+    match_value_problems,
+    name_problems,
 )
 from trafficsplit.core.weights import parse_int, weight_problems
 
@@ -50,7 +52,9 @@ class BackendSpec:
     endpoints: tuple[Endpoint, ...] = ()  # local mode only; in Kubernetes, endpoints come from EndpointSlices
 
     def __post_init__(self) -> None:
-        problems = backend_problems(self.name, self.port)
+        problems = backend_problems(self.name, self.port, self.service)
+        if len(self.endpoints) > MAX_ENDPOINTS:
+            problems.append(f"endpoints: {len(self.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed")
         if problems:
             raise SpecError(problems)
 
@@ -66,8 +70,8 @@ class MatchSpec:
     backend: str
 
     def __post_init__(self) -> None:
-        problems = match_name_problems(self.kind.value, self.name)
-        if self.type is MatchType.REGULAR_EXPRESSION:
+        problems = match_name_problems(self.kind.value, self.name) + match_value_problems(self.value)
+        if self.type is MatchType.REGULAR_EXPRESSION and not problems:
             try:
                 compile_pattern(self.value)
             except SpecError as exc:
@@ -90,7 +94,7 @@ class SplitSpec:
     endpoint_points: int = DEFAULT_POINTS
 
     def __post_init__(self) -> None:
-        problems = host_problems(self.hosts)
+        problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
         if not 1 <= self.endpoint_points <= MAX_POINTS:
             problems.append(f"sticky.endpointPoints: must be 1..{MAX_POINTS}, got {self.endpoint_points}")
         problems += weight_problems([b.name for b in self.backends], [b.weight for b in self.backends])
@@ -176,6 +180,8 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     p = _Problems()
     if not isinstance(spec, Mapping):
         raise SpecError(["spec: expected an object"])
+    # The file source (local mode) takes these from its files: checked here under their resource path.
+    p.extend("metadata", SpecError(name_problems(namespace, name)))
     service = _get(spec, "service", str, "spec", p)
     hosts_raw = _get(spec, "hosts", list, "spec", p)
     hosts = _parse_hosts(hosts_raw, service, namespace, p)
@@ -273,6 +279,9 @@ def _parse_static_endpoints(raw: Any, path: str, p: _Problems) -> tuple[Endpoint
         return ()
     if not isinstance(raw, list):
         p.add(path, "expected a list of HOST:PORT")
+        return ()
+    if len(raw) > MAX_ENDPOINTS:
+        p.add(path, f"{len(raw)} endpoints, at most {MAX_ENDPOINTS} are allowed")
         return ()
     eps: list[Endpoint] = []
     for i, item in enumerate(raw):
