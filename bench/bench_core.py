@@ -5,16 +5,21 @@ Why: the extproc calls decide() once per request on the gateway's hot path, so i
 throughput. Not a test: figures are printed next to the target, never asserted (they depend on the machine and its
 load; run it on an idle machine and read the best-of-N figures).
 
-    PYTHONPATH=src python bench/bench_core.py [--repeat 7]
+    PYTHONPATH=src python bench/bench_core.py [--repeat 7] [--out bench/results/DATE-core.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
+import os
+import platform
 import re
 import time
 import timeit
 from collections.abc import Callable
+from pathlib import Path
 
 from trafficsplit.core.compiled import CompiledSplit, Endpoint, compile_split
 from trafficsplit.core.cookie import AffinityMinter, read_cookie
@@ -105,7 +110,9 @@ def measure_regex(repeat: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description="ns per call of the core's per-request work")
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--out", type=Path, help="also write the figures as JSON (e.g. bench/results/DATE-core.json)")
     args = parser.parse_args()
+    load_start = os.getloadavg()
     columns = ("key_hash", "pick", "cookie+pick", "decide/cookie", "decide/mint", "decide/failover")
     print(f"{'backends':>8}" + "".join(f"{c:>17}" for c in columns))
     results = {n: measure(n, args.repeat) for n in SIZES}
@@ -123,6 +130,24 @@ def main() -> None:
     print(f"regex typical rule: RE2 costs {rx['typical/re2'] / rx['typical/re']:.1f}x re per match")
     ratio = rx["pathological/re (22 bytes)"] / rx["pathological/re2 (29 bytes)"]
     print(f"regex pathological rule: re on 22 bytes costs {ratio:,.0f}x RE2 on 29 bytes")
+    if args.out is not None:
+        doc = {
+            "benchmark": "core",
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "unit": "ns per call, best of --repeat",
+            "repeat": args.repeat,
+            "target_ns": TARGET_NS,
+            "by_backends": {str(n): {c: round(v) for c, v in row.items()} for n, row in results.items()},
+            "regex_ns": {case: round(ns) for case, ns in rx.items()},
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "loadavg_start": [round(x, 2) for x in load_start],
+                "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+            },
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(doc, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -172,7 +172,14 @@ def test_status_is_a_subresource(trafficsplit_crd: ControlPlane, namespace: str)
         get_ts(trafficsplit_crd, namespace, "shop").get("status", {}).get("weights") != "forged=1"
     )
     trafficsplit_crd.kubectl(
-        "patch", "ts", "shop", "-n", namespace, "--subresource=status", "--type=merge",
-        "-p", '{"status": {"weights": "stable=95,canary=5"}}',
-    )  # fmt: skip
+        "patch",
+        "ts",
+        "shop",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status": {"weights": "stable=95,canary=5"}}',
+    )
     assert get_ts(trafficsplit_crd, namespace, "shop")["status"]["weights"] == "stable=95,canary=5"

@@ -50,14 +50,15 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from trafficsplit.operator.publisher import ClientTlsFiles
 
 from tests.support.waiting import poll
 from trafficsplit.core.compiled import Endpoint, Generation, assemble_generation, compile_split
 from trafficsplit.core.spec import parse_split
+from trafficsplit.operator.publisher import ClientTlsFiles
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.bootstrap import LISTENER_NAME, Address, BootstrapOptions, bootstrap_json
+from trafficsplit.wire.command import envoy_args, local_envoy
 from trafficsplit.wire.envoy import DECISION_HEADER, HASH_HEADER, ROUTING_HEADER
 from trafficsplit.wire.generation import generation_to_proto
 
@@ -100,17 +101,14 @@ class Envoy:
             self.proc = subprocess.Popen(
                 [
                     envoy_binary(),
-                    "-c",
-                    str(self.config_path),
-                    "--concurrency",
-                    str(self.concurrency),
-                    "--use-dynamic-base-id",
-                    "--admin-address-path",
-                    str(self.admin_path),
-                    "-l",
-                    "warning",
-                    "--log-path",
-                    str(self.log_path),
+                    *envoy_args(
+                        local_envoy(
+                            str(self.config_path),
+                            str(self.admin_path),
+                            concurrency=self.concurrency,
+                            log_path=str(self.log_path),
+                        )
+                    ),
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -186,7 +184,12 @@ class Envoy:
 
 # What the name backends echo as `x-seen-<key>` response headers besides the routing and hash headers: what the gateway
 # forwarded of the client's address and path (the edge-hardening tests read them).
-ECHOED = {"xff": "x-forwarded-for", "external": "x-envoy-external-address", "path": ":path"}
+ECHOED = {
+    "xff": "x-forwarded-for",
+    "external": "x-envoy-external-address",
+    "path": ":path",
+    "request-id": "x-request-id",
+}
 
 
 def name_backends_bootstrap(names: Sequence[str]) -> str:

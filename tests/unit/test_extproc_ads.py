@@ -16,13 +16,13 @@ from envoy.config.route.v3 import route_pb2
 from envoy.service.discovery.v3 import discovery_pb2
 from google.protobuf.message import Message
 from google.rpc import status_pb2
+
+from trafficsplit.core.compiled import Endpoint, Generation, compile_split
+from trafficsplit.core.spec import parse_split
 from trafficsplit.extproc.ads import AckError, AdsServer
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.publisher import Publisher
-
-from trafficsplit.core.compiled import Endpoint, Generation, compile_split
-from trafficsplit.core.spec import parse_split
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_CONFIG_NAME, ROUTE_TYPE, resources, transition
 from trafficsplit.wire.generation import generation_to_proto

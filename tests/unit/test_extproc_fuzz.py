@@ -16,15 +16,15 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from trafficsplit.extproc.held import HeldGeneration
-from trafficsplit.extproc.metrics import Metrics
-from trafficsplit.extproc.processor import Processor
 
 from trafficsplit.core.compiled import Endpoint, Generation, compile_split
 from trafficsplit.core.cookie import is_cookie_value, read_cookie, render_set_cookie
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.headervalue import is_header_value
 from trafficsplit.core.spec import parse_split
+from trafficsplit.extproc.held import HeldGeneration
+from trafficsplit.extproc.metrics import Metrics
+from trafficsplit.extproc.processor import Processor
 from trafficsplit.wire.envoy import HASH_HEADER, META_DECISION, META_SET_COOKIE, METADATA_NAMESPACE, ROUTING_HEADER
 from trafficsplit.wire.processing import request_view
 

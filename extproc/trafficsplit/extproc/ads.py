@@ -29,8 +29,8 @@ import grpc
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 from google.protobuf import any_pb2
 from google.protobuf.message import Message
-from trafficsplit.extproc.metrics import Metrics
 
+from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE, Resources
 
 log = logging.getLogger(__name__)

@@ -22,11 +22,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
+
+from trafficsplit.core.errors import SpecError
 from trafficsplit.extproc.ads import AckError, AdsServer
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
-
-from trafficsplit.core.errors import SpecError
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.envoy import resources, transition

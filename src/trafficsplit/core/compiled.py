@@ -27,6 +27,7 @@ from trafficsplit.core.rules import (
     name_problems,
 )
 from trafficsplit.core.spec import MatchKind, MatchType, SplitSpec
+from trafficsplit.core.vocabulary import Reason
 from trafficsplit.core.weights import Weights
 
 
@@ -175,7 +176,7 @@ def compile_split(
 @dataclass(frozen=True, slots=True)
 class Rejection:
     split: str
-    reason: str
+    reason: Reason
     message: str
 
 
@@ -266,7 +267,7 @@ def assemble(splits: Iterable[CompiledSplit]) -> tuple[GenerationContent, tuple[
         clash = [h for h in s.hosts if h in owner]
         if clash:
             rejected.append(
-                Rejection(s.key, "HostConflict", f"host {clash[0]!r} is already served by {owner[clash[0]]}")
+                Rejection(s.key, Reason.HOST_CONFLICT, f"host {clash[0]!r} is already served by {owner[clash[0]]}")
             )
             continue
         for h in s.hosts:

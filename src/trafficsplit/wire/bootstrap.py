@@ -41,9 +41,8 @@ from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from google.protobuf import any_pb2, duration_pb2, json_format, wrappers_pb2
 
 from trafficsplit.wire.envoy import BUFFER_LIMIT_BYTES, METADATA_NAMESPACE, ROUTE_CONFIG_NAME, ads_source
+from trafficsplit.wire.reserved import ADS_CLUSTER, EXTPROC_CLUSTER
 
-EXTPROC_CLUSTER = "trafficsplit_extproc"
-ADS_CLUSTER = "trafficsplit_ads"
 LISTENER_NAME = "trafficsplit_http"
 HCM_STAT_PREFIX = "trafficsplit"
 EXTPROC_STAT_PREFIX = "trafficsplit"

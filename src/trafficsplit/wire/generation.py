@@ -22,14 +22,11 @@ from trafficsplit.core.limits import MAX_BACKENDS, MAX_ENDPOINTS, MAX_HOSTS, MAX
 from trafficsplit.core.rules import compile_pattern
 from trafficsplit.core.spec import MatchKind
 from trafficsplit.v1alpha1 import publish_pb2 as pb
-from trafficsplit.wire.bootstrap import ADS_CLUSTER, EXTPROC_CLUSTER
+from trafficsplit.wire.reserved import RESERVED_CLUSTERS
 
 _KIND_TO_PB = MappingProxyType({MatchKind.HEADER: pb.Match.HEADER, MatchKind.COOKIE: pb.Match.COOKIE})
 _KIND_FROM_PB = MappingProxyType({v: k for k, v in _KIND_TO_PB.items()})
 T = TypeVar("T")
-# The gateway's own clusters (wire/bootstrap.py): a backend named like one would be refused by Envoy only after the
-# ACK timeout, or worse, send client traffic to the processor.
-RESERVED_CLUSTERS = frozenset({EXTPROC_CLUSTER, ADS_CLUSTER})
 
 
 def generation_to_proto(gen: Generation, origin: str = "") -> pb.Generation:

@@ -15,34 +15,48 @@ resolves. The generation number is the engine's business.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from trafficsplit.operator.cluster import Resolution, ServiceInfo, SliceInfo, SplitObject, resolve
-
-from trafficsplit.core.compiled import CompiledSplit, Endpoint, GenerationContent, assemble, compile_split
+from trafficsplit.core.compiled import CompiledSplit, GenerationContent, assemble, compile_split
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.resolve import Resolution, ServiceInfo, SliceInfo, SplitObject, resolve
+from trafficsplit.core.rules import Endpoint
 from trafficsplit.core.spec import SplitSpec
+from trafficsplit.core.vocabulary import Reason
 
 
 @dataclass(frozen=True, slots=True)
+class Verdict:
+    """One condition's answer for a split: whether it holds, the reason, and the message for people."""
+
+    ok: bool
+    reason: Reason
+    message: str
+
+
+ACCEPTED = Verdict(True, Reason.ACCEPTED, "the spec is valid")
+RESOLVED = Verdict(True, Reason.RESOLVED_REFS, "every backend Service and port exists")
+NOT_RESOLVED_INVALID = Verdict(False, Reason.INVALID, "the spec is invalid")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
     """What happened to one TrafficSplit in this pass."""
 
     key: str
     observed_generation: int
-    accepted: bool
-    accepted_reason: str
-    accepted_message: str
-    resolved: bool
-    resolved_reason: str
-    resolved_message: str
-    spec: SplitSpec | None
-    resolution: Resolution | None
+    accepted: Verdict
+    resolved: Verdict
+    spec: SplitSpec | None = None
+    resolution: Resolution | None = None
     # What the desired generation carries for this split (maybe an older, last good form; its observed_generation
     # says which metadata.generation it was compiled from).
-    served: CompiledSplit | None
-    missing: tuple[tuple[str, str], ...] = ()
+    served: CompiledSplit | None = None
     kept: bool = False  # `served` is the last good form, kept because the current spec cannot be served
+
+    @property
+    def missing(self) -> tuple[tuple[Reason, str], ...]:
+        return self.resolution.missing if self.resolution is not None else ()
 
     @property
     def serves_current_spec(self) -> bool:
@@ -73,60 +87,49 @@ def desired_state(
     """Compile every split that can be compiled; fall back to the last good form for those that cannot.
 
     `static` (local mode): there are no Services; backends use the endpoints the spec lists."""
-    candidates: list[tuple[SplitObject, CompiledSplit | None, Outcome]] = []
+    candidates: list[tuple[SplitObject, Outcome]] = []
     for obj in _order(splits):
-        prev = last_good.get(obj.key)
-        spec = obj.parsed
-        if spec is None:
-            out = Outcome(
-                obj.key, obj.generation, False, "Invalid", "; ".join(obj.problems), False, "Invalid",
-                "the spec is invalid", None, None, prev, kept=prev is not None,
-            )  # fmt: skip
-            candidates.append((obj, prev, out))
-            continue
-        res = Resolution({}, ()) if static else resolve(spec, services, slices)
-        # Without a last good form, unresolved backends get no endpoints: the dataplane then fails their sessions
-        # over to the resolved ones (SPEC §6) rather than losing the whole host.
-        empty: dict[str, tuple[Endpoint, ...]] = {b.name: () for b in spec.backends}
-        try:
-            compiled = compile_split(spec, {**empty, **res.endpoints} if res.missing else res.endpoints, obj.generation)
-        except SpecError as exc:  # what only the resolved endpoints can break (core/limits.py: MAX_ENDPOINTS)
-            out = Outcome(
-                obj.key, obj.generation, True, "Accepted", "the spec is valid", False, "EndpointsRefused",
-                "; ".join(exc.problems), spec, res, prev, kept=prev is not None,
-            )  # fmt: skip
-            candidates.append((obj, prev, out))
-            continue
-        if res.missing:
-            msg = "; ".join(m for _, m in res.missing)
-            fallback = prev or compiled
-            out = Outcome(
-                obj.key, obj.generation, True, "Accepted", "the spec is valid", False, res.missing[0][0], msg,
-                spec, res, fallback, res.missing, kept=prev is not None,
-            )  # fmt: skip
-            candidates.append((obj, fallback, out))
-            continue
-        served = compiled
-        out = Outcome(
-            obj.key, obj.generation, True, "Accepted", "the spec is valid", True, "ResolvedRefs",
-            "every backend Service and port exists", spec, res, served,
-        )  # fmt: skip
-        candidates.append((obj, served, out))
-    by_key = {c[1].key: c[1] for c in candidates if c[1] is not None}
+        candidates.append((obj, _outcome(obj, services, slices, last_good.get(obj.key), static)))
+    by_key = {o.served.key: o.served for _, o in candidates if o.served is not None}
     content, rejected = assemble(by_key.values())
-    outcomes = {o.key: o for _, _, o in candidates}
+    outcomes = {o.key: o for _, o in candidates}
     for r in rejected:
-        o = outcomes[r.split]
-        outcomes[r.split] = Outcome(
-            o.key, o.observed_generation, False, r.reason, r.message, o.resolved, o.resolved_reason,
-            o.resolved_message, o.spec, o.resolution, None, o.missing, o.kept,
-        )  # fmt: skip
-    keep = {s.key: s for s in content.splits if outcomes[s.key].resolved or outcomes[s.key].kept}
+        outcomes[r.split] = replace(outcomes[r.split], accepted=Verdict(False, r.reason, r.message), served=None)
+    keep = {s.key: s for s in content.splits if outcomes[s.key].resolved.ok or outcomes[s.key].kept}
     # Not servable now and nothing kept here, yet a generation carried it (status.generation): a restart or take-over.
     unsure = tuple(
-        o.key for obj, _, o in candidates if not o.resolved and o.key not in last_good and obj.status.get("generation")
+        o.key for obj, o in candidates if not o.resolved.ok and o.key not in last_good and obj.status.get("generation")
     )
     return Desired(content, outcomes, keep, unsure)
+
+
+def _outcome(
+    obj: SplitObject,
+    services: Mapping[tuple[str, str], ServiceInfo],
+    slices: Mapping[tuple[str, str], list[SliceInfo]],
+    prev: CompiledSplit | None,
+    static: bool,
+) -> Outcome:
+    """One split: compiled now, or its last good form `prev` (or a stand-in) with the reason it cannot be."""
+    base = Outcome(key=obj.key, observed_generation=obj.generation, accepted=ACCEPTED, resolved=RESOLVED)
+    spec = obj.parsed
+    if spec is None:
+        invalid = Verdict(False, Reason.INVALID, "; ".join(obj.problems))
+        return replace(base, accepted=invalid, resolved=NOT_RESOLVED_INVALID, served=prev, kept=prev is not None)
+    res = Resolution({}, ()) if static else resolve(spec, services, slices)
+    # Without a last good form, the unresolved backends get no endpoints: the dataplane then fails their sessions
+    # over to the resolved ones (SPEC §6) rather than losing the whole host.
+    empty: dict[str, tuple[Endpoint, ...]] = {b.name: () for b in spec.backends}
+    try:
+        compiled = compile_split(spec, {**empty, **res.endpoints} if res.missing else res.endpoints, obj.generation)
+    except SpecError as exc:  # what only the resolved endpoints can break (core/limits.py: MAX_ENDPOINTS)
+        refused = Verdict(False, Reason.ENDPOINTS_REFUSED, "; ".join(exc.problems))
+        return replace(base, resolved=refused, spec=spec, resolution=res, served=prev, kept=prev is not None)
+    if res.missing:
+        unresolved = Verdict(False, res.missing[0][0], "; ".join(m for _, m in res.missing))
+        served = prev or compiled
+        return replace(base, resolved=unresolved, spec=spec, resolution=res, served=served, kept=prev is not None)
+    return replace(base, spec=spec, resolution=res, served=compiled)
 
 
 def seed_last_good(
