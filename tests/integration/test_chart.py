@@ -184,13 +184,41 @@ def test_schema_refuses_a_bad_value_with_a_schema_message(helm: Helm) -> None:
 def test_two_operator_replicas_without_leader_election_are_refused(helm: Helm) -> None:
     # Two operators that both publish would race each other's numbers: the chart refuses it rather than document it.
     proc = helm(
-        "template", "rel", str(CHART), "--kube-version", KUBE_VERSIONS[-1], "--set",
-        "operator.leaderElection.enabled=false", check=False,
-    )  # fmt: skip
+        "template",
+        "rel",
+        str(CHART),
+        "--kube-version",
+        KUBE_VERSIONS[-1],
+        "--set",
+        "operator.leaderElection.enabled=false",
+        check=False,
+    )
     assert proc.returncode != 0 and "operator.leaderElection.enabled" in proc.stderr, proc.stderr
     single = render(helm, "operator.leaderElection.enabled=false", "operator.replicas=1")
     args = find(single, "Deployment", "rel-operator")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--leader-election=false" in args
+
+
+def test_gateway_autoscaler_is_off_by_default_and_owns_the_replica_count_when_on(helm: Helm) -> None:
+    docs = render(helm)
+    assert not [d for d in docs if d["kind"] == "HorizontalPodAutoscaler"]
+    assert find(docs, "Deployment", "rel-gateway")["spec"]["replicas"] == 2
+    a = "gateway.autoscaling"
+    on = render(helm, f"{a}.enabled=true", f"{a}.minReplicas=3", f"{a}.maxReplicas=8")
+    hpa = find(on, "HorizontalPodAutoscaler", "rel-gateway")["spec"]
+    assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "rel-gateway"}
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (3, 8)
+    assert hpa["metrics"] == [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}
+    ]
+    # The autoscaler owns the count: a replicas field would be reset on every `helm upgrade`.
+    assert "replicas" not in find(on, "Deployment", "rel-gateway")["spec"]
+    assert ("PodDisruptionBudget", "rel-gateway") in {(d["kind"], d["metadata"]["name"]) for d in on}
+    proc = helm(
+        "template", "rel", str(CHART), "--kube-version", KUBE_VERSIONS[-1], "--set", "gateway.autoscaling.enabled=true",
+        "--set", "gateway.autoscaling.minReplicas=5", "--set", "gateway.autoscaling.maxReplicas=4", check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "minReplicas must not exceed" in proc.stderr, proc.stderr
 
 
 def test_kube_version_below_the_minimum_is_refused(helm: Helm) -> None:
@@ -254,8 +282,9 @@ def test_chart_flags_parse_with_the_real_command_lines(helm: Helm) -> None:
         assert parse_config(expand(args), env).lease_name == lease
         rules = find(docs, "Role", "rel-operator-leader")["rules"]
         assert {(tuple(r["verbs"]), tuple(r.get("resourceNames", ()))) for r in rules} == {
-            (("create",), ()), (("get", "update"), (lease,))
-        }  # fmt: skip
+            (("create",), ()),
+            (("get", "update"), (lease,)),
+        }
 
 
 def test_bootstrap_is_the_extprocs_own_with_the_chart_values_substituted(helm: Helm) -> None:
@@ -413,6 +442,7 @@ def _verify(cert: Any, ca: Any) -> None:
 
 def test_publish_tls_is_on_by_default_with_two_cas_and_each_side_holding_only_its_own_key(helm: Helm) -> None:
     from cryptography import x509
+
     from trafficsplit.extproc.__main__ import parse_args, publish_tls
     from trafficsplit.operator.config import parse_config
 

@@ -21,12 +21,12 @@ import grpc
 import pytest
 from cryptography import x509
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient
 
 from tests.support.certs import SERVER_NAME, Pki, issue, make_pki
 from tests.support.dataplane import Dataplane, NameBackends, split_doc
 from tests.support.operator import PYTHONPATH, OperatorProcess
 from tests.support.waiting import poll
+from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 

@@ -50,14 +50,15 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from trafficsplit.operator.publisher import ClientTlsFiles
 
 from tests.support.waiting import poll
 from trafficsplit.core.compiled import Endpoint, Generation, assemble_generation, compile_split
 from trafficsplit.core.spec import parse_split
+from trafficsplit.operator.publisher import ClientTlsFiles
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.bootstrap import LISTENER_NAME, Address, BootstrapOptions, bootstrap_json
+from trafficsplit.wire.command import envoy_args, local_envoy
 from trafficsplit.wire.envoy import DECISION_HEADER, HASH_HEADER, ROUTING_HEADER
 from trafficsplit.wire.generation import generation_to_proto
 
@@ -100,17 +101,14 @@ class Envoy:
             self.proc = subprocess.Popen(
                 [
                     envoy_binary(),
-                    "-c",
-                    str(self.config_path),
-                    "--concurrency",
-                    str(self.concurrency),
-                    "--use-dynamic-base-id",
-                    "--admin-address-path",
-                    str(self.admin_path),
-                    "-l",
-                    "warning",
-                    "--log-path",
-                    str(self.log_path),
+                    *envoy_args(
+                        local_envoy(
+                            str(self.config_path),
+                            str(self.admin_path),
+                            concurrency=self.concurrency,
+                            log_path=str(self.log_path),
+                        )
+                    ),
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -139,6 +137,20 @@ class Envoy:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
+
+    def xds_versions(self) -> dict[str, str]:
+        """The `version_info` Envoy's config dump shows for its ADS clusters ("cds") and route configurations ("rds",
+        absent before any): the generation number that last changed each (extproc/ads.py's versions)."""
+        dump = json.loads(self.admin_get("/config_dump")[1])
+        out: dict[str, str] = {}
+        for config in dump["configs"]:
+            kind = config.get("@type", "").rsplit(".", 1)[-1]
+            if kind == "ClustersConfigDump" and config.get("version_info"):
+                out["cds"] = config["version_info"]
+            elif kind == "RoutesConfigDump":
+                for route in config.get("dynamic_route_configs", []):
+                    out["rds"] = route["version_info"]
+        return out
 
     def listener_port(self, name: str) -> int:
         data = json.loads(self.admin_get("/listeners?format=json")[1])

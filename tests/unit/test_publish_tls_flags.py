@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from trafficsplit.extproc.__main__ import parse_args, publish_tls
 from trafficsplit.extproc.tls import ServerTlsFiles
 from trafficsplit.operator.config import parse_config
 from trafficsplit.operator.publisher import ClientTlsFiles
-
 from trafficsplit.wire.bootstrap import Address
 
 TOKEN = ["--token-file=/t"]

@@ -21,7 +21,6 @@ from typing import Any
 
 from trafficsplit.extproc.server import DataplaneProcessor, Settings
 from trafficsplit.extproc.tls import ServerTlsFiles
-
 from trafficsplit.wire.bootstrap import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_HEAP_BYTES,

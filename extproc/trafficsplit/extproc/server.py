@@ -23,13 +23,13 @@ from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ep_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined,unused-ignore]
 from prometheus_client import start_http_server
+
 from trafficsplit.extproc.ads import AdsServer
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor
 from trafficsplit.extproc.publisher import Publisher
 from trafficsplit.extproc.tls import ReloadingServerCredentials, ServerTlsFiles
-
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.bootstrap import Address
 

@@ -65,14 +65,17 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--namespaces", default=e("NAMESPACES", ""), help="comma list; empty = all [NAMESPACES]")
     p.add_argument("--gateway-service", default=e("GATEWAY_SERVICE"), help="the dataplane Service [GATEWAY_SERVICE]")
     p.add_argument(
-        "--gateway-namespace", default=e("GATEWAY_NAMESPACE", env.get("POD_NAMESPACE") or "default"),
+        "--gateway-namespace",
+        default=e("GATEWAY_NAMESPACE", env.get("POD_NAMESPACE") or "default"),
         help="its namespace [GATEWAY_NAMESPACE, POD_NAMESPACE]",
-    )  # fmt: skip
+    )
     p.add_argument("--publish-port-name", default=e("PUBLISH_PORT_NAME", "publish"), help="[PUBLISH_PORT_NAME]")
     p.add_argument(
-        "--dataplane", action="append", default=_split_list(e("DATAPLANES")),
+        "--dataplane",
+        action="append",
+        default=_split_list(e("DATAPLANES")),
         help="static replica HOST:PORT or NAME=HOST:PORT, repeatable (instead of gateway discovery) [DATAPLANES]",
-    )  # fmt: skip
+    )
     p.add_argument("--token-file", default=e("TOKEN_FILE"), help="bearer token for the publish API [TOKEN_FILE]")
     p.add_argument("--tls-ca", default=e("TLS_CA"), help="PEM CA of the replicas' publish certificates [TLS_CA]")
     p.add_argument("--tls-cert", default=e("TLS_CERT"), help="PEM client certificate for mTLS [TLS_CERT]")
@@ -85,9 +88,11 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "--identity", default=e("IDENTITY", env.get("POD_NAME") or os.uname().nodename), help="[IDENTITY, POD_NAME]"
     )
     p.add_argument(
-        "--leader-election", default=e("LEADER_ELECTION", "true"), choices=["true", "false"],
+        "--leader-election",
+        default=e("LEADER_ELECTION", "true"),
+        choices=["true", "false"],
         help="Lease-based leader election; only the leader publishes and writes status [LEADER_ELECTION]",
-    )  # fmt: skip
+    )
     p.add_argument("--lease-name", default=e("LEASE_NAME", "trafficsplit-operator"))
     p.add_argument("--lease-namespace", default=e("LEASE_NAMESPACE", env.get("POD_NAMESPACE") or "default"))
     p.add_argument("--lease-duration", type=float, default=float(e("LEASE_DURATION", "15") or 15))

@@ -9,7 +9,8 @@ Choices (docs/dataplane.md says why in full):
   that timeout and traffic falls through to the native weighted route.
 - Request headers only; every other phase is skipped, so a request costs exactly one processor message. The cookie
   reaches the response through dynamic metadata in our namespace, which must be listed in `receiving_namespaces`.
-- `strip_any_host_port`: virtual hosts list host names without port, as splits do.
+- No `strip_any_host_port`: the route configuration ignores the port when it matches hosts and leaves the header
+  as the client sent it, so the processor reads the same bytes the same way (trafficsplit.core.host).
 - Edge hardening after Envoy's "Configuring Envoy as an edge proxy" (docs/security.md lists what is adopted and
   what not): the client's address is the connection's (`use_remote_address`, `xff_num_trusted_hops` for trusted
   proxies in front), paths normalised before routing, underscore headers refused, header/idle timeouts, HTTP/2 stream
@@ -40,9 +41,8 @@ from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from google.protobuf import any_pb2, duration_pb2, json_format, wrappers_pb2
 
 from trafficsplit.wire.envoy import BUFFER_LIMIT_BYTES, METADATA_NAMESPACE, ROUTE_CONFIG_NAME, ads_source
+from trafficsplit.wire.reserved import ADS_CLUSTER, EXTPROC_CLUSTER
 
-EXTPROC_CLUSTER = "trafficsplit_extproc"
-ADS_CLUSTER = "trafficsplit_ads"
 LISTENER_NAME = "trafficsplit_http"
 HCM_STAT_PREFIX = "trafficsplit"
 EXTPROC_STAT_PREFIX = "trafficsplit"
@@ -206,7 +206,6 @@ def http_listener(opts: BootstrapOptions) -> listener_pb2.Listener:
         stat_prefix=HCM_STAT_PREFIX,
         codec_type=hcm_t.AUTO,
         rds=hcm_pb2.Rds(config_source=ads_source(), route_config_name=ROUTE_CONFIG_NAME),
-        strip_any_host_port=True,
         # The client is the TCP peer (or the address `xff_num_trusted_hops` trusted proxies name): Envoy sets
         # X-Forwarded-For / X-Envoy-External-Address from it and sanitises the x-envoy-* headers a client sent.
         use_remote_address=wrappers_pb2.BoolValue(value=True),

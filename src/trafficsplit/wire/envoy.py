@@ -7,10 +7,12 @@ What Envoy gets per generation, all over ADS:
 - RDS: one route configuration. Per split a virtual host for its hosts with two routes: the routing header present
   → `cluster_header` (the processor decided); otherwise Envoy-native `weighted_clusters` with the split's weights over
   its eligible backends (the processor is down or slow: traffic keeps its ratios, not its stickiness). A default
-  virtual host answers 404 so an unknown host never reaches a random backend. `internal_only_headers` strips the
-  routing and hash headers from every client request before any filter runs, so a client cannot name a cluster;
-  `request_headers_to_remove` strips the processor's routing header before the request goes upstream, so a backend
-  never learns the internal cluster names.
+  virtual host answers 404 so an unknown host never reaches a random backend (and never gets a cookie: Set-Cookie
+  and the disclosure are added by the splits' virtual hosts only). Hosts match without their port
+  (`ignore_port_in_host_matching`), read as the processor reads them (trafficsplit.core.host).
+  `internal_only_headers` strips the routing and hash headers from every client request before any filter runs, so a
+  client cannot name a cluster; `request_headers_to_remove` strips the processor's routing header before the request
+  goes upstream, so a backend never learns the internal cluster names.
 - Edge hardening of the backend side (docs/security.md says what was adopted from Envoy's edge best practices and
   why): a 32 KiB per-connection buffer limit; outlier detection that ejects an endpoint after consecutive gateway
   failures (connect refused, reset, 502/503/504: a dead pod, never the application's own 5xx); and a retry on
@@ -176,6 +178,11 @@ def virtual_host(split: CompiledSplit, generation: int) -> route_components_pb2.
     return route_components_pb2.VirtualHost(
         name=split.key,
         domains=list(split.hosts),
+        # Per split, not for the whole configuration: the 404 host never carries a cookie or a decision.
+        response_headers_to_add=[
+            _add_response_header("set-cookie", _meta(META_SET_COOKIE)),
+            _add_response_header(DECISION_HEADER, _meta(META_DECISION)),
+        ],
         routes=[
             route_components_pb2.Route(
                 name="decided",
@@ -217,14 +224,12 @@ def route_configuration(gen: Generation | None) -> route_pb2.RouteConfiguration:
         name=ROUTE_CONFIG_NAME,
         virtual_hosts=vhosts,
         internal_only_headers=[ROUTING_HEADER, HASH_HEADER],
+        # The processor reads the Host with the same rule (trafficsplit.core.host.normalize_host).
+        ignore_port_in_host_matching=True,
         # Applied as the request leaves for the backend, after the route has read it. Not the hash header: Envoy
         # computes the ring hash after this removal (measured: endpoint affinity breaks), and its value is the
         # session key the backend already has in the request (the cookie or the configured header).
         request_headers_to_remove=[ROUTING_HEADER],
-        response_headers_to_add=[
-            _add_response_header("set-cookie", _meta(META_SET_COOKIE)),
-            _add_response_header(DECISION_HEADER, _meta(META_DECISION)),
-        ],
     )
 
 
