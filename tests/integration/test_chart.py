@@ -544,10 +544,10 @@ def test_the_generated_certificates_work_between_the_real_extproc_and_the_operat
     import asyncio
 
     import grpc
-    from trafficsplit.operator.config import parse_config
-    from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient
 
     from tests.support.dataplane import Processor
+    from trafficsplit.operator.config import parse_config
+    from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient
 
     docs = render(helm)
     files: dict[str, dict[str, Path]] = {}
