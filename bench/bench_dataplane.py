@@ -55,16 +55,17 @@ from typing import Any
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from google.protobuf import json_format
-from trafficsplit.extproc.held import HeldGeneration
-from trafficsplit.extproc.metrics import Metrics
-from trafficsplit.extproc.processor import Processor
 
 from tests.support.dataplane import Dataplane, Envoy, NameBackends, envoy_binary, split_doc
 from trafficsplit.core.compiled import Endpoint, Generation, assemble_generation, compile_split
 from trafficsplit.core.spec import parse_split
+from trafficsplit.extproc.held import HeldGeneration
+from trafficsplit.extproc.metrics import Metrics
+from trafficsplit.extproc.processor import Processor
 from trafficsplit.wire import envoy as wire
-from trafficsplit.wire.bootstrap import EXTPROC_CLUSTER, HCM_STAT_PREFIX, Address, ext_proc_filter, grpc_cluster
+from trafficsplit.wire.bootstrap import HCM_STAT_PREFIX, Address, ext_proc_filter, grpc_cluster
 from trafficsplit.wire.generation import generation_to_proto
+from trafficsplit.wire.reserved import EXTPROC_CLUSTER
 
 HERE = Path(__file__).resolve().parent
 HOST = "shop.example"

@@ -22,10 +22,10 @@ from typing import Any
 import httptools
 import uvloop
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
+
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor
-
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto
 

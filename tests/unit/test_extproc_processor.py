@@ -14,16 +14,16 @@ import grpc
 import pytest
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
-from trafficsplit.extproc.ads import AckError, AdsServer
-from trafficsplit.extproc.held import HeldGeneration
-from trafficsplit.extproc.metrics import Metrics
-from trafficsplit.extproc.processor import Processor
-from trafficsplit.extproc.publisher import Publisher
 
 from trafficsplit.core.compiled import Endpoint, Generation, compile_split
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.spec import parse_split
 from trafficsplit.core.weights import Weights
+from trafficsplit.extproc.ads import AckError, AdsServer
+from trafficsplit.extproc.held import HeldGeneration
+from trafficsplit.extproc.metrics import Metrics
+from trafficsplit.extproc.processor import Processor
+from trafficsplit.extproc.publisher import Publisher
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.envoy import HASH_HEADER, META_DECISION, META_SET_COOKIE, METADATA_NAMESPACE, ROUTING_HEADER
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
