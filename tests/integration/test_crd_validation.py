@@ -62,6 +62,8 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
     ("bad-cookie-name", edit(_set("sticky.cookie.name", "ts shop;")), ["spec.sticky.cookie.name", "should match"]),
     ("samesite-none-without-secure", edit(_set("sticky.cookie.sameSite", "None")),
      ["spec.sticky.cookie.sameSite", "SameSite=None requires secure=true"]),
+    ("partitioned-without-secure", edit(_set("sticky.cookie.partitioned", True)),
+     ["spec.sticky.cookie.partitioned", "Partitioned requires secure=true"]),
     ("samesite-bogus", edit(_set("sticky.cookie.sameSite", "Sometimes")),
      ["spec.sticky.cookie.sameSite", "Unsupported value"]),
     ("match-unknown-backend", edit(lambda s: s.update(matches=[{"header": {"name": "x-canary", "value": "1"},
