@@ -33,7 +33,8 @@ def cases() -> list[str]:
 
 
 def _dump(doc: Any, source: str) -> str:
-    return HEADER.format(source=source) + yaml.safe_dump(doc, sort_keys=True, default_flow_style=False, width=120)
+    plain = json.loads(json.dumps(doc))  # MessageToDict gives OrderedDicts inside Any fields; YAML wants plain ones
+    return HEADER.format(source=source) + yaml.safe_dump(plain, sort_keys=True, default_flow_style=False, width=120)
 
 
 def _messages(resources: dict[str, Message]) -> dict[str, Any]:
