@@ -38,9 +38,8 @@ def _dump(doc: Any, source: str) -> str:
 
 
 def _messages(resources: dict[str, Message]) -> dict[str, Any]:
-    # Through JSON text: MessageToDict leaves an OrderedDict inside packed Any fields, which safe_dump refuses.
     return {
-        name: json.loads(json_format.MessageToJson(msg, preserving_proto_field_name=True))
+        name: json_format.MessageToDict(msg, preserving_proto_field_name=True)
         for name, msg in sorted(resources.items())
     }
 
