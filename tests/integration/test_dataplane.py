@@ -190,13 +190,11 @@ def test_a_forged_routing_header_is_ignored(dataplane: Dataplane, processor_up: 
     forged = [
         {"x-trafficsplit-cluster": "default/split-0/canary"},
         {"x-trafficsplit-cluster": "trafficsplit_extproc"},
-        {"x-trafficsplit-cluster": "default/split-0/canary", "x-trafficsplit-hash-key": "mine"},
     ]
     for headers in forged:
         r = dataplane.get(HOST, headers=headers)
         assert (r.status, r.backend) == (200, "stable"), (headers, r)
-        assert r.header("x-seen-cluster") in (None, "default/split-0/stable")
-        assert r.header("x-seen-hash-key") != "mine"
+        assert r.header("x-seen-cluster") is None  # the routing header never reaches a backend
         path = decision(r).rsplit("path=", 1)[1]
         assert path == ("weighted" if processor_up else "fallback")
     # A host no split serves is a 404 from the gateway either way.
@@ -326,8 +324,7 @@ def test_failover_and_endpoint_affinity(dataplane: Dataplane) -> None:
         assert value is not None
         assert all(r.status == 200 for r in responses)
         pods = {r.backend for r in responses}
-        assert len(pods) == 1 and pods <= {"pod-a", "pod-b", "pod-c"}  # one pod per session (ring hash)
-        assert {r.header("x-seen-hash-key") for r in responses} == {value}
+        assert len(pods) == 1 and pods <= {"pod-a", "pod-b", "pod-c"}  # one pod per session (the core's ring)
         intended = Weights.of([("stable", 50), ("canary", 50)]).pick(value)
         path = decision(responses[0]).rsplit("path=", 1)[1]
         assert path == ("weighted" if intended == "stable" else "failover")

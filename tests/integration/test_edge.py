@@ -55,6 +55,14 @@ def test_a_clients_forwarded_for_does_not_reach_backends(dataplane: Dataplane) -
     assert r.header("x-seen-external") == "127.0.0.1", r.headers
 
 
+def test_a_client_cannot_choose_its_request_id(dataplane: Dataplane) -> None:
+    """The request id is the key of a split without a sticky cookie: an external client's own value is replaced by
+    Envoy's (use_remote_address), so a client cannot steer which backend its requests are weighed onto."""
+    dataplane.publish([split_doc(HOST, {"stable": 50, "canary": 50})])
+    seen = {dataplane.get(HOST, headers={"x-request-id": "chosen"}).header("x-seen-request-id") for _ in range(5)}
+    assert "chosen" not in seen and None not in seen and len(seen) == 5, seen
+
+
 def test_trusted_hops_take_the_client_address_from_the_trusted_proxy(
     name_backends: NameBackends, workdir: Path
 ) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from trafficsplit.core.limits import MAX_ENDPOINTS
 from trafficsplit.core.reconcile import Verdict, desired_state, seed_last_good
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, SplitObject, resolve, slices_by_service
 from trafficsplit.core.spec import parse_split
@@ -214,6 +215,22 @@ def test_invalid_spec_is_not_accepted_and_names_the_field() -> None:
     o = d.outcomes["shop/a"]
     assert not o.accepted.ok and o.accepted.reason == "Invalid" and "spec.backends[0].weight" in o.accepted.message
     assert d.content.splits == ()
+
+
+def test_a_backend_over_the_endpoint_limit_is_refused_alone() -> None:
+    """Only resolved endpoints can break a valid spec's compile (core/limits.py MAX_ENDPOINTS): that split keeps its
+    last good form or is left out, named in its status, and every other split is still published."""
+    services, slices = world(
+        svc("shop-stable"),
+        svc("shop-canary"),
+        eps("shop-stable", {"10.0.0.1": True}),
+        eps("shop-canary", {f"10.1.{i // 250}.{i % 250}": True for i in range(MAX_ENDPOINTS + 1)}),
+    )
+    d = desired_state([ts("a", spec()), ts("b", spec("stable=1", hosts=["b.example"]))], services, slices, {})
+    o = d.outcomes["shop/a"]
+    assert o.accepted.ok and not o.resolved.ok and o.resolved.reason == Reason.ENDPOINTS_REFUSED
+    assert f"at most {MAX_ENDPOINTS}" in o.resolved.message
+    assert [s.name for s in d.content.splits] == ["b"]
 
 
 def test_host_conflict_rejects_the_newer_split() -> None:

@@ -89,7 +89,9 @@ def _pb_many_backends(s: pb.Split) -> None:
 TABLE = [
     Bad("cookie name is a token", _cookie(name="bad name"), _pb_cookie(name="bad name"), "RFC 6265 cookie name"),
     Bad("cookie path starts with /", _cookie(path="x"), _pb_cookie(path="x"), "must start with '/'"),
-    Bad("cookie path has no ;", _cookie(path="/a;b"), _pb_cookie(path="/a;b"), "contain no ';'"),
+    Bad("cookie path has no ;", _cookie(path="/a;b"), _pb_cookie(path="/a;b"), "without ';'"),
+    Bad("cookie path has no CR/LF", _cookie(path="/\r\nx: 1"), _pb_cookie(path="/\r\nx: 1"), "control characters"),
+    Bad("cookie domain has no LF", _cookie(domain="example.com\n"), _pb_cookie(domain="example.com\n"), "domain name"),
     Bad("cookie domain is a name", _cookie(domain="exa mple.com"), _pb_cookie(domain="exa mple.com"), "domain name"),
     Bad("cookie maxAge >= 0", _cookie(maxAge=-1), _pb_cookie(max_age=-1), "must be >= 0"),
     Bad("SameSite=None needs Secure", _cookie(sameSite="None"), _pb_cookie(same_site="None"), "requires secure"),
@@ -140,6 +142,24 @@ TABLE = [
         lambda s: s["matches"][1]["cookie"].update(value="("),
         lambda s: setattr(s.matches[1], "value", "("),
         "invalid regular expression",
+    ),
+    Bad(
+        "match patterns are RE2",
+        lambda s: s["matches"][1]["cookie"].update(value=r"(a)\1"),
+        lambda s: setattr(s.matches[1], "value", r"(a)\1"),
+        "not an RE2 regular expression",
+    ),
+    Bad(
+        "match patterns have a bounded program",
+        lambda s: s["matches"][1]["cookie"].update(value="[a-z]{1,1000}"),
+        lambda s: setattr(s.matches[1], "value", "[a-z]{1,1000}"),
+        "program size",
+    ),
+    Bad(
+        "match values are bounded",
+        lambda s: s["matches"][0]["header"].update(value="v" * 4097),
+        lambda s: setattr(s.matches[0], "value", "v" * 4097),
+        "at most 4096",
     ),
     Bad(
         "matches name a backend",

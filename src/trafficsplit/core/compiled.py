@@ -7,15 +7,26 @@ running sums, the eligible-only failover weights, compiled match patterns, the h
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.host import normalize_host
+from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_GENERATION, MAX_MATCHES, MAX_SPLITS
+from trafficsplit.core.regex import Pattern
+from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS, Ring, endpoint_ring
 from trafficsplit.core.rules import Endpoint as Endpoint  # re-exported: where compiled values are, callers look
-from trafficsplit.core.rules import backend_problems, compile_pattern, host_problems, match_name_problems
+from trafficsplit.core.rules import (
+    backend_problems,
+    cluster_problems,
+    compile_pattern,
+    host_problems,
+    match_name_problems,
+    match_value_problems,
+    name_problems,
+)
 from trafficsplit.core.spec import MatchKind, MatchType, SplitSpec
 from trafficsplit.core.vocabulary import Reason
 from trafficsplit.core.weights import Weights
@@ -34,9 +45,9 @@ class CompiledBackend:
     eligible: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        problems = backend_problems(self.name, self.port)
-        if not self.cluster:
-            problems.append("cluster: required")
+        problems = backend_problems(self.name, self.port, self.service) + cluster_problems(self.cluster)
+        if len(self.endpoints) > MAX_ENDPOINTS:
+            problems.append(f"endpoints: {len(self.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed")
         if problems:
             raise SpecError(problems)
         object.__setattr__(self, "eligible", any(e.ready for e in self.endpoints))
@@ -51,11 +62,11 @@ class CompiledMatch:
     kind: MatchKind
     name: str
     exact: str | None
-    pattern: re.Pattern[str] | None
+    pattern: Pattern | None  # RE2 (core/regex.py): linear time, bounded program
     backend_index: int
 
     def __post_init__(self) -> None:
-        problems = match_name_problems(self.kind.value, self.name)
+        problems = match_name_problems(self.kind.value, self.name) + match_value_problems(self.exact or "")
         if (self.exact is None) == (self.pattern is None):
             problems.append("value: give exactly one of an exact value or a pattern")
         if problems:
@@ -65,7 +76,7 @@ class CompiledMatch:
         if value is None:
             return False
         if self.pattern is not None:
-            return self.pattern.fullmatch(value) is not None
+            return self.pattern.fullmatch(value)
         return value == self.exact
 
 
@@ -84,6 +95,7 @@ class CompiledSplit:
     endpoint_affinity: bool = False
     matches: tuple[CompiledMatch, ...] = ()
     debug_headers: bool = False
+    endpoint_points: int = DEFAULT_POINTS  # ring points per endpoint (SPEC §5), used with endpoint_affinity
     # The TrafficSplit metadata.generation this form was compiled from (0: not from a resource, e.g. a test). It is
     # content: status reports a split published only when a generation carries the form of its current spec.
     observed_generation: int = 0
@@ -91,10 +103,16 @@ class CompiledSplit:
     # Failover (SPEC §6): the eligible backends' own weights and order, and their indexes in `backends`.
     # None when every backend is eligible (nothing to fail over) or when no eligible backend carries weight.
     failover: tuple[Weights, tuple[int, ...]] | None = field(init=False)
+    # Per backend, the ring of its ready endpoints when the split pins pods (SPEC §5), else None. Built here, once per
+    # generation, so every replica holding the generation pins the same pod for the same key.
+    rings: tuple[Ring | None, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        problems = [] if self.namespace and self.name else ["namespace and name are required"]
-        problems += host_problems(self.hosts)
+        if not 1 <= self.endpoint_points <= MAX_POINTS:
+            raise SpecError([f"endpoint points must be 1..{MAX_POINTS}, got {self.endpoint_points}"])
+        problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
+        if len(self.matches) > MAX_MATCHES:
+            problems.append(f"matches: {len(self.matches)} matches, at most {MAX_MATCHES} are allowed")
         for i, m in enumerate(self.matches):
             if not 0 <= m.backend_index < len(self.backends):
                 problems.append(f"matches[{i}].backend: no backend {m.backend_index}")
@@ -102,6 +120,12 @@ class CompiledSplit:
             raise SpecError(problems)
         object.__setattr__(self, "weights", Weights.of((b.name, b.weight) for b in self.backends))
         object.__setattr__(self, "failover", _failover_weights(self.backends))
+        rings = (
+            tuple(endpoint_ring([e.host for e in b.ready_endpoints], self.endpoint_points) for b in self.backends)
+            if self.endpoint_affinity
+            else (None,) * len(self.backends)
+        )
+        object.__setattr__(self, "rings", rings)
 
     @property
     def key(self) -> str:
@@ -158,18 +182,9 @@ def compile_split(
         endpoint_affinity=spec.endpoint_affinity,
         matches=matches,
         debug_headers=spec.debug_headers,
+        endpoint_points=spec.endpoint_points,
         observed_generation=observed_generation,
     )
-
-
-def normalize_authority(authority: str) -> str:
-    """The host of an :authority, lowercased, without port (IPv6 literals keep their brackets)."""
-    a = authority.strip().lower()
-    if a.startswith("["):
-        end = a.find("]")
-        return a[: end + 1] if end != -1 else a
-    host, _, _ = a.partition(":")
-    return host.rstrip(".")
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,8 +235,10 @@ class Generation:
                 if b.cluster in clusters:
                     problems.append(f"splits[{i}]: cluster {b.cluster!r} is also used by {clusters[b.cluster]}")
                 clusters[b.cluster] = s.key
-        if self.number < 1:
-            problems.append(f"generation number must be >= 1, got {self.number}")
+        if not 1 <= self.number <= MAX_GENERATION:
+            problems.append(f"generation number must be 1..{MAX_GENERATION} (2^53 - 1), got {self.number}")
+        if len(self.splits) > MAX_SPLITS:
+            problems.append(f"splits: {len(self.splits)} splits, at most {MAX_SPLITS} are allowed")
         if problems:
             raise SpecError(problems)
         object.__setattr__(self, "by_host", MappingProxyType(index))
@@ -234,11 +251,12 @@ class Generation:
     def split_for(self, authority: str) -> CompiledSplit | None:
         """The split serving `authority`: an exact host first, else the longest `*.suffix` host, as Envoy's virtual
         host matching does (so a request Envoy routed to a split's virtual host finds that split here)."""
-        host = normalize_authority(authority)
+        host = normalize_host(authority)
         split = self.by_host.get(host)
         if split is not None or not self._has_wildcards:
             return split
-        dot = host.find(".")
+        # From the second character: as in Envoy, `*.suffix` needs at least one character before `.suffix`.
+        dot = host.find(".", 1)
         while dot != -1:
             split = self.by_host.get("*" + host[dot:])
             if split is not None:

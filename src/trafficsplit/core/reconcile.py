@@ -18,6 +18,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from trafficsplit.core.compiled import CompiledSplit, GenerationContent, assemble, compile_split
+from trafficsplit.core.errors import SpecError
 from trafficsplit.core.resolve import Resolution, ServiceInfo, SliceInfo, SplitObject, resolve
 from trafficsplit.core.rules import Endpoint
 from trafficsplit.core.spec import SplitSpec
@@ -116,14 +117,19 @@ def _outcome(
         invalid = Verdict(False, Reason.INVALID, "; ".join(obj.problems))
         return replace(base, accepted=invalid, resolved=NOT_RESOLVED_INVALID, served=prev, kept=prev is not None)
     res = Resolution({}, ()) if static else resolve(spec, services, slices)
+    # Without a last good form, the unresolved backends get no endpoints: the dataplane then fails their sessions
+    # over to the resolved ones (SPEC §6) rather than losing the whole host.
+    empty: dict[str, tuple[Endpoint, ...]] = {b.name: () for b in spec.backends}
+    try:
+        compiled = compile_split(spec, {**empty, **res.endpoints} if res.missing else res.endpoints, obj.generation)
+    except SpecError as exc:  # what only the resolved endpoints can break (core/limits.py: MAX_ENDPOINTS)
+        refused = Verdict(False, Reason.ENDPOINTS_REFUSED, "; ".join(exc.problems))
+        return replace(base, resolved=refused, spec=spec, resolution=res, served=prev, kept=prev is not None)
     if res.missing:
-        # Without a last good form, the unresolved backends get no endpoints: the dataplane then fails their
-        # sessions over to the resolved ones (SPEC §6) rather than losing the whole host.
-        empty: dict[str, tuple[Endpoint, ...]] = {b.name: () for b in spec.backends}
-        fallback = prev or compile_split(spec, {**empty, **res.endpoints}, obj.generation)
         unresolved = Verdict(False, res.missing[0][0], "; ".join(m for _, m in res.missing))
-        return replace(base, resolved=unresolved, spec=spec, resolution=res, served=fallback, kept=prev is not None)
-    return replace(base, spec=spec, resolution=res, served=compile_split(spec, res.endpoints, obj.generation))
+        served = prev or compiled
+        return replace(base, resolved=unresolved, spec=spec, resolution=res, served=served, kept=prev is not None)
+    return replace(base, spec=spec, resolution=res, served=compiled)
 
 
 def seed_last_good(

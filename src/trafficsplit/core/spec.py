@@ -19,13 +19,16 @@ from typing import Any
 
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_MATCHES
+from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS
 from trafficsplit.core.rules import (
-    MAX_MATCHES,
     Endpoint,
     backend_problems,
     compile_pattern,
     host_problems,
     match_name_problems,
+    match_value_problems,
+    name_problems,
 )
 from trafficsplit.core.weights import parse_int, weight_problems
 
@@ -49,7 +52,9 @@ class BackendSpec:
     endpoints: tuple[Endpoint, ...] = ()  # local mode only; in Kubernetes, endpoints come from EndpointSlices
 
     def __post_init__(self) -> None:
-        problems = backend_problems(self.name, self.port)
+        problems = backend_problems(self.name, self.port, self.service)
+        if len(self.endpoints) > MAX_ENDPOINTS:
+            problems.append(f"endpoints: {len(self.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed")
         if problems:
             raise SpecError(problems)
 
@@ -65,8 +70,8 @@ class MatchSpec:
     backend: str
 
     def __post_init__(self) -> None:
-        problems = match_name_problems(self.kind.value, self.name)
-        if self.type is MatchType.REGULAR_EXPRESSION:
+        problems = match_name_problems(self.kind.value, self.name) + match_value_problems(self.value)
+        if self.type is MatchType.REGULAR_EXPRESSION and not problems:
             try:
                 compile_pattern(self.value)
             except SpecError as exc:
@@ -86,9 +91,12 @@ class SplitSpec:
     endpoint_affinity: bool
     matches: tuple[MatchSpec, ...]
     debug_headers: bool
+    endpoint_points: int = DEFAULT_POINTS
 
     def __post_init__(self) -> None:
-        problems = host_problems(self.hosts)
+        problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
+        if not 1 <= self.endpoint_points <= MAX_POINTS:
+            problems.append(f"sticky.endpointPoints: must be 1..{MAX_POINTS}, got {self.endpoint_points}")
         problems += weight_problems([b.name for b in self.backends], [b.weight for b in self.backends])
         names = {b.name for b in self.backends}
         for i, m in enumerate(self.matches):
@@ -172,11 +180,15 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     p = _Problems()
     if not isinstance(spec, Mapping):
         raise SpecError(["spec: expected an object"])
+    # The file source (local mode) takes these from its files: checked here under their resource path.
+    p.extend("metadata", SpecError(name_problems(namespace, name)))
     service = _get(spec, "service", str, "spec", p)
     hosts_raw = _get(spec, "hosts", list, "spec", p)
     hosts = _parse_hosts(hosts_raw, service, namespace, p)
     backends = _parse_backends(_get(spec, "backends", list, "spec", p), p)
-    cookie, affinity = _parse_sticky(_get(spec, "sticky", Mapping, "spec", p), p)
+    sticky = _get(spec, "sticky", Mapping, "spec", p)
+    cookie, affinity = _parse_sticky(sticky, p)
+    points = _parse_endpoint_points(sticky, p)
     matches = _parse_matches(_get(spec, "matches", list, "spec", p), {b.name for b in backends}, p)
     debug = _get(spec, "debugHeaders", bool, "spec", p) or False
     if p.items:
@@ -192,9 +204,20 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
             endpoint_affinity=affinity,
             matches=matches,
             debug_headers=debug,
+            endpoint_points=points,
         )
     except SpecError as exc:  # the value's own checks; the ones above report the same rules first, per field
         raise exc.within("spec") from None
+
+
+def _parse_endpoint_points(raw: Mapping[str, Any] | None, p: _Problems) -> int:
+    points = _get(raw, "endpointPoints", int, "spec.sticky", p) if raw is not None else None
+    if points is None:
+        return DEFAULT_POINTS
+    if not 1 <= points <= MAX_POINTS:
+        p.add("spec.sticky.endpointPoints", f"must be 1..{MAX_POINTS}, got {points}")
+        return DEFAULT_POINTS
+    return int(points)
 
 
 def _parse_hosts(raw: list[Any] | None, service: str | None, namespace: str, p: _Problems) -> tuple[str, ...]:
@@ -257,6 +280,9 @@ def _parse_static_endpoints(raw: Any, path: str, p: _Problems) -> tuple[Endpoint
     if not isinstance(raw, list):
         p.add(path, "expected a list of HOST:PORT")
         return ()
+    if len(raw) > MAX_ENDPOINTS:
+        p.add(path, f"{len(raw)} endpoints, at most {MAX_ENDPOINTS} are allowed")
+        return ()
     eps: list[Endpoint] = []
     for i, item in enumerate(raw):
         host, sep, port_text = str(item).rpartition(":")
@@ -293,6 +319,7 @@ def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSe
     except ValueError:
         p.add(f"{path}.sameSite", f"{same_site_raw!r} must be one of Strict, Lax, None")
         same_site = SameSite.LAX
+    partitioned = _get(c, "partitioned", bool, path, p) or False
     if name is None:
         return None, affinity
     try:
@@ -304,6 +331,7 @@ def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSe
             secure=secure,
             http_only=True if http_only is None else http_only,
             same_site=same_site,
+            partitioned=partitioned,
         )
     except SpecError as exc:
         p.extend(path, exc)

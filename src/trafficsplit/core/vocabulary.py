@@ -27,6 +27,7 @@ class Reason(StrEnum):
     RESOLVED_REFS = "ResolvedRefs"
     BACKEND_NOT_FOUND = "BackendNotFound"
     PORT_NOT_FOUND = "PortNotFound"
+    ENDPOINTS_REFUSED = "EndpointsRefused"  # a backend resolved to more endpoints than core/limits.py allows
     # Published
     PUBLISHED = "Published"
     NOT_ACCEPTED = "NotAccepted"

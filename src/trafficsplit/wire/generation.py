@@ -4,8 +4,9 @@ The operator compiles with the core and sends `trafficsplit.v1alpha1.Generation`
 core `Generation` and decides with that. A proto is never trusted, and no rule is written here: the receiver builds the
 same self-checking core values the parser builds (`CompiledSplit`, `CompiledBackend`, `CompiledMatch`, `Endpoint`,
 `CookieSettings`, `Generation`), so it refuses what the parser refuses (tests/unit/test_rules_both_paths.py), and
-reports every problem in one `SpecError` under the proto's field paths, so a bad generation is refused whole. What is
-left here is the proto's shape: enums, the match → backend reference.
+reports every problem in one `SpecError` under the proto's field paths, so a bad generation is refused whole, before
+Envoy sees any of it. What is left here is the proto's shape: enums, the match → backend reference, and the bounds
+checked before anything is built (counts of core/limits.py, the gateway's own cluster names).
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from typing import Any, TypeVar
 from trafficsplit.core.compiled import CompiledBackend, CompiledMatch, CompiledSplit, Endpoint, Generation
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.limits import MAX_BACKENDS, MAX_ENDPOINTS, MAX_HOSTS, MAX_MATCHES, MAX_ORIGIN, MAX_SPLITS
+from trafficsplit.core.ring import DEFAULT_POINTS
 from trafficsplit.core.rules import compile_pattern
 from trafficsplit.core.spec import MatchKind
 from trafficsplit.v1alpha1 import publish_pb2 as pb
+from trafficsplit.wire.reserved import RESERVED_CLUSTERS
 
 _KIND_TO_PB = MappingProxyType({MatchKind.HEADER: pb.Match.HEADER, MatchKind.COOKIE: pb.Match.COOKIE})
 _KIND_FROM_PB = MappingProxyType({v: k for k, v in _KIND_TO_PB.items()})
@@ -49,6 +53,7 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
             for b in split.backends
         ],
         endpoint_affinity=split.endpoint_affinity,
+        endpoint_points=split.endpoint_points,
         debug_headers=split.debug_headers,
         observed_generation=split.observed_generation,
     )
@@ -62,6 +67,7 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
                 secure=c.secure,
                 http_only=c.http_only,
                 same_site=c.same_site.value,
+                partitioned=c.partitioned,
             )
         )
         if c.max_age is not None:
@@ -80,18 +86,49 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
 
 
 def generation_from_proto(msg: pb.Generation) -> Generation:
-    """The core generation a publish carries; raises SpecError naming every problem (the dataplane's side)."""
+    """The core generation a publish carries; raises SpecError naming every problem (the dataplane's side).
+
+    Counts are checked before items, so a hostile message costs time proportional to the limits, not to its size."""
+    if len(msg.splits) > MAX_SPLITS:
+        raise SpecError([f"splits: {len(msg.splits)} splits, at most {MAX_SPLITS} are allowed"])
     problems: list[str] = []
+    if len(msg.origin) > MAX_ORIGIN:
+        problems.append(f"origin: {len(msg.origin)} characters, at most {MAX_ORIGIN} are allowed")
     splits: list[CompiledSplit] = []
     for i, s in enumerate(msg.splits):
         split = _split_from_proto(s, f"splits[{i}]", problems)
         if split is not None:
             splits.append(split)
-    if msg.number < 1:
-        problems.append(f"number: must be >= 1, got {msg.number}")
     if problems:
         raise SpecError(problems)
-    return Generation(msg.number, tuple(splits))  # checks itself: hosts served once, clusters used once
+    try:  # checks itself: the number's range, hosts served once, clusters used once
+        return Generation(msg.number, tuple(splits))
+    except SpecError as exc:
+        raise SpecError(problems + list(exc.problems)) from None
+
+
+def _count_problems(s: pb.Split, path: str) -> list[str]:
+    """Oversized lists, found before anything is built from them."""
+    p = [
+        f"{path}.{name}: {len(items)} {name}, at most {limit} are allowed"
+        for name, items, limit in (
+            ("hosts", s.hosts, MAX_HOSTS),
+            ("backends", s.backends, MAX_BACKENDS),
+            ("matches", s.matches, MAX_MATCHES),
+        )
+        if len(items) > limit
+    ]
+    p.extend(
+        f"{path}.backends[{j}].endpoints: {len(b.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed"
+        for j, b in enumerate(s.backends[:MAX_BACKENDS])
+        if len(b.endpoints) > MAX_ENDPOINTS
+    )
+    p.extend(
+        f"{path}.backends[{j}].cluster: {b.cluster!r} is reserved for the gateway's own clusters"
+        for j, b in enumerate(s.backends[:MAX_BACKENDS])
+        if b.cluster in RESERVED_CLUSTERS
+    )
+    return p
 
 
 def _build(problems: list[str], at: str, make: Callable[..., T], /, *args: Any, **kwargs: Any) -> T | None:
@@ -104,6 +141,10 @@ def _build(problems: list[str], at: str, make: Callable[..., T], /, *args: Any, 
 
 
 def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSplit | None:
+    refused = _count_problems(s, path)
+    if refused:
+        problems.extend(refused)
+        return None
     before = len(problems)
     backends: list[CompiledBackend] = []
     for j, b in enumerate(s.backends):
@@ -164,6 +205,7 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
         matches=tuple(matches),
         debug_headers=s.debug_headers,
         observed_generation=s.observed_generation,
+        endpoint_points=s.endpoint_points or DEFAULT_POINTS,
     )
 
 
@@ -184,4 +226,5 @@ def _cookie_from_proto(c: pb.Cookie, path: str, problems: list[str]) -> CookieSe
         secure=c.secure,
         http_only=c.http_only,
         same_site=same_site,
+        partitioned=c.partitioned,
     )
