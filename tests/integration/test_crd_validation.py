@@ -98,7 +98,7 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
     ("host-newline", edit(_set("hosts", ["shop.example\nx"])), ["spec.hosts[0]", "should match"]),
     ("match-value-too-long", edit(lambda s: s.update(matches=[{"header": {"name": "x", "value": "v" * 4097},
                                                               "backend": "canary"}])),
-     ["spec.matches[0].header.value", "may not be longer than 4096"]),
+     ["spec.matches[0].header.value", "may not be more than 4096"]),
     ("weight-not-integer", edit(_set("backends.0.weight", "95")),
      ["spec.backends[0].weight", "must be of type integer"]),
 ]  # fmt: skip

@@ -126,6 +126,7 @@ def _check(req: ep.ProcessingRequest, reply: ep.ProcessingResponse) -> None:
         assert is_header_value(value), value
     clusters = {b.cluster: b for b in split.backends}
     assert emitted[ROUTING_HEADER] in clusters  # never outside the split's configured backends
+    assert clusters[emitted[ROUTING_HEADER]].name != "off"  # weight 0, and no rule names it
     meta = reply.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value.fields
     decision = meta[META_DECISION].string_value
     assert DISCLOSURE.fullmatch(decision), decision
