@@ -16,9 +16,7 @@ from typing import Any
 
 import yaml
 
-from trafficsplit.core.errors import SpecError
 from trafficsplit.core.resolve import SplitObject
-from trafficsplit.core.spec import parse_split
 
 log = logging.getLogger("trafficsplit.operator.filesource")
 
@@ -52,13 +50,19 @@ def parse_documents(text: str, source: str) -> Loaded:
             problems.append(f"{where}: metadata.name: required")
             continue
         spec: Any = doc.get("spec") or {}
-        try:
-            parse_split(str(ns), name, spec)
-        except SpecError as exc:
-            problems.extend(f"{where} {ns}/{name}: {p}" for p in exc.problems)
+        obj = SplitObject(
+            namespace=str(ns),
+            name=name,
+            uid=f"file:{source}#{i}",
+            generation=1,
+            created=f"{source}#{i:04d}",  # orders splits for host conflicts: file name, then position in the file
+            spec=dict(spec) if isinstance(spec, Mapping) else spec,  # not an object: the parser names it
+            status={},
+        )
+        if obj.problems:  # the object parses its spec once, with the parser every source uses
+            problems.extend(f"{where} {ns}/{name}: {p}" for p in obj.problems)
             continue
-        # created orders splits for host conflicts: file name, then position in the file.
-        splits.append(SplitObject(str(ns), name, f"file:{source}#{i}", 1, f"{source}#{i:04d}", dict(spec), {}))
+        splits.append(obj)
     return Loaded(tuple(splits), tuple(problems))
 
 
