@@ -45,7 +45,7 @@ class SliceEndpoint:
     target: str  # targetRef name (a pod name), or the address when absent
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SliceInfo:
     namespace: str
     name: str
@@ -58,7 +58,7 @@ class SliceInfo:
         return f"{self.namespace}/{self.name}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SplitObject:
     """A TrafficSplit as stored: identity, spec, and what the operator needs from its current status."""
 
