@@ -370,6 +370,6 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
         events.append(EventIntent(EventType.NORMAL, EventReason.PUBLISHED, message))
     prev_res = prev.condition(ConditionType.RESOLVED_REFS)
     if outcome.missing and not (prev_res and prev_res.message == outcome.resolved.message):
-        for reason, message in outcome.missing:
-            events.append(EventIntent(EventType.WARNING, EventReason(reason), message))
+        for ref in outcome.missing:
+            events.append(EventIntent(EventType.WARNING, EventReason(ref.reason), ref.message))
     return StatusResult(status, tuple(events))
