@@ -23,6 +23,7 @@ FEATURES = {
     "failover",
     "multiple-splits",
     "local-mode",
+    "cookie-partitioned",
 }
 
 
