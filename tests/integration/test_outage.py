@@ -33,12 +33,30 @@ def _round(dp: Dataplane, cookies: Sequence[str]) -> list[tuple[str, str, str | 
     return [(BACKEND_OF[r[0].backend], r[0].backend, r[0].header("x-trafficsplit-decision")) for r in result]
 
 
+def _decided(d: str | None) -> bool:
+    return d is not None and "path=fallback" not in d
+
+
+def _decided_round(dp: Dataplane, cookies: Sequence[str], attempts: int = 5) -> list[tuple[str, str, str | None]]:
+    """`_round` with the processor up: a request Envoy failed open (the processor's reply later than Envoy's message
+    timeout, which a loaded machine causes, or its ext_proc connection not yet back after a restart) is sent again,
+    so every entry is the processor's own choice; at most `attempts` rounds, then the fallbacks left fail the test."""
+    out = _round(dp, cookies)
+    for _ in range(attempts - 1):
+        again = [i for i, (_, _, d) in enumerate(out) if not _decided(d)]
+        if not again:
+            break
+        for i, entry in zip(again, _round(dp, [cookies[i] for i in again]), strict=True):
+            out[i] = entry
+    assert all(_decided(d) for _, _, d in out), [d for _, _, d in out if not _decided(d)][:3]
+    return out
+
+
 def test_each_session_stays_on_one_backend_and_one_pod_during_an_outage(dataplane: Dataplane) -> None:
     doc = split_doc(HOST, {"stable": 70, "canary": 30}, sticky=True, endpoint_affinity=True)
     gen, _ = dataplane.publish([doc], endpoints=PODS)
     cookies = [f"session-{i:03d}" for i in range(SESSIONS)]
-    up = _round(dataplane, cookies)
-    assert all(d is not None and "path=fallback" not in d for _, _, d in up)
+    up = _decided_round(dataplane, cookies)
 
     dataplane.processor.kill()
     outage = [_round(dataplane, cookies) for _ in range(3)]
@@ -59,7 +77,7 @@ def test_each_session_stays_on_one_backend_and_one_pod_during_an_outage(dataplan
     # is there to apply it, and so does the test.
     _, msg = dataplane.generation([doc], endpoints=PODS, number=gen.number)
     poll(lambda: dataplane.processor.publish(msg).result == pb.PublishReply.ACCEPTED, 60, "republish after restart")
-    back = _round(dataplane, cookies)
+    back = _decided_round(dataplane, cookies)
     assert [p for _, p, _ in back] == [p for _, p, _ in up]  # the end of the outage restores the core's choice
 
     start_backend = sum(u[0] != d[0] for u, d in zip(up, down, strict=True))
