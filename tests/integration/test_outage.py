@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from tests.support.dataplane import Dataplane, run_sessions, split_doc
+from tests.support.dataplane import Dataplane, decided_requests, run_sessions, split_doc
 from tests.support.waiting import poll
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 
@@ -33,23 +33,11 @@ def _round(dp: Dataplane, cookies: Sequence[str]) -> list[tuple[str, str, str | 
     return [(BACKEND_OF[r[0].backend], r[0].backend, r[0].header("x-trafficsplit-decision")) for r in result]
 
 
-def _decided(d: str | None) -> bool:
-    return d is not None and "path=fallback" not in d
-
-
-def _decided_round(dp: Dataplane, cookies: Sequence[str], attempts: int = 5) -> list[tuple[str, str, str | None]]:
-    """`_round` with the processor up: a request Envoy failed open (the processor's reply later than Envoy's message
-    timeout, which a loaded machine causes, or its ext_proc connection not yet back after a restart) is sent again,
-    so every entry is the processor's own choice; at most `attempts` rounds, then the fallbacks left fail the test."""
-    out = _round(dp, cookies)
-    for _ in range(attempts - 1):
-        again = [i for i, (_, _, d) in enumerate(out) if not _decided(d)]
-        if not again:
-            break
-        for i, entry in zip(again, _round(dp, [cookies[i] for i in again]), strict=True):
-            out[i] = entry
-    assert all(_decided(d) for _, _, d in out), [d for _, _, d in out if not _decided(d)][:3]
-    return out
+def _decided_round(dp: Dataplane, cookies: Sequence[str]) -> list[tuple[str, str, str | None]]:
+    """`_round` with the processor up: each entry the processor's own choice (a request Envoy failed open is resent)."""
+    result = decided_requests(dp.port, HOST, "ts", cookies)
+    assert all(r.status == 200 for r in result)
+    return [(BACKEND_OF[r.backend], r.backend, r.header("x-trafficsplit-decision")) for r in result]
 
 
 def test_each_session_stays_on_one_backend_and_one_pod_during_an_outage(dataplane: Dataplane) -> None:
