@@ -316,6 +316,24 @@ class Bench:
         desc = f"lever: {n} processor processes, {n} ext_proc endpoints"
         return Target(f"python-x{n}", desc, e.listener_port("bench"), e, [u.processor.pid for u in units], e.stop)
 
+    def python_google_grpc(self) -> Target:
+        """Lever: Envoy's other gRPC client (google_grpc, the gRPC C++ library) instead of its own (envoy_grpc) for
+        the ext_proc stream, to the same processor as shipped."""
+        d = self.work / "google-grpc"
+        d.mkdir()
+        dp = Dataplane.start(d, self.backends, message_timeout_ms=self.message_timeout_ms)
+        self.cleanups.append(dp.stop)
+        dp.publish([self._spec()])
+        cfg = json.loads(static_bootstrap(self.gen, [Address(path=str(dp.processor.socket))], self.message_timeout_ms))
+        hcm = cfg["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        ext = hcm["http_filters"][0]["typed_config"]
+        ext["grpc_service"] = {
+            "google_grpc": {"target_uri": f"unix:{dp.processor.socket}", "stat_prefix": "extproc_google"}
+        }
+        e = self.envoy("google-grpc", json.dumps(cfg))
+        desc = "lever: the processor as shipped, Envoy's google_grpc client for ext_proc"
+        return Target("python-google-grpc", desc, e.listener_port("bench"), e, [dp.processor.pid], e.stop)
+
     def go(self) -> Target:
         binary = build_refproc()
         sock = self.work / "refproc.sock"
@@ -397,6 +415,8 @@ class Bench:
             return self.go()
         if name == "python-http":
             return self.python_http()
+        if name == "python-google-grpc":
+            return self.python_google_grpc()
         m = re.fullmatch(r"python-x(\d+)", name)
         if m:
             return self.python_processes(int(m.group(1)))
@@ -552,7 +572,7 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=5.0, help="seconds per run")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--concurrency", default="1,32,64")
-    configs = "native, python, go, python-xN, python-http, python+ENV=VALUE (a processor setting), python@INTERPRETER"
+    configs = "native, python, go, python-xN, python-http, python-google-grpc, python+ENV=VALUE, python@INTERPRETER"
     p.add_argument("--configs", default="native,python,go", help=configs)
     p.add_argument("--message-timeout-ms", type=int, default=200)
     p.add_argument("--out", type=Path, help="JSON path (default bench/results/<date>-dataplane.json)")
