@@ -25,7 +25,15 @@ from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.spec import parse_split
 from trafficsplit.core.weights import Weights
 from trafficsplit.v1alpha1 import publish_pb2 as pb
-from trafficsplit.wire.envoy import HASH_HEADER, META_DECISION, META_SET_COOKIE, METADATA_NAMESPACE, ROUTING_HEADER
+from trafficsplit.wire.envoy import (
+    CLUSTER_TYPE,
+    HASH_HEADER,
+    META_DECISION,
+    META_SET_COOKIE,
+    METADATA_NAMESPACE,
+    ROUTE_TYPE,
+    ROUTING_HEADER,
+)
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 
@@ -231,5 +239,36 @@ def test_a_roll_back_also_rolls_back_the_generation_get_held_returns() -> None:
         assert (held_reply.held_number, held_reply.origin) == (4, "op")
         assert held_reply.generation == first.generation
         assert held.current is not None and held.current.number == 4
+
+    asyncio.run(run())
+
+
+def test_a_replaced_generations_clusters_stay_for_the_drain_then_are_withdrawn() -> None:
+    """A decision the old generation made just before the swap may reach Envoy's router just after it: its clusters
+    outlive the swap by `cluster_drain`, and leave in a later xDS version (with the new routes already in place)."""
+
+    async def run() -> None:
+        held = HeldGeneration()
+        metrics = Metrics()
+        ads = AckingAds(metrics)
+        pub = Publisher(held, ads, metrics, token=b"t", replica="r0", ack_timeout=1, cluster_drain=0.2)
+        ok = cast(Any, FakeContext("t"))
+        first = await pub.Publish(pb.PublishRequest(generation=generation_to_proto(generation(4))), ok)
+        assert first.result == pb.PublishReply.ACCEPTED
+        msg5 = generation_to_proto(generation(5))  # the canary leaves
+        del msg5.splits[0].backends[1:]
+        msg5.splits[0].backends[0].weight = 1
+        del msg5.splits[0].matches[:]
+        reply = await pub.Publish(pb.PublishRequest(generation=msg5), ok)
+        assert reply.result == pb.PublishReply.ACCEPTED, reply
+        cds = ads.snapshot()[CLUSTER_TYPE]
+        rds_version = ads.snapshot()[ROUTE_TYPE].version
+        assert set(cds.resources) == {"ns/shop/stable", "ns/shop/canary"}  # still draining
+        await asyncio.sleep(0.5)
+        after = ads.snapshot()
+        assert set(after[CLUSTER_TYPE].resources) == {"ns/shop/stable"}
+        assert int(after[CLUSTER_TYPE].version) > int(rds_version)  # withdrawn after the routes moved
+        assert after[ROUTE_TYPE].version == rds_version
+        await pub.close()
 
     asyncio.run(run())

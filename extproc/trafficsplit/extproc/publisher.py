@@ -6,8 +6,9 @@ Order for an offered generation N (under one lock, so publishes never interleave
    cluster N may pick exists and is warm before any request is decided by N. NACK or timeout → restore the snapshot
    it replaced (with nothing held: none, so Envoy keeps what it has and the refused clusters are never served), INVALID.
 3. Swap the held generation; the next request is decided by N.
-4. Push N's own snapshot (its routes; the clusters only the old generation used are withdrawn now that no held
-   generation picks them) and wait for its ACK; a NACK here swaps back and restores the snapshot (INVALID).
+4. Push N's own snapshot (its routes) and wait for its ACK; a NACK here swaps back and restores the snapshot
+   (INVALID). The clusters only the replaced generation used stay for `cluster_drain` seconds: a decision it made just
+   before the swap may reach Envoy's router just after it. Then a later version (the drain task) withdraws them.
 `GetHeld` answers the held number and, when asked (`with_generation`), the held generation message exactly as accepted
 (swapped and rolled back with the compiled one), from which a restarted operator seeds its last good forms.
 Callers authenticate with `authorization: Bearer <token>`; the token is compared in constant time and never logged.
@@ -16,9 +17,11 @@ Callers authenticate with `authorization: Bearer <token>`; the token is compared
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -26,13 +29,22 @@ from trafficsplit.extproc.ads import AckError, AdsServer
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 
+from trafficsplit.core.compiled import Generation
 from trafficsplit.core.errors import SpecError
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
-from trafficsplit.wire.envoy import resources, transition
+from trafficsplit.wire.envoy import serving, transition
 from trafficsplit.wire.generation import generation_from_proto
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Draining:
+    """A replaced generation whose clusters Envoy keeps until `until` (event-loop time)."""
+
+    generation: Generation
+    until: float
 
 
 class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
@@ -45,6 +57,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         token: bytes,
         replica: str,
         ack_timeout: float,
+        cluster_drain: float = 5.0,
         on_first_generation: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._held = held
@@ -54,7 +67,10 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self._replica = replica
         self._ack_timeout = ack_timeout
         self._on_first = on_first_generation
-        self._lock = asyncio.Lock()  # publishes never interleave
+        self._cluster_drain = cluster_drain
+        self._lock = asyncio.Lock()  # publishes (and withdrawals) never interleave
+        self._draining: list[_Draining] = []
+        self._withdraw_task: asyncio.Task[None] | None = None
 
     async def _authorize(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         given = b""
@@ -98,21 +114,61 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         except SpecError as exc:
             return self._reply(pb.PublishReply.INVALID, str(exc))
         before = self._ads.snapshot()
+        draining = [d.generation for d in self._draining]
         try:
-            await self._ads.wait_acked(self._ads.set_resources(transition(held, gen)), self._ack_timeout)
+            await self._ads.wait_acked(self._ads.set_resources(transition(held, gen, draining)), self._ack_timeout)
         except AckError as exc:
             self._ads.restore(before)
             return self._reply(pb.PublishReply.INVALID, f"not applied to Envoy: {exc}")
         accepted = pb.Generation()
         accepted.CopyFrom(msg)  # our own copy: the request message belongs to grpc
         self._held.swap(gen, msg.origin, accepted)
+        if held is not None:
+            loop = asyncio.get_running_loop()
+            draining.append(held)
+            self._draining.append(_Draining(held, loop.time() + self._cluster_drain))
         try:
-            await self._ads.wait_acked(self._ads.set_resources(resources(gen)), self._ack_timeout)
+            await self._ads.wait_acked(self._ads.set_resources(serving(gen, draining)), self._ack_timeout)
         except AckError as exc:
             self._held.swap(held, held_origin, held_msg)
+            if held is not None:
+                self._draining.pop()
             self._ads.restore(before)
             return self._reply(pb.PublishReply.INVALID, f"routes not applied to Envoy: {exc}")
+        self._schedule_withdrawal()
         self._metrics.held_generation.set(gen.number)
         if held is None and self._on_first is not None:
             await self._on_first()
         return self._reply(pb.PublishReply.ACCEPTED)
+
+    # --- the cluster drain ----------------------------------------------------------------------------------------
+
+    def _schedule_withdrawal(self) -> None:
+        if self._draining and (self._withdraw_task is None or self._withdraw_task.done()):
+            self._withdraw_task = asyncio.create_task(self._withdraw_drained())
+
+    async def _withdraw_drained(self) -> None:
+        """Withdraw replaced generations' clusters once their drain is over, oldest first, each in a later xDS
+        version than the swap. A failure is logged: the snapshot is installed either way, so an Envoy that was not
+        connected gets it when it reconnects, and a NACK of a pure removal keeps the clusters (harmless)."""
+        loop = asyncio.get_running_loop()
+        while self._draining:
+            await asyncio.sleep(max(0.0, self._draining[0].until - loop.time()))
+            async with self._lock:
+                now = loop.time()
+                self._draining = [d for d in self._draining if d.until > now]
+                held = self._held.current
+                if held is None:
+                    continue
+                versions = self._ads.set_resources(serving(held, [d.generation for d in self._draining]))
+                try:
+                    await self._ads.wait_acked(versions, self._ack_timeout)
+                except AckError as exc:
+                    log.warning("withdrawing drained clusters: %s", exc)
+
+    async def close(self) -> None:
+        """Stop the drain task (shutdown)."""
+        if self._withdraw_task is not None:
+            self._withdraw_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._withdraw_task

@@ -43,6 +43,7 @@ class Settings:
     token: bytes
     replica: str
     ack_timeout: float = 5.0
+    cluster_drain: float = 5.0  # seconds a replaced generation's clusters stay in Envoy after the swap
     drain_seconds: float = 5.0
     ports_file: Path | None = None
 
@@ -62,6 +63,7 @@ class DataplaneProcessor:
             token=settings.token,
             replica=settings.replica,
             ack_timeout=settings.ack_timeout,
+            cluster_drain=settings.cluster_drain,
             on_first_generation=self._serving,
         )
         self._local = grpc.aio.server(options=[("grpc.max_concurrent_streams", 10_000)])
@@ -108,6 +110,7 @@ class DataplaneProcessor:
         await self.health.enter_graceful_shutdown()
         await asyncio.sleep(self.settings.drain_seconds)
         await asyncio.gather(self._public.stop(1.0), self._local.stop(1.0))
+        await self.publisher.close()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()
