@@ -14,7 +14,7 @@ import grpc
 import pytest
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
-from trafficsplit.extproc.ads import AckError, AdsServer
+from trafficsplit.extproc.ads import AdsServer, Nacked
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor
@@ -160,6 +160,9 @@ class FakeContext:
     async def abort(self, code: grpc.StatusCode, details: str) -> None:
         raise PermissionError(code, details)
 
+    def time_remaining(self) -> float | None:
+        return None
+
 
 class AckingAds(AdsServer):
     """Envoy acknowledges everything at once."""
@@ -219,7 +222,7 @@ class RoutesNackingAds(AdsServer):
     async def wait_acked(self, versions: Any, timeout: float) -> None:
         self.waits += 1
         if self.nack and self.waits % 2 == 0:
-            raise AckError("routes refused")
+            raise Nacked("routes refused")
 
 
 def test_a_roll_back_also_rolls_back_the_generation_get_held_returns() -> None:
