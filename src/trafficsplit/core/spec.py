@@ -7,10 +7,12 @@ Field paths in messages use the resource's own names (`spec.backends[1].weight`)
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from trafficsplit.core.cookie import CookieSettings, SameSite, is_token
@@ -19,8 +21,32 @@ from trafficsplit.core.weights import MAX_BACKENDS, MAX_WEIGHT, parse_int
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _HOST = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 MAX_MATCHES = 32
 MAX_HOSTS = 16
+
+# Every field a spec may have: the CRD schema's properties (tests/unit/test_crd.py keeps the two equal) plus the file
+# source's `backends[].endpoints`. The API server refuses (kubectl's strict field validation) or prunes any other
+# field; the file source has no API server, so the parser refuses them too: a typo (`stickyy:`) is an error, not a
+# silently ignored field. A nested mapping is an object's fields (for a list: its items' fields); None is a leaf.
+_MATCH_CONDITION = MappingProxyType({"name": None, "type": None, "value": None})
+SPEC_FIELDS: Mapping[str, Any] = MappingProxyType(
+    {
+        "hosts": None,
+        "service": None,
+        "backends": MappingProxyType({"name": None, "service": None, "port": None, "weight": None, "endpoints": None}),
+        "sticky": MappingProxyType(
+            {
+                "cookie": MappingProxyType(
+                    dict.fromkeys(("name", "maxAge", "path", "domain", "secure", "httpOnly", "sameSite"))
+                ),
+                "endpointAffinity": None,
+            }
+        ),
+        "matches": MappingProxyType({"header": _MATCH_CONDITION, "cookie": _MATCH_CONDITION, "backend": None}),
+        "debugHeaders": None,
+    }
+)
 
 
 class MatchKind(StrEnum):
@@ -94,6 +120,31 @@ class _Problems:
         self.items.append(f"{path}: {message}")
 
 
+def _unknown_fields(value: Any, fields: Mapping[str, Any], path: str, p: _Problems) -> None:
+    items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+    for i, obj in items:
+        if not isinstance(obj, Mapping):
+            continue  # a wrong type is reported where the field is read
+        where = path if i is None else f"{path}[{i}]"
+        for key, sub in obj.items():
+            if key not in fields:
+                near = difflib.get_close_matches(str(key), list(fields), n=1)
+                p.add(f"{where}.{key}", "unknown field" + (f" (did you mean {near[0]!r}?)" if near else ""))
+            elif fields[key] is not None:
+                _unknown_fields(sub, fields[key], f"{where}.{key}", p)
+
+
+def object_name_problems(namespace: str, name: str) -> list[str]:
+    """The API server's rules for a namespaced object's identity (namespace: a DNS label; name: a DNS subdomain), for
+    sources without one. They also keep `namespace/name` (and the cluster names built from it) unambiguous."""
+    problems = []
+    if len(namespace) > 63 or not _DNS_LABEL.match(namespace):
+        problems.append(f"metadata.namespace: {namespace!r} is not a DNS label (lowercase, digits, '-', at most 63)")
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        problems.append(f"metadata.name: {name!r} is not a DNS subdomain (lowercase, digits, '-', '.', at most 253)")
+    return problems
+
+
 def _get(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str, p: _Problems) -> Any:
     value = obj.get(key)
     if value is None:
@@ -118,6 +169,7 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     p = _Problems()
     if not isinstance(spec, Mapping):
         raise SpecError(["spec: expected an object"])
+    _unknown_fields(spec, SPEC_FIELDS, "spec", p)
     service = _get(spec, "service", str, "spec", p)
     hosts_raw = _get(spec, "hosts", list, "spec", p)
     hosts = _parse_hosts(hosts_raw, service, namespace, p)
