@@ -7,7 +7,9 @@ Envoy to loopback backends that answer with their name; expectations come from t
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 import time
 from collections.abc import Sequence
 
@@ -387,3 +389,28 @@ def test_a_first_generation_envoy_rejects_is_refused_on_every_retry(dataplane: D
     assert dataplane.processor.health() == 2  # still NOT_SERVING
     dataplane.publish([split_doc(HOST, {"stable": 100})], number=1)
     assert (dataplane.get(HOST).status, dataplane.get(HOST).backend) == (200, "stable")
+
+
+@pytest.mark.slow
+def test_a_hung_processor_fails_open_within_the_message_timeout_and_resumes_on_sigcont(dataplane: Dataplane) -> None:
+    """SIGSTOP: the processor holds its sockets but answers nothing. Envoy waits `message_timeout` per request, then
+    routes it by the native fallback; no request fails. On SIGCONT the processor decides again."""
+    dataplane.publish([split_doc(HOST, {"stable": 70, "canary": 30}, sticky=True)])
+    with Load(dataplane.port, HOST) as load:
+        load.wait_for(300)
+        os.kill(dataplane.processor.pid, signal.SIGSTOP)
+        t_stopped = time.monotonic()
+        try:
+            load.wait_for(200, timeout=60)
+        finally:
+            os.kill(dataplane.processor.pid, signal.SIGCONT)
+        t_resumed = time.monotonic()
+        poll(lambda: load.results[-1][3] is not None and load.results[-1][3].endswith("path=weighted"), 30, "decided")
+        load.wait_for(300)
+    assert not load.errors, load.errors[:3]
+    assert {s for _, s, _, _ in load.results} == {200}
+    stopped = [d for t, _, _, d in load.results if t_stopped + 1.5 < t < t_resumed]
+    assert stopped and all(d is not None and d.endswith("path=fallback") for d in stopped), stopped[:3]
+    assert dataplane.envoy.stat("http.trafficsplit.ext_proc.trafficsplit.message_timeouts") >= len(stopped)
+    last = [d for _, _, _, d in load.results[-200:]]
+    assert all(d is not None and d.endswith("path=weighted") for d in last)
