@@ -550,6 +550,7 @@ class Load:
         self.port, self.authority, self.concurrency, self.headers = port, authority, concurrency, list(headers)
         self.results: list[tuple[float, int, str, str | None]] = []  # (monotonic, status, body, decision header)
         self.errors: list[BaseException] = []
+        self.error_times: list[float] = []  # monotonic time of each error, same order
         self._stop = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
 
@@ -562,6 +563,7 @@ class Load:
                         r = await conn.request(self.authority, headers=self.headers)
                     except Exception as exc:  # a failed request is a result to report, not a crash
                         self.errors.append(exc)
+                        self.error_times.append(time.monotonic())
                         conn.close()
                         continue
                     self.results.append((time.monotonic(), r.status, r.backend, r.header(DECISION_HEADER)))

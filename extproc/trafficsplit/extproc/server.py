@@ -80,6 +80,9 @@ class DataplaneProcessor:
 
     async def start(self) -> None:
         s = self.settings
+        loop = asyncio.get_running_loop()
+        # Read from the metrics thread: all_tasks copes with the set changing meanwhile (it retries).
+        self.metrics.asyncio_tasks.set_function(lambda: len(asyncio.all_tasks(loop)))
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         ep_grpc.add_ExternalProcessorServicer_to_server(self.processor, self._local)
         ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(self.ads, self._local)
