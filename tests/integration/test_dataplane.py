@@ -12,12 +12,22 @@ import re
 import signal
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import grpc
 import pytest
 from scipy.stats import binomtest, chisquare
 
-from tests.support.dataplane import Dataplane, Load, Response, fetch_all, run_sessions, split_doc
+from tests.support.dataplane import (
+    Dataplane,
+    LinkCutter,
+    Load,
+    NameBackends,
+    Response,
+    fetch_all,
+    run_sessions,
+    split_doc,
+)
 from tests.support.waiting import poll
 from trafficsplit.core.decide import pick_backend
 from trafficsplit.core.hashing import key_hash
@@ -414,3 +424,35 @@ def test_a_hung_processor_fails_open_within_the_message_timeout_and_resumes_on_s
     assert dataplane.envoy.stat("http.trafficsplit.ext_proc.trafficsplit.message_timeouts") >= len(stopped)
     last = [d for _, _, _, d in load.results[-200:]]
     assert all(d is not None and d.endswith("path=weighted") for d in last)
+
+
+@pytest.mark.slow
+def test_a_broken_ads_stream_fails_no_request_and_a_publish_meanwhile_is_not_ready_then_taken(
+    name_backends: NameBackends, tmp_path: Path
+) -> None:
+    """Envoy's ADS stream cut (ext_proc untouched) under load: Envoy keeps its clusters and routes, the processor its
+    generation; a publish during the cut answers NOT_READY (nothing changes) and is taken once the stream is back."""
+    cutter = LinkCutter(tmp_path / "extproc.sock").start()
+    dp = Dataplane.start(tmp_path, name_backends, ads_via=cutter.address)
+    try:
+        dp.publish([split_doc(HOST, {"stable": 50, "canary": 50})])
+        with Load(dp.port, HOST) as load:
+            load.wait_for(300)
+            cutter.cut()
+            poll(lambda: dp.processor.metrics_text().count("trafficsplit_ads_streams 0.0") == 1, 10, "stream gone")
+            load.wait_for(300)
+            gen, msg = dp.generation([split_doc(HOST, {"stable": 50, "fresh": 50})])
+            reply = dp.processor.publish(msg)
+            assert reply.result == pb.PublishReply.NOT_READY and reply.held_number == gen.number - 1, reply
+            load.wait_for(300)
+            cutter.restore()
+            poll(lambda: dp.processor.publish(msg).result == pb.PublishReply.ACCEPTED, 30, "the retried publish")
+            t_taken = time.monotonic()
+            load.wait_for(500)
+    finally:
+        dp.stop()
+        cutter.stop()
+    assert not load.errors, load.errors[:3]
+    assert {s for _, s, _, _ in load.results} == {200}
+    assert {b for t, _, b, _ in load.results if t > t_taken} == {"stable", "fresh"}
+    assert "fresh" not in {b for t, _, b, _ in load.results if t < t_taken - 1}

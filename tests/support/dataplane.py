@@ -589,6 +589,75 @@ class Load:
         self.stop()
 
 
+class LinkCutter:
+    """A loopback TCP front for a Unix socket (the processor's), in its own thread, that a test can cut — close every
+    connection through it and refuse new ones — and restore: a broken ADS stream, with ext_proc left alone."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+        self.port = 0
+        self._cut = False
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> LinkCutter:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("link cutter did not start")
+        return self
+
+    @property
+    def address(self) -> Address:
+        return Address("127.0.0.1", self.port)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+        server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._cut:
+            writer.close()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_unix_connection(str(self.target))
+        except OSError:
+            writer.close()
+            return
+        self._writers |= {writer, up_writer}
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError, OSError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+        self._writers -= {writer, up_writer}
+
+    def _set(self, cut: bool) -> None:
+        self._cut = cut
+        if cut:
+            for w in list(self._writers):
+                w.close()
+
+    def cut(self) -> None:
+        self._loop.call_soon_threadsafe(self._set, True)
+
+    def restore(self) -> None:
+        self._loop.call_soon_threadsafe(self._set, False)
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
 @dataclass
 class Dataplane:
     """One gateway unit: Envoy + processor, plus the backends it routes to."""
@@ -658,9 +727,11 @@ class Dataplane:
         extra_processor_args: Sequence[str] = (),
         token: str | None = None,
         replica: str = "test-replica",
+        ads_via: Address | None = None,
     ) -> Dataplane:
         """Start the processor, then Envoy bootstrapped onto its socket (the processor is killed if Envoy fails).
-        Units of one gateway share `token` and differ by `replica`, which is also Envoy's node id."""
+        Units of one gateway share `token` and differ by `replica`, which is also Envoy's node id. `ads_via`: Envoy
+        reaches ADS at this address instead (a `LinkCutter` in front of the processor's socket)."""
         processor = Processor(
             workdir, token=token or secrets.token_hex(16), replica=replica, extra=extra_processor_args
         ).start()
@@ -670,7 +741,7 @@ class Dataplane:
                 node_id=replica,
                 listen=Address("127.0.0.1", 0),
                 extproc=local,
-                ads=local,
+                ads=ads_via or local,
                 admin=Address("127.0.0.1", 0),
                 message_timeout_ms=message_timeout_ms,
             )
