@@ -275,3 +275,41 @@ def test_a_replaced_generations_clusters_stay_for_the_drain_then_are_withdrawn()
         await pub.close()
 
     asyncio.run(run())
+
+
+class SlowRoutesAds(AdsServer):
+    """Acknowledges the transition at once and the routes only after `delay`."""
+
+    delay = 0.3
+    waits = 0
+
+    async def wait_acked(self, versions: Any, timeout: float) -> None:
+        self.waits += 1
+        if self.waits % 2 == 0:
+            await asyncio.sleep(self.delay)
+
+
+def test_a_publish_whose_caller_goes_away_still_completes() -> None:
+    """An operator killed mid-publish cancels the call; the publish must still finish (or roll back) whole: cancelled
+    after the swap it left the generation held with health NOT_SERVING for good and the log silent."""
+
+    async def run() -> None:
+        held = HeldGeneration()
+        metrics = Metrics()
+        firsts: list[int] = []
+
+        async def first() -> None:
+            firsts.append(held.number)
+
+        pub = Publisher(
+            held, SlowRoutesAds(metrics), metrics, token=b"t", replica="r0", ack_timeout=1, on_first_generation=first
+        )
+        msg = pb.PublishRequest(generation=generation_to_proto(generation(4), origin="op"))
+        call = asyncio.ensure_future(pub.Publish(msg, cast(Any, FakeContext("t"))))
+        await asyncio.sleep(0.1)  # in the routes' ACK wait
+        call.cancel()
+        await asyncio.sleep(0.5)
+        assert held.number == 4 and firsts == [4]
+        await pub.close()
+
+    asyncio.run(run())
