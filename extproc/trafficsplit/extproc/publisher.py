@@ -75,6 +75,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self._lock = asyncio.Lock()  # publishes (and withdrawals) never interleave
         self._draining: list[_Draining] = []
         self._withdraw_task: asyncio.Task[None] | None = None
+        self._inflight: set[asyncio.Task[pb.PublishReply]] = set()  # shielded publishes (strong references)
 
     async def _authorize(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         given = b""
@@ -94,8 +95,16 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
 
     async def Publish(self, request: pb.PublishRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.PublishReply:
         await self._authorize(context)
+        # Shielded: a caller that goes away (an operator killed mid-publish) must not cancel the publish half-way,
+        # which could leave a generation held without its health or metrics, or a transition never resolved.
+        task = asyncio.create_task(self._publish_whole(request, context.time_remaining()))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+        return await asyncio.shield(task)
+
+    async def _publish_whole(self, request: pb.PublishRequest, time_remaining: float | None) -> pb.PublishReply:
         async with self._lock:
-            reply = await self._publish(request.generation, context.time_remaining())
+            reply = await self._publish(request.generation, time_remaining)
         self._metrics.publish.labels(pb.PublishReply.Result.Name(reply.result).lower()).inc()
         log.info(
             "publish generation %d from %r: %s %s",
