@@ -138,8 +138,10 @@ def main() -> int:
         ("status Published=True (new gen)", status_t),
     ):
         ms = [x * 1000 for x in xs]
-        print(f"{label:<40}{pct(ms, .5):>8.1f}{pct(ms, .9):>8.1f}{pct(ms, .99):>8.1f}{max(ms):>8.1f}"
-              f"{statistics.mean(ms):>8.1f}")  # fmt: skip
+        print(
+            f"{label:<40}{pct(ms, 0.5):>8.1f}{pct(ms, 0.9):>8.1f}{pct(ms, 0.99):>8.1f}{max(ms):>8.1f}"
+            f"{statistics.mean(ms):>8.1f}"
+        )
     return 0
 
 

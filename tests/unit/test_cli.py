@@ -168,3 +168,31 @@ def test_python_dash_m(tmp_path: object) -> None:
     )
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.splitlines() == ["trafficsplit pick: error: --weights: backends[0].weight: must be >= 0, got -3"]
+
+
+# Arguments that are not valid UTF-8 reach Python as lone surrogates (PEP 383); before the check they ended in a
+# UnicodeEncodeError traceback deep in key_hash (issue 13 item 6).
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["pick", "--weights", "a=1,b=1", "\udcff\udcfe"],
+        ["simulate", "--clients", "\udcffx:1:10", "--replicas", "2"],
+        ["plan", "--from", "a\udcff=1", "--to", "a=1"],
+    ],
+)
+def test_arguments_that_are_not_text_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "is not valid UTF-8 text" in err and "Traceback" not in err, err
+
+
+def test_arguments_that_are_not_text_exit_2_from_a_real_argv() -> None:
+    env = {"PYTHONPATH": ":".join(p for p in sys.path if p), "LC_ALL": "C.UTF-8"}
+    done = subprocess.run(
+        [sys.executable, "-m", "trafficsplit.cli", "pick", "--weights", "a=1,b=1", b"\xff\xfe"],
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count(b"\n") == 1 and b"Traceback" not in done.stderr, done.stderr

@@ -7,11 +7,12 @@ import os
 from pathlib import Path
 
 import pytest
-from trafficsplit.operator.cluster import SplitObject
+
+from trafficsplit.core.resolve import SplitObject
+from trafficsplit.core.status import Condition, SplitStatus, StatusResult
 from trafficsplit.operator.config import parse_config
 from trafficsplit.operator.filesource import FileSource, log_status, parse_documents
 from trafficsplit.operator.leader import lease_decision, micro_time
-from trafficsplit.operator.status import StatusResult
 
 GOOD = """\
 apiVersion: trafficsplit.dev/v1alpha1
@@ -218,10 +219,8 @@ def test_a_file_written_in_two_chunks_publishes_only_the_whole(tmp_path: Path) -
 def test_local_mode_logs_why_a_split_is_not_served(caplog: pytest.LogCaptureFixture) -> None:
     """No API server to write status to: a split refused for a host conflict says why in the log, naming its file."""
     obj = SplitObject("default", "late", "file:b.yaml#0", 1, "b.yaml#0000", {}, {})
-    conditions = [
-        {"type": "Accepted", "status": "False", "reason": "HostConflict", "message": "shop.local: default/shop has it"}
-    ]
-    asyncio.run(log_status(obj, StatusResult({"conditions": conditions}, ())))
+    refused = Condition("Accepted", "False", "HostConflict", "shop.local: default/shop has it", 1, None)
+    asyncio.run(log_status(obj, StatusResult(SplitStatus(conditions=(refused,)), ())))
     (record,) = [r for r in caplog.records if "default/late" in r.getMessage()]
     assert "b.yaml" in record.getMessage() and "HostConflict" in record.getMessage()
     assert "shop.local: default/shop has it" in record.getMessage()

@@ -114,6 +114,7 @@ def test_fallback_uses_eligible_backends_and_skips_zero_weights() -> None:
 def test_routes_strip_client_routing_headers_and_404_unknown_hosts() -> None:
     rc = envoy.route_configuration(sample_generation())
     assert list(rc.internal_only_headers) == [envoy.ROUTING_HEADER, envoy.HASH_HEADER]
+    assert list(rc.request_headers_to_remove) == [envoy.ROUTING_HEADER]  # never forwarded to a backend
     default = rc.virtual_hosts[-1]
     assert list(default.domains) == ["*"] and default.routes[0].direct_response.status == 404
     vhost = rc.virtual_hosts[0]
@@ -168,3 +169,45 @@ def test_serving_keeps_draining_clusters_with_the_new_routes() -> None:
     # The transition from `new` to a third generation keeps what is still draining.
     third = Generation(9, (old.splits[0],))
     assert set(envoy.transition(new, third, [old]).clusters) == set(s.clusters)
+
+
+def test_every_backend_cluster_ejects_dead_endpoints_and_every_route_retries_unsent_requests() -> None:
+    res = envoy.resources(sample_generation())
+    for c in res.clusters.values():
+        od = c.outlier_detection
+        assert od.consecutive_gateway_failure.value == envoy.GATEWAY_FAILURES_TO_EJECT
+        assert od.enforcing_consecutive_gateway_failure.value == 100
+        # The application's own 5xx never eject a pod.
+        assert od.enforcing_consecutive_5xx.value == 0 and od.enforcing_success_rate.value == 0
+        assert c.per_connection_buffer_limit_bytes.value == envoy.BUFFER_LIMIT_BYTES
+    assert res.routes is not None
+    for vh in res.routes[envoy.ROUTE_CONFIG_NAME].virtual_hosts[:-1]:
+        for route in vh.routes:
+            # Only failures where no request byte reached the application: safe to retry for any method.
+            assert set(route.route.retry_policy.retry_on.split(",")) == {
+                "connect-failure", "refused-stream", "reset-before-request"
+            }  # fmt: skip
+
+
+def _hcm(opts: BootstrapOptions) -> dict[str, object]:
+    doc = json.loads(bootstrap_json(opts))
+    hcm: dict[str, object] = doc["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    return hcm
+
+
+def test_trusted_hops_keep_the_clients_forwarded_for_and_none_drop_it() -> None:
+    base = {"node_id": "n", "listen": Address(), "extproc": Address(), "ads": Address(), "admin": Address()}
+    none = _hcm(BootstrapOptions(**base))  # type: ignore[arg-type]
+    assert none["use_remote_address"] is True and "xff_num_trusted_hops" not in none
+    assert "early_header_mutation_extensions" in none
+    one = _hcm(BootstrapOptions(**base, xff_num_trusted_hops=1))  # type: ignore[arg-type]
+    assert one["xff_num_trusted_hops"] == 1 and "early_header_mutation_extensions" not in one
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"xff_num_trusted_hops": -1}, {"xff_num_trusted_hops": 17}, {"max_heap_bytes": 1024}, {"max_connections": 0}],
+)
+def test_bootstrap_options_refuse_out_of_range_edge_settings(bad: dict[str, int]) -> None:
+    with pytest.raises(ValueError):
+        BootstrapOptions("n", Address(), Address(), Address(), Address(), **bad)  # type: ignore[arg-type]

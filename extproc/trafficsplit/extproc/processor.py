@@ -12,11 +12,11 @@ import time
 import grpc
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ep_grpc
-from trafficsplit.extproc.held import HeldGeneration
-from trafficsplit.extproc.metrics import Metrics
 
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import decide
+from trafficsplit.extproc.held import HeldGeneration
+from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.wire.processing import DecisionReplies, no_split_response, pass_through, request_view
 
 log = logging.getLogger(__name__)

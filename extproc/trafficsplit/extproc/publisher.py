@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from trafficsplit.extproc.ads import AckError, AdsServer, Nacked
-from trafficsplit.extproc.held import HeldGeneration
-from trafficsplit.extproc.metrics import Metrics
 
 from trafficsplit.core.compiled import Generation
 from trafficsplit.core.errors import SpecError
+from trafficsplit.extproc.ads import AckError, AdsServer, Nacked
+from trafficsplit.extproc.held import HeldGeneration
+from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.envoy import serving, transition
@@ -138,7 +138,8 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         before = self._ads.snapshot()
         draining = [d.generation for d in self._draining]
         try:
-            await self._ads.wait_acked(self._ads.set_resources(transition(held, gen, draining)), wait)
+            versions = self._ads.set_resources(transition(held, gen, draining), generation=gen.number)
+            await self._ads.wait_acked(versions, wait)
         except AckError as exc:
             self._ads.restore(before)
             return self._refusal(exc, "not applied to Envoy")
@@ -149,7 +150,8 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             draining.append(held)
             self._draining.append(_Draining(held, loop.time() + self._cluster_drain))
         try:
-            await self._ads.wait_acked(self._ads.set_resources(serving(gen, draining)), wait)
+            versions = self._ads.set_resources(serving(gen, draining), generation=gen.number)
+            await self._ads.wait_acked(versions, wait)
         except AckError as exc:
             self._held.swap(held, held_origin, held_msg)
             if held is not None:
@@ -181,7 +183,9 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
                 held = self._held.current
                 if held is None:
                     continue
-                versions = self._ads.set_resources(serving(held, [d.generation for d in self._draining]))
+                versions = self._ads.set_resources(
+                    serving(held, [d.generation for d in self._draining]), generation=held.number
+                )
                 try:
                     await self._ads.wait_acked(versions, self._ack_timeout)
                 except AckError as exc:

@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from trafficsplit.operator.cluster import SplitObject
-from trafficsplit.operator.status import StatusResult
 
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.spec import object_name_problems, parse_split
+from trafficsplit.core.resolve import SplitObject
+from trafficsplit.core.spec import parse_split
+from trafficsplit.core.status import StatusResult
+from trafficsplit.core.vocabulary import ConditionType
 
 log = logging.getLogger("trafficsplit.operator.filesource")
 
@@ -71,9 +72,6 @@ def parse_documents(text: str, source: str) -> Loaded:
             continue
         if not isinstance(ns, str):
             problems.append(f"{where}: metadata.namespace: expected a string, got {type(ns).__name__}")
-            continue
-        if bad := object_name_problems(ns, name):
-            problems.extend(f"{where}: {p}" for p in bad)
             continue
         spec: Any = doc.get("spec") or {}
         try:
@@ -247,6 +245,6 @@ def _where(s: SplitObject) -> str:
 async def log_status(obj: SplitObject, result: StatusResult) -> None:
     """Local mode's status sink: there is no API server to write status to, so a split that is not served (a host
     another split already serves, ...) says why in the log, once per change (the engine writes only changes)."""
-    for c in result.status.get("conditions") or ():
-        if c.get("type") == "Accepted" and c.get("status") == "False":
-            log.error("%s (%s) is not served: %s: %s", obj.key, _where(obj), c.get("reason"), c.get("message"))
+    accepted = result.status.condition(ConditionType.ACCEPTED)
+    if accepted is not None and not accepted.ok:
+        log.error("%s (%s) is not served: %s: %s", obj.key, _where(obj), accepted.reason, accepted.message)

@@ -13,11 +13,11 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from trafficsplit.operator.filesource import parse_documents
-
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.spec import SplitSpec, parse_split
+from trafficsplit.operator.filesource import parse_documents
 from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json
+from trafficsplit.wire.command import envoy_args, local_envoy
 
 NODE_ID = "demo-gateway"
 EXTPROC_SOCKET = "extproc.sock"
@@ -160,14 +160,8 @@ def operator_argv(python: str, workdir: str, examples_dir: str, publish_port: in
 
 
 def envoy_argv(envoy: str, workdir: str) -> list[str]:
-    return [
-        envoy,
-        "-c", f"{workdir}/{ENVOY_CONFIG}",
-        "--concurrency", "1",  # two cores are shared with the processor, the operator and the backends
-        "--use-dynamic-base-id",  # never collides with another Envoy's shared memory on the machine
-        "--admin-address-path", f"{workdir}/{ENVOY_ADMIN_FILE}",
-        "-l", "warning",
-    ]  # fmt: skip
+    # One worker thread: two cores are shared with the processor, the operator and the backends.
+    return [envoy, *envoy_args(local_envoy(f"{workdir}/{ENVOY_CONFIG}", f"{workdir}/{ENVOY_ADMIN_FILE}"))]
 
 
 def envoy_bootstrap(workdir: str, listen_host: str, port: int, message_timeout_ms: int) -> str:

@@ -7,8 +7,17 @@ What Envoy gets per generation, all over ADS:
 - RDS: one route configuration. Per split a virtual host for its hosts with two routes: the routing header present
   → `cluster_header` (the processor decided); otherwise Envoy-native `weighted_clusters` with the split's weights over
   its eligible backends (the processor is down or slow: traffic keeps its ratios, not its stickiness). A default
-  virtual host answers 404 so an unknown host never reaches a random backend. `internal_only_headers` strips the
-  routing and hash headers from every client request before any filter runs, so a client cannot name a cluster.
+  virtual host answers 404 so an unknown host never reaches a random backend (and never gets a cookie: Set-Cookie
+  and the disclosure are added by the splits' virtual hosts only). Hosts match without their port
+  (`ignore_port_in_host_matching`), read as the processor reads them (trafficsplit.core.host).
+  `internal_only_headers` strips the routing and hash headers from every client request before any filter runs, so a
+  client cannot name a cluster; `request_headers_to_remove` strips the processor's routing header before the request
+  goes upstream, so a backend never learns the internal cluster names.
+- Edge hardening of the backend side (docs/security.md says what was adopted from Envoy's edge best practices and
+  why): a 32 KiB per-connection buffer limit; outlier detection that ejects an endpoint after consecutive gateway
+  failures (connect refused, reset, 502/503/504: a dead pod, never the application's own 5xx); and a retry on
+  another endpoint for failures where the request never reached the application (connect failure, refused stream,
+  reset before a request byte was sent), so a pod that died before its endpoint left costs no client a failure.
 
 The names here (headers, metadata namespace, cluster names) are the contract between these routes, the bootstrap
 (`trafficsplit.wire.bootstrap`) and the processor; they live in one place so the three cannot drift.
@@ -19,10 +28,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.cluster.v3 import cluster_pb2, outlier_detection_pb2
 from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 from envoy.config.route.v3 import route_components_pb2, route_pb2
+from envoy.extensions.retry.host.previous_hosts.v3 import previous_hosts_pb2
 from google.protobuf import duration_pb2, wrappers_pb2
 from google.protobuf.message import Message
 
@@ -45,6 +55,17 @@ ROUTE_TYPE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 _HV = base_pb2.HeaderValue
 _HVO = base_pb2.HeaderValueOption
 
+# Envoy's edge recommendation for per-connection buffers (listener and cluster alike).
+BUFFER_LIMIT_BYTES = 32 * 1024
+# Outlier detection: this many consecutive gateway failures (local-origin connect/reset failures count as 503) eject
+# an endpoint for EJECTION_SECONDS × the times it was ejected, at most half a backend's endpoints at once.
+GATEWAY_FAILURES_TO_EJECT = 3
+EJECTION_SECONDS = 15
+MAX_EJECTION_PERCENT = 50
+# Retry only what never reached the application: safe for any method, POST included.
+RETRY_ON = "connect-failure,refused-stream,reset-before-request"
+RETRIES = 2
+
 
 def ads_source() -> config_source_pb2.ConfigSource:
     """Resources from ADS. A short initial fetch timeout: a processor that holds no generation yet sends nothing (it
@@ -62,9 +83,40 @@ def backend_cluster(backend: CompiledBackend, endpoint_affinity: bool) -> cluste
         type=cluster_pb2.Cluster.EDS,
         connect_timeout=duration_pb2.Duration(seconds=1),
         lb_policy=cluster_pb2.Cluster.RING_HASH if endpoint_affinity else cluster_pb2.Cluster.ROUND_ROBIN,
+        per_connection_buffer_limit_bytes=wrappers_pb2.UInt32Value(value=BUFFER_LIMIT_BYTES),
+        outlier_detection=outlier_detection(),
     )
     c.eds_cluster_config.eds_config.CopyFrom(ads_source())
     return c
+
+
+def outlier_detection() -> outlier_detection_pb2.OutlierDetection:
+    """Eject on gateway failures only: the application's own 5xx and success rate are its business, not a sign the
+    pod is gone (enforcing those would let one bad request pattern eject healthy pods)."""
+    u32 = wrappers_pb2.UInt32Value
+    return outlier_detection_pb2.OutlierDetection(
+        consecutive_gateway_failure=u32(value=GATEWAY_FAILURES_TO_EJECT),
+        enforcing_consecutive_gateway_failure=u32(value=100),
+        enforcing_consecutive_5xx=u32(value=0),
+        enforcing_success_rate=u32(value=0),
+        enforcing_failure_percentage=u32(value=0),
+        interval=duration_pb2.Duration(seconds=5),
+        base_ejection_time=duration_pb2.Duration(seconds=EJECTION_SECONDS),
+        max_ejection_percent=u32(value=MAX_EJECTION_PERCENT),
+    )
+
+
+def retry_policy() -> route_components_pb2.RetryPolicy:
+    """Another endpoint of the same cluster (the decision, so stickiness, is kept) when the first never got the
+    request."""
+    predicate = route_components_pb2.RetryPolicy.RetryHostPredicate(name="envoy.retry_host_predicates.previous_hosts")
+    predicate.typed_config.Pack(previous_hosts_pb2.PreviousHostsPredicate())
+    return route_components_pb2.RetryPolicy(
+        retry_on=RETRY_ON,
+        num_retries=wrappers_pb2.UInt32Value(value=RETRIES),
+        retry_host_predicate=[predicate],
+        host_selection_retry_max_attempts=3,
+    )
 
 
 def load_assignment(backend: CompiledBackend) -> endpoint_pb2.ClusterLoadAssignment:
@@ -107,7 +159,7 @@ def fallback_weights(split: CompiledSplit) -> list[tuple[CompiledBackend, int]]:
 
 
 def virtual_host(split: CompiledSplit, generation: int) -> route_components_pb2.VirtualHost:
-    decided = route_components_pb2.RouteAction(cluster_header=ROUTING_HEADER)
+    decided = route_components_pb2.RouteAction(cluster_header=ROUTING_HEADER, retry_policy=retry_policy())
     if split.endpoint_affinity:
         decided.hash_policy.append(
             route_components_pb2.RouteAction.HashPolicy(
@@ -126,6 +178,11 @@ def virtual_host(split: CompiledSplit, generation: int) -> route_components_pb2.
     return route_components_pb2.VirtualHost(
         name=split.key,
         domains=list(split.hosts),
+        # Per split, not for the whole configuration: the 404 host never carries a cookie or a decision.
+        response_headers_to_add=[
+            _add_response_header("set-cookie", _meta(META_SET_COOKIE)),
+            _add_response_header(DECISION_HEADER, _meta(META_DECISION)),
+        ],
         routes=[
             route_components_pb2.Route(
                 name="decided",
@@ -139,7 +196,7 @@ def virtual_host(split: CompiledSplit, generation: int) -> route_components_pb2.
                 name=FALLBACK_STAT_PREFIX,
                 stat_prefix=FALLBACK_STAT_PREFIX,
                 match=route_components_pb2.RouteMatch(prefix="/"),
-                route=route_components_pb2.RouteAction(weighted_clusters=fallback),
+                route=route_components_pb2.RouteAction(weighted_clusters=fallback, retry_policy=retry_policy()),
             ),
         ],
     )
@@ -167,10 +224,12 @@ def route_configuration(gen: Generation | None) -> route_pb2.RouteConfiguration:
         name=ROUTE_CONFIG_NAME,
         virtual_hosts=vhosts,
         internal_only_headers=[ROUTING_HEADER, HASH_HEADER],
-        response_headers_to_add=[
-            _add_response_header("set-cookie", _meta(META_SET_COOKIE)),
-            _add_response_header(DECISION_HEADER, _meta(META_DECISION)),
-        ],
+        # The processor reads the Host with the same rule (trafficsplit.core.host.normalize_host).
+        ignore_port_in_host_matching=True,
+        # Applied as the request leaves for the backend, after the route has read it. Not the hash header: Envoy
+        # computes the ring hash after this removal (measured: endpoint affinity breaks), and its value is the
+        # session key the backend already has in the request (the cookie or the configured header).
+        request_headers_to_remove=[ROUTING_HEADER],
     )
 
 

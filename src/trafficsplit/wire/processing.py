@@ -18,7 +18,8 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.type.v3 import http_status_pb2
 
 from trafficsplit.core.compiled import CompiledSplit, Generation
-from trafficsplit.core.decide import Decision
+from trafficsplit.core.decide import Decision, KeySource
+from trafficsplit.core.hashing import key_hash
 from trafficsplit.wire.envoy import (
     HASH_HEADER,
     META_DECISION,
@@ -70,6 +71,15 @@ def disclosure(decision: Decision, generation: int) -> str:
     )
 
 
+def hash_header_value(decision: Decision) -> str:
+    """The endpoint-affinity hash key Envoy's ring hashes. A cookie handle (validated cookie-octets) or a minted one
+    goes as is; a request id is the client's own bytes, so only its hash goes out: no client byte reaches a header
+    value unvalidated (tests/unit/test_extproc_fuzz.py)."""
+    if decision.key_source is KeySource.REQUEST_ID:
+        return f"{key_hash(decision.key):016x}"
+    return decision.key
+
+
 def _set_header(name: str, value: str) -> base_pb2.HeaderValueOption:
     return base_pb2.HeaderValueOption(
         header=base_pb2.HeaderValue(key=name, raw_value=value.encode()), append_action=_OVERWRITE
@@ -102,7 +112,9 @@ class DecisionReplies:
         reply = ep.ProcessingResponse()
         reply.CopyFrom(routed)
         if split.endpoint_affinity:
-            reply.request_headers.response.header_mutation.set_headers.append(_set_header(HASH_HEADER, decision.key))
+            reply.request_headers.response.header_mutation.set_headers.append(
+                _set_header(HASH_HEADER, hash_header_value(decision))
+            )
         if decision.set_cookie is not None or split.debug_headers:
             ns = reply.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value
             if decision.set_cookie is not None:
