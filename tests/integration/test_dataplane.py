@@ -264,7 +264,8 @@ def test_processor_killed_under_load_fails_open_by_weight_and_restart_resumes_st
     # Restart: the processor holds nothing; the operator republishes what it holds (GetHeld says 0).
     dataplane.processor.start()
     assert dataplane.processor.get_held().held_number == 0
-    reply = dataplane.processor.publish(dataplane.generation([doc], number=gen.number)[1])
+    # Envoy reconnects its ADS stream after its own backoff (seen > 5 s on a loaded machine): NOT_READY until then.
+    reply = dataplane.processor.publish_until_taken(dataplane.generation([doc], number=gen.number)[1])
     assert reply.result == pb.PublishReply.ACCEPTED, reply
     after = sessions(dataplane, cookies)
     assert {c: r[0].backend for c, r in zip(cookies, after, strict=True)} == before

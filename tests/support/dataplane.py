@@ -393,6 +393,14 @@ class Processor:
             )
             return reply
 
+    def publish_until_taken(self, gen: pb.Generation, timeout: float = 30) -> pb.PublishReply:
+        """Publish as the operator does: `NOT_READY` (Envoy not connected yet: a restarted processor whose Envoy is
+        still in its reconnect backoff) is retried; any other answer is final."""
+        deadline = time.monotonic() + timeout
+        while (reply := self.publish(gen)).result == pb.PublishReply.NOT_READY and time.monotonic() < deadline:
+            time.sleep(0.25)
+        return reply
+
     def get_held(self, token: str | None = None) -> pb.HeldReply:
         token = self.token if token is None else token
         md = [("authorization", f"Bearer {token}")] if token else []
@@ -739,7 +747,7 @@ class Dataplane:
     def publish(self, splits: Sequence[Mapping[str, Any]], **kw: Any) -> tuple[Generation, pb.PublishReply]:
         """Compile and publish; asserts ACCEPTED and returns the core generation (the pure model to compare with)."""
         gen, msg = self.generation(splits, **kw)
-        reply = self.processor.publish(msg)
+        reply = self.processor.publish_until_taken(msg)
         assert reply.result == pb.PublishReply.ACCEPTED, (reply, self.processor.log_tail())
         self.number, self.held = gen.number, gen
         return gen, reply
