@@ -172,8 +172,9 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
 
     async def _withdraw_drained(self) -> None:
         """Withdraw replaced generations' clusters once their drain is over, oldest first, each in a later xDS
-        version than the swap. A failure is logged: the snapshot is installed either way, so an Envoy that was not
-        connected gets it when it reconnects, and a NACK of a pure removal keeps the clusters (harmless)."""
+        version than the swap. Not waited for: nothing depends on the removal, and an Envoy that is not connected
+        gets the snapshot when it reconnects, so a disconnected Envoy never holds the lock (and the next publish) up;
+        a NACK of it is counted and logged by the ADS server like any other, and Envoy keeps the clusters."""
         loop = asyncio.get_running_loop()
         while self._draining:
             await asyncio.sleep(max(0.0, self._draining[0].until - loop.time()))
@@ -183,13 +184,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
                 held = self._held.current
                 if held is None:
                     continue
-                versions = self._ads.set_resources(
-                    serving(held, [d.generation for d in self._draining]), generation=held.number
-                )
-                try:
-                    await self._ads.wait_acked(versions, self._ack_timeout)
-                except AckError as exc:
-                    log.warning("withdrawing drained clusters: %s", exc)
+                self._ads.set_resources(serving(held, [d.generation for d in self._draining]), generation=held.number)
 
     async def close(self) -> None:
         """Stop the drain task (shutdown)."""
