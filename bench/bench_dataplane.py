@@ -278,13 +278,22 @@ class Bench:
         e = self.envoy("native", static_bootstrap(self.gen))
         return Target("native", "Envoy weighted_clusters, no ext_proc", e.listener_port("bench"), e, [], e.stop)
 
-    def python(self) -> Target:
-        dp = Dataplane.start(self.work / "", self.backends, message_timeout_ms=self.message_timeout_ms)
+    def python(self, env: dict[str, str] | None = None) -> Target:
+        """As shipped; `env` (a lever such as a grpc setting) is set for the processor process only."""
+        d = self.work / ("python" + "".join(f"-{k}={v}" for k, v in (env or {}).items()))
+        d.mkdir()
+        saved = dict(os.environ)
+        os.environ.update(env or {})
+        try:
+            dp = Dataplane.start(d, self.backends, message_timeout_ms=self.message_timeout_ms)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
         self.cleanups.append(dp.stop)
         dp.publish([self._spec()])
-        pid = dp.processor.pid
-        desc = "Envoy + trafficsplit processor as shipped (grpc.aio, ADS)"
-        return Target("python", desc, dp.port, dp.envoy, [pid], dp.stop)
+        name = "python" + "".join(f"+{k}={v}" for k, v in (env or {}).items())
+        desc = "Envoy + trafficsplit processor as shipped (grpc.aio, ADS)" + (f", env {env}" if env else "")
+        return Target(name, desc, dp.port, dp.envoy, [dp.processor.pid], dp.stop)
 
     def python_processes(self, n: int) -> Target:
         # Each process is a whole unit as shipped (its own idle Envoy subscribes to its ADS, so a publish is ACKed
@@ -375,6 +384,8 @@ class Bench:
             return self.native()
         if name == "python":
             return self.python()
+        if name.startswith("python+"):
+            return self.python(dict(item.split("=", 1) for item in name.split("+")[1:]))
         if name == "go":
             return self.go()
         if name == "python-http":
@@ -467,7 +478,7 @@ def markdown(result: dict[str, Any]) -> str:
     for c in result["concurrency"]:
         for name, cfg in result["configs"].items():
             m = cfg["by_concurrency"][str(c)]
-            r = cfg["ratio_to_native"][str(c)]
+            r = cfg.get("ratio_to_native", {}).get(str(c), {"rps": float("nan"), "p50_added_ms": float("nan")})
             proc = f"{m['processor_cpu_us_per_request']:.0f}" if name != "native" else "–"
             lines.append(
                 f"| {name} | {c} | {m['rps']:,.0f} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} | {m['p999_ms']:.2f} "
@@ -534,7 +545,8 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=5.0, help="seconds per run")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--concurrency", default="1,32,64")
-    p.add_argument("--configs", default="native,python,go", help="native, python, go, python-xN, python-http")
+    configs = "native, python, go, python-xN, python-http, python+ENV=VALUE (a setting for the processor)"
+    p.add_argument("--configs", default="native,python,go", help=configs)
     p.add_argument("--message-timeout-ms", type=int, default=200)
     p.add_argument("--out", type=Path, help="JSON path (default bench/results/<date>-dataplane.json)")
     p.add_argument("--handle", action="store_true", help="only the processor's own work per request, in process")

@@ -495,7 +495,10 @@ def test_publish_tls_with_user_secrets_a_server_name_or_off(helm: Helm) -> None:
         if c["name"] in ("extproc", "operator"):
             want = "gw-certs" if c["name"] == "extproc" else "op-certs"
             assert {v["name"]: v for v in pod["volumes"]}["publish-tls"]["secret"]["secretName"] == want
-    proc = helm("template", "rel", str(CHART), "--set", "publish.tls.gatewaySecret=gw-certs", check=False)
+    proc = helm(
+        "template", "rel", str(CHART), "--kube-version", KUBE_VERSIONS[-1],
+        "--set", "publish.tls.gatewaySecret=gw-certs", check=False,
+    )  # fmt: skip
     assert proc.returncode != 0 and "go together" in proc.stderr, proc.stderr
 
     docs = render(helm, "publish.tls.serverName=publish.internal.example")
@@ -530,3 +533,58 @@ def test_upgrade_keeps_the_generated_certificates_until_the_server_name_changes(
     kube.helm("upgrade", release, str(CHART), "-n", namespace, "--set", "publish.tls.serverName=publish.example")
     renewed = _tls_data(kube, namespace, release)
     assert renewed[0]["tls.crt"] != first[0]["tls.crt"] and renewed[1]["ca.crt"] != first[1]["ca.crt"]
+
+
+def test_the_generated_certificates_work_between_the_real_extproc_and_the_operators_client(
+    helm: Helm, tmp_path: Path
+) -> None:
+    """The chart's own certificates (Sprig's genCA/genSignedCert), not the tests': the extproc serves with the gateway
+    Secret, the operator's client connects with the operator Secret and the server name the chart passes it, and a
+    client holding the gateway's files instead is refused."""
+    import asyncio
+
+    import grpc
+
+    from tests.support.dataplane import Processor
+    from trafficsplit.operator.config import parse_config
+    from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient
+
+    docs = render(helm)
+    files: dict[str, dict[str, Path]] = {}
+    for side in ("gateway", "operator"):
+        secret = find(docs, "Secret", f"rel-publish-tls-{side}")
+        d = tmp_path / side
+        d.mkdir()
+        files[side] = {}
+        for key in ("tls.crt", "tls.key", "ca.crt"):
+            (d / key).write_bytes(_pem(secret, key))
+            files[side][key] = d / key
+    op = find(docs, "Deployment", "rel-operator")["spec"]["template"]["spec"]["containers"][0]
+    chart_tls = parse_config(op["args"], {"POD_NAME": "p"}).tls
+    assert chart_tls is not None and chart_tls.server_name is not None
+    gw = files["gateway"]
+    processor = Processor(
+        tmp_path,
+        token="t0ken",
+        extra=[f"--tls-cert={gw['tls.crt']}", f"--tls-key={gw['tls.key']}", f"--tls-client-ca={gw['ca.crt']}"],
+    ).start()
+    (tmp_path / "token-file").write_text("t0ken")
+
+    async def held(tls: ClientTlsFiles) -> int | grpc.StatusCode:
+        client = PublisherClient(processor.publish_address, str(tmp_path / "token-file"), timeout=5, tls=tls)
+        try:
+            return int((await client.get_held()).held_number)
+        except grpc.aio.AioRpcError as exc:
+            return exc.code()
+        finally:
+            await client.close()
+
+    try:
+        o = files["operator"]
+        right = ClientTlsFiles(str(o["ca.crt"]), str(o["tls.crt"]), str(o["tls.key"]), chart_tls.server_name)
+        assert asyncio.run(held(right)) == 0
+        # The gateway's own key pair is not a client certificate the gateways accept (two CAs).
+        swapped = ClientTlsFiles(str(o["ca.crt"]), str(gw["tls.crt"]), str(gw["tls.key"]), chart_tls.server_name)
+        assert asyncio.run(held(swapped)) == grpc.StatusCode.UNAVAILABLE
+    finally:
+        processor.kill()

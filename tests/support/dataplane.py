@@ -59,7 +59,7 @@ from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.bootstrap import LISTENER_NAME, Address, BootstrapOptions, bootstrap_json
 from trafficsplit.wire.command import envoy_args, local_envoy
-from trafficsplit.wire.envoy import DECISION_HEADER, HASH_HEADER, ROUTING_HEADER
+from trafficsplit.wire.envoy import DECISION_HEADER, ROUTING_HEADER
 from trafficsplit.wire.generation import generation_to_proto
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -91,6 +91,7 @@ class Envoy:
         self.config_path.write_text(config)
         self.admin_path = workdir / f"{name}.admin"
         self.log_path = workdir / f"{name}.log"
+        self.access_log_path = workdir / f"{name}.access.log"  # where the gateway's bootstrap writes it
         self.concurrency = concurrency
         self.proc: subprocess.Popen[bytes] | None = None
         self.admin = ""
@@ -194,8 +195,7 @@ ECHOED = {
 
 def name_backends_bootstrap(names: Sequence[str]) -> str:
     """Envoy config answering each name on its own loopback port: 200, body = name, header x-backend: name; it
-    also echoes the routing and hash headers it received and the `ECHOED` ones, so a test sees what the gateway
-    forwarded."""
+    also echoes the routing header it received and the `ECHOED` ones, so a test sees what the gateway forwarded."""
     listeners = []
     for n in names:
         route = {
@@ -210,10 +210,6 @@ def name_backends_bootstrap(names: Sequence[str]) -> str:
                             "direct_response": {"status": 200, "body": {"inline_string": n}},
                             "response_headers_to_add": [
                                 {"header": {"key": "x-backend", "value": n}},
-                                {
-                                    "header": {"key": "x-seen-hash-key", "value": f"%REQ({HASH_HEADER})%"},
-                                    "keep_empty_value": False,
-                                },
                                 {
                                     "header": {"key": "x-seen-cluster", "value": f"%REQ({ROUTING_HEADER})%"},
                                     "keep_empty_value": False,
@@ -798,6 +794,7 @@ class Dataplane:
                 ads=ads_via or local,
                 admin=Address("127.0.0.1", 0),
                 message_timeout_ms=message_timeout_ms,
+                access_log=str(workdir / "gateway.access.log"),
                 **(bootstrap or {}),
             )
         )

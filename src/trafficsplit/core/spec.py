@@ -22,6 +22,7 @@ from typing import Any
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_MATCHES
+from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS
 from trafficsplit.core.rules import (
     Endpoint,
     backend_problems,
@@ -46,9 +47,10 @@ SPEC_FIELDS: Mapping[str, Any] = MappingProxyType(
         "sticky": MappingProxyType(
             {
                 "cookie": MappingProxyType(
-                    dict.fromkeys(("name", "maxAge", "path", "domain", "secure", "httpOnly", "sameSite"))
+                    dict.fromkeys(("name", "maxAge", "path", "domain", "secure", "httpOnly", "sameSite", "partitioned"))
                 ),
                 "endpointAffinity": None,
+                "endpointPoints": None,
             }
         ),
         "matches": MappingProxyType({"header": _MATCH_CONDITION, "cookie": _MATCH_CONDITION, "backend": None}),
@@ -115,9 +117,12 @@ class SplitSpec:
     endpoint_affinity: bool
     matches: tuple[MatchSpec, ...]
     debug_headers: bool
+    endpoint_points: int = DEFAULT_POINTS
 
     def __post_init__(self) -> None:
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
+        if not 1 <= self.endpoint_points <= MAX_POINTS:
+            problems.append(f"sticky.endpointPoints: must be 1..{MAX_POINTS}, got {self.endpoint_points}")
         problems += weight_problems([b.name for b in self.backends], [b.weight for b in self.backends])
         names = {b.name for b in self.backends}
         for i, m in enumerate(self.matches):
@@ -222,7 +227,9 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     hosts_raw = _get(spec, "hosts", list, "spec", p)
     hosts = _parse_hosts(hosts_raw, service, namespace, p)
     backends = _parse_backends(_get(spec, "backends", list, "spec", p), p)
-    cookie, affinity = _parse_sticky(_get(spec, "sticky", Mapping, "spec", p), p)
+    sticky = _get(spec, "sticky", Mapping, "spec", p)
+    cookie, affinity = _parse_sticky(sticky, p)
+    points = _parse_endpoint_points(sticky, p)
     matches = _parse_matches(_get(spec, "matches", list, "spec", p), {b.name for b in backends}, p)
     debug = _get(spec, "debugHeaders", bool, "spec", p) or False
     if p.items:
@@ -238,9 +245,20 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
             endpoint_affinity=affinity,
             matches=matches,
             debug_headers=debug,
+            endpoint_points=points,
         )
     except SpecError as exc:  # the value's own checks; the ones above report the same rules first, per field
         raise exc.within("spec") from None
+
+
+def _parse_endpoint_points(raw: Mapping[str, Any] | None, p: _Problems) -> int:
+    points = _get(raw, "endpointPoints", int, "spec.sticky", p) if raw is not None else None
+    if points is None:
+        return DEFAULT_POINTS
+    if not 1 <= points <= MAX_POINTS:
+        p.add("spec.sticky.endpointPoints", f"must be 1..{MAX_POINTS}, got {points}")
+        return DEFAULT_POINTS
+    return int(points)
 
 
 def _parse_hosts(raw: list[Any] | None, service: str | None, namespace: str, p: _Problems) -> tuple[str, ...]:
@@ -342,6 +360,7 @@ def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSe
     except ValueError:
         p.add(f"{path}.sameSite", f"{same_site_raw!r} must be one of Strict, Lax, None")
         same_site = SameSite.LAX
+    partitioned = _get(c, "partitioned", bool, path, p) or False
     if name is None:
         return None, affinity
     try:
@@ -353,6 +372,7 @@ def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSe
             secure=secure,
             http_only=True if http_only is None else http_only,
             same_site=same_site,
+            partitioned=partitioned,
         )
     except SpecError as exc:
         p.extend(path, exc)
