@@ -1,22 +1,31 @@
-"""Per-request cost of the pure core: the pick, cookie reading, and a whole decide(), for several split sizes.
+"""Per-request cost of the pure core: the pick, cookie reading, and a whole decide(), for several split sizes; and a
+match rule's regular expression, RE2 (what the core uses) side by side with Python's backtracking `re`.
 
 Why: the extproc calls decide() once per request on the gateway's hot path, so its cost bounds the dataplane's
 throughput. Not a test: figures are printed next to the target, never asserted (they depend on the machine and its
 load; run it on an idle machine and read the best-of-N figures).
 
-    PYTHONPATH=src python bench/bench_core.py [--repeat 7]
+    PYTHONPATH=src python bench/bench_core.py [--repeat 7] [--out bench/results/DATE-core.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import time
 import timeit
 from collections.abc import Callable
+from pathlib import Path
 
 from trafficsplit.core.compiled import CompiledSplit, Endpoint, compile_split
 from trafficsplit.core.cookie import AffinityMinter, read_cookie
 from trafficsplit.core.decide import decide
 from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.regex import Pattern
 from trafficsplit.core.spec import parse_split
 from trafficsplit.core.weights import MAX_BACKENDS, Weights
 
@@ -78,10 +87,32 @@ def measure(n: int, repeat: int) -> dict[str, float]:
     }
 
 
+TYPICAL_RULE, TYPICAL_VALUE = r"(beta|canary)-user-[0-9]+", "canary-user-12345"
+# The denial-of-service rule of the security review. Python's `re` doubles its time per added 'a'; 22 keeps the
+# side-by-side run short (the review's 29 bytes took ~9 s), RE2 gets the full 29.
+PATHOLOGICAL_RULE = r"(a+)+$"
+
+
+def measure_regex(repeat: int) -> dict[str, float]:
+    typical_re, typical_re2 = re.compile(TYPICAL_RULE), Pattern(TYPICAL_RULE)
+    bad_re, bad_re2 = re.compile(PATHOLOGICAL_RULE), Pattern(PATHOLOGICAL_RULE)
+    started = time.perf_counter()
+    bad_re.fullmatch("a" * 22 + "!")
+    re_pathological_ns = (time.perf_counter() - started) * 1e9
+    return {
+        "typical/re": ns_per_call(lambda: typical_re.fullmatch(TYPICAL_VALUE), repeat),
+        "typical/re2": ns_per_call(lambda: typical_re2.fullmatch(TYPICAL_VALUE), repeat),
+        "pathological/re (22 bytes)": re_pathological_ns,
+        "pathological/re2 (29 bytes)": ns_per_call(lambda: bad_re2.fullmatch("a" * 28 + "!"), repeat),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="ns per call of the core's per-request work")
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--out", type=Path, help="also write the figures as JSON (e.g. bench/results/DATE-core.json)")
     args = parser.parse_args()
+    load_start = os.getloadavg()
     columns = ("key_hash", "pick", "cookie+pick", "decide/cookie", "decide/mint", "decide/failover")
     print(f"{'backends':>8}" + "".join(f"{c:>17}" for c in columns))
     results = {n: measure(n, args.repeat) for n in SIZES}
@@ -93,6 +124,30 @@ def main() -> None:
         print(
             f"2 backends, {case}: {two[case]:.0f} ns vs target {TARGET_NS} ns ({two[case] / TARGET_NS:.2f}x, {verdict})"
         )
+    rx = measure_regex(args.repeat)
+    for case, ns in rx.items():
+        print(f"regex {case}: {ns:,.0f} ns")
+    print(f"regex typical rule: RE2 costs {rx['typical/re2'] / rx['typical/re']:.1f}x re per match")
+    ratio = rx["pathological/re (22 bytes)"] / rx["pathological/re2 (29 bytes)"]
+    print(f"regex pathological rule: re on 22 bytes costs {ratio:,.0f}x RE2 on 29 bytes")
+    if args.out is not None:
+        doc = {
+            "benchmark": "core",
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "unit": "ns per call, best of --repeat",
+            "repeat": args.repeat,
+            "target_ns": TARGET_NS,
+            "by_backends": {str(n): {c: round(v) for c, v in row.items()} for n, row in results.items()},
+            "regex_ns": {case: round(ns) for case, ns in rx.items()},
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "loadavg_start": [round(x, 2) for x in load_start],
+                "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+            },
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(doc, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,30 @@
-"""What the processor costs: Envoy-native weighted_clusters vs the same Envoy through the trafficsplit processor.
+"""What the processor costs, side by side in one run: Envoy-native, Envoy + our processor, Envoy + a Go reference.
 
-Why: every request through the gateway pays one ext_proc round trip to a Python process; this prints how much, on
-this machine, in one run, side by side: requests/s and p50/p99 latency at a fixed concurrency and at concurrency 1,
-and CPU seconds per request of Envoy and of the processor (from /proc/<pid>/stat). Not a test: nothing is asserted.
+Why: every request through the gateway pays one ext_proc round trip to a Python process. Users compare the gateway
+with what Envoy does alone, and the question "how much of the cost is Python" needs a compiled processor doing the
+same work beside it. Not a test: nothing is asserted; the output is data (`bench/results/<date>-dataplane.json` and a
+markdown table beside it).
 
-Both sides use the same route configuration (`trafficsplit.wire.envoy.route_configuration`): the native Envoy has it
-inline with no ext_proc filter (its requests take the weighted fallback route); the processor's Envoy gets it over
-ADS and routes by the processor's header. Backends are one Envoy answering with direct_response, so they cost little.
-Runs alternate (native, processor, native, ...) and the median of `--repeat` runs is printed, to spread out the
-noise of a shared machine. Loopback only; bounded by --duration per run.
+Configurations (all one Envoy, `--concurrency 1`, the same route configuration `trafficsplit.wire.envoy` builds):
 
-    PYTHONPATH=src:extproc:. python bench/bench_dataplane.py [--duration 5] [--repeat 3] [--connections 32]
+  native      Envoy alone: the routes and clusters inline, no ext_proc filter; requests take the weighted fallback
+              route (Envoy's own `weighted_clusters`). The limit for this job on this machine.
+  python      the product as shipped: `python -m trafficsplit.extproc` (ext_proc + ADS on a Unix socket, uvloop when
+              installed) and Envoy bootstrapped by `trafficsplit.wire.bootstrap`, routes over ADS.
+  go          the same Envoy filter and routes (static), ext_proc served by `bench/refproc` (Go, go-control-plane's
+              types, the same FNV-1a pick, cookie read/mint and reply), built by this script into
+              ~/.cache/trafficsplit/bench (`go` is needed; the module comes from the Go module proxy).
+  python-xN   lever: N processor processes, each published the generation, Envoy's ext_proc cluster with N endpoints
+              (Envoy keeps one HTTP/2 connection per endpoint, so one socket alone would not share the load).
+
+The load is wrk (`-t1`) with `bench/wrk_mix.lua`: a sticky split (90/10), 90 % of requests carry a valid affinity
+cookie and every 10th carries none (the processor mints one and sets it). Each round runs every configuration at each
+concurrency, alternating (A B C A B C ...), and the median over rounds is reported, so the ratios come from one run
+on one machine state. CPU per request is the difference of utime+stime in /proc/<pid>/stat over a run, divided by
+the requests wrk completed. Loopback only; every run is bounded by --duration.
+
+    PYTHONPATH=src:extproc:operator:. python bench/bench_dataplane.py [--duration 5] [--rounds 3]
+        [--concurrency 1,32,64] [--configs native,python,go] [--out bench/results/DATE-dataplane.json]
 
 `--handle` prints instead the processor's own work per request, in process (no Envoy, no grpcio): parse the
 ext_proc message, `Processor.handle` (split lookup, decide, metrics, the reply), serialize the reply.
@@ -19,31 +33,48 @@ ext_proc message, `Processor.handle` (split lookup, decide, metrics, the reply),
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime
+import http.client
 import json
 import os
+import platform
 import re
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
+import time
 import timeit
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from google.protobuf import json_format
+
+from tests.support.dataplane import Dataplane, Envoy, NameBackends, envoy_binary, split_doc
+from trafficsplit.core.compiled import Endpoint, Generation, assemble_generation, compile_split
+from trafficsplit.core.spec import parse_split
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor
-
-from tests.support.dataplane import Dataplane, Envoy, NameBackends, split_doc
-from trafficsplit.core.compiled import Endpoint, Generation, compile_split
-from trafficsplit.core.spec import parse_split
 from trafficsplit.wire import envoy as wire
+from trafficsplit.wire.bootstrap import HCM_STAT_PREFIX, Address, ext_proc_filter, grpc_cluster
+from trafficsplit.wire.generation import generation_to_proto
+from trafficsplit.wire.reserved import EXTPROC_CLUSTER
 
+HERE = Path(__file__).resolve().parent
 HOST = "shop.example"
-COOKIE = "ts=0193f1c2a4b5000000000001"
+COOKIE_NAME = "ts"
+COOKIE = f"{COOKIE_NAME}=0193f1c2a4b5000000000001"
+MINT_EVERY = 10  # every 10th request carries no cookie: 90 % sticky, 10 % mint
+WEIGHTS = {"stable": 90, "canary": 10}
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "trafficsplit" / "bench"
+FAIL_OPEN_STAT = f"http.{HCM_STAT_PREFIX}.ext_proc.trafficsplit.failure_mode_allowed"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -51,8 +82,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def native_bootstrap(gen: Generation) -> str:
-    """A plain Envoy with the same routes, static clusters with the same endpoints, and no ext_proc filter."""
+# --- the Envoys -----------------------------------------------------------------------------------------------------
+
+
+def static_bootstrap(gen: Generation, extproc: Sequence[Address] = (), message_timeout_ms: int = 200) -> str:
+    """An Envoy with the generation's routes and clusters inline (static clusters, the same endpoints). Without
+    `extproc` it is plain Envoy (native weighted_clusters); with it, the product's ext_proc filter in front of the
+    router and an ext_proc cluster with one endpoint per address."""
     res = wire.resources(gen)
     assert res.routes is not None
     clusters = []
@@ -62,19 +98,29 @@ def native_bootstrap(gen: Generation) -> str:
         d["type"] = "STATIC"
         d["load_assignment"] = json_format.MessageToDict(res.endpoints[name], preserving_proto_field_name=True)
         clusters.append(d)
+    filters: list[dict[str, Any]] = []
+    if extproc:
+        cluster = grpc_cluster(EXTPROC_CLUSTER, extproc[0])
+        for addr in extproc[1:]:
+            cluster.load_assignment.endpoints[0].lb_endpoints.add().endpoint.address.CopyFrom(addr.proto())
+        clusters.append(json_format.MessageToDict(cluster, preserving_proto_field_name=True))
+        ext = json_format.MessageToDict(ext_proc_filter(message_timeout_ms), preserving_proto_field_name=True)
+        ext["@type"] = "type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor"
+        filters.append({"name": "envoy.filters.http.ext_proc", "typed_config": ext})
+    filters.append(
+        {
+            "name": "envoy.filters.http.router",
+            "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
+        }
+    )
     route = json_format.MessageToDict(res.routes[wire.ROUTE_CONFIG_NAME], preserving_proto_field_name=True)
     hcm = {
         "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3"
         ".HttpConnectionManager",
-        "stat_prefix": "native",
+        "stat_prefix": HCM_STAT_PREFIX,
         "strip_any_host_port": True,
         "route_config": route,
-        "http_filters": [
-            {
-                "name": "envoy.filters.http.router",
-                "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
-            }
-        ],
+        "http_filters": filters,
     }
     return json.dumps(
         {
@@ -82,7 +128,7 @@ def native_bootstrap(gen: Generation) -> str:
             "static_resources": {
                 "listeners": [
                     {
-                        "name": "native",
+                        "name": "bench",
                         "address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}},
                         "filter_chains": [
                             {
@@ -99,72 +145,425 @@ def native_bootstrap(gen: Generation) -> str:
     )
 
 
+# --- the Go reference processor ---------------------------------------------------------------------------------
+
+
+def build_refproc() -> Path:
+    """Build bench/refproc into the cache (outside the repo); rebuilt when its sources change."""
+    src = HERE / "refproc"
+    digest = "-".join(str(int(p.stat().st_mtime_ns)) for p in sorted(src.iterdir()) if p.suffix in (".go", ".mod"))
+    binary = CACHE / "refproc"
+    stamp = CACHE / "refproc.stamp"
+    if binary.exists() and stamp.exists() and stamp.read_text() == digest:
+        return binary
+    if shutil.which("go") is None:
+        raise SystemExit("the Go reference processor needs `go` (or leave `go` out of --configs)")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["go", "build", "-o", str(binary), "."], cwd=src, check=True)
+    stamp.write_text(digest)
+    return binary
+
+
+# --- one configuration under load -------------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    name: str
+    description: str
+    port: int
+    envoy: Envoy
+    processor_pids: list[int]
+    stop: Callable[[], object]
+
+    @property
+    def envoy_pid(self) -> int:
+        assert self.envoy.proc is not None
+        return self.envoy.proc.pid
+
+
 @dataclass
 class Run:
     rps: float
     p50_ms: float
     p99_ms: float
+    p999_ms: float
     requests: int
     errors: int
-    envoy_cpu: float
-    processor_cpu: float
+    fail_open: int
+    envoy_cpu_us: float
+    processor_cpu_us: float
 
 
-_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
-
-
-def _ms(text: str) -> float:
-    m = re.fullmatch(r"([\d.]+)(us|ms|s)", text)
-    assert m, text
-    return float(m.group(1)) * _UNITS[m.group(2)]
-
-
-def wrk(port: int, connections: int, duration: float) -> tuple[float, float, float, int, int]:
+def wrk(port: int, connections: int, duration: float) -> dict[str, Any]:
     out = subprocess.run(
         [
             "wrk",
             "-t1",
             f"-c{connections}",
             f"-d{duration:g}s",
-            "--latency",
-            "-H",
-            f"Host: {HOST}",
-            "-H",
-            f"Cookie: {COOKIE}",
+            "-s",
+            str(HERE / "wrk_mix.lua"),
             f"http://127.0.0.1:{port}/",
+            "--",
+            HOST,
+            COOKIE,
+            str(MINT_EVERY),
         ],
         check=True,
         capture_output=True,
         text=True,
     ).stdout
-    pct = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
-    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    errors = (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, sock.groups())) if sock else 0)
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    return rps, _ms(pct["50"]), _ms(pct["99"]), requests, errors
+    m = re.search(r"^RESULT (\{.*\})$", out, re.M)
+    assert m, out
+    result: dict[str, Any] = json.loads(m.group(1))
+    return result
 
 
-def measure(port: int, envoy_pid: int, processor_pid: int | None, connections: int, duration: float) -> Run:
-    e0 = cpu_seconds(envoy_pid)
-    p0 = cpu_seconds(processor_pid) if processor_pid else 0.0
-    rps, p50, p99, n, errors = wrk(port, connections, duration)
-    e1 = cpu_seconds(envoy_pid)
-    p1 = cpu_seconds(processor_pid) if processor_pid else 0.0
-    return Run(rps, p50, p99, n, errors, (e1 - e0) / max(n, 1), (p1 - p0) / max(n, 1))
-
-
-def median_run(runs: list[Run]) -> Run:
+def measure(t: Target, connections: int, duration: float) -> Run:
+    fail0 = t.envoy.stat(FAIL_OPEN_STAT) if t.processor_pids else 0
+    e0 = cpu_seconds(t.envoy_pid)
+    p0 = sum(cpu_seconds(p) for p in t.processor_pids)
+    r = wrk(t.port, connections, duration)
+    e1 = cpu_seconds(t.envoy_pid)
+    p1 = sum(cpu_seconds(p) for p in t.processor_pids)
+    fail1 = t.envoy.stat(FAIL_OPEN_STAT) if t.processor_pids else 0
+    n = max(r["requests"], 1)
     return Run(
-        statistics.median(r.rps for r in runs),
-        statistics.median(r.p50_ms for r in runs),
-        statistics.median(r.p99_ms for r in runs),
-        sum(r.requests for r in runs),
-        sum(r.errors for r in runs),
-        statistics.median(r.envoy_cpu for r in runs),
-        statistics.median(r.processor_cpu for r in runs),
+        rps=r["requests"] / (r["duration_us"] / 1e6),
+        p50_ms=r["p50_us"] / 1e3,
+        p99_ms=r["p99_us"] / 1e3,
+        p999_ms=r["p999_us"] / 1e3,
+        requests=r["requests"],
+        errors=sum(r["errors"].values()),
+        fail_open=fail1 - fail0,
+        envoy_cpu_us=(e1 - e0) / n * 1e6,
+        processor_cpu_us=(p1 - p0) / n * 1e6,
     )
+
+
+def check_routing(t: Target) -> None:
+    """Before measuring: a request with the cookie is routed and a request without one gets a Set-Cookie (when a
+    processor is in the path), so no configuration is measured doing less than the work."""
+    for cookie in (COOKIE, None):
+        conn = http.client.HTTPConnection("127.0.0.1", t.port, timeout=10)
+        try:
+            conn.request("GET", "/", headers={"Host": HOST, **({"Cookie": cookie} if cookie else {})})
+            r = conn.getresponse()
+            body = r.read()
+            assert r.status == 200 and r.getheader("x-backend") in WEIGHTS, (t.name, r.status, body)
+            if t.processor_pids and cookie is None:
+                assert (r.getheader("set-cookie") or "").startswith(f"{COOKIE_NAME}="), (t.name, r.getheaders())
+        finally:
+            conn.close()
+
+
+# --- setting the configurations up -------------------------------------------------------------------------------
+
+
+@dataclass
+class Bench:
+    work: Path
+    backends: NameBackends
+    gen: Generation
+    message_timeout_ms: int
+    cleanups: list[Callable[[], object]] = field(default_factory=list)
+
+    def envoy(self, name: str, config: str) -> Envoy:
+        e = Envoy(self.work, config, name=name).start()
+        self.cleanups.append(e.stop)
+        return e
+
+    def native(self) -> Target:
+        e = self.envoy("native", static_bootstrap(self.gen))
+        return Target("native", "Envoy weighted_clusters, no ext_proc", e.listener_port("bench"), e, [], e.stop)
+
+    def python(self, env: dict[str, str] | None = None) -> Target:
+        """As shipped; `env` (a lever such as a grpc setting) is set for the processor process only."""
+        d = self.work / ("python" + "".join(f"-{k}={v}" for k, v in (env or {}).items()))
+        d.mkdir()
+        saved = dict(os.environ)
+        os.environ.update(env or {})
+        try:
+            dp = Dataplane.start(d, self.backends, message_timeout_ms=self.message_timeout_ms)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        self.cleanups.append(dp.stop)
+        dp.publish([self._spec()])
+        name = "python" + "".join(f"+{k}={v}" for k, v in (env or {}).items())
+        desc = "Envoy + trafficsplit processor as shipped (grpc.aio, ADS)" + (f", env {env}" if env else "")
+        return Target(name, desc, dp.port, dp.envoy, [dp.processor.pid], dp.stop)
+
+    def python_processes(self, n: int) -> Target:
+        # Each process is a whole unit as shipped (its own idle Envoy subscribes to its ADS, so a publish is ACKed
+        # and the process holds the generation); the measured Envoy sends ext_proc to all of them.
+        units = []
+        for i in range(n):
+            d = self.work / f"unit{i}"
+            d.mkdir(exist_ok=True)
+            dp = Dataplane.start(d, self.backends, message_timeout_ms=self.message_timeout_ms, replica=f"bench-{i}")
+            self.cleanups.append(dp.stop)
+            dp.publish([self._spec()])
+            units.append(dp)
+        addrs = [Address(path=str(u.processor.socket)) for u in units]
+        e = self.envoy(f"x{n}", static_bootstrap(self.gen, addrs, self.message_timeout_ms))
+        desc = f"lever: {n} processor processes, {n} ext_proc endpoints"
+        return Target(f"python-x{n}", desc, e.listener_port("bench"), e, [u.processor.pid for u in units], e.stop)
+
+    def go(self) -> Target:
+        binary = build_refproc()
+        sock = self.work / "refproc.sock"
+        backends = ",".join(f"{b.cluster}={b.weight}" for b in self.gen.splits[0].backends)
+        log = (self.work / "refproc.log").open("wb")
+        proc = subprocess.Popen(
+            [str(binary), "-listen", f"unix:{sock}", "-host", HOST, "-cookie", COOKIE_NAME, "-backends", backends],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+        def stop() -> None:
+            proc.terminate()
+            proc.wait(10)
+            log.close()
+
+        self.cleanups.append(stop)
+        deadline = time.monotonic() + 30
+        while not sock.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, (self.work / "refproc.log").read_text()
+            time.sleep(0.05)
+        e = self.envoy("go", static_bootstrap(self.gen, [Address(path=str(sock))], self.message_timeout_ms))
+        desc = "Envoy + Go reference processor (same pick, cookie, reply)"
+        return Target("go", desc, e.listener_port("bench"), e, [proc.pid], e.stop)
+
+    def python_http(self) -> Target:
+        """Lever: the same Processor.handle behind ext_proc's http_service (bench/httpproc.py)."""
+        gen_file = self.work / "generation.pb"
+        gen_file.write_bytes(generation_to_proto(self.gen, origin="bench").SerializeToString())
+        port_file = self.work / "httpproc.port"
+        log = (self.work / "httpproc.log").open("wb")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(HERE.parent / d) for d in ("src", "extproc", "."))}
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "httpproc.py"), "--generation", str(gen_file), "--port-file", str(port_file)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+        def stop() -> None:
+            proc.terminate()
+            proc.wait(10)
+            log.close()
+
+        self.cleanups.append(stop)
+        deadline = time.monotonic() + 30
+        while not port_file.exists() or not port_file.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, (self.work / "httpproc.log").read_text()
+            time.sleep(0.05)
+        addr = Address("127.0.0.1", int(port_file.read_text()))
+        cfg = json.loads(static_bootstrap(self.gen, [addr], self.message_timeout_ms))
+        hcm = cfg["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        ext = hcm["http_filters"][0]["typed_config"]
+        ext.pop("grpc_service")
+        uri = f"http://{addr.host}:{addr.port}/process"
+        timeout = f"{self.message_timeout_ms / 1000:g}s"
+        http_uri = {"uri": uri, "cluster": EXTPROC_CLUSTER, "timeout": timeout}
+        ext["http_service"] = {"http_service": {"http_uri": http_uri}}
+        for c in cfg["static_resources"]["clusters"]:
+            if c["name"] == EXTPROC_CLUSTER:
+                c.pop("typed_extension_protocol_options")  # HTTP/1.1 to the processor
+        e = self.envoy("http", json.dumps(cfg))
+        desc = "lever: Processor.handle over ext_proc http_service (HTTP/1.1 + JSON, uvloop + httptools)"
+        return Target("python-http", desc, e.listener_port("bench"), e, [proc.pid], e.stop)
+
+    def _spec(self) -> dict[str, Any]:
+        return split_doc(HOST, WEIGHTS, sticky=True, cookie=COOKIE_NAME, debug=False)
+
+    def target(self, name: str) -> Target:
+        if name == "native":
+            return self.native()
+        if name == "python":
+            return self.python()
+        if name.startswith("python+"):
+            return self.python(dict(item.split("=", 1) for item in name.split("+")[1:]))
+        if name == "go":
+            return self.go()
+        if name == "python-http":
+            return self.python_http()
+        m = re.fullmatch(r"python-x(\d+)", name)
+        if m:
+            return self.python_processes(int(m.group(1)))
+        raise SystemExit(f"unknown configuration {name!r}")
+
+
+@contextlib.contextmanager
+def bench_setup(message_timeout_ms: int) -> Iterator[Bench]:
+    with tempfile.TemporaryDirectory(prefix="ts-bench-") as d:
+        work = Path(d)
+        backends = NameBackends.start(work / "", names=tuple(WEIGHTS))
+        spec = parse_split("default", "split-0", split_doc(HOST, WEIGHTS, sticky=True, cookie=COOKIE_NAME, debug=False))
+        gen, rejected = assemble_generation(
+            1, [compile_split(spec, {n: [Endpoint(*backends.endpoint(n))] for n in WEIGHTS})]
+        )
+        assert not rejected
+        b = Bench(work, backends, gen, message_timeout_ms)
+        try:
+            yield b
+        finally:
+            for stop in reversed(b.cleanups):
+                with contextlib.suppress(Exception):
+                    stop()
+            backends.envoy.stop()
+
+
+# --- results ------------------------------------------------------------------------------------------------------
+
+
+def median_of(runs: list[Run]) -> dict[str, float | int]:
+    return {
+        "rps": round(statistics.median(r.rps for r in runs), 1),
+        "p50_ms": round(statistics.median(r.p50_ms for r in runs), 3),
+        "p99_ms": round(statistics.median(r.p99_ms for r in runs), 3),
+        "p999_ms": round(statistics.median(r.p999_ms for r in runs), 3),
+        "envoy_cpu_us_per_request": round(statistics.median(r.envoy_cpu_us for r in runs), 1),
+        "processor_cpu_us_per_request": round(statistics.median(r.processor_cpu_us for r in runs), 1),
+        "requests": sum(r.requests for r in runs),
+        "errors": sum(r.errors for r in runs),
+        "failed_open": sum(r.fail_open for r in runs),
+    }
+
+
+def ratios(m: dict[str, float | int], base: dict[str, float | int]) -> dict[str, float]:
+    return {
+        "rps": round(m["rps"] / base["rps"], 3),
+        "p50_added_ms": round(m["p50_ms"] - base["p50_ms"], 3),
+        "p99_added_ms": round(m["p99_ms"] - base["p99_ms"], 3),
+        "envoy_cpu": round(m["envoy_cpu_us_per_request"] / base["envoy_cpu_us_per_request"], 2),
+    }
+
+
+def machine(load_start: tuple[float, float, float]) -> dict[str, Any]:
+    model = ""
+    with contextlib.suppress(OSError):
+        model = next(
+            (
+                ln.split(":", 1)[1].strip()
+                for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if "model name" in ln
+            ),
+            "",
+        )
+    envoy_version = subprocess.run([envoy_binary(), "--version"], capture_output=True, text=True).stdout.strip()
+    go_version = (
+        subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip() if shutil.which("go") else ""
+    )
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "loadavg_start": [round(x, 2) for x in load_start],
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "envoy": envoy_version.split("version:")[-1].strip(),
+        "go": go_version,
+        "note": "Envoy --concurrency 1; wrk -t1; backends one Envoy with direct_response; all on the same cores",
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "| config | c | req/s | p50 ms | p99 ms | p99.9 ms | Envoy CPU µs/req | processor CPU µs/req | req/s vs native "
+        "| p50 added ms | errors | failed open |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in result["concurrency"]:
+        for name, cfg in result["configs"].items():
+            m = cfg["by_concurrency"][str(c)]
+            r = cfg.get("ratio_to_native", {}).get(str(c), {"rps": float("nan"), "p50_added_ms": float("nan")})
+            proc = f"{m['processor_cpu_us_per_request']:.0f}" if name != "native" else "–"
+            lines.append(
+                f"| {name} | {c} | {m['rps']:,.0f} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} | {m['p999_ms']:.2f} "
+                f"| {m['envoy_cpu_us_per_request']:.0f} | {proc} | {r['rps']:.2f} | {r['p50_added_ms']:+.2f} "
+                f"| {m['errors']} | {m['failed_open']} |"
+            )
+    mach = result["machine"]
+    lines.append("")
+    lines.append(
+        f"{result['rounds']} alternating rounds of {result['duration_s']:g} s, medians; {mach['cpus']} CPUs "
+        f"({mach['cpu_model']}); loadavg at start {mach['loadavg_start']}, at end {mach['loadavg_end']}."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def run_bench(args: argparse.Namespace) -> dict[str, Any]:
+    load_start = os.getloadavg()
+    configs = args.configs.split(",")
+    conc = [int(c) for c in args.concurrency.split(",")]
+    runs: dict[tuple[str, int], list[Run]] = {}
+    with bench_setup(args.message_timeout_ms) as b:
+        targets = {name: b.target(name) for name in configs}
+        for t in targets.values():
+            check_routing(t)
+            wrk(t.port, max(conc), 1.0)  # warm-up: connections, code paths, caches
+        for rnd in range(args.rounds):
+            for c in conc:
+                for name in configs if rnd % 2 == 0 else list(reversed(configs)):
+                    runs.setdefault((name, c), []).append(measure(targets[name], c, args.duration))
+    result: dict[str, Any] = {
+        "benchmark": "dataplane",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "rounds": args.rounds,
+        "duration_s": args.duration,
+        "concurrency": conc,
+        "load": f"wrk -t1, sticky split {WEIGHTS}, every {MINT_EVERY}th request without a cookie (mint)",
+        "configs": {},
+    }
+    for name in configs:
+        by_c = {str(c): median_of(runs[(name, c)]) for c in conc}
+        result["configs"][name] = {
+            "description": targets[name].description,
+            "by_concurrency": by_c,
+            "runs": {str(c): [asdict(r) for r in runs[(name, c)]] for c in conc},
+        }
+    if "native" in configs:
+        for name in configs:
+            cfg = result["configs"][name]
+            base = result["configs"]["native"]["by_concurrency"]
+            cfg["ratio_to_native"] = {str(c): ratios(cfg["by_concurrency"][str(c)], base[str(c)]) for c in conc}
+    if "go" in configs:
+        go = result["configs"]["go"]["by_concurrency"]
+        for name in configs:
+            cfg = result["configs"][name]
+            cfg["rps_ratio_to_go"] = {
+                str(c): round(cfg["by_concurrency"][str(c)]["rps"] / go[str(c)]["rps"], 3) for c in conc
+            }
+    result["machine"] = machine(load_start)
+    return result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--duration", type=float, default=5.0, help="seconds per run")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--concurrency", default="1,32,64")
+    configs = "native, python, go, python-xN, python-http, python+ENV=VALUE (a setting for the processor)"
+    p.add_argument("--configs", default="native,python,go", help=configs)
+    p.add_argument("--message-timeout-ms", type=int, default=200)
+    p.add_argument("--out", type=Path, help="JSON path (default bench/results/<date>-dataplane.json)")
+    p.add_argument("--handle", action="store_true", help="only the processor's own work per request, in process")
+    args = p.parse_args()
+    if args.handle:
+        handle_costs(7)
+        return
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is required (apt-get install -y wrk)")
+    result = run_bench(args)
+    out = args.out or HERE / "results" / f"{datetime.date.today().isoformat()}-dataplane.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    table = markdown(result)
+    out.with_suffix(".md").write_text(table)
+    print(table)
+    print(f"wrote {out} and {out.with_suffix('.md')}")
 
 
 def handle_costs(repeat: int) -> None:
@@ -199,58 +598,6 @@ def handle_costs(repeat: int) -> None:
         number, _ = timer.autorange()
         best = min(timer.repeat(repeat=repeat, number=number)) / number
         print(f"  {best * 1e6:6.1f} µs  {label}")
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--duration", type=float, default=5.0, help="seconds per run")
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--connections", type=int, default=32, help="the fixed concurrency (the other is 1)")
-    p.add_argument("--handle", action="store_true", help="only the processor's own work per request, in process")
-    args = p.parse_args()
-    if args.handle:
-        handle_costs(max(args.repeat, 5))
-        return
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk is required (apt-get install -y wrk)")
-    with tempfile.TemporaryDirectory(prefix="ts-bench-") as d:
-        work = Path(d)
-        backends = NameBackends.start(work / "", names=("stable", "canary"))
-        dp = Dataplane.start(work, backends, message_timeout_ms=200)
-        native: Envoy | None = None
-        try:
-            gen, _ = dp.publish([split_doc(HOST, {"stable": 90, "canary": 10}, sticky=True, debug=False)])
-            native = Envoy(work, native_bootstrap(gen), name="native").start()
-            native_port = native.listener_port("native")
-            assert native.proc is not None and dp.envoy.proc is not None
-            results: dict[tuple[str, int], list[Run]] = {}
-            for conns in (args.connections, 1):
-                for _ in range(args.repeat):
-                    results.setdefault(("native", conns), []).append(
-                        measure(native_port, native.proc.pid, None, conns, args.duration)
-                    )
-                    results.setdefault(("processor", conns), []).append(
-                        measure(dp.port, dp.envoy.proc.pid, dp.processor.pid, conns, args.duration)
-                    )
-            gap = dp.envoy.stat("http.trafficsplit.ext_proc.trafficsplit.failure_mode_allowed")
-        finally:
-            if native is not None:
-                native.stop()
-            dp.stop()
-            backends.envoy.stop()
-    print(f"median of {args.repeat} alternating runs of {args.duration:g}s; wrk -t1; Envoy --concurrency 1; 2 cores")
-    head = f"{'config':<10} {'conns':>5} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}"
-    print(head + f" {'envoy µs/req':>13} {'proc µs/req':>12} {'rps vs native':>14} {'p50 vs native':>14}")
-    for conns in (args.connections, 1):
-        base = median_run(results[("native", conns)])
-        for config in ("native", "processor"):
-            r = median_run(results[(config, conns)])
-            proc = f"{r.processor_cpu * 1e6:12.0f}" if config == "processor" else f"{'-':>12}"
-            print(
-                f"{config:<10} {conns:>5} {r.rps:>9.0f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {r.errors:>6}"
-                f" {r.envoy_cpu * 1e6:>13.0f} {proc} {r.rps / base.rps:>14.2f} {r.p50_ms / base.p50_ms:>14.2f}"
-            )
-    print(f"requests that failed open during the processor runs (Envoy failure_mode_allowed): {gap}")
 
 
 if __name__ == "__main__":

@@ -97,6 +97,8 @@ EXPECTED = {
     ("PodDisruptionBudget", "rel-operator"),
     ("PodDisruptionBudget", "rel-gateway"),
     ("NetworkPolicy", "rel-gateway"),
+    ("Secret", "rel-publish-tls-gateway"),
+    ("Secret", "rel-publish-tls-operator"),
 }
 
 
@@ -138,13 +140,14 @@ def test_every_container_has_the_secure_defaults(helm: Helm) -> None:
 
 
 def test_gateway_readiness_is_the_extprocs_grpc_health(helm: Helm) -> None:
-    docs = render(helm, "publish.port=9555")
+    # The kubelet cannot probe over TLS: readiness asks the plaintext health-only port, not the publish port.
+    docs = render(helm, "publish.port=9555", "gateway.extproc.healthPort=9556")
     gw = find(docs, "Deployment", "rel-gateway")["spec"]["template"]["spec"]
     extproc = next(c for c in gw["containers"] if c["name"] == "extproc")
-    assert extproc["readinessProbe"]["grpc"] == {"port": 9555}
+    assert extproc["readinessProbe"]["grpc"] == {"port": 9556}
     # Liveness must not ask the generation-dependent health: a fresh replica would be killed while it waits.
     assert "grpc" not in extproc["livenessProbe"]
-    assert "--publish=0.0.0.0:9555" in extproc["args"]
+    assert "--publish=0.0.0.0:9555" in extproc["args"] and "--health=0.0.0.0:9556" in extproc["args"]
 
 
 def test_publish_port_is_a_headless_service_of_its_own_open_only_to_the_operator(helm: Helm) -> None:
@@ -159,7 +162,14 @@ def test_publish_port_is_a_headless_service_of_its_own_open_only_to_the_operator
     operator_labels = find(docs, "Deployment", "rel-operator")["spec"]["selector"]["matchLabels"]
     assert rules["publish"] == [{"podSelector": {"matchLabels": operator_labels}}]
     assert rules["http"] is None  # anyone, by default
-    assert set(rules) == {"http", "publish", "metrics"}
+    assert set(rules) == {"http", "publish"}  # metrics: no rule, so no one, by default
+    scraper = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    docs = render(
+        helm,
+        "gateway.networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring",
+    )
+    policy = find(docs, "NetworkPolicy", "rel-gateway")["spec"]
+    assert {r["ports"][0]["port"]: r.get("from") for r in policy["ingress"]}["metrics"] == [scraper]
 
 
 def test_schema_refuses_a_bad_value_with_a_schema_message(helm: Helm) -> None:
@@ -174,13 +184,41 @@ def test_schema_refuses_a_bad_value_with_a_schema_message(helm: Helm) -> None:
 def test_two_operator_replicas_without_leader_election_are_refused(helm: Helm) -> None:
     # Two operators that both publish would race each other's numbers: the chart refuses it rather than document it.
     proc = helm(
-        "template", "rel", str(CHART), "--kube-version", KUBE_VERSIONS[-1], "--set",
-        "operator.leaderElection.enabled=false", check=False,
-    )  # fmt: skip
+        "template",
+        "rel",
+        str(CHART),
+        "--kube-version",
+        KUBE_VERSIONS[-1],
+        "--set",
+        "operator.leaderElection.enabled=false",
+        check=False,
+    )
     assert proc.returncode != 0 and "operator.leaderElection.enabled" in proc.stderr, proc.stderr
     single = render(helm, "operator.leaderElection.enabled=false", "operator.replicas=1")
     args = find(single, "Deployment", "rel-operator")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--leader-election=false" in args
+
+
+def test_gateway_autoscaler_is_off_by_default_and_owns_the_replica_count_when_on(helm: Helm) -> None:
+    docs = render(helm)
+    assert not [d for d in docs if d["kind"] == "HorizontalPodAutoscaler"]
+    assert find(docs, "Deployment", "rel-gateway")["spec"]["replicas"] == 2
+    a = "gateway.autoscaling"
+    on = render(helm, f"{a}.enabled=true", f"{a}.minReplicas=3", f"{a}.maxReplicas=8")
+    hpa = find(on, "HorizontalPodAutoscaler", "rel-gateway")["spec"]
+    assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "rel-gateway"}
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (3, 8)
+    assert hpa["metrics"] == [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}
+    ]
+    # The autoscaler owns the count: a replicas field would be reset on every `helm upgrade`.
+    assert "replicas" not in find(on, "Deployment", "rel-gateway")["spec"]
+    assert ("PodDisruptionBudget", "rel-gateway") in {(d["kind"], d["metadata"]["name"]) for d in on}
+    proc = helm(
+        "template", "rel", str(CHART), "--kube-version", KUBE_VERSIONS[-1], "--set", "gateway.autoscaling.enabled=true",
+        "--set", "gateway.autoscaling.minReplicas=5", "--set", "gateway.autoscaling.maxReplicas=4", check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "minReplicas must not exceed" in proc.stderr, proc.stderr
 
 
 def test_kube_version_below_the_minimum_is_refused(helm: Helm) -> None:
@@ -194,7 +232,7 @@ def test_token_secret_uses_the_given_value_or_an_existing_secret(helm: Helm) -> 
     generated = base64.b64decode(find(render(helm), "Secret", "rel-publish-token")["data"]["token"]).decode()
     assert len(generated) == 48 and generated.isalnum()
     docs = render(helm, "publish.token.existingSecret=mine")
-    assert not [d for d in docs if d["kind"] == "Secret"]
+    assert not [d for d in docs if d["kind"] == "Secret" and "token" in d["metadata"]["name"]]
     for _, pod, _ in containers(docs):
         vols = {v["name"]: v for v in pod["volumes"]}
         assert vols["publish-token"]["secret"]["secretName"] == "mine"
@@ -244,15 +282,23 @@ def test_chart_flags_parse_with_the_real_command_lines(helm: Helm) -> None:
         assert parse_config(expand(args), env).lease_name == lease
         rules = find(docs, "Role", "rel-operator-leader")["rules"]
         assert {(tuple(r["verbs"]), tuple(r.get("resourceNames", ()))) for r in rules} == {
-            (("create",), ()), (("get", "update"), (lease,))
-        }  # fmt: skip
+            (("create",), ()),
+            (("get", "update"), (lease,)),
+        }
 
 
-def test_bootstrap_is_the_extprocs_own_with_the_timeout_substituted(helm: Helm) -> None:
+def test_bootstrap_is_the_extprocs_own_with_the_chart_values_substituted(helm: Helm) -> None:
     from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json
 
-    for ms in (100, 250, 2000):
-        docs = render(helm, f"gateway.envoy.messageTimeoutMs={ms}")
+    cases = [(100, 0, 201326592, 50000), (250, 1, 100 * 2**20, 10), (2000, 2, 2**31, 1_000_000)]
+    for ms, hops, heap, conns in cases:
+        docs = render(
+            helm,
+            f"gateway.envoy.messageTimeoutMs={ms}",
+            f"gateway.envoy.xffNumTrustedHops={hops}",
+            f"gateway.envoy.overload.maxHeapSizeBytes={heap}",
+            f"gateway.envoy.overload.maxConnections={conns}",
+        )
         rendered = json.loads(find(docs, "ConfigMap", "rel-gateway-bootstrap")["data"]["envoy.json"])
         expected = bootstrap_json(
             BootstrapOptions(
@@ -262,9 +308,12 @@ def test_bootstrap_is_the_extprocs_own_with_the_timeout_substituted(helm: Helm) 
                 ads=Address("127.0.0.1", 9001),
                 admin=Address("127.0.0.1", 9901),
                 message_timeout_ms=ms,
+                xff_num_trusted_hops=hops,
+                max_heap_bytes=heap,
+                max_connections=conns,
             )
         )
-        assert rendered == json.loads(expected), ms
+        assert rendered == json.loads(expected), (ms, hops, heap, conns)
 
 
 @pytest.mark.envoy
@@ -370,3 +419,172 @@ def test_the_kubernetes_examples_are_accepted(kube: ControlPlane, namespace: str
     assert {d["metadata"]["name"] for d in docs if d["kind"] == "Service"} == {
         b["service"] for b in split["spec"]["backends"]
     }
+
+
+# --- the publish API's mutual TLS ----------------------------------------------------------------------------------
+
+
+def _pem(secret: dict[str, Any], key: str) -> bytes:
+    return base64.b64decode(secret["data"][key])
+
+
+def _verify(cert: Any, ca: Any) -> None:
+    """`cert` was signed by `ca` (raises otherwise)."""
+    from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+
+    key = ca.public_key()
+    if isinstance(key, rsa.RSAPublicKey):
+        key.verify(cert.signature, cert.tbs_certificate_bytes, padding.PKCS1v15(), cert.signature_hash_algorithm)
+    else:
+        assert isinstance(key, ec.EllipticCurvePublicKey)
+        key.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
+
+
+def test_publish_tls_is_on_by_default_with_two_cas_and_each_side_holding_only_its_own_key(helm: Helm) -> None:
+    from cryptography import x509
+
+    from trafficsplit.extproc.__main__ import parse_args, publish_tls
+    from trafficsplit.operator.config import parse_config
+
+    docs = render(helm)
+    gw_secret, op_secret = (
+        find(docs, "Secret", "rel-publish-tls-gateway"),
+        find(docs, "Secret", "rel-publish-tls-operator"),
+    )
+    assert gw_secret["type"] == op_secret["type"] == "kubernetes.io/tls"
+    server = x509.load_pem_x509_certificate(_pem(gw_secret, "tls.crt"))
+    client = x509.load_pem_x509_certificate(_pem(op_secret, "tls.crt"))
+    server_ca = x509.load_pem_x509_certificate(_pem(op_secret, "ca.crt"))  # the operator checks the gateways
+    client_ca = x509.load_pem_x509_certificate(_pem(gw_secret, "ca.crt"))  # the gateways check the operator
+    _verify(server, server_ca)
+    _verify(client, client_ca)
+    assert server_ca.subject != client_ca.subject
+    with pytest.raises(Exception):  # noqa: B017 - any verification error: the other CA did not sign it
+        _verify(client, server_ca)
+    name = "rel-gateway-publish.ts-system.svc"
+    sans = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == [name]
+
+    env = {"POD_NAME": "rel-gateway-abc", "POD_NAMESPACE": "ts-system"}
+    gw = find(docs, "Deployment", "rel-gateway")["spec"]["template"]["spec"]
+    extproc = next(c for c in gw["containers"] if c["name"] == "extproc")
+    args = parse_args([a.replace("$(POD_NAME)", "x") for a in extproc["args"]])
+    files = publish_tls(args)
+    assert files is not None and files.client_ca is not None and not args.insecure_publish
+    mounts = {m["name"]: m["mountPath"] for m in extproc["volumeMounts"]}
+    assert {str(files.cert.parent), str(files.key.parent), str(files.client_ca.parent)} == {mounts["publish-tls"]}
+    assert {v["name"]: v for v in gw["volumes"]}["publish-tls"]["secret"]["secretName"] == "rel-publish-tls-gateway"
+
+    op = find(docs, "Deployment", "rel-operator")["spec"]["template"]["spec"]
+    config = parse_config(op["containers"][0]["args"], env)
+    assert config.tls is not None and config.tls.server_name == name
+    assert config.tls.cert is not None and config.tls.key is not None
+    mount = {m["name"]: m["mountPath"] for m in op["containers"][0]["volumeMounts"]}["publish-tls"]
+    assert {str(Path(p).parent) for p in (config.tls.ca, config.tls.cert, config.tls.key)} == {mount}
+    assert {v["name"]: v for v in op["volumes"]}["publish-tls"]["secret"]["secretName"] == "rel-publish-tls-operator"
+
+
+def test_publish_tls_with_user_secrets_a_server_name_or_off(helm: Helm) -> None:
+    from trafficsplit.extproc.__main__ import parse_args, publish_tls
+    from trafficsplit.operator.config import parse_config
+
+    env = {"POD_NAME": "p", "POD_NAMESPACE": "ts-system"}
+    docs = render(helm, "publish.tls.gatewaySecret=gw-certs", "publish.tls.operatorSecret=op-certs")
+    assert not [d for d in docs if d["kind"] == "Secret" and "tls" in d["metadata"]["name"]]
+    for _, pod, c in containers(docs):
+        if c["name"] in ("extproc", "operator"):
+            want = "gw-certs" if c["name"] == "extproc" else "op-certs"
+            assert {v["name"]: v for v in pod["volumes"]}["publish-tls"]["secret"]["secretName"] == want
+    proc = helm(
+        "template", "rel", str(CHART), "--kube-version", KUBE_VERSIONS[-1],
+        "--set", "publish.tls.gatewaySecret=gw-certs", check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "go together" in proc.stderr, proc.stderr
+
+    docs = render(helm, "publish.tls.serverName=publish.internal.example")
+    op = find(docs, "Deployment", "rel-operator")["spec"]["template"]["spec"]["containers"][0]
+    tls = parse_config(op["args"], env).tls
+    assert tls is not None and tls.server_name == "publish.internal.example"
+
+    docs = render(helm, "publish.tls.enabled=false")
+    assert not [d for d in docs if d["kind"] == "Secret" and "tls" in d["metadata"]["name"]]
+    gw = find(docs, "Deployment", "rel-gateway")["spec"]["template"]["spec"]
+    extproc = next(c for c in gw["containers"] if c["name"] == "extproc")
+    assert publish_tls(parse_args([a.replace("$(POD_NAME)", "x") for a in extproc["args"]])) is None
+    op = find(docs, "Deployment", "rel-operator")["spec"]["template"]["spec"]["containers"][0]
+    assert parse_config(op["args"], env).tls is None
+    for _, pod, _ in containers(docs):
+        assert "publish-tls" not in {v["name"] for v in pod["volumes"]}
+
+
+def _tls_data(kube: ControlPlane, namespace: str, release: str) -> tuple[dict[str, str], dict[str, str]]:
+    gw = _json(kube, "get", "secret", f"{release}-publish-tls-gateway", "-n", namespace)["data"]
+    op = _json(kube, "get", "secret", f"{release}-publish-tls-operator", "-n", namespace)["data"]
+    return gw, op
+
+
+def test_upgrade_keeps_the_generated_certificates_until_the_server_name_changes(
+    kube: ControlPlane, namespace: str, release: str
+) -> None:
+    kube.helm("install", release, str(CHART), "-n", namespace)
+    first = _tls_data(kube, namespace, release)
+    kube.helm("upgrade", release, str(CHART), "-n", namespace, "--set", "gateway.replicas=3")
+    assert _tls_data(kube, namespace, release) == first, "helm upgrade regenerated the publish certificates"
+    kube.helm("upgrade", release, str(CHART), "-n", namespace, "--set", "publish.tls.serverName=publish.example")
+    renewed = _tls_data(kube, namespace, release)
+    assert renewed[0]["tls.crt"] != first[0]["tls.crt"] and renewed[1]["ca.crt"] != first[1]["ca.crt"]
+
+
+def test_the_generated_certificates_work_between_the_real_extproc_and_the_operators_client(
+    helm: Helm, tmp_path: Path
+) -> None:
+    """The chart's own certificates (Sprig's genCA/genSignedCert), not the tests': the extproc serves with the gateway
+    Secret, the operator's client connects with the operator Secret and the server name the chart passes it, and a
+    client holding the gateway's files instead is refused."""
+    import asyncio
+
+    import grpc
+
+    from tests.support.dataplane import Processor
+    from trafficsplit.operator.config import parse_config
+    from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient
+
+    docs = render(helm)
+    files: dict[str, dict[str, Path]] = {}
+    for side in ("gateway", "operator"):
+        secret = find(docs, "Secret", f"rel-publish-tls-{side}")
+        d = tmp_path / side
+        d.mkdir()
+        files[side] = {}
+        for key in ("tls.crt", "tls.key", "ca.crt"):
+            (d / key).write_bytes(_pem(secret, key))
+            files[side][key] = d / key
+    op = find(docs, "Deployment", "rel-operator")["spec"]["template"]["spec"]["containers"][0]
+    chart_tls = parse_config(op["args"], {"POD_NAME": "p"}).tls
+    assert chart_tls is not None and chart_tls.server_name is not None
+    gw = files["gateway"]
+    processor = Processor(
+        tmp_path,
+        token="t0ken",
+        extra=[f"--tls-cert={gw['tls.crt']}", f"--tls-key={gw['tls.key']}", f"--tls-client-ca={gw['ca.crt']}"],
+    ).start()
+    (tmp_path / "token-file").write_text("t0ken")
+
+    async def held(tls: ClientTlsFiles) -> int | grpc.StatusCode:
+        client = PublisherClient(processor.publish_address, str(tmp_path / "token-file"), timeout=5, tls=tls)
+        try:
+            return int((await client.get_held()).held_number)
+        except grpc.aio.AioRpcError as exc:
+            return exc.code()
+        finally:
+            await client.close()
+
+    try:
+        o = files["operator"]
+        right = ClientTlsFiles(str(o["ca.crt"]), str(o["tls.crt"]), str(o["tls.key"]), chart_tls.server_name)
+        assert asyncio.run(held(right)) == 0
+        # The gateway's own key pair is not a client certificate the gateways accept (two CAs).
+        swapped = ClientTlsFiles(str(o["ca.crt"]), str(gw["tls.crt"]), str(gw["tls.key"]), chart_tls.server_name)
+        assert asyncio.run(held(swapped)) == grpc.StatusCode.UNAVAILABLE
+    finally:
+        processor.kill()

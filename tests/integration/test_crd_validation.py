@@ -62,6 +62,8 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
     ("bad-cookie-name", edit(_set("sticky.cookie.name", "ts shop;")), ["spec.sticky.cookie.name", "should match"]),
     ("samesite-none-without-secure", edit(_set("sticky.cookie.sameSite", "None")),
      ["spec.sticky.cookie.sameSite", "SameSite=None requires secure=true"]),
+    ("partitioned-without-secure", edit(_set("sticky.cookie.partitioned", True)),
+     ["spec.sticky.cookie.partitioned", "Partitioned requires secure=true"]),
     ("samesite-bogus", edit(_set("sticky.cookie.sameSite", "Sometimes")),
      ["spec.sticky.cookie.sameSite", "Unsupported value"]),
     ("match-unknown-backend", edit(lambda s: s.update(matches=[{"header": {"name": "x-canary", "value": "1"},
@@ -86,6 +88,17 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
     ("negative-max-age", edit(_set("sticky.cookie.maxAge", -5)),
      ["spec.sticky.cookie.maxAge", "should be greater than or equal to 0"]),
     ("cookie-path-relative", edit(_set("sticky.cookie.path", "api")), ["spec.sticky.cookie.path", "should match"]),
+    # A CR/LF in an attribute would become a response header of the tenant's choosing (Set-Cookie is rendered as is).
+    ("cookie-path-crlf", edit(_set("sticky.cookie.path", "/\r\nx-injected: 1")),
+     ["spec.sticky.cookie.path", "printable ASCII without ';' or control characters"]),
+    ("cookie-path-non-ascii", edit(_set("sticky.cookie.path", "/caf\u00e9")),
+     ["spec.sticky.cookie.path", "printable ASCII"]),
+    ("cookie-domain-newline", edit(_set("sticky.cookie.domain", "example.com\n")),
+     ["spec.sticky.cookie.domain", "should match"]),
+    ("host-newline", edit(_set("hosts", ["shop.example\nx"])), ["spec.hosts[0]", "should match"]),
+    ("match-value-too-long", edit(lambda s: s.update(matches=[{"header": {"name": "x", "value": "v" * 4097},
+                                                              "backend": "canary"}])),
+     ["spec.matches[0].header.value", "may not be more than 4096"]),
     ("weight-not-integer", edit(_set("backends.0.weight", "95")),
      ["spec.backends[0].weight", "must be of type integer"]),
 ]  # fmt: skip
@@ -161,7 +174,14 @@ def test_status_is_a_subresource(trafficsplit_crd: ControlPlane, namespace: str)
         get_ts(trafficsplit_crd, namespace, "shop").get("status", {}).get("weights") != "forged=1"
     )
     trafficsplit_crd.kubectl(
-        "patch", "ts", "shop", "-n", namespace, "--subresource=status", "--type=merge",
-        "-p", '{"status": {"weights": "stable=95,canary=5"}}',
-    )  # fmt: skip
+        "patch",
+        "ts",
+        "shop",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status": {"weights": "stable=95,canary=5"}}',
+    )
     assert get_ts(trafficsplit_crd, namespace, "shop")["status"]["weights"] == "stable=95,canary=5"

@@ -63,11 +63,13 @@ def test_non_sticky_split_follows_the_weights(dataplane: Dataplane) -> None:
     result = chisquare([counts["stable"], counts["canary"]], [0.9 * n, 0.1 * n])
     assert result.pvalue > P_MIN, (counts, result)
     # Every request is accounted for: decided by the processor, or (past message_timeout on this busy 2-core box)
-    # routed by the native fallback and counted by Envoy; the fallback must stay rare.
+    # routed by the native fallback and counted by Envoy; the fallback must stay rare. A decision the processor
+    # finishes after Envoy gave up on it is counted by both (seen: 19,994 decided + 7 fallbacks for 20,000 requests
+    # at load average 21), so the processor's count lies between the requests Envoy let it decide and all of them.
     decided = _metric_sum(dataplane, "trafficsplit_decisions_total")
     gap = dataplane.envoy.stat("http.trafficsplit.ext_proc.trafficsplit.failure_mode_allowed")
     fallback = dataplane.envoy.stat("vhost.default/split-0.route.fallback.upstream_rq_total")
-    assert decided + gap == n and gap == fallback, (decided, gap, fallback)
+    assert n - gap <= decided <= n and gap == fallback, (decided, gap, fallback)
     assert gap < n / 100, (gap, f"{n / elapsed:.0f} req/s")
 
 
@@ -99,6 +101,16 @@ def test_sticky_sessions_mint_a_cookie_and_stay_on_the_core_pick(dataplane: Data
     prefix = "http.trafficsplit.ext_proc.trafficsplit."
     assert dataplane.envoy.stat(prefix + "stream_msgs_sent") == 5000
     assert dataplane.envoy.stat(prefix + "streams_started") == 5000
+
+
+def test_envoy_holds_the_generation_number_as_its_xds_version(dataplane: Dataplane) -> None:
+    """One identity end to end: the number a publish carries is the version_info in Envoy's config dump."""
+    gen, _ = dataplane.publish([split_doc(HOST, {"blue": 100, "green": 0})])
+    assert dataplane.envoy.xds_versions() == {"cds": str(gen.number), "rds": str(gen.number)}
+    # A new backend changes clusters and routes: both take the new number.
+    gen2, _ = dataplane.publish([split_doc(HOST, {"blue": 90, "green": 5, "canary": 5})])
+    assert gen2.number > gen.number
+    assert dataplane.envoy.xds_versions() == {"cds": str(gen2.number), "rds": str(gen2.number)}
 
 
 def test_blue_green_flip_moves_every_session_on_the_first_request_after_the_ack(dataplane: Dataplane) -> None:
@@ -180,13 +192,11 @@ def test_a_forged_routing_header_is_ignored(dataplane: Dataplane, processor_up: 
     forged = [
         {"x-trafficsplit-cluster": "default/split-0/canary"},
         {"x-trafficsplit-cluster": "trafficsplit_extproc"},
-        {"x-trafficsplit-cluster": "default/split-0/canary", "x-trafficsplit-hash-key": "mine"},
     ]
     for headers in forged:
         r = dataplane.get(HOST, headers=headers)
         assert (r.status, r.backend) == (200, "stable"), (headers, r)
-        assert r.header("x-seen-cluster") in (None, "default/split-0/stable")
-        assert r.header("x-seen-hash-key") != "mine"
+        assert r.header("x-seen-cluster") is None  # the routing header never reaches a backend
         path = decision(r).rsplit("path=", 1)[1]
         assert path == ("weighted" if processor_up else "fallback")
     # A host no split serves is a 404 from the gateway either way.
@@ -316,8 +326,7 @@ def test_failover_and_endpoint_affinity(dataplane: Dataplane) -> None:
         assert value is not None
         assert all(r.status == 200 for r in responses)
         pods = {r.backend for r in responses}
-        assert len(pods) == 1 and pods <= {"pod-a", "pod-b", "pod-c"}  # one pod per session (ring hash)
-        assert {r.header("x-seen-hash-key") for r in responses} == {value}
+        assert len(pods) == 1 and pods <= {"pod-a", "pod-b", "pod-c"}  # one pod per session (the core's ring)
         intended = Weights.of([("stable", 50), ("canary", 50)]).pick(value)
         path = decision(responses[0]).rsplit("path=", 1)[1]
         assert path == ("weighted" if intended == "stable" else "failover")

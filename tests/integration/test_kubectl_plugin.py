@@ -78,8 +78,12 @@ def plugin(trafficsplit_crd: ControlPlane, tmp_path: Path) -> Plugin:
     def run(*args: str, check: int | None = 0) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [str(trafficsplit_crd.kubectl_bin), "trafficsplit", *args],
-            capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
         if check is not None:
             assert proc.returncode == check, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
         return proc
@@ -233,9 +237,15 @@ def test_apply_is_conditional_on_the_version_it_planned_from(trafficsplit_crd: C
     try:
         old = cluster.get("shop")
         trafficsplit_crd.kubectl(
-            "patch", "ts", "shop", "-n", namespace, "--type=json",
-            "-p", '[{"op": "replace", "path": "/spec/backends/1/weight", "value": 7}]',
-        )  # fmt: skip
+            "patch",
+            "ts",
+            "shop",
+            "-n",
+            namespace,
+            "--type=json",
+            "-p",
+            '[{"op": "replace", "path": "/spec/backends/1/weight", "value": 7}]',
+        )
         stale = [{**b, "weight": 50} for b in old["spec"]["backends"]]
         with pytest.raises(KubeError, match="has been modified"):
             cluster.apply_backends(
@@ -247,29 +257,65 @@ def test_apply_is_conditional_on_the_version_it_planned_from(trafficsplit_crd: C
 
 
 def operator_status(generation: int) -> dict[str, Any]:
-    """A status as operator/trafficsplit/operator/status.py writes it after 95/5 → 90/10 was published."""
+    """A status as the operator writes it (trafficsplit.core.status.SplitStatus) after 95/5 → 90/10 was published."""
     t = "2026-11-30T12:00:00Z"
     return {
         "observedGeneration": generation,
         "weights": "stable=90,canary=10",
         "generation": 7,
         "conditions": [
-            {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "ok",
-             "observedGeneration": generation, "lastTransitionTime": t},
-            {"type": "ResolvedRefs", "status": "True", "reason": "ResolvedRefs", "message": "2 backends resolved",
-             "observedGeneration": generation, "lastTransitionTime": t},
-            {"type": "Published", "status": "True", "reason": "Published", "message": "2/2 dataplanes",
-             "observedGeneration": generation, "lastTransitionTime": t},
+            {
+                "type": "Accepted",
+                "status": "True",
+                "reason": "Accepted",
+                "message": "ok",
+                "observedGeneration": generation,
+                "lastTransitionTime": t,
+            },
+            {
+                "type": "ResolvedRefs",
+                "status": "True",
+                "reason": "ResolvedRefs",
+                "message": "2 backends resolved",
+                "observedGeneration": generation,
+                "lastTransitionTime": t,
+            },
+            {
+                "type": "Published",
+                "status": "True",
+                "reason": "Published",
+                "message": "2/2 dataplanes",
+                "observedGeneration": generation,
+                "lastTransitionTime": t,
+            },
         ],
         "backends": [
-            {"name": "stable", "service": "shop-v1", "port": 8080, "weight": 90, "share": "90.00%",
-             "readyEndpoints": 3, "endpoints": 3},
-            {"name": "canary", "service": "shop-v2", "port": 80, "weight": 10, "share": "10.00%",
-             "readyEndpoints": 1, "endpoints": 2},
+            {
+                "name": "stable",
+                "service": "shop-v1",
+                "port": 8080,
+                "weight": 90,
+                "share": "90.00%",
+                "readyEndpoints": 3,
+                "endpoints": 3,
+            },
+            {
+                "name": "canary",
+                "service": "shop-v2",
+                "port": 80,
+                "weight": 10,
+                "share": "10.00%",
+                "readyEndpoints": 1,
+                "endpoints": 2,
+            },
         ],
-        "displacement": {"from": "stable=95,canary=5", "to": "stable=90,canary=10", "totalChanged": False,
-                         "repinnedShare": "5.00%"},
-    }  # fmt: skip
+        "displacement": {
+            "from": "stable=95,canary=5",
+            "to": "stable=90,canary=10",
+            "totalChanged": False,
+            "repinnedShare": "5.00%",
+        },
+    }
 
 
 def test_status_renders_what_the_operator_wrote(trafficsplit_crd: ControlPlane, namespace: str, plugin: Plugin) -> None:
@@ -280,9 +326,16 @@ def test_status_renders_what_the_operator_wrote(trafficsplit_crd: ControlPlane, 
 
     generation = get_ts(trafficsplit_crd, namespace, "shop")["metadata"]["generation"]
     trafficsplit_crd.kubectl(
-        "patch", "ts", "shop", "-n", namespace, "--subresource=status", "--type=merge",
-        "-p", json.dumps({"status": operator_status(generation)}),
-    )  # fmt: skip
+        "patch",
+        "ts",
+        "shop",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": operator_status(generation)}),
+    )
     out = plugin("status", "shop", "-n", namespace).stdout
     lines = out.splitlines()
     assert f"observedGeneration:    {generation}" in lines

@@ -65,9 +65,17 @@ class Env:
         import json
 
         out = self.kube.kubectl(
-            "patch", "ts", name, "-n", self.ns, "--type=merge", "-p", json.dumps({"spec": {"backends": backends}}),
-            "-o", "jsonpath={.metadata.generation}",
-        )  # fmt: skip
+            "patch",
+            "ts",
+            name,
+            "-n",
+            self.ns,
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"backends": backends}}),
+            "-o",
+            "jsonpath={.metadata.generation}",
+        )
         return int(out.stdout)
 
 
@@ -121,6 +129,8 @@ def test_apply_publishes_to_both_dataplanes_and_traffic_follows_the_weights(env:
     assert st["weights"] == "blue=70,green=30" and st["observedGeneration"] == 1
     assert [(condition(obj, t) or {}).get("status") for t in ("Accepted", "ResolvedRefs")] == ["True", "True"]
     assert st["generation"] >= 1 and env.gateway.held() == [st["generation"]] * 2
+    # The same number is Envoy's xDS version: status.generation can be followed into each unit's config dump.
+    assert [u.envoy.xds_versions()["rds"] for u in env.gateway.units] == [str(st["generation"])] * 2
     assert [b["readyEndpoints"] for b in st["backends"]] == [1, 1]
     for unit in (0, 1):
         counts = sample(env, unit, 400)
@@ -159,9 +169,13 @@ def test_sticky_total_change_warns_with_the_repin_share(env: Env) -> None:
     obj = wait_condition(env.kube, env.ns, "shop", "Published", "True", "2/2", timeout=30, generation=gen)
     d = obj["status"]["displacement"]
     assert d == {
-        "from": "blue=95,green=5", "to": "blue=95,green=10", "totalChanged": True, "repinnedShare": "13.57%",
-        "rebalanced": "blue=90,green=10", "rebalancedRepinnedShare": "5.00%",
-    }  # fmt: skip
+        "from": "blue=95,green=5",
+        "to": "blue=95,green=10",
+        "totalChanged": True,
+        "repinnedShare": "13.57%",
+        "rebalanced": "blue=90,green=10",
+        "rebalancedRepinnedShare": "5.00%",
+    }
 
     def warning() -> dict[str, Any] | None:
         return next((e for e in events(env.kube, env.ns, "shop") if e["reason"] == "TotalWeightChanged"), None)
@@ -260,21 +274,15 @@ def test_operator_restart_mid_traffic_fails_no_request_and_numbers_grow(env: Env
         task = asyncio.create_task(traffic(stop))
         await asyncio.to_thread(op.stop)
         op2 = env.start_operator(identity="op-1")
-        await asyncio.to_thread(
-            wait_condition, env.kube, env.ns, "shop", "Published", "True", "2/2", 60
-        )  # fmt: skip
+        await asyncio.to_thread(wait_condition, env.kube, env.ns, "shop", "Published", "True", "2/2", 60)
         gen = await asyncio.to_thread(env.patch_weights, "shop", [40, 60])
-        obj2 = await asyncio.to_thread(
-            wait_condition, env.kube, env.ns, "shop", "Published", "True", "2/2", 30, gen
-        )  # fmt: skip
+        obj2 = await asyncio.to_thread(wait_condition, env.kube, env.ns, "shop", "Published", "True", "2/2", 30, gen)
         assert obj2["status"]["generation"] > first
         await asyncio.to_thread(op2.kill)  # the crash case too
         env.start_operator(identity="op-2")
         await asyncio.sleep(0)
         gen = await asyncio.to_thread(env.patch_weights, "shop", [30, 70])
-        obj3 = await asyncio.to_thread(
-            wait_condition, env.kube, env.ns, "shop", "Published", "True", "2/2", 60, gen
-        )  # fmt: skip
+        obj3 = await asyncio.to_thread(wait_condition, env.kube, env.ns, "shop", "Published", "True", "2/2", 60, gen)
         assert obj3["status"]["generation"] > obj2["status"]["generation"]
         stop.set()
         return await task
@@ -316,9 +324,14 @@ def test_two_operator_replicas_only_the_leader_publishes(env: Env) -> None:
     wait_condition(env.kube, env.ns, "shop", "Published", "True", "2/2", timeout=60)
     b = env.start_operator(identity="op-b")
     lease = poll(
-        lambda: env.kube.kubectl("get", "lease", "trafficsplit-operator", "-n", env.ns, "-o",
-                                 "jsonpath={.spec.holderIdentity}").stdout, 10, "the lease",
-    )  # fmt: skip
+        lambda: (
+            env.kube.kubectl(
+                "get", "lease", "trafficsplit-operator", "-n", env.ns, "-o", "jsonpath={.spec.holderIdentity}"
+            ).stdout
+        ),
+        10,
+        "the lease",
+    )
     assert lease == "op-a"
     time.sleep(1.0)  # give a wrongly active standby the chance to publish (not a synchronisation)
     assert not re.search(r"generation \d+: ", b.log()), b.log_tail()  # the standby never published

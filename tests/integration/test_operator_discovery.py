@@ -59,15 +59,23 @@ def publish_slices(namespace: str, gw: Gateway, units: list[int]) -> str:
             {
                 "apiVersion": "discovery.k8s.io/v1",
                 "kind": "EndpointSlice",
-                "metadata": {"name": f"gw-publish-{i}", "namespace": namespace,
-                             "labels": {"kubernetes.io/service-name": "gw-publish"}},
+                "metadata": {
+                    "name": f"gw-publish-{i}",
+                    "namespace": namespace,
+                    "labels": {"kubernetes.io/service-name": "gw-publish"},
+                },
                 "addressType": "IPv4",
                 # Each unit listens on its own port, so each gets its own slice (a slice has one port list).
                 "ports": [{"name": "publish", "port": gw.units[i].processor.ports["publish"], "protocol": "TCP"}],
-                "endpoints": [{"addresses": [gw.publish_host], "conditions": {"ready": True},
-                               "targetRef": {"kind": "Pod", "name": f"gateway-pod-{i}", "namespace": namespace}}],
+                "endpoints": [
+                    {
+                        "addresses": [gw.publish_host],
+                        "conditions": {"ready": True},
+                        "targetRef": {"kind": "Pod", "name": f"gateway-pod-{i}", "namespace": namespace},
+                    }
+                ],
             }
-        )  # fmt: skip
+        )
     return yaml.safe_dump_all(docs)
 
 
@@ -84,10 +92,14 @@ def test_replicas_are_found_through_the_gateway_endpointslices(
     operators.start(
         kubeconfig,
         # Cluster-wide (the chart's default, watchNamespaces empty): every namespace's splits, one generation.
-        args=[f"--token-file={gw.token_file}", "--gateway-service=gw-publish",
-              f"--gateway-namespace={namespace}", "--publish-port-name=publish"],
+        args=[
+            f"--token-file={gw.token_file}",
+            "--gateway-service=gw-publish",
+            f"--gateway-namespace={namespace}",
+            "--publish-port-name=publish",
+        ],
         lease_namespace=namespace,
-    )  # fmt: skip
+    )
     spec: dict[str, Any] = {
         "hosts": [f"{namespace}.example"],  # cluster-wide: other tests' splits hold shop.example
         "backends": [{"name": "blue", "service": "shop-blue", "weight": 1}],

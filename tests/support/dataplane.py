@@ -54,10 +54,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.support.waiting import poll
 from trafficsplit.core.compiled import Endpoint, Generation, assemble_generation, compile_split
 from trafficsplit.core.spec import parse_split
+from trafficsplit.operator.publisher import ClientTlsFiles
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.bootstrap import LISTENER_NAME, Address, BootstrapOptions, bootstrap_json
-from trafficsplit.wire.envoy import DECISION_HEADER, HASH_HEADER, ROUTING_HEADER
+from trafficsplit.wire.command import envoy_args, local_envoy
+from trafficsplit.wire.envoy import DECISION_HEADER, ROUTING_HEADER
 from trafficsplit.wire.generation import generation_to_proto
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -89,6 +91,7 @@ class Envoy:
         self.config_path.write_text(config)
         self.admin_path = workdir / f"{name}.admin"
         self.log_path = workdir / f"{name}.log"
+        self.access_log_path = workdir / f"{name}.access.log"  # where the gateway's bootstrap writes it
         self.concurrency = concurrency
         self.proc: subprocess.Popen[bytes] | None = None
         self.admin = ""
@@ -99,17 +102,14 @@ class Envoy:
             self.proc = subprocess.Popen(
                 [
                     envoy_binary(),
-                    "-c",
-                    str(self.config_path),
-                    "--concurrency",
-                    str(self.concurrency),
-                    "--use-dynamic-base-id",
-                    "--admin-address-path",
-                    str(self.admin_path),
-                    "-l",
-                    "warning",
-                    "--log-path",
-                    str(self.log_path),
+                    *envoy_args(
+                        local_envoy(
+                            str(self.config_path),
+                            str(self.admin_path),
+                            concurrency=self.concurrency,
+                            log_path=str(self.log_path),
+                        )
+                    ),
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -138,6 +138,20 @@ class Envoy:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
+
+    def xds_versions(self) -> dict[str, str]:
+        """The `version_info` Envoy's config dump shows for its ADS clusters ("cds") and route configurations ("rds",
+        absent before any): the generation number that last changed each (extproc/ads.py's versions)."""
+        dump = json.loads(self.admin_get("/config_dump")[1])
+        out: dict[str, str] = {}
+        for config in dump["configs"]:
+            kind = config.get("@type", "").rsplit(".", 1)[-1]
+            if kind == "ClustersConfigDump" and config.get("version_info"):
+                out["cds"] = config["version_info"]
+            elif kind == "RoutesConfigDump":
+                for route in config.get("dynamic_route_configs", []):
+                    out["rds"] = route["version_info"]
+        return out
 
     def listener_port(self, name: str) -> int:
         data = json.loads(self.admin_get("/listeners?format=json")[1])
@@ -169,9 +183,19 @@ class Envoy:
                 self.proc.wait()
 
 
+# What the name backends echo as `x-seen-<key>` response headers besides the routing and hash headers: what the gateway
+# forwarded of the client's address and path (the edge-hardening tests read them).
+ECHOED = {
+    "xff": "x-forwarded-for",
+    "external": "x-envoy-external-address",
+    "path": ":path",
+    "request-id": "x-request-id",
+}
+
+
 def name_backends_bootstrap(names: Sequence[str]) -> str:
     """Envoy config answering each name on its own loopback port: 200, body = name, header x-backend: name; it
-    also echoes the routing and hash headers it received, so a test sees what the gateway forwarded."""
+    also echoes the routing header it received and the `ECHOED` ones, so a test sees what the gateway forwarded."""
     listeners = []
     for n in names:
         route = {
@@ -187,13 +211,16 @@ def name_backends_bootstrap(names: Sequence[str]) -> str:
                             "response_headers_to_add": [
                                 {"header": {"key": "x-backend", "value": n}},
                                 {
-                                    "header": {"key": "x-seen-hash-key", "value": f"%REQ({HASH_HEADER})%"},
-                                    "keep_empty_value": False,
-                                },
-                                {
                                     "header": {"key": "x-seen-cluster", "value": f"%REQ({ROUTING_HEADER})%"},
                                     "keep_empty_value": False,
                                 },
+                                *(
+                                    {
+                                        "header": {"key": f"x-seen-{key}", "value": f"%REQ({req})%"},
+                                        "keep_empty_value": False,
+                                    }
+                                    for key, req in ECHOED.items()
+                                ),
                             ],
                         }
                     ],
@@ -262,6 +289,8 @@ class Processor:
         self.extra = list(extra)
         self.proc: subprocess.Popen[bytes] | None = None
         self.ports: dict[str, Any] = {}
+        # How this helper's own calls reach a publish API started with --tls-* flags (None: plaintext).
+        self.client_tls: ClientTlsFiles | None = None
 
     @property
     def listen(self) -> str:
@@ -343,7 +372,12 @@ class Processor:
         return self.proc.returncode
 
     def channel(self) -> grpc.Channel:
-        return grpc.insecure_channel(self.publish_address)
+        if self.client_tls is None:
+            return grpc.insecure_channel(self.publish_address)
+        options = []
+        if self.client_tls.server_name:
+            options.append(("grpc.ssl_target_name_override", self.client_tls.server_name))
+        return grpc.secure_channel(self.publish_address, self.client_tls.credentials(), options=options)
 
     def publish(self, gen: pb.Generation, token: str | None = None, timeout: float = 15) -> pb.PublishReply:
         """Publish through the real API; `token=""` sends none."""
@@ -604,10 +638,11 @@ class Dataplane:
         splits: Sequence[Mapping[str, Any]],
         number: int | None = None,
         ready: Mapping[str, bool] | None = None,
-        endpoints: Mapping[str, Sequence[str]] | None = None,
+        endpoints: Mapping[str, Sequence[str | tuple[str, int]]] | None = None,
     ) -> tuple[Generation, pb.Generation]:
-        """Compile split specs with the core (endpoints: each backend name's own loopback backend, or the names in
-        `endpoints[backend]`; `ready[name]=False` marks it not ready) into generation `number` (default: next)."""
+        """Compile split specs with the core (endpoints: each backend name's own loopback backend, or the names or
+        (host, port) addresses in `endpoints[backend]`; `ready[name]=False` marks it not ready) into generation
+        `number` (default: next)."""
         number = self.number + 1 if number is None else number
         compiled = []
         for i, spec in enumerate(splits):
@@ -615,7 +650,12 @@ class Dataplane:
             eps: dict[str, list[Endpoint]] = {}
             for b in parsed.backends:
                 names = (endpoints or {}).get(b.name, [b.name])
-                eps[b.name] = [Endpoint(*self.backends.endpoint(n), ready=(ready or {}).get(n, True)) for n in names]
+                eps[b.name] = [
+                    Endpoint(*n)
+                    if isinstance(n, tuple)
+                    else Endpoint(*self.backends.endpoint(n), ready=(ready or {}).get(n, True))
+                    for n in names
+                ]
             compiled.append(compile_split(parsed, eps))
         gen, rejected = assemble_generation(number, compiled)
         assert not rejected, rejected
@@ -656,9 +696,11 @@ class Dataplane:
         extra_processor_args: Sequence[str] = (),
         token: str | None = None,
         replica: str = "test-replica",
+        bootstrap: Mapping[str, Any] | None = None,
     ) -> Dataplane:
         """Start the processor, then Envoy bootstrapped onto its socket (the processor is killed if Envoy fails).
-        Units of one gateway share `token` and differ by `replica`, which is also Envoy's node id."""
+        Units of one gateway share `token` and differ by `replica`, which is also Envoy's node id. `bootstrap`: more
+        `BootstrapOptions` fields (edge settings such as `xff_num_trusted_hops` or `max_connections`)."""
         processor = Processor(
             workdir, token=token or secrets.token_hex(16), replica=replica, extra=extra_processor_args
         ).start()
@@ -671,6 +713,8 @@ class Dataplane:
                 ads=local,
                 admin=Address("127.0.0.1", 0),
                 message_timeout_ms=message_timeout_ms,
+                access_log=str(workdir / "gateway.access.log"),
+                **(bootstrap or {}),
             )
         )
         envoy = Envoy(workdir, config, name="gateway", concurrency=envoy_concurrency)

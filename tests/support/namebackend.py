@@ -24,6 +24,10 @@ def make_handler(name: str) -> type[BaseHTTPRequestHandler]:
         # HTTP/1.1 keeps connections alive, the way Envoy talks to upstreams.
         protocol_version = "HTTP/1.1"
         server_version = "namebackend"
+        # Envoy reuses upstream connections: a response in several small sends would wait on Nagle + delayed ACK
+        # (~40 ms each). TCP_NODELAY, and a buffered writer (flushed once per request) so a response is one send.
+        disable_nagle_algorithm = True
+        wbufsize = -1
 
         def _answer(self) -> None:
             # Drain a request body so a keep-alive connection stays in sync.

@@ -38,6 +38,7 @@ from tests.support.dataplane import Dataplane, NameBackends
 from tests.support.waiting import poll
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
+from trafficsplit.wire.bootstrap import Address
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO_ROOT / "crds" / "trafficsplit.dev_trafficsplits.yaml"
@@ -77,9 +78,16 @@ def apply(kube: ControlPlane, manifest: str, check: bool = True) -> subprocess.C
 
 
 def service_with_slice(
-    kube: ControlPlane, namespace: str, name: str, ips: Sequence[str], *, port: int = 80, target_port: int = 8080,
-    ready: Mapping[str, bool] | None = None, port_name: str = "http",
-) -> None:  # fmt: skip
+    kube: ControlPlane,
+    namespace: str,
+    name: str,
+    ips: Sequence[str],
+    *,
+    port: int = 80,
+    target_port: int = 8080,
+    ready: Mapping[str, bool] | None = None,
+    port_name: str = "http",
+) -> None:
     """A Service and the EndpointSlice the EndpointSlice controller would make for it (there is no controller)."""
     svc = {
         "apiVersion": "v1",
@@ -111,9 +119,15 @@ def condition(obj: Mapping[str, Any], type_: str) -> dict[str, Any] | None:
 
 
 def wait_condition(
-    kube: ControlPlane, namespace: str, name: str, type_: str, status: str, message: str = "",
-    timeout: float = 30, generation: int | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    kube: ControlPlane,
+    namespace: str,
+    name: str,
+    type_: str,
+    status: str,
+    message: str = "",
+    timeout: float = 30,
+    generation: int | None = None,
+) -> dict[str, Any]:
     """Poll until condition ``type_`` has ``status``, its message matches regex ``message`` and (when given) its
     observedGeneration is ``generation``. Returns the whole object."""
 
@@ -234,22 +248,26 @@ class Gateway:
                 u.stop()
 
 
-def start_gateway(
-    workdir: Path, backends: NameBackends, n: int = 2, publish_host: str = "127.0.0.1"
-) -> Gateway:  # fmt: skip
+def start_gateway(workdir: Path, backends: NameBackends, n: int = 2, publish_host: str = "127.0.0.1") -> Gateway:
     token = secrets.token_hex(16)
     units: list[Dataplane] = []
     try:
         for i in range(n):
             d = workdir / f"gw-{i}"
             d.mkdir()
-            # The last --publish wins (argparse), so the unit's publish API can listen on a non-loopback address.
+            # The last --publish wins (argparse), so the unit's publish API can listen on a non-loopback address;
+            # there in plaintext only by name (test_publish_tls.py covers the TLS the chart uses).
+            plain = [] if Address(publish_host).loopback else ["--insecure-publish"]
             units.append(
                 Dataplane.start(
-                    d, backends, message_timeout_ms=200, token=token, replica=f"gw-{i}",
-                    extra_processor_args=[f"--publish={publish_host}:0"],
+                    d,
+                    backends,
+                    message_timeout_ms=200,
+                    token=token,
+                    replica=f"gw-{i}",
+                    extra_processor_args=[f"--publish={publish_host}:0", *plain],
                 )
-            )  # fmt: skip
+            )
     except BaseException:
         for u in units:
             u.stop()
@@ -283,8 +301,12 @@ class OperatorProcess:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "trafficsplit.operator", *self.args],
-                stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=REPO_ROOT, start_new_session=True,
-            )  # fmt: skip
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=REPO_ROOT,
+                start_new_session=True,
+            )
         return self
 
     def log(self) -> str:
@@ -326,13 +348,25 @@ class Operators:
     started: list[OperatorProcess] = field(default_factory=list)
 
     def start(
-        self, kubeconfig: Path, *, args: Sequence[str], identity: str = "op-0", lease_namespace: str = "default",
-        lease_name: str = LEASE_NAME, env: Mapping[str, str] | None = None,
-    ) -> OperatorProcess:  # fmt: skip
+        self,
+        kubeconfig: Path,
+        *,
+        args: Sequence[str],
+        identity: str = "op-0",
+        lease_namespace: str = "default",
+        lease_name: str = LEASE_NAME,
+        env: Mapping[str, str] | None = None,
+    ) -> OperatorProcess:
         full = [
-            f"--kubeconfig={kubeconfig}", f"--identity={identity}", f"--lease-namespace={lease_namespace}",
-            f"--lease-name={lease_name}", "--lease-duration=4", "--lease-renew=0.5", "--poll-interval=0.25", *args,
-        ]  # fmt: skip
+            f"--kubeconfig={kubeconfig}",
+            f"--identity={identity}",
+            f"--lease-namespace={lease_namespace}",
+            f"--lease-name={lease_name}",
+            "--lease-duration=4",
+            "--lease-renew=0.5",
+            "--poll-interval=0.25",
+            *args,
+        ]
         e = {**self.kube.env(kubeconfig), "PYTHONPATH": PYTHONPATH, "PYTHONUNBUFFERED": "1", **(env or {})}
         op = OperatorProcess(full, e, self.workdir / f"operator-{identity}-{len(self.started)}.log").start()
         self.started.append(op)

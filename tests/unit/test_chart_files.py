@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from trafficsplit.wire.command import EnvoyCommand, envoy_args
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts/trafficsplit"
 CRD_SOURCE = ROOT / "crds/trafficsplit.dev_trafficsplits.yaml"
@@ -140,3 +142,40 @@ def test_chart_timeout_default_is_the_bootstraps_own() -> None:
 
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert values["gateway"]["envoy"]["messageTimeoutMs"] == DEFAULT_MESSAGE_TIMEOUT_MS
+
+
+def chart_envoy_args() -> list[str]:
+    """The gateway Envoy container's args, as the template writes them (Helm expressions left as text)."""
+    text = (CHART / "templates/gateway-deployment.yaml").read_text(encoding="utf-8")
+    container = text[text.index("- name: envoy") :]
+    block = container[container.index("args:") :].splitlines()[1:]
+    args: list[str] = []
+    for line in block:
+        item = line.strip()
+        if item.startswith("#"):
+            continue
+        if not item.startswith("- "):
+            break
+        args.append(item[2:])
+    return args
+
+
+def test_the_chart_runs_envoy_with_the_one_command_line_builder() -> None:
+    """The chart cannot import Python, so its Envoy args are checked against trafficsplit.wire.command, the builder
+    the demo and the tests run Envoy with: a flag changed in one place shows here."""
+    chart = EnvoyCommand(
+        config_path="/etc/trafficsplit/envoy/envoy.json",
+        service_node="$(POD_NAME)",
+        concurrency="{{ $g.envoy.concurrency | quote }}",
+        log_level="{{ $g.envoy.logLevel }}",
+        hot_restart=False,
+    )
+    assert chart_envoy_args() == envoy_args(chart)
+
+
+def test_chart_edge_defaults_are_the_bootstraps_own() -> None:
+    from trafficsplit.wire.bootstrap import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAP_BYTES, BootstrapOptions
+
+    envoy = yaml.safe_load((CHART / "values.yaml").read_text())["gateway"]["envoy"]
+    assert envoy["xffNumTrustedHops"] == BootstrapOptions.xff_num_trusted_hops == 0
+    assert envoy["overload"] == {"maxHeapSizeBytes": DEFAULT_MAX_HEAP_BYTES, "maxConnections": DEFAULT_MAX_CONNECTIONS}

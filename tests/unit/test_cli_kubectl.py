@@ -18,12 +18,16 @@ from trafficsplit.cli.main import main
 from trafficsplit.cli.set_weights import confirm, plan_text, result_text
 from trafficsplit.cli.status import render_status, status_view, table
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.spec import DeclaredBackend
 
 REF = Ref("shop", "web")
 
 
-def live(*pairs: tuple[str, int]) -> list[dict[str, Any]]:
-    return [{"name": n, "service": f"svc-{n}", "port": 80 + i, "weight": w} for i, (n, w) in enumerate(pairs)]
+def live(*pairs: tuple[str, int]) -> list[DeclaredBackend]:
+    return [
+        DeclaredBackend({"name": n, "service": f"svc-{n}", "port": 80 + i, "weight": w})
+        for i, (n, w) in enumerate(pairs)
+    ]
 
 
 # --- --set --------------------------------------------------------------------------------------------------------
@@ -74,7 +78,7 @@ def test_merge_refuses_a_new_backend_naming_it_and_the_existing_ones() -> None:
 
 def test_changes_lists_each_changed_field_by_backend_name() -> None:
     before = live(("stable", 95), ("canary", 5))
-    after = [{**before[0], "weight": 90}, {**before[1], "weight": 10, "port": 8080}]
+    after = [before[0].with_weight(90), DeclaredBackend({**before[1], "weight": 10, "port": 8080})]
     assert changes(before, after) == [
         "spec.backends[name=stable].weight: 95 -> 90",
         "spec.backends[name=canary].weight: 5 -> 10",

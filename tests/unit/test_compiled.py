@@ -9,18 +9,37 @@ from trafficsplit.core.compiled import (
     Generation,
     assemble_generation,
     compile_split,
-    normalize_authority,
 )
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.host import normalize_host
 from trafficsplit.core.spec import parse_split
 
 
+# What Envoy matches virtual hosts with (`ignore_port_in_host_matching`; the same answers through a real Envoy with
+# the processor up and down: tests/integration/test_dataplane_untrusted.py): a trailing dot stays.
 @pytest.mark.parametrize(
     ("authority", "host"),
-    [("Shop.Example.com:8080", "shop.example.com"), ("shop.example.com.", "shop.example.com"), ("[::1]:80", "[::1]")],
+    [
+        ("Shop.Example.com:8080", "shop.example.com"),
+        ("shop.example.com.", "shop.example.com."),
+        ("[::1]:80", "[::1]"),
+        ("[::1]", "[::1]"),
+        ("[::1]:x", "[::1]"),
+        ("shop.localhost:x.wild.test", "shop.localhost"),  # what follows the last ':' goes, number or not
+        ("shop.localhost:", "shop.localhost"),
+        ("shop.localhost:80:80", "shop.localhost:80"),
+        ("\u212aey.example", "\u212aey.example"),  # ASCII case folding only, as Envoy: the Kelvin sign stays
+    ],
 )
-def test_normalize_authority(authority: str, host: str) -> None:
-    assert normalize_authority(authority) == host
+def test_normalize_host(authority: str, host: str) -> None:
+    assert normalize_host(authority) == host
+
+
+def test_a_wildcard_needs_a_label_before_its_suffix() -> None:
+    a = compile_split(parse_split("prod", "a", {"hosts": ["*.wild.test"], "backends": [{"name": "x", "weight": 1}]}))
+    g = Generation(1, (a,))
+    assert g.split_for("a.wild.test") is a and g.split_for("a.b.wild.test:80") is a
+    assert g.split_for(".wild.test") is None and g.split_for("wild.test") is None
 
 
 def test_generation_finds_the_split_by_authority() -> None:

@@ -11,9 +11,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from trafficsplit.core.spec import MAX_HOSTS, MAX_MATCHES
+from trafficsplit.core.cookie import CookieSettings
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.limits import (
+    MAX_BACKEND_NAME,
+    MAX_COOKIE_NAME,
+    MAX_COOKIE_PATH,
+    MAX_HOST,
+    MAX_HOSTS,
+    MAX_MATCH_VALUE,
+    MAX_MATCHES,
+    MAX_SERVICE,
+)
+from trafficsplit.core.rules import is_host
 from trafficsplit.core.weights import MAX_BACKENDS, MAX_WEIGHT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +58,42 @@ def test_bounds_match_the_core() -> None:
     assert (w["minimum"], w["maximum"]) == (0, MAX_WEIGHT)
     assert spec["hosts"]["maxItems"] == MAX_HOSTS
     assert spec["matches"]["maxItems"] == MAX_MATCHES
+    assert spec["hosts"]["items"]["maxLength"] == MAX_HOST
+    assert spec["service"]["maxLength"] == MAX_SERVICE
+    assert backends["items"]["properties"]["name"]["maxLength"] == MAX_BACKEND_NAME
+    cookie = spec["sticky"]["properties"]["cookie"]["properties"]
+    assert cookie["name"]["maxLength"] == MAX_COOKIE_NAME
+    assert cookie["path"]["maxLength"] == MAX_COOKIE_PATH
+    assert cookie["domain"]["maxLength"] == MAX_HOST
+    rule = spec["matches"]["items"]["properties"]
+    assert rule["header"]["properties"]["value"]["maxLength"] == MAX_MATCH_VALUE
+    assert rule["cookie"]["properties"]["value"]["maxLength"] == MAX_MATCH_VALUE
+
+
+# The CRD's patterns are Go regular expressions (RE2: '$' is the end of the text, unlike Python's re.match), checked
+# here against the core's rules on the values that matter: what the API server accepts, the core accepts.
+@pytest.mark.parametrize(
+    "path", ["/", "/api", "/a b", "/~!@#$%^&*()", "/\r\nx-injected: 1", "/a;b", "/caf\u00e9", "/\t", "/\x7f"]
+)
+def test_the_cookie_path_pattern_agrees_with_the_core(path: str) -> None:
+    cookie = schema()["properties"]["spec"]["properties"]["sticky"]["properties"]["cookie"]["properties"]
+    go_pattern = cookie["path"]["pattern"]
+    assert go_pattern in cookie["path"]["x-kubernetes-validations"][0]["rule"]
+    crd_accepts = re.fullmatch(go_pattern.removeprefix("^").removesuffix("$"), path) is not None
+    try:
+        CookieSettings("ts", path=path)
+        core_accepts = True
+    except SpecError:
+        core_accepts = False
+    assert crd_accepts == core_accepts, path
+
+
+@pytest.mark.parametrize("host", ["shop.example", "*.shop.example", "shop.example\n", "shop.example.", "a" * 254])
+def test_the_host_pattern_agrees_with_the_core(host: str) -> None:
+    items = schema()["properties"]["spec"]["properties"]["hosts"]["items"]
+    pattern = items["pattern"].removeprefix("^").removesuffix("$")
+    crd_accepts = re.fullmatch(pattern, host) is not None and len(host) <= items["maxLength"]
+    assert crd_accepts == is_host(host), host
 
 
 def test_defaults_match_the_core() -> None:

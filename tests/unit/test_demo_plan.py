@@ -10,8 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-from trafficsplit.extproc.__main__ import parse_args as extproc_parse_args
-from trafficsplit.operator.config import parse_config
 
 from trafficsplit.demo.backends import Serve, handler_for, parse_serve, response_for
 from trafficsplit.demo.plan import (
@@ -33,6 +31,8 @@ from trafficsplit.demo.plan import (
 )
 from trafficsplit.demo.run import LogFollower, child_env
 from trafficsplit.demo.supervisor import parse_stat
+from trafficsplit.extproc.__main__ import parse_args as extproc_parse_args
+from trafficsplit.operator.config import parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,8 +131,7 @@ def test_without_an_idle_backend_the_recipe_is_a_ramp_of_five() -> None:
 
 def test_first_host_prefers_a_concrete_name_over_localhost() -> None:
     def host(hosts: str) -> str:
-        return first_host(load_examples({"s.yaml": split_yaml(BG_BACKENDS, hosts=hosts)})
-                          .splits[0].spec)  # fmt: skip
+        return first_host(load_examples({"s.yaml": split_yaml(BG_BACKENDS, hosts=hosts)}).splits[0].spec)
 
     assert host("[localhost, shop.localhost]") == "shop.localhost"
     assert host("[localhost]") == "localhost"
@@ -182,11 +181,13 @@ def test_envoy_gets_the_gateway_bootstrap_on_the_demo_port_and_socket() -> None:
     boot = json.loads(envoy_bootstrap("/w", "127.0.0.1", 18080, 1000))
     listener = boot["static_resources"]["listeners"][0]
     assert listener["address"]["socket_address"] == {"address": "127.0.0.1", "port_value": 18080}
-    pipes = {c["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["pipe"]["path"]
-             for c in boot["static_resources"]["clusters"]}  # fmt: skip
+    pipes = {
+        c["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["pipe"]["path"]
+        for c in boot["static_resources"]["clusters"]
+    }
     assert pipes == {"/w/extproc.sock"}
     argv = envoy_argv("/bin/envoy", "/w")
-    assert argv[:3] == ["/bin/envoy", "-c", "/w/envoy.json"] and "--use-dynamic-base-id" in argv
+    assert argv[:3] == ["/bin/envoy", "--config-path", "/w/envoy.json"] and "--use-dynamic-base-id" in argv
 
 
 def test_backends_argv_round_trips_through_the_backends_parser() -> None:

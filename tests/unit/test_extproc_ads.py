@@ -16,13 +16,13 @@ from envoy.config.route.v3 import route_pb2
 from envoy.service.discovery.v3 import discovery_pb2
 from google.protobuf.message import Message
 from google.rpc import status_pb2
+
+from trafficsplit.core.compiled import Endpoint, Generation, compile_split
+from trafficsplit.core.spec import parse_split
 from trafficsplit.extproc.ads import AckError, AdsServer
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.publisher import Publisher
-
-from trafficsplit.core.compiled import Endpoint, Generation, compile_split
-from trafficsplit.core.spec import parse_split
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_CONFIG_NAME, ROUTE_TYPE, resources, transition
 from trafficsplit.wire.generation import generation_to_proto
@@ -88,8 +88,9 @@ def test_nothing_is_sent_before_a_snapshot_then_acks_unblock_the_publisher() -> 
         await asyncio.sleep(0.05)
         assert not first.done()  # a processor without a generation must not wipe Envoy's clusters
         g = gen(1, {"a": 1, "b": 1})
-        versions = ads.set_resources(transition(None, g))
-        assert set(versions) == {CLUSTER_TYPE, ENDPOINT_TYPE}
+        versions = ads.set_resources(transition(None, g), generation=g.number)
+        # Versions are the generation's number (see test_versions_are_generation_numbers for the suffix).
+        assert versions == {CLUSTER_TYPE: "1", ENDPOINT_TYPE: "1"}
         cds = await first
         assert cds.type_url == CLUSTER_TYPE and names(cds) == {"ns/s/a", "ns/s/b"}
         waiter = asyncio.ensure_future(ads.wait_acked(versions, 2))
@@ -102,8 +103,8 @@ def test_nothing_is_sent_before_a_snapshot_then_acks_unblock_the_publisher() -> 
         envoy.ask(ENDPOINT_TYPE, ["ns/s/a", "ns/s/b"], reply_to=eds)
         await waiter
         # The swap's snapshot adds the routes; an unchanged type is not resent.
-        versions = ads.set_resources(resources(g))
-        assert set(versions) == {ROUTE_TYPE}
+        versions = ads.set_resources(resources(g), generation=g.number)
+        assert versions == {ROUTE_TYPE: "1"}
         rds = await envoy.next()
         assert rds.type_url == ROUTE_TYPE and names(rds) == {"trafficsplit"}
         envoy.ask(ROUTE_TYPE, ["trafficsplit"], reply_to=rds)
@@ -119,7 +120,7 @@ def test_a_nack_fails_the_wait_and_is_not_resent() -> None:
         ads = AdsServer(metrics)
         envoy = FakeEnvoy(ads)
         envoy.ask(CLUSTER_TYPE)
-        versions = ads.set_resources(resources(gen(1, {"a": 1})))
+        versions = ads.set_resources(resources(gen(1, {"a": 1})), generation=1)
         cds = await envoy.next()
         waiter = asyncio.ensure_future(ads.wait_acked({CLUSTER_TYPE: versions[CLUSTER_TYPE]}, 2))
         envoy.ask(CLUSTER_TYPE, reply_to=cds, error="bad cluster")
@@ -137,13 +138,13 @@ def test_eds_waits_for_newly_requested_names() -> None:
         ads = AdsServer(Metrics())
         envoy = FakeEnvoy(ads)
         envoy.ask(CLUSTER_TYPE)
-        ads.set_resources(resources(gen(1, {"a": 1})))
+        ads.set_resources(resources(gen(1, {"a": 1})), generation=1)
         cds = await envoy.next()
         envoy.ask(CLUSTER_TYPE, reply_to=cds)
         envoy.ask(ENDPOINT_TYPE, ["ns/s/a"])
         eds = await envoy.next()
         envoy.ask(ENDPOINT_TYPE, ["ns/s/a"], reply_to=eds)
-        versions = ads.set_resources(transition(gen(1, {"a": 1}), gen(2, {"a": 1, "b": 1})))
+        versions = ads.set_resources(transition(gen(1, {"a": 1}), gen(2, {"a": 1, "b": 1})), generation=2)
         waiter = asyncio.ensure_future(ads.wait_acked(versions, 2))
         cds = await envoy.next()
         eds = await envoy.next()  # the new version, for the names Envoy asked so far
@@ -162,10 +163,30 @@ def test_eds_waits_for_newly_requested_names() -> None:
     asyncio.run(run())
 
 
+def test_versions_are_generation_numbers() -> None:
+    """A type changed by generation N gets version "N"; a second install of that type under N (the snapshot after
+    the transition, or N offered again after a refusal) or under a lower number gets "N.k", never a version already
+    sent; a type N leaves unchanged keeps its version."""
+    ads = AdsServer(Metrics())
+    one, two = gen(1, {"a": 1}), gen(2, {"b": 1})
+    every = (CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE)
+    assert ads.set_resources(resources(one), generation=1) == dict.fromkeys(every, "1")
+    before = ads.snapshot()
+    assert ads.set_resources(transition(one, two), generation=2) == {CLUSTER_TYPE: "2", ENDPOINT_TYPE: "2"}
+    final = ads.set_resources(resources(two), generation=2)
+    assert final[ROUTE_TYPE] == "2"
+    assert final[CLUSTER_TYPE].startswith("2.") and final[ENDPOINT_TYPE].startswith("2.")
+    ads.restore(before)  # refused: generation 2 is offered again
+    again = ads.set_resources(resources(two), generation=2)
+    assert all(v.startswith("2.") for v in again.values()) and set(again.values()).isdisjoint(final.values())
+    lower = ads.set_resources(resources(one), generation=1)
+    assert all(v.startswith("1.") for v in lower.values())
+
+
 def test_wait_times_out_without_envoy() -> None:
     async def run() -> None:
         ads = AdsServer(Metrics())
-        versions = ads.set_resources(resources(gen(1, {"a": 1})))
+        versions = ads.set_resources(resources(gen(1, {"a": 1})), generation=1)
         with pytest.raises(AckError, match="no Envoy connected"):
             await ads.wait_acked(versions, 0.1)
 

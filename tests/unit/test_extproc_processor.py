@@ -14,18 +14,18 @@ import grpc
 import pytest
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
-from trafficsplit.extproc.ads import AckError, AdsServer
-from trafficsplit.extproc.held import HeldGeneration
-from trafficsplit.extproc.metrics import Metrics
-from trafficsplit.extproc.processor import Processor
-from trafficsplit.extproc.publisher import Publisher
 
 from trafficsplit.core.compiled import Endpoint, Generation, compile_split
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.spec import parse_split
 from trafficsplit.core.weights import Weights
+from trafficsplit.extproc.ads import AckError, AdsServer
+from trafficsplit.extproc.held import HeldGeneration
+from trafficsplit.extproc.metrics import Metrics
+from trafficsplit.extproc.processor import Processor
+from trafficsplit.extproc.publisher import Publisher
 from trafficsplit.v1alpha1 import publish_pb2 as pb
-from trafficsplit.wire.envoy import HASH_HEADER, META_DECISION, META_SET_COOKIE, METADATA_NAMESPACE, ROUTING_HEADER
+from trafficsplit.wire.envoy import META_DECISION, META_ENDPOINT, META_SET_COOKIE, METADATA_NAMESPACE, ROUTING_HEADER
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 
@@ -75,7 +75,9 @@ def test_a_valid_cookie_routes_to_the_core_pick(processor: Processor) -> None:
     for value in ("abc", "0193f1c2a4b5000000000001", "zzz"):
         reply = processor.handle(request(**{":authority": "shop.example:8080", "cookie": f"x=1; ts={value}"}))
         want = Weights.of([("stable", 90), ("canary", 10)]).pick(value)
-        assert mutation(reply) == {ROUTING_HEADER: f"ns/shop/{want}", HASH_HEADER: value}
+        assert mutation(reply) == {ROUTING_HEADER: f"ns/shop/{want}"}
+        # The pod on the backend's ring, for Envoy's override_host policy (each backend here has one pod).
+        assert meta(reply)[META_ENDPOINT] == ("10.0.0.1:80" if want == "stable" else "10.0.0.2:80")
         assert reply.request_headers.response.clear_route_cache
         assert META_SET_COOKIE not in meta(reply)
         assert meta(reply)[META_DECISION] == f"backend={want}; generation=4; key=cookie; path=weighted"
@@ -108,7 +110,7 @@ def test_a_swap_is_decided_by_the_new_generation_and_every_decision_is_counted()
     flipped.splits[0].backends[0].weight, flipped.splits[0].backends[1].weight = 0, 100
     held.swap(generation_from_proto(flipped), "test")
     reply = p.handle(req)
-    assert mutation(reply) == {ROUTING_HEADER: "ns/shop/canary", HASH_HEADER: "abc"}
+    assert mutation(reply) == {ROUTING_HEADER: "ns/shop/canary"}
     assert meta(reply)[META_DECISION] == "backend=canary; generation=5; key=cookie; path=weighted"
     flipped.number, flipped.splits[0].backends[0].weight, flipped.splits[0].backends[1].weight = 6, 100, 0
     held.swap(generation_from_proto(flipped), "test")
@@ -121,7 +123,7 @@ def test_a_swap_is_decided_by_the_new_generation_and_every_decision_is_counted()
         if s.name == "trafficsplit_decisions_total"
     }
     backends = collections.Counter([want, "canary", "stable"])  # the three decisions above
-    assert counted == {("ns/shop", b, "cookie", "weighted"): float(n) for b, n in backends.items()}
+    assert counted == {("ns/shop", b, "cookie", "weighted", "true"): float(n) for b, n in backends.items()}
 
 
 def test_unknown_host_is_a_404_and_no_generation_passes_through() -> None:
@@ -233,3 +235,16 @@ def test_a_roll_back_also_rolls_back_the_generation_get_held_returns() -> None:
         assert held.current is not None and held.current.number == 4
 
     asyncio.run(run())
+
+
+def test_every_reply_discloses_the_decision_to_the_access_log(processor: Processor) -> None:
+    # Whatever the debug setting: these fields go to Envoy's dynamic metadata (the access log), never to the client.
+    reply = processor.handle(request(**{":authority": "shop.example", "cookie": "ts=abc", "x-beta": "yes"}))
+    fields = reply.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value.fields
+    assert fields["backend"].string_value == "canary" and fields["path"].string_value == "match"
+    assert fields["generation"].number_value == 4 and fields["key_source"].string_value == "cookie"
+    assert fields["session_id_present"].bool_value is True and fields["affinity_applied"].bool_value is False
+    assert fields["endpoint"].string_value == "10.0.0.2:80"
+    minted = processor.handle(request(**{":authority": "shop.example"}))
+    fields = minted.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value.fields
+    assert fields["session_id_present"].bool_value is False and fields["affinity_applied"].bool_value is True

@@ -6,9 +6,9 @@ import asyncio
 from typing import Any
 
 from grpc_health.v1 import health_pb2
-from trafficsplit.extproc.server import DataplaneProcessor, Settings
 
 from tests.unit.test_extproc_processor import FakeContext, generation
+from trafficsplit.extproc.server import DataplaneProcessor, Settings
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_to_proto
 

@@ -10,11 +10,12 @@ from typing import Any
 
 import grpc
 import pytest
-from trafficsplit.operator.cluster import Replica, SplitObject
-from trafficsplit.operator.engine import Engine
-from trafficsplit.operator.fleet import Fleet
-from trafficsplit.operator.status import StatusResult
 
+from trafficsplit.core.resolve import SplitObject
+from trafficsplit.core.status import StatusResult
+from trafficsplit.operator.cluster import Replica
+from trafficsplit.operator.engine import Engine, EngineSettings
+from trafficsplit.operator.fleet import Fleet
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 
@@ -90,8 +91,13 @@ async def until(pred: Callable[[], bool], timeout: float = 5.0) -> None:
 
 def body(name: str, weights: tuple[int, int], generation: int = 1) -> dict[str, Any]:
     return {
-        "metadata": {"name": name, "namespace": "default", "uid": f"u-{name}", "generation": generation,
-                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"u-{name}",
+            "generation": generation,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
         "spec": {
             "hosts": [f"{name}.example"],
             "backends": [
@@ -99,14 +105,21 @@ def body(name: str, weights: tuple[int, int], generation: int = 1) -> dict[str, 
                 {"name": "green", "weight": weights[1], "endpoints": ["127.0.0.1:2"]},
             ],
         },
-    }  # fmt: skip
+    }
 
 
 def run(coro_fn: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(coro_fn(), 30))
 
 
-def make_engine(tmp_path: Any, replicas: list[FakeReplica], sink: Any = None) -> Engine:
+def make_engine(
+    tmp_path: Any,
+    replicas: list[FakeReplica],
+    sink: Any = None,
+    *,
+    static: bool = True,
+    gateway: tuple[str, str] | None = None,
+) -> Engine:
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     engine: Engine | None = None
@@ -116,10 +129,14 @@ def make_engine(tmp_path: Any, replicas: list[FakeReplica], sink: Any = None) ->
             engine.poke()
 
     fleet = Fleet(str(token), timeout=2, poll_interval=0.1, changed=changed)
-    engine = Engine(
-        fleet, origin="test", debounce=0.0, static_replicas=tuple(r.replica for r in replicas), status_sink=sink,
-        static=True,
-    )  # fmt: skip
+    settings = EngineSettings(
+        origin="test",
+        debounce=0.0,
+        static_replicas=tuple(r.replica for r in replicas),
+        gateway=gateway,
+        static=static,
+    )
+    engine = Engine(fleet, settings, sink)
     return engine
 
 
@@ -207,7 +224,7 @@ def test_status_written_on_change_only_with_published_count(tmp_path: Any) -> No
 
         def published() -> str | None:
             for _, r in reversed(writes):
-                c = next(c for c in r.status["conditions"] if c["type"] == "Published")
+                c = next(c for c in r.status.to_dict()["conditions"] if c["type"] == "Published")
                 return f"{c['status']} {c['message']}"
             return None
 
@@ -246,8 +263,7 @@ def test_wrong_token_never_counts_as_published(tmp_path: Any, token: str) -> Non
 
 
 def test_unrelated_services_and_slices_trigger_no_pass(tmp_path: Any) -> None:
-    engine = make_engine(tmp_path, [])
-    engine.gateway = ("ts-system", "gw-publish")
+    engine = make_engine(tmp_path, [], gateway=("ts-system", "gw-publish"))
     split = body("s", (1, 1))
     split["spec"]["backends"][0]["service"] = "shop-blue"
     engine.apply("trafficsplit", None, split)
@@ -274,18 +290,19 @@ def test_unrelated_services_and_slices_trigger_no_pass(tmp_path: Any) -> None:
 
 
 def svc_body(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "default"},
-            "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}  # fmt: skip
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+    }
 
 
 def slice_body(service: str, address: str) -> dict[str, Any]:
     return {
-        "metadata": {"name": f"{service}-x", "namespace": "default",
-                     "labels": {"kubernetes.io/service-name": service}},
+        "metadata": {"name": f"{service}-x", "namespace": "default", "labels": {"kubernetes.io/service-name": service}},
         "addressType": "IPv4",
         "ports": [{"name": "http", "port": 8080}],
         "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
-    }  # fmt: skip
+    }
 
 
 def k8s_split(status: dict[str, Any] | None = None, weight: int = 100) -> dict[str, Any]:
@@ -297,8 +314,7 @@ def k8s_split(status: dict[str, Any] | None = None, weight: int = 100) -> dict[s
 
 
 def k8s_engine(tmp_path: Any, replicas: list[FakeReplica], split: dict[str, Any], green: bool) -> Engine:
-    engine = make_engine(tmp_path, replicas)
-    engine.static = False
+    engine = make_engine(tmp_path, replicas, static=False)
     engine.store.apply("trafficsplit", None, split)
     for name, addr in (("blue", "10.0.0.1"), ("green", "10.0.0.2")):
         if name == "green" and not green:
@@ -394,7 +410,7 @@ def test_a_recreated_split_is_not_published_until_a_generation_carrying_it_is_ac
     def published(uid: str) -> str | None:
         for u, r in reversed(writes):
             if u == uid:
-                c = next(c for c in r.status["conditions"] if c["type"] == "Published")
+                c = next(c for c in r.status.to_dict()["conditions"] if c["type"] == "Published")
                 return f"{c['status']} {c['message']}"
         return None
 

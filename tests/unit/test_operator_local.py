@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from trafficsplit.operator.config import parse_config
 from trafficsplit.operator.filesource import FileSource, parse_documents
 from trafficsplit.operator.leader import lease_decision, micro_time

@@ -7,24 +7,23 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+
+from trafficsplit.core.limits import MAX_ENDPOINTS
+from trafficsplit.core.reconcile import Verdict, desired_state, seed_last_good
+from trafficsplit.core.resolve import ServiceInfo, SliceInfo, SplitObject, resolve, slices_by_service
+from trafficsplit.core.spec import parse_split
+from trafficsplit.core.status import PublishView, ReplicaAck, compute_status, displacement, published_condition
+from trafficsplit.core.vocabulary import Reason
+from trafficsplit.core.weights import parse_weights
 from trafficsplit.operator.cluster import (
-    ServiceInfo,
-    SliceInfo,
-    SplitObject,
     parse_static_replicas,
     replicas_from_slices,
-    resolve,
     service_from_body,
     slice_from_body,
-    slices_by_service,
     split_from_body,
 )
-from trafficsplit.operator.protoconv import fingerprint, generation_to_proto, served_from_proto
-from trafficsplit.operator.reconcile import desired_state, seed_last_good
-from trafficsplit.operator.status import PublishView, ReplicaAck, compute_status, displacement, published_condition
-
-from trafficsplit.core.spec import parse_split
-from trafficsplit.core.weights import parse_weights
+from trafficsplit.operator.engine import held_forms
+from trafficsplit.wire.generation import generation_to_proto
 
 NS = "shop"
 
@@ -45,16 +44,26 @@ def eps(service: str, addrs: dict[str, bool], port: int = 8080, port_name: str =
     }
 
 
-def ts(name: str, spec: Mapping[str, Any], generation: int = 1, status: dict[str, Any] | None = None,
-       created: str = "2026-01-01T00:00:00Z") -> SplitObject:  # fmt: skip
+def ts(
+    name: str,
+    spec: Mapping[str, Any],
+    generation: int = 1,
+    status: dict[str, Any] | None = None,
+    created: str = "2026-01-01T00:00:00Z",
+) -> SplitObject:
     return split_from_body(
         {
-            "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "generation": generation,
-                         "creationTimestamp": created},
+            "metadata": {
+                "name": name,
+                "namespace": NS,
+                "uid": f"uid-{name}",
+                "generation": generation,
+                "creationTimestamp": created,
+            },
             "spec": dict(spec),
             "status": status or {},
         }
-    )  # fmt: skip
+    )
 
 
 def spec(weights: str = "stable=95,canary=5", sticky: bool = True, hosts: list[str] | None = None) -> dict[str, Any]:
@@ -101,17 +110,23 @@ def test_slice_projection_reads_readiness_and_skips_fqdn() -> None:
     s = slice_from_body(body)
     assert s is not None
     assert [(e.address, e.ready) for e in s.endpoints] == [
-        ("10.0.0.1", True), ("10.0.0.2", False), ("10.0.0.3", True), ("10.0.0.4", False)
-    ]  # fmt: skip
+        ("10.0.0.1", True),
+        ("10.0.0.2", False),
+        ("10.0.0.3", True),
+        ("10.0.0.4", False),
+    ]
     assert slice_from_body({**body, "addressType": "FQDN"}) is None
     assert slice_from_body({**body, "metadata": {"name": "x", "namespace": NS}}) is None
 
 
 def test_resolve_maps_service_port_to_slice_port_by_name() -> None:
-    services, slices = world(svc("shop-stable", port=80, target="web", port_name="web"),
-                             eps("shop-stable", {"10.0.0.1": True}, port=9000, port_name="web"))  # fmt: skip
-    parsed = parse_split(NS, "x", {"hosts": ["h"], "backends": [{"name": "stable", "service": "shop-stable",
-                                                                 "port": 80, "weight": 1}]})  # fmt: skip
+    services, slices = world(
+        svc("shop-stable", port=80, target="web", port_name="web"),
+        eps("shop-stable", {"10.0.0.1": True}, port=9000, port_name="web"),
+    )
+    parsed = parse_split(
+        NS, "x", {"hosts": ["h"], "backends": [{"name": "stable", "service": "shop-stable", "port": 80, "weight": 1}]}
+    )
     r = resolve(parsed, services, slices)
     assert r.missing == ()
     assert [(e.address, e.port) for e in r.endpoints["stable"]] == [("10.0.0.1", 9000)]
@@ -152,44 +167,44 @@ def test_desired_state_compiles_with_slice_readiness() -> None:
     services, slices = full_world()
     d = desired_state([ts("a", spec())], services, slices, {})
     o = d.outcomes["shop/a"]
-    assert o.accepted and o.resolved and o.serves_current_spec
-    (served,) = d.served
-    stable = served.split.backends[0]
+    assert o.accepted.ok and o.resolved.ok and o.serves_current_spec
+    (served,) = d.content.splits
+    stable = served.backends[0]
     assert [(e.address, e.ready) for e in stable.endpoints] == [("10.0.0.1", True), ("10.0.0.2", False)]
 
 
 def test_missing_service_keeps_the_last_good_form() -> None:
     services, slices = full_world()
     good = desired_state([ts("a", spec())], services, slices, {})
-    last_good = {s.split.key: s for s in good.served}
+    last_good = {s.key: s for s in good.content.splits}
     del services[(NS, "shop-canary")]
     d = desired_state([ts("a", spec())], services, slices, last_good)
     o = d.outcomes["shop/a"]
-    assert not o.resolved and o.resolved_reason == "BackendNotFound" and "shop-canary" in o.resolved_message
-    assert d.served == good.served  # the dataplane keeps serving the last good generation's split
-    assert fingerprint(d.served) == fingerprint(good.served)
+    assert not o.resolved.ok and o.resolved.reason == "BackendNotFound" and "shop-canary" in o.resolved.message
+    assert d.content == good.content  # the dataplane keeps serving the last good generation's split
     # Without a last good form (a fresh operator), the missing backend has no endpoints: its sessions fail over.
     cold = desired_state([ts("a", spec())], services, slices, {})
-    (fresh,) = cold.served
-    assert [len(b.endpoints) for b in fresh.split.backends] == [2, 0]
-    assert fresh.split.failover is not None and fresh.split.failover[0].names == ("stable",)
+    (fresh,) = cold.content.splits
+    assert [len(b.endpoints) for b in fresh.backends] == [2, 0]
+    assert fresh.failover is not None and fresh.failover[0].names == ("stable",)
     # That stand-in is never remembered as last good, and the status says what it does.
     assert cold.last_good == {} and cold.unsure == ()
-    assert published_condition(cold.outcomes["shop/a"], PublishView(1, ()))[2].endswith(
+    assert published_condition(cold.outcomes["shop/a"], PublishView(1, ())).message.endswith(
         "its unresolved backends have no endpoints (their sessions fail over)"
     )
     # A split a generation already carried (status.generation) may be held better by the replicas than the stand-in.
     restarted = desired_state([ts("a", spec(), status={"generation": 7})], services, slices, {})
     assert restarted.unsure == ("shop/a",)
     held = PublishView(7, (), held_back=frozenset({"shop/a"}))
-    message = published_condition(restarted.outcomes["shop/a"], held)[2]
+    message = published_condition(restarted.outcomes["shop/a"], held).message
     assert "no dataplane reported a form of it, so nothing is published until it is fixed" in message
     assert desired_state([ts("a", spec(), status={"generation": 7})], services, slices, last_good).unsure == ()
     # Meanwhile nothing is published, so no other split's current spec counts as published either.
     other = desired_state([ts("b", spec(hosts=["b.example"]))], *full_world(), {}).outcomes["shop/b"]
     acked = (ReplicaAck("r0", 7),)
-    assert published_condition(other, PublishView(7, acked, held_back=frozenset({"shop/a"})))[:2] == (False, "Held")
-    assert published_condition(other, PublishView(7, acked, {"shop/b": 7}, frozenset({"shop/a"})))[0]
+    held_verdict = published_condition(other, PublishView(7, acked, held_back=frozenset({"shop/a"})))
+    assert (held_verdict.ok, held_verdict.reason) == (False, Reason.HELD)
+    assert published_condition(other, PublishView(7, acked, {"shop/b": 7}, frozenset({"shop/a"}))).ok
 
 
 def test_invalid_spec_is_not_accepted_and_names_the_field() -> None:
@@ -198,8 +213,24 @@ def test_invalid_spec_is_not_accepted_and_names_the_field() -> None:
     bad["backends"][0]["weight"] = -1
     d = desired_state([ts("a", bad)], services, slices, {})
     o = d.outcomes["shop/a"]
-    assert not o.accepted and o.accepted_reason == "Invalid" and "spec.backends[0].weight" in o.accepted_message
-    assert d.served == ()
+    assert not o.accepted.ok and o.accepted.reason == "Invalid" and "spec.backends[0].weight" in o.accepted.message
+    assert d.content.splits == ()
+
+
+def test_a_backend_over_the_endpoint_limit_is_refused_alone() -> None:
+    """Only resolved endpoints can break a valid spec's compile (core/limits.py MAX_ENDPOINTS): that split keeps its
+    last good form or is left out, named in its status, and every other split is still published."""
+    services, slices = world(
+        svc("shop-stable"),
+        svc("shop-canary"),
+        eps("shop-stable", {"10.0.0.1": True}),
+        eps("shop-canary", {f"10.1.{i // 250}.{i % 250}": True for i in range(MAX_ENDPOINTS + 1)}),
+    )
+    d = desired_state([ts("a", spec()), ts("b", spec("stable=1", hosts=["b.example"]))], services, slices, {})
+    o = d.outcomes["shop/a"]
+    assert o.accepted.ok and not o.resolved.ok and o.resolved.reason == Reason.ENDPOINTS_REFUSED
+    assert f"at most {MAX_ENDPOINTS}" in o.resolved.message
+    assert [s.name for s in d.content.splits] == ["b"]
 
 
 def test_host_conflict_rejects_the_newer_split() -> None:
@@ -207,18 +238,19 @@ def test_host_conflict_rejects_the_newer_split() -> None:
     old = ts("old", spec(), created="2026-01-01T00:00:00Z")
     new = ts("new", spec(), created="2026-01-02T00:00:00Z")
     d = desired_state([new, old], services, slices, {})
-    assert [s.split.name for s in d.served] == ["old"]
-    assert d.outcomes["shop/new"].accepted_reason == "HostConflict"
-    assert "shop/old" in d.outcomes["shop/new"].accepted_message
+    assert [s.name for s in d.content.splits] == ["old"]
+    assert d.outcomes["shop/new"].accepted.reason == "HostConflict"
+    assert "shop/old" in d.outcomes["shop/new"].accepted.message
 
 
-def test_fingerprint_ignores_number_and_tracks_content() -> None:
+def test_content_has_no_number_and_equal_content_compares_equal() -> None:
     services, slices = full_world()
     a = desired_state([ts("a", spec())], services, slices, {})
     b = desired_state([ts("a", spec("stable=90,canary=10"))], services, slices, {})
-    assert fingerprint(a.served) == fingerprint(desired_state([ts("a", spec())], services, slices, {}).served)
-    assert fingerprint(a.served) != fingerprint(b.served)
-    msg = generation_to_proto(7, a.served, "op-0")
+    assert a.content == desired_state([ts("a", spec())], services, slices, {}).content
+    assert a.content != b.content
+    assert a.content.stamp(7).content == a.content
+    msg = generation_to_proto(a.content.stamp(7), "op-0")
     assert msg.number == 7 and msg.origin == "op-0" and msg.splits[0].observed_generation == 1
     assert [b.weight for b in msg.splits[0].backends] == [95, 5]
 
@@ -226,8 +258,9 @@ def test_fingerprint_ignores_number_and_tracks_content() -> None:
 # --- status --------------------------------------------------------------------------------------------------------
 
 
-def _outcome(weights: str = "stable=95,canary=5", sticky: bool = True, status: dict[str, Any] | None = None,
-             generation: int = 1) -> tuple[SplitObject, Any]:  # fmt: skip
+def _outcome(
+    weights: str = "stable=95,canary=5", sticky: bool = True, status: dict[str, Any] | None = None, generation: int = 1
+) -> tuple[SplitObject, Any]:
     services, slices = full_world()
     obj = ts("a", spec(weights, sticky), generation=generation, status=status)
     return obj, desired_state([obj], services, slices, {}).outcomes["shop/a"]
@@ -236,38 +269,46 @@ def _outcome(weights: str = "stable=95,canary=5", sticky: bool = True, status: d
 def test_published_counts_replicas_and_names_the_one_behind() -> None:
     _, o = _outcome()
     both = PublishView(5, (ReplicaAck("gw-a", 5), ReplicaAck("gw-b", 6)), {"shop/a": 5})
-    assert published_condition(o, both) == (True, "Published", "2/2 dataplanes")
+    assert published_condition(o, both) == Verdict(True, Reason.PUBLISHED, "2/2 dataplanes")
     behind = PublishView(5, (ReplicaAck("gw-a", 5), ReplicaAck("gw-b", 4)), {"shop/a": 5})
-    assert published_condition(o, behind) == (False, "Behind", "1/2 dataplanes; behind: gw-b")
+    assert published_condition(o, behind) == Verdict(False, Reason.BEHIND, "1/2 dataplanes; behind: gw-b")
     # A replica that acked an older generation still carrying this spec counts as published.
-    assert published_condition(o, PublishView(9, (ReplicaAck("gw-a", 5),), {"shop/a": 5}))[0]
-    assert published_condition(o, PublishView(5, (), {}))[1] == "NoDataplanes"
+    assert published_condition(o, PublishView(9, (ReplicaAck("gw-a", 5),), {"shop/a": 5})).ok
+    assert published_condition(o, PublishView(5, (), {})).reason == "NoDataplanes"
 
 
 def test_status_conditions_and_printer_fields() -> None:
     obj, o = _outcome()
     r = compute_status(obj, o, PublishView(3, (ReplicaAck("gw-a", 3),), {"shop/a": 3}), "2026-01-01T00:00:00Z")
-    st = r.status
+    st = r.status.to_dict()
     assert {c["type"]: c["status"] for c in st["conditions"]} == {
-        "Accepted": "True", "ResolvedRefs": "True", "Published": "True"
-    }  # fmt: skip
+        "Accepted": "True",
+        "ResolvedRefs": "True",
+        "Published": "True",
+    }
     assert all(c["observedGeneration"] == 1 for c in st["conditions"])
     assert st["weights"] == "stable=95,canary=5" and st["generation"] == 3 and st["observedGeneration"] == 1
     assert st["backends"][0] == {
-        "name": "stable", "service": "shop-stable", "port": 80, "weight": 95, "share": "95.00%",
-        "readyEndpoints": 1, "endpoints": 2,
-    }  # fmt: skip
+        "name": "stable",
+        "service": "shop-stable",
+        "port": 80,
+        "weight": 95,
+        "share": "95.00%",
+        "readyEndpoints": 1,
+        "endpoints": 2,
+    }
     assert [(e.reason, e.type) for e in r.events] == [("Published", "Normal")]
     # Written back, the same state yields the same status (timestamps kept) and no new Event.
-    again = compute_status(ts("a", obj.spec, status=st), o, PublishView(3, (ReplicaAck("gw-a", 3),), {"shop/a": 3}),
-                           "2026-01-02T00:00:00Z")  # fmt: skip
-    assert again.status == st and again.events == ()
+    again = compute_status(
+        ts("a", obj.spec, status=st), o, PublishView(3, (ReplicaAck("gw-a", 3),), {"shop/a": 3}), "2026-01-02T00:00:00Z"
+    )
+    assert again.status.to_dict() == st and again.events == ()
 
 
 def test_total_change_on_a_sticky_split_warns_with_the_repin_share() -> None:
     obj, o = _outcome("stable=95,canary=10", status={"weights": "stable=95,canary=5"})
     r = compute_status(obj, o, PublishView(2, (), {}), "t")
-    d = r.status["displacement"]
+    d = r.status.to_dict()["displacement"]
     assert d["totalChanged"] is True and d["repinnedShare"] == "13.57%"  # 285/2100, SPEC §2
     assert d["rebalanced"] == "stable=90,canary=10" and d["rebalancedRepinnedShare"] == "5.00%"
     (warn,) = [e for e in r.events if e.reason == "TotalWeightChanged"]
@@ -277,7 +318,8 @@ def test_total_change_on_a_sticky_split_warns_with_the_repin_share() -> None:
 def test_same_total_change_or_non_sticky_does_not_warn() -> None:
     obj, o = _outcome("stable=90,canary=10", status={"weights": "stable=95,canary=5"})
     r = compute_status(obj, o, PublishView(2, (), {}), "t")
-    assert r.status["displacement"]["repinnedShare"] == "5.00%" and not r.status["displacement"]["totalChanged"]
+    moved = r.status.displacement
+    assert moved is not None and moved.repinned_share == "5.00%" and not moved.total_changed
     assert not [e for e in r.events if e.reason == "TotalWeightChanged"]
     obj, o = _outcome("stable=95,canary=10", sticky=False, status={"weights": "stable=95,canary=5"})
     assert not [e for e in compute_status(obj, o, PublishView(2, (), {}), "t").events if e.type == "Warning"]
@@ -285,8 +327,8 @@ def test_same_total_change_or_non_sticky_does_not_warn() -> None:
 
 def test_displacement_matches_the_planner() -> None:
     d, warning = displacement(parse_weights("a=50,b=50"), parse_weights("a=50,b=50,c=1"))
-    assert warning is not None and d["totalChanged"]
-    assert abs(float(d["repinnedShare"].rstrip("%")) / 100 - float(Fraction(51, 101) * 1)) < 0.02
+    assert warning is not None and d.total_changed and d.repinned_share is not None
+    assert abs(float(d.repinned_share.rstrip("%")) / 100 - float(Fraction(51, 101) * 1)) < 0.02
 
 
 def test_backend_not_found_condition_and_event_once() -> None:
@@ -295,12 +337,12 @@ def test_backend_not_found_condition_and_event_once() -> None:
     obj = ts("a", spec())
     o = desired_state([obj], services, slices, {}).outcomes["shop/a"]
     r = compute_status(obj, o, PublishView(0, (), {}), "t")
-    res = next(c for c in r.status["conditions"] if c["type"] == "ResolvedRefs")
+    res = next(c for c in r.status.to_dict()["conditions"] if c["type"] == "ResolvedRefs")
     assert res["status"] == "False" and res["reason"] == "BackendNotFound" and "shop-canary" in res["message"]
-    pub = next(c for c in r.status["conditions"] if c["type"] == "Published")
+    pub = next(c for c in r.status.to_dict()["conditions"] if c["type"] == "Published")
     assert pub["status"] == "False" and pub["reason"] == "UnresolvedRefs"
     assert [e.reason for e in r.events] == ["BackendNotFound"]
-    again = compute_status(ts("a", obj.spec, status=r.status), o, PublishView(0, (), {}), "t2")
+    again = compute_status(ts("a", obj.spec, status=r.status.to_dict()), o, PublishView(0, (), {}), "t2")
     assert again.events == ()
 
 
@@ -310,8 +352,8 @@ def test_a_held_generation_seeds_last_good_forms_only_for_the_same_split() -> No
     newer than the object's metadata.generation, and only for the keys asked (the unsure ones)."""
     services, slices = full_world()
     good = desired_state([ts("a", spec(), generation=3), ts("b", spec(hosts=["b.example"]))], services, slices, {})
-    forms = served_from_proto(generation_to_proto(5, good.served, "op-0"))
-    assert forms == {s.split.key: s for s in good.served}
+    forms = held_forms(generation_to_proto(good.content.stamp(5), "op-0"))
+    assert forms == {s.key: s for s in good.content.splits}
     carried = {"generation": 5}
     both = {"shop/a", "shop/b"}
     seeds = seed_last_good([ts("a", spec(), 4, carried), ts("b", spec(), 1, carried)], forms, both)
@@ -321,15 +363,15 @@ def test_a_held_generation_seeds_last_good_forms_only_for_the_same_split() -> No
     assert seed_last_good([ts("a", spec(), 4)], forms, both) == {}  # no generation carried it: a recreated object
     assert seed_last_good([ts("c", spec(), 9, carried)], forms, {"shop/c"}) == {}  # another split
     # A generation that does not read back seeds nothing.
-    broken = generation_to_proto(5, good.served, "op-0")
+    broken = generation_to_proto(good.content.stamp(5), "op-0")
     broken.splits[0].backends[0].weight = 0
     broken.splits[0].backends[1].weight = 0
-    assert served_from_proto(broken) == {}
+    assert held_forms(broken) == {}
     # Seeded, the restarted operator keeps the replicas' form of an unresolved split: nothing unsure any more.
     del services[(NS, "shop-canary")]
     restarted = desired_state([ts("a", spec(), 3, carried)], services, slices, {})
     assert restarted.unsure == ("shop/a",)
     seeded = seed_last_good([ts("a", spec(), 3, carried)], forms, restarted.unsure)
     d = desired_state([ts("a", spec(), 3, carried)], services, slices, seeded)
-    assert d.unsure == () and d.served == (forms["shop/a"],) and d.outcomes["shop/a"].kept
+    assert d.unsure == () and d.content.splits == (forms["shop/a"],) and d.outcomes["shop/a"].kept
     assert d.last_good == {"shop/a": forms["shop/a"]}

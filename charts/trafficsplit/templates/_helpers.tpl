@@ -87,3 +87,22 @@ podAntiAffinity:
           matchLabels:
             {{- include "trafficsplit.selectorLabels" . | nindent 12 }}
 {{- end }}
+
+{{/* The publish API's TLS Secrets: the user's (publish.tls.*Secret) or the chart-generated ones. */}}
+{{- define "trafficsplit.publishTlsGatewaySecret" -}}
+{{ .Values.publish.tls.gatewaySecret | default (printf "%s-publish-tls-gateway" .Release.Name) }}
+{{- end }}
+
+{{- define "trafficsplit.publishTlsOperatorSecret" -}}
+{{ .Values.publish.tls.operatorSecret | default (printf "%s-publish-tls-operator" .Release.Name) }}
+{{- end }}
+
+{{/* The DNS name in the gateways' publish certificate, which the operator checks (it dials pod IPs). */}}
+{{- define "trafficsplit.publishServerName" -}}
+{{ .Values.publish.tls.serverName | default (printf "%s.%s.svc" (include "trafficsplit.publishServiceName" .) .Release.Namespace) }}
+{{- end }}
+
+{{/* Where the extproc and the operator read their publish TLS files from (tls.crt, tls.key, ca.crt). */}}
+{{- define "trafficsplit.tlsDir" -}}
+/var/run/secrets/trafficsplit.dev/publish-tls
+{{- end }}

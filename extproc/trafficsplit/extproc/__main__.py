@@ -20,16 +20,33 @@ from pathlib import Path
 from typing import Any
 
 from trafficsplit.extproc.server import DataplaneProcessor, Settings
-
-from trafficsplit.wire.bootstrap import DEFAULT_MESSAGE_TIMEOUT_MS, Address, BootstrapOptions, bootstrap_json
+from trafficsplit.extproc.tls import ServerTlsFiles
+from trafficsplit.wire.bootstrap import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEAP_BYTES,
+    DEFAULT_MESSAGE_TIMEOUT_MS,
+    Address,
+    BootstrapOptions,
+    bootstrap_json,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m trafficsplit.extproc", description=__doc__.splitlines()[0])
     p.add_argument("--listen", default="127.0.0.1:9001", help="ext_proc + ADS for Envoy: unix:/path or HOST:PORT")
     p.add_argument("--publish", default="0.0.0.0:9002", help="publish API + health (HOST:PORT, 0 = any free port)")
-    p.add_argument("--metrics", default="0.0.0.0:9003", help="Prometheus metrics (HOST:PORT)")
+    p.add_argument("--metrics", default="127.0.0.1:9003", help="Prometheus metrics (HOST:PORT)")
+    p.add_argument("--health", help="plaintext gRPC health only, for the kubelet's probe (HOST:PORT); default: none")
     p.add_argument("--token-file", type=Path, help="file holding the publish bearer token (required to serve)")
+    t = p.add_argument_group("publish TLS", "the publish API over TLS; with --tls-client-ca, mutual TLS")
+    t.add_argument("--tls-cert", type=Path, help="PEM certificate (chain) of the publish server")
+    t.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
+    t.add_argument("--tls-client-ca", type=Path, help="PEM CA bundle; callers must present a certificate it signed")
+    t.add_argument(
+        "--insecure-publish",
+        action="store_true",
+        help="allow a plaintext publish API on a non-loopback address (the token crosses the network in clear)",
+    )
     p.add_argument("--replica", default=os.environ.get("POD_NAME") or socket.gethostname())
     p.add_argument("--ack-timeout", type=float, default=5.0, help="seconds to wait for Envoy's ACK on publish")
     p.add_argument("--drain-seconds", type=float, default=5.0, help="NOT_SERVING before stopping, on SIGTERM")
@@ -40,7 +57,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     b.add_argument("--envoy-listen", default="0.0.0.0:8080", help="the gateway's HTTP listener")
     b.add_argument("--envoy-admin", default="127.0.0.1:9901")
     b.add_argument("--message-timeout-ms", type=int, default=DEFAULT_MESSAGE_TIMEOUT_MS)
+    b.add_argument("--xff-num-trusted-hops", type=int, default=0, help="trusted proxies in front of the gateway")
+    b.add_argument("--max-heap-bytes", type=int, default=DEFAULT_MAX_HEAP_BYTES, help="overload manager heap ceiling")
+    b.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS, help="downstream connection limit")
     return p.parse_args(argv)
+
+
+def publish_tls(args: argparse.Namespace) -> ServerTlsFiles | None:
+    """The publish API's TLS files, or None for plaintext; a plaintext API beyond loopback only when asked for."""
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise SystemExit("--tls-cert and --tls-key go together")
+    if args.tls_cert is None:
+        if args.tls_client_ca is not None:
+            raise SystemExit("--tls-client-ca needs --tls-cert and --tls-key")
+        if not Address.parse(args.publish).loopback and not args.insecure_publish:
+            raise SystemExit(
+                f"--publish {args.publish} is not loopback: give --tls-cert/--tls-key (and --tls-client-ca), or "
+                "--insecure-publish to send the token in clear"
+            )
+        return None
+    return ServerTlsFiles(args.tls_cert, args.tls_key, args.tls_client_ca)
 
 
 async def _serve(settings: Settings) -> None:
@@ -68,10 +104,14 @@ def main(argv: list[str] | None = None) -> int:
                     ads=local,
                     admin=Address.parse(args.envoy_admin),
                     message_timeout_ms=args.message_timeout_ms,
+                    xff_num_trusted_hops=args.xff_num_trusted_hops,
+                    max_heap_bytes=args.max_heap_bytes,
+                    max_connections=args.max_connections,
                 )
             )
         )
         return 0
+    tls = publish_tls(args)
     if args.token_file is None:
         print("--token-file is required: the publish API refuses unauthenticated callers", file=sys.stderr)
         return 2
@@ -88,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         ack_timeout=args.ack_timeout,
         drain_seconds=args.drain_seconds,
         ports_file=args.ports_file,
+        tls=tls,
+        health=args.health,
     )
     runner = _runner()
     with contextlib.suppress(KeyboardInterrupt):

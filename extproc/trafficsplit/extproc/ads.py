@@ -6,6 +6,13 @@ when Envoy asks for names it has not been sent (EDS after new clusters). Envoy's
 answers our last response: same nonce without `error_detail` is an ACK, with it a NACK. `wait_acked` is what the
 publish path blocks on, so a generation is swapped in only after Envoy holds the clusters it needs, and refused when
 Envoy rejects them. After a NACK the same version is not resent; the publisher restores the snapshot it replaced.
+
+Versions are generation numbers, so one generation can be followed from a TrafficSplit's `status.generation` to
+the `version_info` in Envoy's config dump: a type whose content generation N changes gets version "N". A generation
+installs up to two snapshots (the make-before-break transition, then its own), and a refused generation may be
+offered again, so a type that already got a version under N (or a later number) gets "N.k" instead, k counting every
+such install in this process: each version names one content, so an ACK or a NACK never answers another one. A type
+whose content N does not change keeps the version of the generation that last changed it.
 """
 
 from __future__ import annotations
@@ -22,8 +29,8 @@ import grpc
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 from google.protobuf import any_pb2
 from google.protobuf.message import Message
-from trafficsplit.extproc.metrics import Metrics
 
+from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE, Resources
 
 log = logging.getLogger(__name__)
@@ -32,6 +39,13 @@ log = logging.getLogger(__name__)
 _WILDCARD = frozenset({CLUSTER_TYPE})
 _ORDER = (CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE)
 _SHORT = MappingProxyType({CLUSTER_TYPE: "cds", ENDPOINT_TYPE: "eds", ROUTE_TYPE: "rds"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Stamp:
+    """The last generation number a type's version was taken from."""
+
+    generation: int
 
 
 @dataclass(frozen=True)
@@ -80,7 +94,8 @@ def _snapshot_type(version: int, resources: Mapping[str, Message]) -> TypeSnapsh
 class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignore[misc]
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
-        self._versions = itertools.count(1)
+        self._stamps: dict[str, _Stamp] = {}  # type URL → the number its last version was taken from
+        self._repeats = itertools.count(1)  # the `k` of "N.k" versions
         self._nonces = itertools.count(1)
         # Empty until the first publish: a restarted processor must not answer an Envoy that kept its config with
         # an empty snapshot (that would withdraw every cluster); Envoy waits, then keeps serving what it has.
@@ -90,19 +105,27 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignor
 
     # --- the publish side -----------------------------------------------------------------------------------------
 
-    def set_resources(self, res: Resources) -> dict[str, str]:
-        """Install a new snapshot; returns {type: new version} for the types whose content changed."""
+    def set_resources(self, res: Resources, *, generation: int) -> dict[str, str]:
+        """Install a new snapshot for generation number `generation`; returns {type: new version} for the types whose
+        content changed (versions: see the module docstring)."""
         changed: dict[str, str] = {}
         for type_url, items in res.by_type().items():
             current = self._snapshot.get(type_url)
             candidate = _snapshot_type(0, items)
             if current is not None and current.content == candidate.content:
                 continue
-            snap = TypeSnapshot(str(next(self._versions)), candidate.resources, candidate.content)
+            snap = TypeSnapshot(self._version(type_url, generation), candidate.resources, candidate.content)
             self._snapshot[type_url] = snap
             changed[type_url] = snap.version
         self._wake_streams()
         return changed
+
+    def _version(self, type_url: str, generation: int) -> str:
+        stamp = self._stamps.get(type_url)
+        self._stamps[type_url] = _Stamp(max(generation, stamp.generation if stamp else 0))
+        if stamp is None or generation > stamp.generation:
+            return str(generation)
+        return f"{generation}.{next(self._repeats)}"
 
     def snapshot(self) -> Mapping[str, TypeSnapshot]:
         """The installed snapshot, for `restore` when a publish fails."""

@@ -22,11 +22,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
+
+from trafficsplit.core.errors import SpecError
 from trafficsplit.extproc.ads import AckError, AdsServer
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
-
-from trafficsplit.core.errors import SpecError
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.envoy import resources, transition
@@ -99,7 +99,8 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             return self._reply(pb.PublishReply.INVALID, str(exc))
         before = self._ads.snapshot()
         try:
-            await self._ads.wait_acked(self._ads.set_resources(transition(held, gen)), self._ack_timeout)
+            versions = self._ads.set_resources(transition(held, gen), generation=gen.number)
+            await self._ads.wait_acked(versions, self._ack_timeout)
         except AckError as exc:
             self._ads.restore(before)
             return self._reply(pb.PublishReply.INVALID, f"not applied to Envoy: {exc}")
@@ -107,7 +108,8 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         accepted.CopyFrom(msg)  # our own copy: the request message belongs to grpc
         self._held.swap(gen, msg.origin, accepted)
         try:
-            await self._ads.wait_acked(self._ads.set_resources(resources(gen)), self._ack_timeout)
+            versions = self._ads.set_resources(resources(gen), generation=gen.number)
+            await self._ads.wait_acked(versions, self._ack_timeout)
         except AckError as exc:
             self._held.swap(held, held_origin, held_msg)
             self._ads.restore(before)

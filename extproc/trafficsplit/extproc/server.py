@@ -2,8 +2,9 @@
 
 Two gRPC servers, because they face different callers: the local one (ext_proc + ADS + health) is for the Envoy next
 to us, on a Unix socket or loopback; the publish one (Publisher + health) is for the operator, on the pod network,
-and requires the token. Metrics have their own HTTP port. Health is NOT_SERVING until a generation is held, and again
-from SIGTERM on, while in-flight calls drain.
+and requires the token, over TLS (mTLS with a client CA) when certificates are given. A third, optional, serves only
+gRPC health in plaintext, for the kubelet's probe, which cannot speak TLS. Metrics have their own HTTP port. Health
+is NOT_SERVING until a generation is held, and again from SIGTERM on, while in-flight calls drain.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ep_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined,unused-ignore]
 from prometheus_client import start_http_server
+
 from trafficsplit.extproc.ads import AdsServer
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor
 from trafficsplit.extproc.publisher import Publisher
-
+from trafficsplit.extproc.tls import ReloadingServerCredentials, ServerTlsFiles
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.bootstrap import Address
 
@@ -45,6 +47,8 @@ class Settings:
     ack_timeout: float = 5.0
     drain_seconds: float = 5.0
     ports_file: Path | None = None
+    tls: ServerTlsFiles | None = None  # None: the publish port is plaintext (loopback or an explicit opt-in)
+    health: str | None = None  # HOST:PORT of the plaintext health-only server; None: none
 
 
 class DataplaneProcessor:
@@ -66,6 +70,8 @@ class DataplaneProcessor:
         )
         self._local = grpc.aio.server(options=[("grpc.max_concurrent_streams", 10_000)])
         self._public = grpc.aio.server()
+        self._health = grpc.aio.server() if settings.health is not None else None
+        self._tls = ReloadingServerCredentials(settings.tls) if settings.tls is not None else None
         self._metrics_server: Any = None
         self.ports: dict[str, int | str] = {}
 
@@ -85,17 +91,26 @@ class DataplaneProcessor:
         pb_grpc.add_PublisherServicer_to_server(self.publisher, self._public)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._public)
         local_port = self._local.add_insecure_port(s.listen)
-        public_port = self._public.add_insecure_port(s.publish)
+        if self._tls is not None:
+            public_port = self._public.add_secure_port(s.publish, self._tls.credentials)
+        else:
+            public_port = self._public.add_insecure_port(s.publish)
         await self._local.start()
         await self._public.start()
+        if self._health is not None and s.health is not None:
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self._health)
+            self.ports["health"] = self._health.add_insecure_port(s.health)
+            await self._health.start()
         metrics = Address.parse(s.metrics)
         self._metrics_server, _ = start_http_server(metrics.port, metrics.host, registry=self.metrics.registry)
-        self.ports = {
-            "listen": s.listen if s.listen.startswith("unix:") else local_port,
-            "publish": public_port,
-            "metrics": self._metrics_server.server_port,
-            "pid": os.getpid(),
-        }
+        self.ports.update(
+            {
+                "listen": s.listen if s.listen.startswith("unix:") else local_port,
+                "publish": public_port,
+                "metrics": self._metrics_server.server_port,
+                "pid": os.getpid(),
+            }
+        )
         if s.ports_file is not None:
             tmp = s.ports_file.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.ports))
@@ -107,7 +122,8 @@ class DataplaneProcessor:
         first generation published during the drain must not report SERVING again."""
         await self.health.enter_graceful_shutdown()
         await asyncio.sleep(self.settings.drain_seconds)
-        await asyncio.gather(self._public.stop(1.0), self._local.stop(1.0))
+        servers = [self._public, self._local, *([self._health] if self._health is not None else [])]
+        await asyncio.gather(*(srv.stop(1.0) for srv in servers))
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()

@@ -1,7 +1,5 @@
-"""Pure projections of the Kubernetes objects the operator reads, and backend resolution over them.
-
-Why: the watch handlers store only these small frozen values (not whole bodies), so the store stays small in a big
-cluster, and everything downstream (resolution, compile, status) is testable with plain values and no API server.
+"""Kubernetes bodies → the core's projections (`trafficsplit.core.resolve`), and the dataplane replicas the fleet
+publishes to, found through the gateway's EndpointSlices or given on the command line.
 """
 
 from __future__ import annotations
@@ -10,84 +8,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trafficsplit.core.compiled import Endpoint
-from trafficsplit.core.spec import SplitSpec
+from trafficsplit.core.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo, SplitObject
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
-
-
-@dataclass(frozen=True, slots=True)
-class ServicePort:
-    name: str
-    port: int
-    target_port: int | str | None
-    protocol: str = "TCP"
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceInfo:
-    namespace: str
-    name: str
-    ports: tuple[ServicePort, ...]
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class SliceEndpoint:
-    address: str
-    ready: bool
-    terminating: bool
-    target: str  # targetRef name (a pod name), or the address when absent
-
-
-@dataclass(frozen=True, slots=True)
-class SliceInfo:
-    namespace: str
-    name: str
-    service: str
-    ports: tuple[tuple[str, int], ...]  # (port name, port number)
-    endpoints: tuple[SliceEndpoint, ...]
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class SplitObject:
-    """A TrafficSplit as stored: identity, spec, and what the operator needs from its current status."""
-
-    namespace: str
-    name: str
-    uid: str
-    generation: int
-    created: str  # creationTimestamp: older splits keep a contested host
-    spec: Mapping[str, Any]
-    status: Mapping[str, Any]
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
 
 def _meta(body: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = body.get("metadata") or {}
     return meta if isinstance(meta, Mapping) else {}
-
-
-def referenced_services(splits: Iterable[SplitObject]) -> set[tuple[str, str]]:
-    """(namespace, Service) for every backend any split names (a backend's service defaults to its name)."""
-    out: set[tuple[str, str]] = set()
-    for s in splits:
-        for b in s.spec.get("backends") or []:
-            if isinstance(b, Mapping):
-                name = b.get("service") or b.get("name")
-                if isinstance(name, str):
-                    out.add((s.namespace, name))
-    return out
 
 
 def split_from_body(body: Mapping[str, Any]) -> SplitObject:
@@ -139,64 +67,6 @@ def slice_from_body(body: Mapping[str, Any]) -> SliceInfo | None:
         for addr in ep.get("addresses") or []:
             eps.append(SliceEndpoint(str(addr), ready and not terminating, terminating, str(ref.get("name") or addr)))
     return SliceInfo(str(meta.get("namespace") or ""), str(meta.get("name") or ""), str(service), ports, tuple(eps))
-
-
-@dataclass(frozen=True, slots=True)
-class Resolution:
-    """A split's backends resolved to endpoints, or the references that could not be resolved."""
-
-    endpoints: Mapping[str, tuple[Endpoint, ...]]
-    missing: tuple[tuple[str, str], ...]  # (reason, message): BackendNotFound / PortNotFound
-
-
-def slices_by_service(slices: Iterable[SliceInfo]) -> dict[tuple[str, str], list[SliceInfo]]:
-    out: dict[tuple[str, str], list[SliceInfo]] = {}
-    for s in slices:
-        out.setdefault((s.namespace, s.service), []).append(s)
-    return out
-
-
-def endpoints_for(service: ServiceInfo, port: ServicePort, slices: Iterable[SliceInfo]) -> tuple[Endpoint, ...]:
-    """The endpoints serving one Service port: the slice port with the Service port's name gives the number (that is
-    how the EndpointSlice controller names them); a slice without that name falls back to a numeric targetPort."""
-    seen: dict[tuple[str, int], Endpoint] = {}
-    for s in sorted(slices, key=lambda x: x.name):
-        number = next((n for name, n in s.ports if name == port.name), None)
-        if number is None:
-            if isinstance(port.target_port, int) and port.target_port > 0 and not s.ports:
-                number = port.target_port
-            else:
-                continue
-        for ep in s.endpoints:
-            k = (ep.address, number)
-            prev = seen.get(k)
-            if prev is None or (ep.ready and not prev.ready):
-                seen[k] = Endpoint(ep.address, number, ep.ready)
-    return tuple(sorted(seen.values(), key=lambda e: (e.address, e.port)))
-
-
-def resolve(
-    spec: SplitSpec,
-    services: Mapping[tuple[str, str], ServiceInfo],
-    slices: Mapping[tuple[str, str], list[SliceInfo]],
-) -> Resolution:
-    """Every backend's Service and port, and the endpoints behind them; missing references named one by one."""
-    out: dict[str, tuple[Endpoint, ...]] = {}
-    missing: list[tuple[str, str]] = []
-    for b in spec.backends:
-        svc = services.get((spec.namespace, b.service))
-        if svc is None:
-            missing.append(("BackendNotFound", f"backend {b.name}: Service {spec.namespace}/{b.service} not found"))
-            continue
-        port = next((p for p in svc.ports if p.port == b.port), None)
-        if port is None:
-            have = ",".join(str(p.port) for p in svc.ports) or "none"
-            missing.append(
-                ("PortNotFound", f"backend {b.name}: Service {svc.key} has no port {b.port} (ports: {have})")
-            )
-            continue
-        out[b.name] = endpoints_for(svc, port, slices.get((spec.namespace, b.service), []))
-    return Resolution(out, tuple(missing))
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from trafficsplit.operator.cluster import Replica, parse_static_replicas
+from trafficsplit.operator.publisher import ClientTlsFiles
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +23,7 @@ class Config:
     publish_port_name: str
     static_dataplanes: tuple[Replica, ...]
     token_file: str | None
+    tls: ClientTlsFiles | None  # None: plaintext publish API
     identity: str
     leader_election: bool
     lease_name: str
@@ -63,22 +65,35 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--namespaces", default=e("NAMESPACES", ""), help="comma list; empty = all [NAMESPACES]")
     p.add_argument("--gateway-service", default=e("GATEWAY_SERVICE"), help="the dataplane Service [GATEWAY_SERVICE]")
     p.add_argument(
-        "--gateway-namespace", default=e("GATEWAY_NAMESPACE", env.get("POD_NAMESPACE") or "default"),
+        "--gateway-namespace",
+        default=e("GATEWAY_NAMESPACE", env.get("POD_NAMESPACE") or "default"),
         help="its namespace [GATEWAY_NAMESPACE, POD_NAMESPACE]",
-    )  # fmt: skip
+    )
     p.add_argument("--publish-port-name", default=e("PUBLISH_PORT_NAME", "publish"), help="[PUBLISH_PORT_NAME]")
     p.add_argument(
-        "--dataplane", action="append", default=_split_list(e("DATAPLANES")),
+        "--dataplane",
+        action="append",
+        default=_split_list(e("DATAPLANES")),
         help="static replica HOST:PORT or NAME=HOST:PORT, repeatable (instead of gateway discovery) [DATAPLANES]",
-    )  # fmt: skip
+    )
     p.add_argument("--token-file", default=e("TOKEN_FILE"), help="bearer token for the publish API [TOKEN_FILE]")
+    p.add_argument("--tls-ca", default=e("TLS_CA"), help="PEM CA of the replicas' publish certificates [TLS_CA]")
+    p.add_argument("--tls-cert", default=e("TLS_CERT"), help="PEM client certificate for mTLS [TLS_CERT]")
+    p.add_argument("--tls-key", default=e("TLS_KEY"), help="PEM key of --tls-cert [TLS_KEY]")
+    p.add_argument(
+        "--tls-server-name",
+        default=e("TLS_SERVER_NAME"),
+        help="name the replicas' certificate carries (they are dialled by pod IP) [TLS_SERVER_NAME]",
+    )
     p.add_argument(
         "--identity", default=e("IDENTITY", env.get("POD_NAME") or os.uname().nodename), help="[IDENTITY, POD_NAME]"
     )
     p.add_argument(
-        "--leader-election", default=e("LEADER_ELECTION", "true"), choices=["true", "false"],
+        "--leader-election",
+        default=e("LEADER_ELECTION", "true"),
+        choices=["true", "false"],
         help="Lease-based leader election; only the leader publishes and writes status [LEADER_ELECTION]",
-    )  # fmt: skip
+    )
     p.add_argument("--lease-name", default=e("LEASE_NAME", "trafficsplit-operator"))
     p.add_argument("--lease-namespace", default=e("LEASE_NAMESPACE", env.get("POD_NAMESPACE") or "default"))
     p.add_argument("--lease-duration", type=float, default=float(e("LEASE_DURATION", "15") or 15))
@@ -101,6 +116,13 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         raise SystemExit("local mode (--file-source) needs --dataplane HOST:PORT")
     if a.lease_renew <= 0 or a.lease_duration <= a.lease_renew:
         raise SystemExit("--lease-duration must exceed --lease-renew > 0")
+    tls = None
+    if a.tls_ca is not None:
+        if (a.tls_cert is None) != (a.tls_key is None):
+            raise SystemExit("--tls-cert and --tls-key go together")
+        tls = ClientTlsFiles(a.tls_ca, a.tls_cert, a.tls_key, a.tls_server_name)
+    elif a.tls_cert is not None or a.tls_key is not None or a.tls_server_name is not None:
+        raise SystemExit("--tls-cert, --tls-key and --tls-server-name need --tls-ca")
     return Config(
         namespaces=tuple(_split_list(a.namespaces)),
         gateway_service=a.gateway_service,
@@ -108,6 +130,7 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         publish_port_name=a.publish_port_name,
         static_dataplanes=statics,
         token_file=a.token_file,
+        tls=tls,
         identity=a.identity,
         leader_election=a.leader_election == "true" and a.file_source is None,
         lease_name=a.lease_name,

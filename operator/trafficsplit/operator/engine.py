@@ -16,30 +16,26 @@ import asyncio
 import contextlib
 import datetime
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trafficsplit.core.compiled import CompiledSplit, Generation, GenerationContent
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.reconcile import Desired, desired_state, seed_last_good
+from trafficsplit.core.resolve import ServiceInfo, SliceInfo, SplitObject, referenced_services, slices_by_service
+from trafficsplit.core.status import EventIntent, PublishView, SplitStatus, StatusResult, compute_status
 from trafficsplit.operator.cluster import (
     SERVICE_NAME_LABEL,
     Replica,
-    ServiceInfo,
-    SliceInfo,
-    SplitObject,
-    referenced_services,
     replicas_from_slices,
     service_from_body,
     slice_from_body,
-    slices_by_service,
     split_from_body,
 )
 from trafficsplit.operator.fleet import Fleet
-from trafficsplit.operator.protoconv import fingerprint, generation_to_proto, served_from_proto
-from trafficsplit.operator.reconcile import Desired, Served, desired_state, seed_last_good
-from trafficsplit.operator.status import PublishView, StatusResult, compute_status
-
-from trafficsplit.core.compiled import Generation
-from trafficsplit.core.errors import SpecError
+from trafficsplit.v1alpha1 import publish_pb2 as pb
+from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 log = logging.getLogger("trafficsplit.operator.engine")
 
@@ -77,47 +73,132 @@ class Store:
                 table[k] = s
 
 
+def held_forms(msg: pb.Generation) -> dict[str, CompiledSplit]:
+    """Split key → the form a held generation (a replica's `GetHeld` reply) carries, read with the dataplane's own
+    receiver, so a form is exactly what the replica decides with; a generation that does not read back (a replica of
+    another version, a corrupted reply) yields nothing rather than a guess."""
+    try:
+        gen = generation_from_proto(msg)
+    except SpecError:
+        return {}
+    return {s.key: s for s in gen.splits}
+
+
 def now_rfc3339() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    origin: str  # names this operator in every generation it publishes
+    debounce: float  # seconds a burst of events is gathered into one pass
+    static_replicas: tuple[Replica, ...] = ()  # local mode and tests: dataplanes given on the command line
+    gateway: tuple[str, str] | None = None  # (namespace, Service) whose EndpointSlices list the dataplanes
+    publish_port_name: str = "publish"
+    static: bool = False  # local mode: no Services; backends use the endpoints the spec lists
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """The first number that carried one split's served form. Keyed by the object's uid too: a recreated split (new
+    uid, metadata.generation 1 again) is not counted as published by a number that carried its predecessor."""
+
+    uid: str
+    observed_generation: int
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeldForms:
+    """The forms the fleet's held generation carries, read once per held number."""
+
+    number: int = 0
+    forms: Mapping[str, CompiledSplit] = field(default_factory=dict)
+
+
+@dataclass
+class Publishing:
+    """What this leadership published: the number, the content it carries, and when each split's form came."""
+
+    number: int = 0
+    content: GenerationContent | None = None
+    carried: dict[str, Carried] = field(default_factory=dict)
+    held_back: frozenset[str] = frozenset()  # unsure splits that stop publishing (reconcile.Desired.unsure)
+
+    def since(self) -> dict[str, int]:
+        return {key: c.number for key, c in self.carried.items()}
+
+    def record(self, gen: Generation, uids: Mapping[str, str]) -> None:
+        self.number, self.content = gen.number, gen.content
+        for s in gen.splits:
+            uid = uids.get(s.key, "")
+            prev = self.carried.get(s.key)
+            if prev is None or (prev.uid, prev.observed_generation) != (uid, s.observed_generation):
+                self.carried[s.key] = Carried(uid, s.observed_generation, gen.number)
+
+
+@dataclass(frozen=True, slots=True)
+class PostedEvent:
+    uid: str
+    generation: int
+    reason: str
+    message: str
+
+
+class StatusWriter:
+    """Writes each split's status and Events through `sink`: only a status that differs from what the object has
+    (or what was last written), and each Event once per object version."""
+
+    def __init__(self, sink: StatusSink) -> None:
+        self._sink = sink
+        self._written: dict[str, SplitStatus] = {}
+        self._posted: set[PostedEvent] = set()
+
+    async def write(self, splits: Iterable[SplitObject], desired: Desired, view: PublishView, now: str) -> None:
+        objects = list(splits)
+        for obj in objects:
+            outcome = desired.outcomes.get(obj.key)
+            if outcome is None:
+                continue
+            result = compute_status(obj, outcome, view, now)
+            events = tuple(e for e in result.events if self._posting(obj, e) not in self._posted)
+            if result.status in (SplitStatus.from_dict(obj.status), self._written.get(obj.key)) and not events:
+                continue
+            try:
+                await self._sink(obj, StatusResult(result.status, events))
+            except Exception as exc:  # logged; retried on the next pass
+                log.warning("status of %s not written: %s", obj.key, exc)
+                continue
+            self._written[obj.key] = result.status
+            self._posted.update(self._posting(obj, e) for e in events)
+        for gone in [k for k in self._written if k not in desired.outcomes]:
+            del self._written[gone]
+        uids = {o.uid for o in objects}
+        self._posted = {p for p in self._posted if p.uid in uids}
+
+    @staticmethod
+    def _posting(obj: SplitObject, event: EventIntent) -> PostedEvent:
+        return PostedEvent(obj.uid, obj.generation, event.reason, event.message)
+
+
 class Engine:
-    def __init__(
-        self,
-        fleet: Fleet,
-        *,
-        origin: str,
-        debounce: float,
-        static_replicas: tuple[Replica, ...] = (),
-        gateway: tuple[str, str] | None = None,  # (namespace, service) for discovery
-        publish_port_name: str = "publish",
-        status_sink: StatusSink | None = None,
-        static: bool = False,
-    ) -> None:
-        self.static = static
+    def __init__(self, fleet: Fleet, settings: EngineSettings, status_sink: StatusSink | None = None) -> None:
+        self.settings = settings
         self.fleet = fleet
-        self.origin = origin
-        self.debounce = debounce
-        self.static_replicas = static_replicas
-        self.gateway = gateway
-        self.publish_port_name = publish_port_name
-        self.status_sink = status_sink
         self.store = Store()
         self.leader = False
-        self.number = 0
-        self._fingerprint: bytes | None = None
-        self._last_good: dict[str, Served] = {}
-        # key → ((uid, observed generation), first number carrying it): a recreated split (new uid, generation 1
-        # again) is not counted as published by a number that carried its predecessor.
-        self._since: dict[str, tuple[tuple[str, int], int]] = {}
-        self._held_back: frozenset[str] = frozenset()  # unsure splits that stop publishing (reconcile.Desired.unsure)
-        self._held_forms: tuple[int, dict[str, Served]] = (0, {})  # the fleet's held generation, read once per number
-        self._written: dict[str, dict[str, Any]] = {}
-        self._posted: set[tuple[str, int, str, str]] = set()
+        self.passes = 0
+        self._publishing = Publishing()
+        self._last_good: dict[str, CompiledSplit] = {}
+        self._held = HeldForms()
+        self._status = StatusWriter(status_sink) if status_sink is not None else None
         self._replicas: tuple[Replica, ...] | None = None
         self._dirty = asyncio.Event()
         self._ready = asyncio.Event()
-        self.passes = 0
+
+    @property
+    def number(self) -> int:
+        return self._publishing.number
 
     # --- inputs ------------------------------------------------------------------------------------------------------
 
@@ -129,6 +210,11 @@ class Engine:
         if kind == "trafficsplit" or self._concerns_us(kind, body):
             self.poke()
 
+    def replace_splits(self, splits: Mapping[tuple[str, str], SplitObject]) -> None:
+        """Local mode: the file source read its directory again."""
+        self.store.splits = dict(splits)
+        self.poke()
+
     def _concerns_us(self, kind: str, body: Mapping[str, Any]) -> bool:
         """Services and EndpointSlices that no split names (most of a cluster) are stored but trigger no pass: a
         split that names one later triggers its own pass, which reads the store."""
@@ -139,7 +225,7 @@ class Engine:
             if kind == "service"
             else str((meta.get("labels") or {}).get(SERVICE_NAME_LABEL) or "")
         )
-        return (ns, name) in referenced_services(self.store.splits.values()) or (ns, name) == self.gateway
+        return (ns, name) in referenced_services(self.store.splits.values()) or (ns, name) == self.settings.gateway
 
     def mark_ready(self) -> None:
         """The initial full listing is in the store: passes may run (before it, a pass would drop splits)."""
@@ -149,11 +235,11 @@ class Engine:
     async def become_leader(self, probe_timeout: float = 3.0) -> None:
         await self._sync_replicas()
         floor = await self.fleet.probe(probe_timeout)
-        self.number = max(self.number, floor)
-        self._fingerprint = None  # publish the current content under a fresh number
-        self._since = {}  # what this leadership published; another leader may have published meanwhile
+        # What this leadership publishes starts here: the current content under a fresh number above what the
+        # replicas hold (another leader may have published meanwhile).
+        self._publishing = Publishing(number=max(self._publishing.number, floor))
         self.leader = True
-        log.info("leading: numbering continues above %d", self.number)
+        log.info("leading: numbering continues above %d", self._publishing.number)
         self.poke()
 
     async def stop_leading(self) -> None:
@@ -171,8 +257,8 @@ class Engine:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._dirty.wait(), resync)
             self._dirty.clear()
-            if self.debounce > 0:
-                await asyncio.sleep(self.debounce)
+            if self.settings.debounce > 0:
+                await asyncio.sleep(self.settings.debounce)
                 self._dirty.clear()
             try:
                 await self.run_pass()
@@ -182,11 +268,12 @@ class Engine:
                 self.poke()
 
     def replicas(self) -> tuple[Replica, ...]:
-        if self.gateway is None:
-            return self.static_replicas
-        ns, svc = self.gateway
+        if self.settings.gateway is None:
+            return self.settings.static_replicas
+        ns, svc = self.settings.gateway
         return replicas_from_slices(
-            (s for s in self.store.slices.values() if s.namespace == ns and s.service == svc), self.publish_port_name
+            (s for s in self.store.slices.values() if s.namespace == ns and s.service == svc),
+            self.settings.publish_port_name,
         )
 
     async def _sync_replicas(self) -> None:
@@ -202,7 +289,7 @@ class Engine:
             self.store.services,
             slices_by_service(self.store.slices.values()),
             self._last_good,
-            static=self.static,
+            static=self.settings.static,
         )
 
     async def run_pass(self) -> None:
@@ -211,94 +298,63 @@ class Engine:
         if not self.leader:
             # A standby keeps its last good forms warm, so a take-over never drops a split that is unresolved now.
             self._last_good = dict(desired.last_good)
-        if self.leader:
-            await self._sync_replicas()
-            if self._seed(desired):
-                desired = self.compile()
-            self._publish(desired)
-        if self.leader and self.status_sink is not None:
-            await self._write_status(desired)
+            return
+        await self._sync_replicas()
+        if self._seed(desired):
+            desired = self.compile()
+        self._publish(desired)
+        if self._status is not None:
+            await self._status.write(self.store.splits.values(), desired, self.view(), now_rfc3339())
 
     def _seed(self, desired: Desired) -> bool:
         """Take the replicas' form as last good for each unsure split this leadership never published (a restart or
         take-over); True when any was taken. Only unsure splits: a stand-in this leadership published itself (a new
         split with a missing Service) must not come back from the replicas as last good."""
-        keys = {k for k in desired.unsure if k not in self._since}
-        held = self.fleet.held
+        keys = {k for k in desired.unsure if k not in self._publishing.carried}
+        held = self.fleet.held_generation
         if not keys or held is None:
             return False
-        if self._held_forms[0] != held.number:
-            self._held_forms = (held.number, served_from_proto(held))
-        seeds = seed_last_good(self.store.splits.values(), self._held_forms[1], keys)
+        if self._held.number != held.number:
+            self._held = HeldForms(held.number, held_forms(held))
+        seeds = seed_last_good(self.store.splits.values(), self._held.forms, keys)
         if seeds:
             log.info("last good forms of %s taken from generation %d the dataplanes hold", sorted(seeds), held.number)
             self._last_good.update(seeds)
         return bool(seeds)
 
     def _publish(self, desired: Desired) -> None:
+        published = self._publishing
+        floor = self.fleet.highest_held
         # A split the replicas may hold in a better form than we can build (unresolved or invalid now, this leadership
         # never published it, and no replica reported a form of it to seed from) stops publishing until it resolves:
         # publishing would make it worse. The fallback only: with seeds (`_seed`) it is not unsure any more.
-        unsure = (k for k in desired.unsure if k not in self._since)
-        held_back = frozenset(unsure) if self.fleet.floor > 0 else frozenset()
-        if held_back and held_back != self._held_back:
+        unsure = (k for k in desired.unsure if k not in published.carried)
+        held_back = frozenset(unsure) if floor > 0 else frozenset()
+        if held_back and held_back != published.held_back:
             log.error(
                 "no dataplane reported a form of %s: nothing published until they resolve (the replicas keep what "
                 "they hold)",
                 sorted(held_back),
             )
-        self._held_back = held_back
+        published.held_back = held_back
         if held_back:
             return
-        fp = fingerprint(desired.served)
-        if fp == self._fingerprint and self.fleet.floor <= self.number:
-            return
-        number = max(self.number, self.fleet.floor) + 1
+        content = desired.content
+        if content == published.content and floor <= published.number:
+            return  # the content the current number carries: nothing new to publish
+        number = max(published.number, floor) + 1
         try:
-            # Validate whole before anything leaves the process: never publish what could not compile.
-            Generation(number, tuple(s.split for s in desired.served))
+            # Numbered once, and the numbered generation validates itself before anything leaves the process: never
+            # publish what could not compile. What was checked is exactly what is published.
+            gen = content.stamp(number)
         except SpecError as exc:
             log.error("generation %d not published: %s", number, exc)
             return
-        self.number = number
-        self._fingerprint = fp
+        published.record(gen, {o.key: o.uid for o in self.store.splits.values()})
         self._last_good = dict(desired.last_good)
-        uids = {o.key: o.uid for o in self.store.splits.values()}
-        for s in desired.served:
-            mark = (uids.get(s.split.key, ""), s.observed_generation)
-            prev = self._since.get(s.split.key)
-            if prev is None or prev[0] != mark:
-                self._since[s.split.key] = (mark, number)
-        log.info("generation %d: %d splits", number, len(desired.served))
-        self.fleet.set_target(generation_to_proto(number, desired.served, self.origin))
+        log.info("generation %d: %d splits", number, len(gen.splits))
+        self.fleet.set_target(generation_to_proto(gen, self.settings.origin))
 
     def view(self) -> PublishView:
-        return PublishView(
-            self.number, self.fleet.acks(), {k: v[1] for k, v in self._since.items()}, held_back=self._held_back
-        )
-
-    async def _write_status(self, desired: Desired) -> None:
-        assert self.status_sink is not None
-        view = self.view()
-        now = now_rfc3339()
-        for obj in list(self.store.splits.values()):
-            outcome = desired.outcomes.get(obj.key)
-            if outcome is None:
-                continue
-            result = compute_status(obj, outcome, view, now)
-            events = tuple(
-                e for e in result.events if (obj.uid, obj.generation, e.reason, e.message) not in self._posted
-            )
-            if result.status in (obj.status, self._written.get(obj.key)) and not events:
-                continue
-            try:
-                await self.status_sink(obj, StatusResult(result.status, events))
-            except Exception as exc:  # logged; retried on the next pass
-                log.warning("status of %s not written: %s", obj.key, exc)
-                continue
-            self._written[obj.key] = result.status
-            self._posted.update((obj.uid, obj.generation, e.reason, e.message) for e in events)
-        for gone in [k for k in self._written if k not in desired.outcomes]:
-            del self._written[gone]
-        uids = {o.uid for o in self.store.splits.values()}
-        self._posted = {p for p in self._posted if p[0] in uids}
+        published = self._publishing
+        return PublishView(published.number, self.fleet.acks(), published.since(), held_back=published.held_back)

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from trafficsplit.operator.cluster import SplitObject
 
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.resolve import SplitObject
 from trafficsplit.core.spec import parse_split
 
 log = logging.getLogger("trafficsplit.operator.filesource")

@@ -16,10 +16,10 @@ import logging
 from collections.abc import Callable, Iterable
 
 import grpc
-from trafficsplit.operator.cluster import Replica
-from trafficsplit.operator.publisher import PublisherClient
-from trafficsplit.operator.status import ReplicaAck
 
+from trafficsplit.core.status import ReplicaAck
+from trafficsplit.operator.cluster import Replica
+from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 
 log = logging.getLogger("trafficsplit.operator.fleet")
@@ -37,7 +37,7 @@ class _Worker:
         self.known = False  # answered at least once since it was (re)discovered
         self.invalid: tuple[int, str] | None = None  # (number, message) of a generation the replica refused
         self.wake = asyncio.Event()
-        self.client = PublisherClient(replica.address, fleet.token_file, fleet.timeout)
+        self.client = PublisherClient(replica.address, fleet.token_file, fleet.timeout, fleet.tls)
         self.task = asyncio.create_task(self._run(), name=f"publish:{replica.address}")
 
     def _set(self, acked: int, name: str | None) -> None:
@@ -113,29 +113,49 @@ class Fleet:
     """The set of replicas and the generation they should hold. `changed` is called on any acknowledgement change."""
 
     def __init__(
-        self, token_file: str | None, timeout: float, poll_interval: float, changed: Callable[[], None]
+        self,
+        token_file: str | None,
+        timeout: float,
+        poll_interval: float,
+        changed: Callable[[], None],
+        tls: ClientTlsFiles | None = None,
     ) -> None:
         self.token_file = token_file
+        self.tls = tls
         self.timeout = timeout
         self.poll_interval = poll_interval
         self._changed = changed
-        self.target: pb.Generation | None = None
-        self.floor = 0  # the highest number any replica ever reported holding
+        self._target: pb.Generation | None = None
+        self._floor = 0  # the highest number any replica ever reported holding
         # The generation with the highest number a replica reported through GetHeld (None: none reported one, e.g.
         # every replica restarted and holds nothing, or runs a version without HeldReply.generation).
-        self.held: pb.Generation | None = None
+        self._held: pb.Generation | None = None
         self._workers: dict[str, _Worker] = {}
+
+    @property
+    def target(self) -> pb.Generation | None:
+        """The generation every replica should hold."""
+        return self._target
+
+    @property
+    def highest_held(self) -> int:
+        """The highest number any replica ever reported holding: numbering continues above it."""
+        return self._floor
+
+    @property
+    def held_generation(self) -> pb.Generation | None:
+        return self._held
 
     def changed(self) -> None:
         self._changed()
 
     def note_held(self, number: int) -> None:
-        if number > self.floor:
-            self.floor = number
+        if number > self._floor:
+            self._floor = number
 
     def note_generation(self, reply: pb.HeldReply) -> None:
-        if reply.HasField("generation") and reply.generation.number > (self.held.number if self.held else 0):
-            self.held = reply.generation
+        if reply.HasField("generation") and reply.generation.number > (self._held.number if self._held else 0):
+            self._held = reply.generation
 
     async def set_replicas(self, replicas: Iterable[Replica]) -> None:
         wanted = {r.address: r for r in replicas}
@@ -147,7 +167,7 @@ class Fleet:
         self._changed()
 
     def set_target(self, generation: pb.Generation) -> None:
-        self.target = generation
+        self._target = generation
         for w in self._workers.values():
             w.wake.set()
 
@@ -160,7 +180,7 @@ class Fleet:
         deadline = loop.time() + timeout
         while loop.time() < deadline and not all(w.known for w in self._workers.values()):
             await asyncio.sleep(0.02)
-        return self.floor
+        return self._floor
 
     async def close(self) -> None:
         for w in list(self._workers.values()):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
+
 from trafficsplit.operator.engine import Engine
 
 WATCHED = (

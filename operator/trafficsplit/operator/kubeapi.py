@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from kubernetes import client, config
-from trafficsplit.operator.cluster import SplitObject
-from trafficsplit.operator.status import EventIntent, StatusResult
+
+from trafficsplit.core.resolve import SplitObject
+from trafficsplit.core.status import EventIntent, StatusResult
 
 GROUP, VERSION, PLURAL = "trafficsplit.dev", "v1alpha1", "trafficsplits"
 COMPONENT = "trafficsplit-operator"
@@ -74,7 +75,7 @@ class KubeApi:
 
     def _write_sync(self, obj: SplitObject, result: StatusResult) -> None:
         self.custom.patch_namespaced_custom_object_status(
-            GROUP, VERSION, obj.namespace, PLURAL, obj.name, {"status": result.status}
+            GROUP, VERSION, obj.namespace, PLURAL, obj.name, {"status": result.status.to_dict()}
         )
         for e in result.events:
             self._event_sync(obj, e)

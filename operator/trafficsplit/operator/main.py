@@ -12,29 +12,29 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trafficsplit.operator.config import Config, parse_config
-from trafficsplit.operator.engine import Engine
+from trafficsplit.operator.engine import Engine, EngineSettings, StatusSink
 from trafficsplit.operator.fleet import Fleet
 
 log = logging.getLogger("trafficsplit.operator")
 
 
-def _engine(cfg: Config, origin: str, **kw: object) -> Engine:
+def _engine(cfg: Config, origin: str, *, static: bool = False, status_sink: StatusSink | None = None) -> Engine:
     engine: Engine | None = None
 
     def changed() -> None:
         if engine is not None:
             engine.poke()
 
-    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed)
-    engine = Engine(
-        fleet,
+    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls)
+    settings = EngineSettings(
         origin=origin,
         debounce=cfg.debounce,
         static_replicas=cfg.static_dataplanes,
         gateway=None if cfg.static_dataplanes else (cfg.gateway_namespace, cfg.gateway_service or ""),
         publish_port_name=cfg.publish_port_name,
-        **kw,  # type: ignore[arg-type]
+        static=static,
     )
+    engine = Engine(fleet, settings, status_sink)
     return engine
 
 
@@ -54,11 +54,7 @@ async def run_file_source(cfg: Config) -> None:
     engine = _engine(cfg, f"file:{directory}", static=True)
     source = FileSource(directory, interval=cfg.poll_interval)
     source.reload()
-    engine.store.splits = source.splits()
-
-    def on_change(splits: dict[tuple[str, str], object]) -> None:
-        engine.store.splits = splits  # type: ignore[assignment]
-        engine.poke()
+    engine.replace_splits(source.splits())
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -66,7 +62,7 @@ async def run_file_source(cfg: Config) -> None:
         loop.add_signal_handler(sig, stop.set)
     await engine.become_leader()
     engine.mark_ready()
-    tasks = [asyncio.create_task(engine.run()), asyncio.create_task(source.watch(on_change))]
+    tasks = [asyncio.create_task(engine.run()), asyncio.create_task(source.watch(engine.replace_splits))]
     log.info("local mode: %s → %s", directory, ", ".join(r.address for r in cfg.static_dataplanes))
     await stop.wait()
     await _cancel(*tasks)
@@ -75,6 +71,7 @@ async def run_file_source(cfg: Config) -> None:
 
 async def run_kubernetes(cfg: Config) -> None:
     import kopf
+
     from trafficsplit.operator.handlers import build_registry, operator_settings
     from trafficsplit.operator.kubeapi import KubeApi, make_api_client
     from trafficsplit.operator.leader import LeaderElector

@@ -55,10 +55,13 @@ def register(sub: Any) -> None:
         "--start-timeout", type=_positive, default=d.start_timeout, metavar="S", help="seconds to wait for a route"
     )
     p.add_argument(
-        "--message-timeout-ms", type=_positive_int, default=d.message_timeout_ms, metavar="MS",
+        "--message-timeout-ms",
+        type=_positive_int,
+        default=d.message_timeout_ms,
+        metavar="MS",
         help=f"Envoy's per-message ext_proc timeout (default {d.message_timeout_ms}; production 200: a laptop is "
         "busier than a gateway pod, and a timed-out request fails open without a cookie)",
-    )  # fmt: skip
+    )
     p.add_argument("--keep-logs", action="store_true", help="keep the temp dir with the logs after a clean stop")
     p.set_defaults(handler=run)
 

@@ -9,13 +9,14 @@ swapped into a 5/95 nobody asked for. Swapping keeps the total, so the plan show
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from trafficsplit.cli.common import UsageError
-from trafficsplit.cli.kplan import Backend, format_backends, spec_backends
+from trafficsplit.cli.kplan import format_backends, spec_backends
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
 from trafficsplit.cli.set_weights import add_apply_arguments, apply_change
+from trafficsplit.core.spec import DeclaredBackend
 
 
 def register(sub: Any) -> None:
@@ -26,15 +27,15 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def flipped(ref: Ref, backends: Sequence[Mapping[str, Any]]) -> list[Backend]:
+def flipped(ref: Ref, backends: Sequence[DeclaredBackend]) -> list[DeclaredBackend]:
     """The two backends with their weights swapped (order and every other field kept); UsageError otherwise."""
-    weights = [b.get("weight", 0) for b in backends]
+    weights = [b.weight for b in backends]
     if len(backends) != 2 or sorted(w == 0 for w in weights) != [False, True]:
         raise UsageError(
             f"{ref}: flip needs exactly two backends with one at weight 0; it has {format_backends(backends)}"
         )
     first, second = backends
-    return [{**first, "weight": second.get("weight", 0)}, {**second, "weight": first.get("weight", 0)}]
+    return [first.with_weight(second.weight), second.with_weight(first.weight)]
 
 
 @kube_errors

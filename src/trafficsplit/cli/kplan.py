@@ -22,9 +22,8 @@ from trafficsplit.cli.common import EXIT_OK, UsageError, emit_json
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.plan import Plan, estimate_plan, plan
+from trafficsplit.core.spec import DeclaredBackend, declared_backends
 from trafficsplit.core.weights import Weights, parse_pairs
-
-Backend = dict[str, Any]
 
 
 def add_live_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,28 +57,28 @@ def parse_assignments(text: str, option: str = "--set") -> list[tuple[str, int]]
     return pairs
 
 
-def spec_backends(ref: Ref, obj: Mapping[str, Any]) -> list[Backend]:
-    """The live spec.backends, each a plain dict (name, service, port, weight as stored, defaults applied)."""
-    backends = (obj.get("spec") or {}).get("backends")
-    if not isinstance(backends, list) or not backends:
+def spec_backends(ref: Ref, obj: Mapping[str, Any]) -> list[DeclaredBackend]:
+    """The live spec.backends as stored (every field kept, for the rewrite)."""
+    backends = declared_backends(obj.get("spec") or {})
+    if not backends:
         raise SpecError([f"{ref}: spec.backends is empty"])
-    return [dict(b) for b in backends]
+    return backends
 
 
-def weights_of(backends: Sequence[Mapping[str, Any]]) -> Weights:
-    return Weights.of((str(b.get("name")), b.get("weight", 0)) for b in backends)
+def weights_of(backends: Sequence[DeclaredBackend]) -> Weights:
+    return Weights.of((b.name, b.weight) for b in backends)
 
 
-def format_backends(backends: Sequence[Mapping[str, Any]]) -> str:
+def format_backends(backends: Sequence[DeclaredBackend]) -> str:
     """`stable=95,canary=5` without validating (the proposed list may be one the server will reject)."""
-    return ",".join(f"{b.get('name')}={b.get('weight')}" for b in backends)
+    return ",".join(f"{b.name}={b.weight}" for b in backends)
 
 
 def merge(
-    ref: Ref, backends: Sequence[Mapping[str, Any]], assignments: Sequence[tuple[str, int]], option: str = "--set"
-) -> list[Backend]:
+    ref: Ref, backends: Sequence[DeclaredBackend], assignments: Sequence[tuple[str, int]], option: str = "--set"
+) -> list[DeclaredBackend]:
     """The full new backends list: same order, same fields, the assigned weights replaced."""
-    names = [str(b.get("name")) for b in backends]
+    names = [b.name for b in backends]
     unknown = [n for n, _ in assignments if n not in names]
     if unknown:
         raise UsageError(
@@ -88,7 +87,7 @@ def merge(
             + f"; its backends are {', '.join(names)}. A new backend needs a service and port: add it to the manifest"
         )
     new = dict(assignments)
-    return [{**b, "weight": new[str(b.get("name"))]} if b.get("name") in new else dict(b) for b in backends]
+    return [b.with_weight(new[b.name]) if b.name in new else DeclaredBackend(b) for b in backends]
 
 
 def changes(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -106,7 +105,7 @@ def changes(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, An
 
 
 def plan_change(
-    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]], samples: int | None = None
+    before: Sequence[DeclaredBackend], after: Sequence[DeclaredBackend], samples: int | None = None
 ) -> Plan:
     """The core planner over two backends lists (raises SpecError when a side is not a valid split)."""
     b, a = weights_of(before), weights_of(after)

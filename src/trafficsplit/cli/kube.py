@@ -124,9 +124,12 @@ class Cluster:
 
     def get(self, name: str) -> dict[str, Any]:
         ref = self.ref(name)
-        return self._call(ref, lambda: self.custom.get_namespaced_custom_object(
-            GROUP, VERSION, ref.namespace, PLURAL, ref.name, _preload_content=False
-        ))  # fmt: skip
+        return self._call(
+            ref,
+            lambda: self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, ref.namespace, PLURAL, ref.name, _preload_content=False
+            ),
+        )
 
     def apply_backends(
         self, name: str, backends: Sequence[Mapping[str, Any]], *, resource_version: str, dry_run: bool, force: bool
@@ -138,11 +141,22 @@ class Cluster:
         """
         ref = self.ref(name)
         body = apply_body(ref, backends, resource_version)
-        return self._call(ref, lambda: self.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, ref.namespace, PLURAL, ref.name, body,
-            field_manager=FIELD_MANAGER, force=force, dry_run="All" if dry_run else None,
-            _content_type="application/apply-patch+yaml", _preload_content=False,
-        ))  # fmt: skip
+        return self._call(
+            ref,
+            lambda: self.custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                ref.namespace,
+                PLURAL,
+                ref.name,
+                body,
+                field_manager=FIELD_MANAGER,
+                force=force,
+                dry_run="All" if dry_run else None,
+                _content_type="application/apply-patch+yaml",
+                _preload_content=False,
+            ),
+        )
 
     def _call(self, ref: Ref, fn: Callable[[], Any]) -> dict[str, Any]:
         try:

@@ -31,11 +31,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def is_text(arg: str) -> bool:
+    """False for an argument that reached Python as lone surrogates (PEP 383: bytes that are not UTF-8), which every
+    later step that encodes it (the hash, the output) would fail on. Checked once here, for every subcommand."""
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run one command; returns the exit code (0 ok, 2 bad arguments). `out` defaults to stdout."""
     parser = build_parser()
+    raw = list(sys.argv[1:] if argv is None else argv)
+    for index, arg in enumerate(raw, start=1):
+        if not is_text(arg):
+            return fail("trafficsplit", UsageError(f"argument {index} is not valid UTF-8 text"))
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(raw)
     except SystemExit as exc:  # --help exits 0, a bad argument 2; both already printed
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     try:

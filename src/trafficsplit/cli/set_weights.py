@@ -22,6 +22,7 @@ from trafficsplit.cli.kplan import changes, format_backends, merge, parse_assign
 from trafficsplit.cli.kube import FIELD_MANAGER, Cluster, Ref, add_kube_arguments, kube_errors
 from trafficsplit.cli.plan import render
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.spec import DeclaredBackend
 
 EXIT_DECLINED = 1
 
@@ -51,7 +52,7 @@ def add_apply_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def plan_text(ref: Ref, current: Sequence[Mapping[str, Any]], proposed: Sequence[Mapping[str, Any]]) -> str:
+def plan_text(ref: Ref, current: Sequence[DeclaredBackend], proposed: Sequence[DeclaredBackend]) -> str:
     """The plan, or why the core cannot compute one (then the API server's validation has the last word)."""
     head = f"{ref}\n"
     try:
@@ -72,7 +73,7 @@ def confirm(stdin: TextIO, stderr: TextIO) -> bool:
     return stdin.readline().strip().lower() in ("y", "yes")
 
 
-def result_text(ref: Ref, current: Sequence[Mapping[str, Any]], stored: Mapping[str, Any], *, dry_run: bool) -> str:
+def result_text(ref: Ref, current: Sequence[DeclaredBackend], stored: Mapping[str, Any], *, dry_run: bool) -> str:
     """What the server stored (or, for a dry run, would store), as field changes against what was read."""
     after = spec_backends(ref, stored)
     lines = changes(current, after) or ["no change"]
@@ -88,7 +89,7 @@ def apply_change(
     cluster: Cluster,
     ref: Ref,
     obj: Mapping[str, Any],
-    proposed: Sequence[Mapping[str, Any]],
+    proposed: Sequence[DeclaredBackend],
     args: argparse.Namespace,
     out: TextIO,
     *,

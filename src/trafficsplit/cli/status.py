@@ -4,7 +4,8 @@ Why: `kubectl get ts` shows one line and `-o yaml` shows everything unordered; d
 "did the operator see my change?" (observedGeneration against metadata.generation, per condition), "do all
 dataplanes serve it?" (Published and the acknowledged dataplane generation), "where does traffic go?" (per-backend
 weight, share and ready endpoints) and "what did my last change do to sticky sessions?" (status.displacement). The
-status shape is the one operator/trafficsplit/operator/status.py writes; any field it has not written shows as "-".
+status shape is `trafficsplit.core.status.SplitStatus`, the value the operator writes; any field it has not written
+shows as "-".
 """
 
 from __future__ import annotations
@@ -13,9 +14,13 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from trafficsplit.cli.bill import fetch_bills, render_bills
 from trafficsplit.cli.common import EXIT_OK, add_json_flag, emit_json
 from trafficsplit.cli.kplan import format_backends
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
+from trafficsplit.core.spec import declared_backends
+from trafficsplit.core.status import SplitStatus
+from trafficsplit.core.vocabulary import ConditionType
 
 MISSING = "-"
 
@@ -23,6 +28,14 @@ MISSING = "-"
 def register(sub: Any) -> None:
     p = sub.add_parser("status", help="conditions, served weights, endpoints and last displacement of a TrafficSplit")
     p.add_argument("name", metavar="NAME", help="the TrafficSplit")
+    p.add_argument(
+        "--gateway-metrics",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also show the live stickiness bill from a gateway replica's /metrics (repeatable), e.g. "
+        "http://127.0.0.1:9003/metrics after kubectl port-forward",
+    )
     add_json_flag(p)
     add_kube_arguments(p)
     p.set_defaults(handler=run)
@@ -36,39 +49,27 @@ def status_view(ref: Ref, obj: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON shape of `status --json`: the fields the operator writes, plus the staleness it implies; None for a
     field the operator has not written."""
     meta = obj.get("metadata") or {}
-    status = obj.get("status") or {}
+    raw_status = obj.get("status")
+    status = SplitStatus.from_dict(raw_status if isinstance(raw_status, Mapping) else {})
     generation = _int(meta.get("generation"))
-    observed = _int(status.get("observedGeneration"))
-    conditions = [
-        {
-            "type": c.get("type"),
-            "status": c.get("status"),
-            "reason": c.get("reason"),
-            "message": c.get("message"),
-            "observedGeneration": _int(c.get("observedGeneration")),
-            "lastTransitionTime": c.get("lastTransitionTime"),
-            "stale": _int(c.get("observedGeneration")) != generation,
-        }
-        for c in status.get("conditions") or []
-        if isinstance(c, Mapping)
-    ]
-    backends = status.get("backends")
-    spec_backends = (obj.get("spec") or {}).get("backends") or []
-    published = next((c for c in conditions if c["type"] == "Published"), None)
+    observed = status.observed_generation
+    conditions = [{**c.to_dict(), "stale": c.observed_generation != generation} for c in status.conditions]
+    spec_backends = declared_backends(obj.get("spec") or {})
+    published = next((c for c in conditions if c["type"] == ConditionType.PUBLISHED), None)
     return {
         "trafficsplit": {"namespace": ref.namespace, "name": ref.name},
         "generation": generation,
         "observedGeneration": observed,
         "stale": observed != generation,
-        "weights": {"spec": format_backends(spec_backends) or None, "served": status.get("weights") or None},
-        "dataplaneGeneration": _int(status.get("generation")),
+        "weights": {"spec": format_backends(spec_backends) or None, "served": status.weights},
+        "dataplaneGeneration": status.generation,
         # Published=True for the current metadata.generation is the operator's word that every dataplane acked it.
         "dataplaneGenerationAcked": None
         if published is None
         else published["status"] == "True" and not published["stale"],
         "conditions": conditions,
-        "backends": [dict(b) for b in backends if isinstance(b, Mapping)] if isinstance(backends, list) else None,
-        "displacement": dict(status["displacement"]) if isinstance(status.get("displacement"), Mapping) else None,
+        "backends": None if status.backends is None else [b.to_dict() for b in status.backends],
+        "displacement": None if status.displacement is None else status.displacement.to_dict(),
     }
 
 
@@ -104,7 +105,7 @@ def _acked_text(view: Mapping[str, Any]) -> str:
         return ""
     if acked:
         return " (acknowledged by every dataplane: Published)"
-    pub = next(c for c in view["conditions"] if c["type"] == "Published")
+    pub = next(c for c in view["conditions"] if c["type"] == ConditionType.PUBLISHED)
     why = "the condition is stale" if pub["stale"] else f"Published={_cell(pub['status'])} {_cell(pub['reason'])}"
     return f" (not known to be acknowledged by every dataplane: {why})"
 
@@ -133,12 +134,15 @@ def render_status(view: Mapping[str, Any]) -> str:
     if conditions:
         rows = [
             [
-                c["type"], c["status"], c["reason"],
+                c["type"],
+                c["status"],
+                c["reason"],
                 f"{_cell(c['observedGeneration'])}{' (stale)' if c['stale'] else ''}",
-                c["lastTransitionTime"], c["message"],
+                c["lastTransitionTime"],
+                c["message"],
             ]
             for c in conditions
-        ]  # fmt: skip
+        ]
         lines += table(["TYPE", "STATUS", "REASON", "OBSERVED", "SINCE", "MESSAGE"], rows)
     else:
         lines.append(f"  {MISSING} (none written: is the operator running?)")
@@ -175,8 +179,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     cluster = Cluster.connect(args)
     ref = cluster.ref(args.name)
     view = status_view(ref, cluster.get(args.name))
+    if args.gateway_metrics:
+        view["stickiness"] = fetch_bills(args.gateway_metrics, f"{ref.namespace}/{ref.name}")
     if args.json:
         emit_json(view, out)
     else:
         out.write(render_status(view))
+        if args.gateway_metrics:
+            out.write("\n".join(render_bills(view["stickiness"])) + "\n")
     return EXIT_OK

@@ -7,22 +7,29 @@ running sums, the eligible-only failover weights, compiled match patterns, the h
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.host import normalize_host
+from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_GENERATION, MAX_MATCHES, MAX_SPLITS
+from trafficsplit.core.regex import Pattern
+from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS, Ring, endpoint_ring
+from trafficsplit.core.rules import Endpoint as Endpoint  # re-exported: where compiled values are, callers look
+from trafficsplit.core.rules import (
+    backend_problems,
+    cluster_problems,
+    compile_pattern,
+    host_problems,
+    match_name_problems,
+    match_value_problems,
+    name_problems,
+)
 from trafficsplit.core.spec import MatchKind, MatchType, SplitSpec
+from trafficsplit.core.vocabulary import Reason
 from trafficsplit.core.weights import Weights
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    address: str
-    port: int
-    ready: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +45,11 @@ class CompiledBackend:
     eligible: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        problems = backend_problems(self.name, self.port, self.service) + cluster_problems(self.cluster)
+        if len(self.endpoints) > MAX_ENDPOINTS:
+            problems.append(f"endpoints: {len(self.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed")
+        if problems:
+            raise SpecError(problems)
         object.__setattr__(self, "eligible", any(e.ready for e in self.endpoints))
 
     @property
@@ -50,14 +62,21 @@ class CompiledMatch:
     kind: MatchKind
     name: str
     exact: str | None
-    pattern: re.Pattern[str] | None
+    pattern: Pattern | None  # RE2 (core/regex.py): linear time, bounded program
     backend_index: int
+
+    def __post_init__(self) -> None:
+        problems = match_name_problems(self.kind.value, self.name) + match_value_problems(self.exact or "")
+        if (self.exact is None) == (self.pattern is None):
+            problems.append("value: give exactly one of an exact value or a pattern")
+        if problems:
+            raise SpecError(problems)
 
     def matches(self, value: str | None) -> bool:
         if value is None:
             return False
         if self.pattern is not None:
-            return self.pattern.fullmatch(value) is not None
+            return self.pattern.fullmatch(value)
         return value == self.exact
 
 
@@ -76,14 +95,37 @@ class CompiledSplit:
     endpoint_affinity: bool = False
     matches: tuple[CompiledMatch, ...] = ()
     debug_headers: bool = False
+    endpoint_points: int = DEFAULT_POINTS  # ring points per endpoint (SPEC §5), used with endpoint_affinity
+    # The TrafficSplit metadata.generation this form was compiled from (0: not from a resource, e.g. a test). It is
+    # content: status reports a split published only when a generation carries the form of its current spec.
+    observed_generation: int = 0
     weights: Weights = field(init=False)
     # Failover (SPEC §6): the eligible backends' own weights and order, and their indexes in `backends`.
     # None when every backend is eligible (nothing to fail over) or when no eligible backend carries weight.
     failover: tuple[Weights, tuple[int, ...]] | None = field(init=False)
+    # Per backend, the ring of its ready endpoints when the split pins pods (SPEC §5), else None. Built here, once per
+    # generation, so every replica holding the generation pins the same pod for the same key.
+    rings: tuple[Ring | None, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if not 1 <= self.endpoint_points <= MAX_POINTS:
+            raise SpecError([f"endpoint points must be 1..{MAX_POINTS}, got {self.endpoint_points}"])
+        problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
+        if len(self.matches) > MAX_MATCHES:
+            problems.append(f"matches: {len(self.matches)} matches, at most {MAX_MATCHES} are allowed")
+        for i, m in enumerate(self.matches):
+            if not 0 <= m.backend_index < len(self.backends):
+                problems.append(f"matches[{i}].backend: no backend {m.backend_index}")
+        if problems:
+            raise SpecError(problems)
         object.__setattr__(self, "weights", Weights.of((b.name, b.weight) for b in self.backends))
         object.__setattr__(self, "failover", _failover_weights(self.backends))
+        rings = (
+            tuple(endpoint_ring([e.host for e in b.ready_endpoints], self.endpoint_points) for b in self.backends)
+            if self.endpoint_affinity
+            else (None,) * len(self.backends)
+        )
+        object.__setattr__(self, "rings", rings)
 
     @property
     def key(self) -> str:
@@ -103,7 +145,9 @@ def _failover_weights(backends: Sequence[CompiledBackend]) -> tuple[Weights, tup
     return Weights.of((backends[i].name, backends[i].weight) for i in idx), idx
 
 
-def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] | None = None) -> CompiledSplit:
+def compile_split(
+    spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] | None = None, observed_generation: int = 0
+) -> CompiledSplit:
     """Compile a parsed spec. `endpoints` maps backend name → its endpoints with readiness; a backend missing from it
     uses the spec's static endpoints (local mode), which count as ready."""
     endpoints = endpoints or {}
@@ -115,9 +159,7 @@ def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] |
             cluster=cluster_name(spec.namespace, spec.name, b.name),
             service=b.service,
             port=b.port,
-            endpoints=tuple(endpoints[b.name])
-            if b.name in endpoints
-            else tuple(Endpoint(e.address, e.port) for e in b.endpoints),
+            endpoints=tuple(endpoints[b.name]) if b.name in endpoints else b.endpoints,
         )
         for b in spec.backends
     )
@@ -126,7 +168,7 @@ def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] |
             kind=m.kind,
             name=m.name,
             exact=m.value if m.type is MatchType.EXACT else None,
-            pattern=re.compile(m.value) if m.type is MatchType.REGULAR_EXPRESSION else None,
+            pattern=compile_pattern(m.value) if m.type is MatchType.REGULAR_EXPRESSION else None,
             backend_index=index[m.backend],
         )
         for m in spec.matches
@@ -140,29 +182,40 @@ def compile_split(spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] |
         endpoint_affinity=spec.endpoint_affinity,
         matches=matches,
         debug_headers=spec.debug_headers,
+        endpoint_points=spec.endpoint_points,
+        observed_generation=observed_generation,
     )
-
-
-def normalize_authority(authority: str) -> str:
-    """The host of an :authority, lowercased, without port (IPv6 literals keep their brackets)."""
-    a = authority.strip().lower()
-    if a.startswith("["):
-        end = a.find("]")
-        return a[: end + 1] if end != -1 else a
-    host, _, _ = a.partition(":")
-    return host.rstrip(".")
 
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
     split: str
-    reason: str
+    reason: Reason
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationContent:
+    """What a generation carries, before it has a number: compilation's result.
+
+    The operator compiles content on every pass and takes a number only when the content differs from what it
+    published last (equal content, nothing to publish), then stamps it once: `stamp(number)` is the `Generation`
+    that is validated, published and held, so what was checked is exactly what goes out.
+    """
+
+    splits: tuple[CompiledSplit, ...] = ()
+
+    def stamp(self, number: int) -> Generation:
+        """This content as generation `number`; raises SpecError when it is not a valid generation."""
+        return Generation(number, self.splits)
 
 
 @dataclass(frozen=True)
 class Generation:
-    """One versioned, whole set of compiled splits. Held whole or not at all; numbers only grow."""
+    """One versioned, whole set of compiled splits. Held whole or not at all; numbers only grow.
+
+    Checks itself (number, hosts served once, clusters used once), so the operator's stamping and the dataplane's
+    receiver refuse the same generations."""
 
     number: int
     splits: tuple[CompiledSplit, ...]
@@ -171,27 +224,39 @@ class Generation:
 
     def __post_init__(self) -> None:
         index: dict[str, CompiledSplit] = {}
+        clusters: dict[str, str] = {}
         problems: list[str] = []
-        for s in self.splits:
+        for i, s in enumerate(self.splits):
             for h in s.hosts:
                 if h in index:
                     problems.append(f"host {h!r} is served by both {index[h].key} and {s.key}")
                 index[h] = s
-        if self.number < 1:
-            problems.append(f"generation number must be >= 1, got {self.number}")
+            for b in s.backends:
+                if b.cluster in clusters:
+                    problems.append(f"splits[{i}]: cluster {b.cluster!r} is also used by {clusters[b.cluster]}")
+                clusters[b.cluster] = s.key
+        if not 1 <= self.number <= MAX_GENERATION:
+            problems.append(f"generation number must be 1..{MAX_GENERATION} (2^53 - 1), got {self.number}")
+        if len(self.splits) > MAX_SPLITS:
+            problems.append(f"splits: {len(self.splits)} splits, at most {MAX_SPLITS} are allowed")
         if problems:
             raise SpecError(problems)
         object.__setattr__(self, "by_host", MappingProxyType(index))
         object.__setattr__(self, "_has_wildcards", any(h.startswith("*.") for h in index))
 
+    @property
+    def content(self) -> GenerationContent:
+        return GenerationContent(self.splits)
+
     def split_for(self, authority: str) -> CompiledSplit | None:
         """The split serving `authority`: an exact host first, else the longest `*.suffix` host, as Envoy's virtual
         host matching does (so a request Envoy routed to a split's virtual host finds that split here)."""
-        host = normalize_authority(authority)
+        host = normalize_host(authority)
         split = self.by_host.get(host)
         if split is not None or not self._has_wildcards:
             return split
-        dot = host.find(".")
+        # From the second character: as in Envoy, `*.suffix` needs at least one character before `.suffix`.
+        dot = host.find(".", 1)
         while dot != -1:
             split = self.by_host.get("*" + host[dot:])
             if split is not None:
@@ -203,8 +268,8 @@ class Generation:
         return {b.cluster: b for s in self.splits for b in s.backends}
 
 
-def assemble_generation(number: int, splits: Iterable[CompiledSplit]) -> tuple[Generation, tuple[Rejection, ...]]:
-    """Build a generation, dropping any split that claims a host an earlier split (in the given order) holds.
+def assemble(splits: Iterable[CompiledSplit]) -> tuple[GenerationContent, tuple[Rejection, ...]]:
+    """A generation's content, dropping any split that claims a host an earlier split (in the given order) holds.
 
     Callers order splits oldest first, so the split that held a host keeps it and the newcomer is rejected, as
     Gateway API resolves listener conflicts.
@@ -216,10 +281,16 @@ def assemble_generation(number: int, splits: Iterable[CompiledSplit]) -> tuple[G
         clash = [h for h in s.hosts if h in owner]
         if clash:
             rejected.append(
-                Rejection(s.key, "HostConflict", f"host {clash[0]!r} is already served by {owner[clash[0]]}")
+                Rejection(s.key, Reason.HOST_CONFLICT, f"host {clash[0]!r} is already served by {owner[clash[0]]}")
             )
             continue
         for h in s.hosts:
             owner[h] = s.key
         kept.append(s)
-    return Generation(number, tuple(kept)), tuple(rejected)
+    return GenerationContent(tuple(kept)), tuple(rejected)
+
+
+def assemble_generation(number: int, splits: Iterable[CompiledSplit]) -> tuple[Generation, tuple[Rejection, ...]]:
+    """`assemble`, stamped with `number` (tests and tools that build a numbered generation in one step)."""
+    content, rejected = assemble(splits)
+    return content.stamp(number), rejected

@@ -14,6 +14,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.headervalue import is_cookie_attribute
+from trafficsplit.core.limits import MAX_COOKIE_NAME, MAX_COOKIE_PATH
+from trafficsplit.core.rules import is_domain, is_token
+
 MAX_COOKIE_VALUE_BYTES = 256
 _COUNTER_BITS = 48
 _COUNTER_MASK = (1 << _COUNTER_BITS) - 1
@@ -23,13 +28,6 @@ _COUNTER_MASK = (1 << _COUNTER_BITS) - 1
 _COOKIE_VALUE = re.compile(rf"[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]{{1,{MAX_COOKIE_VALUE_BYTES}}}")
 # RFC 6265 OWS: only SP and HTAB are trimmed; str.strip() would also eat controls and Unicode spaces.
 _OWS = " \t"
-# RFC 7230 token characters, which RFC 6265 uses for cookie names.
-_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-
-
-def is_token(name: str) -> bool:
-    """True for a valid RFC 6265 cookie name (an RFC 7230 token)."""
-    return bool(name) and all(c in _TOKEN_CHARS for c in name)
 
 
 def is_cookie_value(value: str) -> bool:
@@ -90,7 +88,10 @@ class SameSite(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class CookieSettings:
-    """What a TrafficSplit says about its sticky cookie; defaults are SPEC §4's."""
+    """What a TrafficSplit says about its sticky cookie; defaults are SPEC §4's.
+
+    Checks itself (every attribute reaches a Set-Cookie header): the parser and the publish receiver build it, so
+    both refuse the same cookies. Problems name the resource's fields (`sameSite`, `maxAge`)."""
 
     name: str
     path: str = "/"
@@ -99,6 +100,31 @@ class CookieSettings:
     secure: bool = False
     http_only: bool = True
     same_site: SameSite = SameSite.LAX
+    partitioned: bool = False  # CHIPS: the browser keys the cookie by the top-level site too
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        # Rendered verbatim into Set-Cookie: nothing that could end the header or add an attribute may get here.
+        if len(self.name) > MAX_COOKIE_NAME:
+            problems.append(f"name: {len(self.name)} characters, at most {MAX_COOKIE_NAME} are allowed")
+        elif not is_token(self.name):
+            problems.append(f"name: {self.name!r} is not an RFC 6265 cookie name (token characters only)")
+        if len(self.path) > MAX_COOKIE_PATH:
+            problems.append(f"path: {len(self.path)} characters, at most {MAX_COOKIE_PATH} are allowed")
+        elif not self.path.startswith("/") or not is_cookie_attribute(self.path):
+            problems.append(
+                f"path: {self.path!r} must start with '/' and be printable ASCII without ';' or control characters"
+            )
+        if self.domain is not None and not is_domain(self.domain):
+            problems.append(f"domain: {self.domain[:64]!r} is not a domain name")
+        if self.max_age is not None and self.max_age < 0:
+            problems.append(f"maxAge: must be >= 0, got {self.max_age}")
+        if self.same_site is SameSite.NONE and not self.secure:
+            problems.append("sameSite: SameSite=None requires secure: true (browsers drop it otherwise)")
+        if self.partitioned and not self.secure:
+            problems.append("partitioned: Partitioned requires secure: true (browsers drop it otherwise)")
+        if problems:
+            raise SpecError(problems)
 
 
 def render_set_cookie(settings: CookieSettings, value: str) -> str:
@@ -113,4 +139,6 @@ def render_set_cookie(settings: CookieSettings, value: str) -> str:
     if settings.http_only:
         parts.append("HttpOnly")
     parts.append(f"SameSite={settings.same_site.value}")
+    if settings.partitioned:
+        parts.append("Partitioned")
     return "; ".join(parts)

@@ -11,3 +11,7 @@ class SpecError(ValueError):
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems: tuple[str, ...] = tuple(problems)
         super().__init__("; ".join(self.problems))
+
+    def within(self, path: str) -> SpecError:
+        """The same problems under `path`: a value's `hosts[1]: ...` becomes `spec.hosts[1]: ...`."""
+        return SpecError([f"{path}{'' if p.startswith('[') else '.'}{p}" for p in self.problems])

@@ -3,24 +3,34 @@
 The API server's schema and CEL rules reject bad input first; this parser checks the same rules again because the file
 source (local mode) has no API server in front of it, and because a compiled generation must never rest on trust.
 Field paths in messages use the resource's own names (`spec.backends[1].weight`), as `kubectl` users see them.
+
+The parser owns the YAML's shape (types, required fields, defaults, cross-references); the rules on each field's value
+live in the values it builds (`CookieSettings`, `Endpoint`, `MatchSpec`, `BackendSpec`, `SplitSpec`, with
+`trafficsplit.core.rules`), which the publish receiver builds too, so both refuse the same input. Nothing outside this
+module reads a raw spec field: tools that rewrite `spec.backends` go through `declared_backends`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from trafficsplit.core.cookie import CookieSettings, SameSite, is_token
+from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.weights import MAX_BACKENDS, MAX_WEIGHT, parse_int
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_HOST = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-MAX_MATCHES = 32
-MAX_HOSTS = 16
+from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_MATCHES
+from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS
+from trafficsplit.core.rules import (
+    Endpoint,
+    backend_problems,
+    compile_pattern,
+    host_problems,
+    match_name_problems,
+    match_value_problems,
+    name_problems,
+)
+from trafficsplit.core.weights import parse_int, weight_problems
 
 
 class MatchKind(StrEnum):
@@ -34,29 +44,40 @@ class MatchType(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class StaticEndpoint:
-    """An address given in a file-source spec (local mode); in Kubernetes, endpoints come from EndpointSlices."""
-
-    address: str
-    port: int
-
-
-@dataclass(frozen=True, slots=True)
 class BackendSpec:
     name: str
-    service: str
+    service: str  # the Service, defaulting to the backend's name (the parser applies the default)
     port: int
-    weight: int
-    endpoints: tuple[StaticEndpoint, ...] = ()
+    weight: int  # checked with the others by SplitSpec (Weights: bounds, duplicates, total)
+    endpoints: tuple[Endpoint, ...] = ()  # local mode only; in Kubernetes, endpoints come from EndpointSlices
+
+    def __post_init__(self) -> None:
+        problems = backend_problems(self.name, self.port, self.service)
+        if len(self.endpoints) > MAX_ENDPOINTS:
+            problems.append(f"endpoints: {len(self.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed")
+        if problems:
+            raise SpecError(problems)
 
 
 @dataclass(frozen=True, slots=True)
 class MatchSpec:
+    """A match rule; `name` and `value` are the condition's (`spec.matches[i].header.name`), header names lowercase."""
+
     kind: MatchKind
     name: str
     type: MatchType
     value: str
     backend: str
+
+    def __post_init__(self) -> None:
+        problems = match_name_problems(self.kind.value, self.name) + match_value_problems(self.value)
+        if self.type is MatchType.REGULAR_EXPRESSION and not problems:
+            try:
+                compile_pattern(self.value)
+            except SpecError as exc:
+                problems += exc.problems
+        if problems:
+            raise SpecError(problems)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +91,19 @@ class SplitSpec:
     endpoint_affinity: bool
     matches: tuple[MatchSpec, ...]
     debug_headers: bool
+    endpoint_points: int = DEFAULT_POINTS
+
+    def __post_init__(self) -> None:
+        problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
+        if not 1 <= self.endpoint_points <= MAX_POINTS:
+            problems.append(f"sticky.endpointPoints: must be 1..{MAX_POINTS}, got {self.endpoint_points}")
+        problems += weight_problems([b.name for b in self.backends], [b.weight for b in self.backends])
+        names = {b.name for b in self.backends}
+        for i, m in enumerate(self.matches):
+            if m.backend not in names:
+                problems.append(f"matches[{i}].backend: {m.backend!r} is not a backend")
+        if problems:
+            raise SpecError(problems)
 
     @property
     def key(self) -> str:
@@ -77,6 +111,30 @@ class SplitSpec:
 
     def weights_text(self) -> str:
         return ",".join(f"{b.name}={b.weight}" for b in self.backends)
+
+
+class DeclaredBackend(dict[str, Any]):
+    """One `spec.backends` entry exactly as stored, for tools that rewrite the list (the CLI's set-weights and flip
+    send the whole list back, so every field the user wrote is kept). Unvalidated on purpose: a proposed change may be
+    one the API server refuses, and its refusal names the field. The parser's reading of the entry (`name`, `weight`)
+    is here, so no tool reads the YAML's field names itself."""
+
+    @property
+    def name(self) -> str:
+        return str(self.get("name"))
+
+    @property
+    def weight(self) -> Any:  # as stored: Weights reports a non-integer
+        return self.get("weight", 0)
+
+    def with_weight(self, weight: int) -> DeclaredBackend:
+        return DeclaredBackend({**self, "weight": weight})
+
+
+def declared_backends(spec: Mapping[str, Any]) -> list[DeclaredBackend]:
+    """`spec.backends` as stored, one `DeclaredBackend` per object entry, in order."""
+    raw = spec.get("backends")
+    return [DeclaredBackend(b) for b in raw if isinstance(b, Mapping)] if isinstance(raw, list) else []
 
 
 def default_hosts(service: str, namespace: str) -> tuple[str, ...]:
@@ -92,6 +150,10 @@ class _Problems:
 
     def add(self, path: str, message: str) -> None:
         self.items.append(f"{path}: {message}")
+
+    def extend(self, path: str, error: SpecError) -> None:
+        """A value's own problems (`hosts[1]: ...`) under the resource path (`spec.hosts[1]: ...`)."""
+        self.items.extend(error.within(path).problems)
 
 
 def _get(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str, p: _Problems) -> Any:
@@ -118,26 +180,44 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     p = _Problems()
     if not isinstance(spec, Mapping):
         raise SpecError(["spec: expected an object"])
+    # The file source (local mode) takes these from its files: checked here under their resource path.
+    p.extend("metadata", SpecError(name_problems(namespace, name)))
     service = _get(spec, "service", str, "spec", p)
     hosts_raw = _get(spec, "hosts", list, "spec", p)
     hosts = _parse_hosts(hosts_raw, service, namespace, p)
     backends = _parse_backends(_get(spec, "backends", list, "spec", p), p)
-    cookie, affinity = _parse_sticky(_get(spec, "sticky", Mapping, "spec", p), p)
+    sticky = _get(spec, "sticky", Mapping, "spec", p)
+    cookie, affinity = _parse_sticky(sticky, p)
+    points = _parse_endpoint_points(sticky, p)
     matches = _parse_matches(_get(spec, "matches", list, "spec", p), {b.name for b in backends}, p)
     debug = _get(spec, "debugHeaders", bool, "spec", p) or False
     if p.items:
         raise SpecError(p.items)
-    return SplitSpec(
-        namespace=namespace,
-        name=name,
-        hosts=hosts,
-        service=service,
-        backends=backends,
-        cookie=cookie,
-        endpoint_affinity=affinity,
-        matches=matches,
-        debug_headers=debug,
-    )
+    try:
+        return SplitSpec(
+            namespace=namespace,
+            name=name,
+            hosts=hosts,
+            service=service,
+            backends=backends,
+            cookie=cookie,
+            endpoint_affinity=affinity,
+            matches=matches,
+            debug_headers=debug,
+            endpoint_points=points,
+        )
+    except SpecError as exc:  # the value's own checks; the ones above report the same rules first, per field
+        raise exc.within("spec") from None
+
+
+def _parse_endpoint_points(raw: Mapping[str, Any] | None, p: _Problems) -> int:
+    points = _get(raw, "endpointPoints", int, "spec.sticky", p) if raw is not None else None
+    if points is None:
+        return DEFAULT_POINTS
+    if not 1 <= points <= MAX_POINTS:
+        p.add("spec.sticky.endpointPoints", f"must be 1..{MAX_POINTS}, got {points}")
+        return DEFAULT_POINTS
+    return int(points)
 
 
 def _parse_hosts(raw: list[Any] | None, service: str | None, namespace: str, p: _Problems) -> tuple[str, ...]:
@@ -146,78 +226,74 @@ def _parse_hosts(raw: list[Any] | None, service: str | None, namespace: str, p: 
             return default_hosts(service, namespace)
         p.add("spec.hosts", "give at least one host, or spec.service to derive them from")
         return ()
-    if len(raw) > MAX_HOSTS:
-        p.add("spec.hosts", f"{len(raw)} hosts, at most {MAX_HOSTS} are allowed")
-    hosts: list[str] = []
-    for i, h in enumerate(raw):
-        if not isinstance(h, str) or not _HOST.match(h.lower()) or len(h) > 253:
-            p.add(f"spec.hosts[{i}]", f"{h!r} is not a DNS host name (no port, no scheme)")
-            continue
-        if h.lower() in hosts:
-            p.add(f"spec.hosts[{i}]", f"duplicate host {h!r}")
-            continue
-        hosts.append(h.lower())
-    return tuple(hosts)
+    # A non-string stands in as a name no host can have, so the rule reports it at its index.
+    hosts = tuple(h.lower() if isinstance(h, str) else f"<{type(h).__name__}>" for h in raw)
+    problems = host_problems(hosts)
+    if problems:
+        p.extend("spec", SpecError(problems))
+    return hosts
 
 
 def _parse_backends(raw: list[Any] | None, p: _Problems) -> tuple[BackendSpec, ...]:
     if not raw:
         p.add("spec.backends", "at least one backend is required")
         return ()
-    if len(raw) > MAX_BACKENDS:
-        p.add("spec.backends", f"{len(raw)} backends, at most {MAX_BACKENDS} are allowed")
     out: list[BackendSpec] = []
-    seen: set[str] = set()
+    # Every entry's name and weight, for the Weights rules (bounds, duplicates, total) at their indexes; a missing or
+    # mistyped one stands in as a name no backend has and weight 0, its problem already reported here.
+    names: list[str] = []
+    weights: list[int] = []
     for i, b in enumerate(raw):
         path = f"spec.backends[{i}]"
+        names.append(f"<{i}>")
+        weights.append(0)
         if not isinstance(b, Mapping):
             p.add(path, "expected an object")
             continue
         name = _get(b, "name", str, path, p)
         if name is None:
             p.add(f"{path}.name", "required")
-        elif not _DNS_LABEL.match(name) or len(name) > 63:
-            p.add(f"{path}.name", f"{name!r} must be a DNS label (lowercase letters, digits, '-')")
-        elif name in seen:
-            p.add(f"{path}.name", f"duplicate backend name {name!r}")
         else:
-            seen.add(name)
+            names[i] = name
         service = _get(b, "service", str, path, p) or name
         port = _get(b, "port", int, path, p)
-        if port is None:
-            port = 80
-        elif not 1 <= port <= 65535:
-            p.add(f"{path}.port", f"must be 1..65535, got {port}")
         weight = _get(b, "weight", int, path, p)
-        if weight is None:
-            if "weight" not in b:
-                p.add(f"{path}.weight", "required")
-            weight = 0
-        elif weight < 0:
-            p.add(f"{path}.weight", f"must be >= 0, got {weight}")
-        elif weight > MAX_WEIGHT:
-            p.add(f"{path}.weight", f"must be <= {MAX_WEIGHT}, got {weight}")
+        if weight is None and "weight" not in b:
+            p.add(f"{path}.weight", "required")
+        weights[i] = weight or 0
         endpoints = _parse_static_endpoints(b.get("endpoints"), f"{path}.endpoints", p)
-        out.append(BackendSpec(name or "", service, port, weight, endpoints))
-    if out and sum(max(b.weight, 0) for b in out) <= 0:
-        p.add("spec.backends", "the total weight must be > 0")
+        try:
+            out.append(BackendSpec(name or "", service or "", 80 if port is None else port, weights[i], endpoints))
+        except SpecError as exc:
+            if name is not None:  # a missing name is reported once, as required
+                p.extend(path, exc)
+            else:
+                p.extend(path, SpecError([q for q in exc.problems if not q.startswith("name:")]))
+    problems = weight_problems(names, weights, "spec.backends")
+    p.items.extend(problems)
     return tuple(out)
 
 
-def _parse_static_endpoints(raw: Any, path: str, p: _Problems) -> tuple[StaticEndpoint, ...]:
+def _parse_static_endpoints(raw: Any, path: str, p: _Problems) -> tuple[Endpoint, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
         p.add(path, "expected a list of HOST:PORT")
         return ()
-    eps: list[StaticEndpoint] = []
+    if len(raw) > MAX_ENDPOINTS:
+        p.add(path, f"{len(raw)} endpoints, at most {MAX_ENDPOINTS} are allowed")
+        return ()
+    eps: list[Endpoint] = []
     for i, item in enumerate(raw):
         host, sep, port_text = str(item).rpartition(":")
         port = parse_int(port_text)
-        if not sep or not host or port is None or not 1 <= port <= 65535:
+        if not sep or not host or port is None:
             p.add(f"{path}[{i}]", f"{item!r} is not HOST:PORT")
             continue
-        eps.append(StaticEndpoint(host.strip("[]"), port))
+        try:
+            eps.append(Endpoint(host.strip("[]"), port))
+        except SpecError as exc:
+            p.extend(f"{path}[{i}]", exc)
     return tuple(eps)
 
 
@@ -232,18 +308,9 @@ def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSe
     name = _get(c, "name", str, path, p)
     if name is None:
         p.add(f"{path}.name", "required")
-        name = ""
-    elif not is_token(name):
-        p.add(f"{path}.name", f"{name!r} is not an RFC 6265 cookie name (token characters only)")
     max_age = _get(c, "maxAge", int, path, p)
-    if max_age is not None and max_age < 0:
-        p.add(f"{path}.maxAge", f"must be >= 0, got {max_age}")
     cookie_path = _get(c, "path", str, path, p) or "/"
-    if not cookie_path.startswith("/") or ";" in cookie_path:
-        p.add(f"{path}.path", f"{cookie_path!r} must start with '/' and contain no ';'")
     domain = _get(c, "domain", str, path, p)
-    if domain is not None and (not _HOST.match(domain.lstrip(".").lower()) or ";" in domain):
-        p.add(f"{path}.domain", f"{domain!r} is not a domain name")
     secure = _get(c, "secure", bool, path, p) or False
     http_only = _get(c, "httpOnly", bool, path, p)
     same_site_raw = _get(c, "sameSite", str, path, p) or SameSite.LAX.value
@@ -252,17 +319,23 @@ def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSe
     except ValueError:
         p.add(f"{path}.sameSite", f"{same_site_raw!r} must be one of Strict, Lax, None")
         same_site = SameSite.LAX
-    if same_site is SameSite.NONE and not secure:
-        p.add(f"{path}.sameSite", "SameSite=None requires secure: true (browsers drop it otherwise)")
-    settings = CookieSettings(
-        name=name,
-        path=cookie_path,
-        max_age=max_age,
-        domain=domain,
-        secure=secure,
-        http_only=True if http_only is None else http_only,
-        same_site=same_site,
-    )
+    partitioned = _get(c, "partitioned", bool, path, p) or False
+    if name is None:
+        return None, affinity
+    try:
+        settings = CookieSettings(
+            name=name,
+            path=cookie_path,
+            max_age=max_age,
+            domain=domain,
+            secure=secure,
+            http_only=True if http_only is None else http_only,
+            same_site=same_site,
+            partitioned=partitioned,
+        )
+    except SpecError as exc:
+        p.extend(path, exc)
+        return None, affinity
     return settings, affinity
 
 
@@ -292,8 +365,6 @@ def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: _Probl
             continue
         cpath = f"{path}.{kind.value}"
         name = _get(cond, "name", str, cpath, p)
-        if not name or not is_token(name):
-            p.add(f"{cpath}.name", f"{name!r} is not a valid {kind.value} name")
         value = _get(cond, "value", str, cpath, p)
         if value is None:
             p.add(f"{cpath}.value", "required")
@@ -303,12 +374,13 @@ def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: _Probl
         except ValueError:
             p.add(f"{cpath}.type", f"{type_raw!r} must be Exact or RegularExpression")
             continue
-        if mtype is MatchType.REGULAR_EXPRESSION and value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                p.add(f"{cpath}.value", f"invalid regular expression: {exc}")
+        # Header names compare case-insensitively (HTTP); cookie names exactly (RFC 6265).
+        folded = (name or "").lower() if kind is MatchKind.HEADER else (name or "")
+        try:
+            match = MatchSpec(kind, folded, mtype, value or "", backend or "")
+        except SpecError as exc:
+            p.extend(cpath, exc)
+            continue
         if name and value is not None and backend:
-            # Header names compare case-insensitively (HTTP); cookie names exactly (RFC 6265).
-            out.append(MatchSpec(kind, name.lower() if kind is MatchKind.HEADER else name, mtype, value, backend))
+            out.append(match)
     return tuple(out)

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.limits import MAX_BACKENDS as MAX_BACKENDS  # re-exported: its home before core.limits
 
 MAX_WEIGHT = 1_000_000
-MAX_BACKENDS = 64
 # ASCII digits only: str.isdigit() also accepts '²' and other digits that int() refuses with a ValueError.
 _INTEGER = re.compile(r"-?[0-9]+")
 

@@ -54,6 +54,10 @@ def handler_for(name: str) -> type[BaseHTTPRequestHandler]:
     class NameHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: Envoy reuses upstream connections
         server_version = "trafficsplit-demo-backend"
+        # A reused connection's response in several small sends waits on Nagle + the peer's delayed ACK (~40 ms):
+        # TCP_NODELAY, and a buffered writer (flushed once per request by http.server) so a response is one send.
+        disable_nagle_algorithm = True
+        wbufsize = -1
 
         def _answer(self, with_body: bool) -> None:
             length = int(self.headers.get("Content-Length") or 0)

@@ -13,11 +13,11 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from trafficsplit.operator.filesource import parse_documents
-
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.spec import SplitSpec, parse_split
+from trafficsplit.operator.filesource import parse_documents
 from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json
+from trafficsplit.wire.command import envoy_args, local_envoy
 
 NODE_ID = "demo-gateway"
 EXTPROC_SOCKET = "extproc.sock"
@@ -25,6 +25,7 @@ TOKEN_FILE = "token"
 PORTS_FILE = "extproc.ports.json"
 ENVOY_CONFIG = "envoy.json"
 ENVOY_ADMIN_FILE = "envoy.admin"
+ENVOY_ACCESS_LOG = "envoy-access.log"
 # The operator's log format (trafficsplit.operator.main): "<date> <time> LEVEL logger: message".
 _LOG_LINE = re.compile(r"^\S+ \S+ (?P<level>[A-Z]+) (?P<logger>[\w.]+): (?P<message>.*)$")
 
@@ -160,14 +161,8 @@ def operator_argv(python: str, workdir: str, examples_dir: str, publish_port: in
 
 
 def envoy_argv(envoy: str, workdir: str) -> list[str]:
-    return [
-        envoy,
-        "-c", f"{workdir}/{ENVOY_CONFIG}",
-        "--concurrency", "1",  # two cores are shared with the processor, the operator and the backends
-        "--use-dynamic-base-id",  # never collides with another Envoy's shared memory on the machine
-        "--admin-address-path", f"{workdir}/{ENVOY_ADMIN_FILE}",
-        "-l", "warning",
-    ]  # fmt: skip
+    # One worker thread: two cores are shared with the processor, the operator and the backends.
+    return [envoy, *envoy_args(local_envoy(f"{workdir}/{ENVOY_CONFIG}", f"{workdir}/{ENVOY_ADMIN_FILE}"))]
 
 
 def envoy_bootstrap(workdir: str, listen_host: str, port: int, message_timeout_ms: int) -> str:
@@ -181,6 +176,8 @@ def envoy_bootstrap(workdir: str, listen_host: str, port: int, message_timeout_m
             ads=local,
             admin=Address("127.0.0.1", 0),
             message_timeout_ms=message_timeout_ms,
+            # Its own file, so envoy.log keeps Envoy's messages and the per-request decisions are easy to read.
+            access_log=f"{workdir}/{ENVOY_ACCESS_LOG}",
         )
     )
 

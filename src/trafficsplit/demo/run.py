@@ -25,8 +25,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from trafficsplit.operator.filesource import scan
-
 from trafficsplit.demo.options import DemoOptions
 from trafficsplit.demo.plan import (
     ENVOY_ADMIN_FILE,
@@ -50,6 +48,7 @@ from trafficsplit.demo.plan import (
     ready_text,
 )
 from trafficsplit.demo.supervisor import Child, ChildSpec, Supervisor
+from trafficsplit.operator.filesource import scan
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

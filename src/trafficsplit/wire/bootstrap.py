@@ -9,32 +9,93 @@ Choices (docs/dataplane.md says why in full):
   that timeout and traffic falls through to the native weighted route.
 - Request headers only; every other phase is skipped, so a request costs exactly one processor message. The cookie
   reaches the response through dynamic metadata in our namespace, which must be listed in `receiving_namespaces`.
-- `strip_any_host_port`: virtual hosts list host names without port, as splits do.
+- No `strip_any_host_port`: the route configuration ignores the port when it matches hosts and leaves the header
+  as the client sent it, so the processor reads the same bytes the same way (trafficsplit.core.host).
+- An access log line per request (JSON, `ACCESS_LOG_FORMAT`): SPEC §6's disclosure of every decision from the
+  processor's dynamic metadata, or from the fallback route's metadata when Envoy decided alone.
+- Edge hardening after Envoy's "Configuring Envoy as an edge proxy" (docs/security.md lists what is adopted and
+  what not): the client's address is the connection's (`use_remote_address`, `xff_num_trusted_hops` for trusted
+  proxies in front), paths normalised before routing, underscore headers refused, header/idle timeouts, HTTP/2 stream
+  and window limits, 32 KiB connection buffers, and an overload manager with a heap ceiling and a global connection
+  limit (without one Envoy warns at start and accepts connections until memory runs out).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
+from envoy.config.accesslog.v3 import accesslog_pb2
 from envoy.config.bootstrap.v3 import bootstrap_pb2
 from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2
-from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2, grpc_service_pb2, protocol_pb2
+from envoy.config.common.mutation_rules.v3 import mutation_rules_pb2
+from envoy.config.core.v3 import (
+    address_pb2,
+    base_pb2,
+    config_source_pb2,
+    grpc_service_pb2,
+    protocol_pb2,
+    substitution_format_string_pb2,
+)
+from envoy.config.core.v3 import extension_pb2 as core_extension_pb2
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
+from envoy.config.overload.v3 import overload_pb2
+from envoy.extensions.access_loggers.file.v3 import file_pb2
 from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2, processing_mode_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2 as hcm_pb2
+from envoy.extensions.http.early_header_mutation.header_mutation.v3 import header_mutation_pb2
+from envoy.extensions.resource_monitors.downstream_connections.v3 import downstream_connections_pb2
+from envoy.extensions.resource_monitors.fixed_heap.v3 import fixed_heap_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
-from google.protobuf import any_pb2, duration_pb2, json_format, wrappers_pb2
+from google.protobuf import any_pb2, duration_pb2, json_format, struct_pb2, wrappers_pb2
 
-from trafficsplit.wire.envoy import METADATA_NAMESPACE, ROUTE_CONFIG_NAME, ads_source
+from trafficsplit.core import disclosure
+from trafficsplit.wire.envoy import BUFFER_LIMIT_BYTES, METADATA_NAMESPACE, ROUTE_CONFIG_NAME, ads_source
+from trafficsplit.wire.reserved import ADS_CLUSTER, EXTPROC_CLUSTER
 
-EXTPROC_CLUSTER = "trafficsplit_extproc"
-ADS_CLUSTER = "trafficsplit_ads"
 LISTENER_NAME = "trafficsplit_http"
 HCM_STAT_PREFIX = "trafficsplit"
 EXTPROC_STAT_PREFIX = "trafficsplit"
 DEFAULT_MESSAGE_TIMEOUT_MS = 200
+DEFAULT_ACCESS_LOG = "/dev/stdout"
+
+
+def _dm(key: str) -> str:
+    return f"%DYNAMIC_METADATA({METADATA_NAMESPACE}:{key})%"
+
+
+# One JSON object per request (docs/dataplane.md, "Access log"). `route` says who decided: `decided` (the processor:
+# the disclosure fields below) or `fallback-cookie` / `fallback` (Envoy alone: `fallback` holds the route's metadata).
+ACCESS_LOG_FORMAT: dict[str, str] = {
+    "start_time": "%START_TIME%",
+    "authority": "%REQ(:AUTHORITY)%",
+    "request_path": "%REQ(:PATH)%",
+    "status": "%RESPONSE_CODE%",
+    "duration_ms": "%DURATION%",
+    "route": "%ROUTE_NAME%",
+    "cluster": "%UPSTREAM_CLUSTER%",
+    "upstream_host": "%UPSTREAM_HOST%",
+    disclosure.BACKEND: _dm(disclosure.BACKEND),
+    disclosure.ENDPOINT: _dm(disclosure.ENDPOINT),
+    disclosure.GENERATION: _dm(disclosure.GENERATION),
+    disclosure.KEY_SOURCE: _dm(disclosure.KEY_SOURCE),
+    disclosure.SESSION_ID_PRESENT: _dm(disclosure.SESSION_ID_PRESENT),
+    disclosure.AFFINITY_APPLIED: _dm(disclosure.AFFINITY_APPLIED),
+    disclosure.PATH: _dm(disclosure.PATH),
+    disclosure.FALLBACK: f"%METADATA(ROUTE:{METADATA_NAMESPACE})%",
+}
+# Heap ceiling of the overload manager: 192 MiB, three quarters of the chart's 256 Mi Envoy memory limit, so Envoy
+# sheds load before the kernel kills it. The chart sets it from gateway.envoy.overload.maxHeapSizeBytes.
+DEFAULT_MAX_HEAP_BYTES = 192 * 1024 * 1024
+# Active downstream connections over all workers (Envoy's edge example uses 50,000).
+DEFAULT_MAX_CONNECTIONS = 50_000
+HEAP_MONITOR = "envoy.resource_monitors.fixed_heap"
+CONNECTIONS_MONITOR = "envoy.resource_monitors.global_downstream_max_connections"
+# Client-asserted addresses. With no trusted proxy in front, a client's own claims are dropped before Envoy appends
+# the peer address, so X-Forwarded-For reaches a backend as exactly the connection's address.
+CLIENT_ADDRESS_HEADERS = ("x-forwarded-for", "x-real-ip", "forwarded")
 
 
 @dataclass(frozen=True)
@@ -53,6 +114,18 @@ class Address:
         host, _, port = text.rpartition(":")
         return cls(host=host.strip("[]"), port=int(port))
 
+    @property
+    def loopback(self) -> bool:
+        """A Unix socket or a loopback address: reachable from this host (this pod) only."""
+        if self.path is not None:
+            return True
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
     def proto(self) -> address_pb2.Address:
         if self.path is not None:
             return address_pb2.Address(pipe=address_pb2.Pipe(path=self.path))
@@ -68,6 +141,19 @@ class BootstrapOptions:
     admin: Address
     message_timeout_ms: int = DEFAULT_MESSAGE_TIMEOUT_MS
     cluster: str = "trafficsplit-gateway"
+    access_log: str = DEFAULT_ACCESS_LOG  # a file path; the container's stdout by default
+    # Proxies in front of the gateway whose X-Forwarded-For entries are trusted (0: the peer is the client).
+    xff_num_trusted_hops: int = 0
+    max_heap_bytes: int = DEFAULT_MAX_HEAP_BYTES
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.xff_num_trusted_hops <= 16:
+            raise ValueError(f"xff_num_trusted_hops {self.xff_num_trusted_hops} is outside 0..16")
+        if self.max_heap_bytes < 16 * 1024 * 1024:
+            raise ValueError(f"max_heap_bytes {self.max_heap_bytes} is below 16 MiB: Envoy could not start")
+        if self.max_connections < 1:
+            raise ValueError(f"max_connections {self.max_connections} must be positive")
 
 
 def _pack(msg: object) -> any_pb2.Any:
@@ -138,12 +224,65 @@ def ext_proc_filter(message_timeout_ms: int) -> ext_proc_pb2.ExternalProcessor:
     )
 
 
+def access_log(path: str) -> accesslog_pb2.AccessLog:
+    fmt = struct_pb2.Struct()
+    fmt.update(ACCESS_LOG_FORMAT)
+    return accesslog_pb2.AccessLog(
+        name="envoy.access_loggers.file",
+        typed_config=_pack(
+            file_pb2.FileAccessLog(
+                path=path, log_format=substitution_format_string_pb2.SubstitutionFormatString(json_format=fmt)
+            )
+        ),
+    )
+
+
+def _seconds(s: int) -> duration_pb2.Duration:
+    return duration_pb2.Duration(seconds=s)
+
+
+def _drop_client_address_headers() -> core_extension_pb2.TypedExtensionConfig:
+    """An early header mutation: runs before Envoy's own X-Forwarded-For handling, unlike any route or filter."""
+    return core_extension_pb2.TypedExtensionConfig(
+        name="trafficsplit.drop_client_address_headers",
+        typed_config=_pack(
+            header_mutation_pb2.HeaderMutation(
+                mutations=[mutation_rules_pb2.HeaderMutation(remove=h) for h in CLIENT_ADDRESS_HEADERS]
+            )
+        ),
+    )
+
+
 def http_listener(opts: BootstrapOptions) -> listener_pb2.Listener:
-    hcm = hcm_pb2.HttpConnectionManager(
+    hcm_t = hcm_pb2.HttpConnectionManager
+    hcm = hcm_t(
+        access_log=[access_log(opts.access_log)],
         stat_prefix=HCM_STAT_PREFIX,
-        codec_type=hcm_pb2.HttpConnectionManager.AUTO,
+        codec_type=hcm_t.AUTO,
         rds=hcm_pb2.Rds(config_source=ads_source(), route_config_name=ROUTE_CONFIG_NAME),
-        strip_any_host_port=True,
+        # The client is the TCP peer (or the address `xff_num_trusted_hops` trusted proxies name): Envoy sets
+        # X-Forwarded-For / X-Envoy-External-Address from it and sanitises the x-envoy-* headers a client sent.
+        use_remote_address=wrappers_pb2.BoolValue(value=True),
+        xff_num_trusted_hops=opts.xff_num_trusted_hops,
+        # One path for Envoy and the backend: RFC 3986 normalisation, `//` merged, and an escaped slash answered
+        # with a redirect to the unescaped path (browsers follow it; a path that differs per party is the
+        # path-confusion attack the edge guide warns about).
+        normalize_path=wrappers_pb2.BoolValue(value=True),
+        merge_slashes=True,
+        path_with_escaped_slashes_action=hcm_t.UNESCAPE_AND_REDIRECT,
+        common_http_protocol_options=protocol_pb2.HttpProtocolOptions(
+            idle_timeout=_seconds(3600),
+            # A backend that reads `x_user` as `x-user` would take a client's header for one Envoy never checked.
+            headers_with_underscores_action=protocol_pb2.HttpProtocolOptions.REJECT_REQUEST,
+        ),
+        http2_protocol_options=protocol_pb2.Http2ProtocolOptions(
+            max_concurrent_streams=wrappers_pb2.UInt32Value(value=100),
+            initial_stream_window_size=wrappers_pb2.UInt32Value(value=64 * 1024),
+            initial_connection_window_size=wrappers_pb2.UInt32Value(value=1024 * 1024),
+        ),
+        # Slow-loris: a client gets 10 s for its headers; an idle stream is closed after 5 minutes.
+        request_headers_timeout=_seconds(10),
+        stream_idle_timeout=_seconds(300),
         http_filters=[
             hcm_pb2.HttpFilter(
                 name="envoy.filters.http.ext_proc", typed_config=_pack(ext_proc_filter(opts.message_timeout_ms))
@@ -151,9 +290,12 @@ def http_listener(opts: BootstrapOptions) -> listener_pb2.Listener:
             hcm_pb2.HttpFilter(name="envoy.filters.http.router", typed_config=_pack(router_pb2.Router())),
         ],
     )
+    if opts.xff_num_trusted_hops == 0:
+        hcm.early_header_mutation_extensions.append(_drop_client_address_headers())
     return listener_pb2.Listener(
         name=LISTENER_NAME,
         address=opts.listen.proto(),
+        per_connection_buffer_limit_bytes=wrappers_pb2.UInt32Value(value=BUFFER_LIMIT_BYTES),
         filter_chains=[
             listener_components_pb2.FilterChain(
                 filters=[
@@ -166,9 +308,45 @@ def http_listener(opts: BootstrapOptions) -> listener_pb2.Listener:
     )
 
 
+def overload_manager(opts: BootstrapOptions) -> overload_pb2.OverloadManager:
+    """Envoy's edge example: shrink the heap at 95 % of the ceiling, stop accepting requests at 98 %; and the global
+    connection limit, enforced by the listener (new connections beyond it are closed at accept)."""
+
+    def action(name: str, threshold: float) -> overload_pb2.OverloadAction:
+        return overload_pb2.OverloadAction(
+            name=name,
+            triggers=[
+                overload_pb2.Trigger(name=HEAP_MONITOR, threshold=overload_pb2.ThresholdTrigger(value=threshold))
+            ],
+        )
+
+    return overload_pb2.OverloadManager(
+        refresh_interval=duration_pb2.Duration(nanos=250_000_000),
+        resource_monitors=[
+            overload_pb2.ResourceMonitor(
+                name=HEAP_MONITOR,
+                typed_config=_pack(fixed_heap_pb2.FixedHeapConfig(max_heap_size_bytes=opts.max_heap_bytes)),
+            ),
+            overload_pb2.ResourceMonitor(
+                name=CONNECTIONS_MONITOR,
+                typed_config=_pack(
+                    downstream_connections_pb2.DownstreamConnectionsConfig(
+                        max_active_downstream_connections=opts.max_connections
+                    )
+                ),
+            ),
+        ],
+        actions=[
+            action("envoy.overload_actions.shrink_heap", 0.95),
+            action("envoy.overload_actions.stop_accepting_requests", 0.98),
+        ],
+    )
+
+
 def bootstrap(opts: BootstrapOptions) -> bootstrap_pb2.Bootstrap:
     b = bootstrap_pb2.Bootstrap(
         node=base_pb2.Node(id=opts.node_id, cluster=opts.cluster),
+        overload_manager=overload_manager(opts),
         admin=bootstrap_pb2.Admin(address=opts.admin.proto()),
         static_resources=bootstrap_pb2.Bootstrap.StaticResources(
             listeners=[http_listener(opts)],

@@ -1,32 +1,42 @@
 """Core generation ↔ publish proto: the two directions of the publish API's payload.
 
 The operator compiles with the core and sends `trafficsplit.v1alpha1.Generation`; the dataplane turns it back into a
-core `Generation` and decides with that. A proto is never trusted: every rule the core relies on (weights, names,
-unique clusters, unique hosts, compilable matches, cookie attributes) is checked here again and reported as one
-`SpecError` listing every problem, so a bad generation is refused whole.
+core `Generation` and decides with that. A proto is never trusted, and no rule is written here: the receiver builds the
+same self-checking core values the parser builds (`CompiledSplit`, `CompiledBackend`, `CompiledMatch`, `Endpoint`,
+`CookieSettings`, `Generation`), so it refuses what the parser refuses (tests/unit/test_rules_both_paths.py), and
+reports every problem in one `SpecError` under the proto's field paths, so a bad generation is refused whole, before
+Envoy sees any of it. What is left here is the proto's shape: enums, the match → backend reference, and the bounds
+checked before anything is built (counts of core/limits.py, the gateway's own cluster names).
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from types import MappingProxyType
+from typing import Any, TypeVar
 
 from trafficsplit.core.compiled import CompiledBackend, CompiledMatch, CompiledSplit, Endpoint, Generation
-from trafficsplit.core.cookie import CookieSettings, SameSite, is_token
+from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.limits import MAX_BACKENDS, MAX_ENDPOINTS, MAX_HOSTS, MAX_MATCHES, MAX_ORIGIN, MAX_SPLITS
+from trafficsplit.core.ring import DEFAULT_POINTS
+from trafficsplit.core.rules import compile_pattern
 from trafficsplit.core.spec import MatchKind
 from trafficsplit.v1alpha1 import publish_pb2 as pb
+from trafficsplit.wire.reserved import RESERVED_CLUSTERS
 
 _KIND_TO_PB = MappingProxyType({MatchKind.HEADER: pb.Match.HEADER, MatchKind.COOKIE: pb.Match.COOKIE})
 _KIND_FROM_PB = MappingProxyType({v: k for k, v in _KIND_TO_PB.items()})
+T = TypeVar("T")
 
 
 def generation_to_proto(gen: Generation, origin: str = "") -> pb.Generation:
-    """The publish payload for a compiled generation (the operator's side)."""
+    """The publish payload for a numbered generation (the operator's side); the one way a generation leaves the
+    operator, and `generation_from_proto` the one way back (the dataplane's receiver, the operator's seeding)."""
     return pb.Generation(number=gen.number, splits=[split_to_proto(s) for s in gen.splits], origin=origin)
 
 
-def split_to_proto(split: CompiledSplit, observed_generation: int = 0) -> pb.Split:
+def split_to_proto(split: CompiledSplit) -> pb.Split:
     out = pb.Split(
         namespace=split.namespace,
         name=split.name,
@@ -43,8 +53,9 @@ def split_to_proto(split: CompiledSplit, observed_generation: int = 0) -> pb.Spl
             for b in split.backends
         ],
         endpoint_affinity=split.endpoint_affinity,
+        endpoint_points=split.endpoint_points,
         debug_headers=split.debug_headers,
-        observed_generation=observed_generation,
+        observed_generation=split.observed_generation,
     )
     if split.cookie is not None:
         c = split.cookie
@@ -56,6 +67,7 @@ def split_to_proto(split: CompiledSplit, observed_generation: int = 0) -> pb.Spl
                 secure=c.secure,
                 http_only=c.http_only,
                 same_site=c.same_site.value,
+                partitioned=c.partitioned,
             )
         )
         if c.max_age is not None:
@@ -74,119 +86,145 @@ def split_to_proto(split: CompiledSplit, observed_generation: int = 0) -> pb.Spl
 
 
 def generation_from_proto(msg: pb.Generation) -> Generation:
-    """The core generation a publish carries; raises SpecError naming every problem (the dataplane's side)."""
+    """The core generation a publish carries; raises SpecError naming every problem (the dataplane's side).
+
+    Counts are checked before items, so a hostile message costs time proportional to the limits, not to its size."""
+    if len(msg.splits) > MAX_SPLITS:
+        raise SpecError([f"splits: {len(msg.splits)} splits, at most {MAX_SPLITS} are allowed"])
     problems: list[str] = []
+    if len(msg.origin) > MAX_ORIGIN:
+        problems.append(f"origin: {len(msg.origin)} characters, at most {MAX_ORIGIN} are allowed")
     splits: list[CompiledSplit] = []
-    clusters: dict[str, str] = {}
     for i, s in enumerate(msg.splits):
-        path = f"splits[{i}]"
-        split = _split_from_proto(s, path, problems)
-        if split is None:
-            continue
-        for b in split.backends:
-            if b.cluster in clusters:
-                problems.append(f"{path}: cluster {b.cluster!r} is also used by {clusters[b.cluster]}")
-            clusters[b.cluster] = split.key
-        splits.append(split)
-    if msg.number < 1:
-        problems.append(f"number: must be >= 1, got {msg.number}")
+        split = _split_from_proto(s, f"splits[{i}]", problems)
+        if split is not None:
+            splits.append(split)
     if problems:
         raise SpecError(problems)
-    return Generation(msg.number, tuple(splits))  # checks hosts served twice
+    try:  # checks itself: the number's range, hosts served once, clusters used once
+        return Generation(msg.number, tuple(splits))
+    except SpecError as exc:
+        raise SpecError(problems + list(exc.problems)) from None
+
+
+def _count_problems(s: pb.Split, path: str) -> list[str]:
+    """Oversized lists, found before anything is built from them."""
+    p = [
+        f"{path}.{name}: {len(items)} {name}, at most {limit} are allowed"
+        for name, items, limit in (
+            ("hosts", s.hosts, MAX_HOSTS),
+            ("backends", s.backends, MAX_BACKENDS),
+            ("matches", s.matches, MAX_MATCHES),
+        )
+        if len(items) > limit
+    ]
+    p.extend(
+        f"{path}.backends[{j}].endpoints: {len(b.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed"
+        for j, b in enumerate(s.backends[:MAX_BACKENDS])
+        if len(b.endpoints) > MAX_ENDPOINTS
+    )
+    p.extend(
+        f"{path}.backends[{j}].cluster: {b.cluster!r} is reserved for the gateway's own clusters"
+        for j, b in enumerate(s.backends[:MAX_BACKENDS])
+        if b.cluster in RESERVED_CLUSTERS
+    )
+    return p
+
+
+def _build(problems: list[str], at: str, make: Callable[..., T], /, *args: Any, **kwargs: Any) -> T | None:
+    """`make(*args, **kwargs)`, a value that checks itself, or None with its problems recorded under path `at`."""
+    try:
+        return make(*args, **kwargs)
+    except SpecError as exc:
+        problems.extend(exc.within(at).problems)
+        return None
 
 
 def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSplit | None:
+    refused = _count_problems(s, path)
+    if refused:
+        problems.extend(refused)
+        return None
     before = len(problems)
-    if not s.namespace or not s.name:
-        problems.append(f"{path}: namespace and name are required")
-    hosts = tuple(h.lower() for h in s.hosts)
-    if not hosts:
-        problems.append(f"{path}.hosts: at least one host is required")
-    if any(not h or ":" in h or "/" in h for h in hosts):
-        problems.append(f"{path}.hosts: hosts are names without port or scheme, got {list(hosts)!r}")
     backends: list[CompiledBackend] = []
     for j, b in enumerate(s.backends):
         bpath = f"{path}.backends[{j}]"
-        if not b.cluster:
-            problems.append(f"{bpath}.cluster: required")
-        for k, e in enumerate(b.endpoints):
-            if not e.address or not 1 <= e.port <= 65535:
-                problems.append(f"{bpath}.endpoints[{k}]: {e.address!r}:{e.port} is not an address and port")
-        backends.append(
-            CompiledBackend(
-                name=b.name,
-                weight=b.weight,
-                cluster=b.cluster,
-                service=b.service,
-                port=b.port,
-                endpoints=tuple(Endpoint(e.address, e.port, e.ready) for e in b.endpoints),
-            )
+        endpoints = [
+            _build(problems, f"{bpath}.endpoints[{k}]", Endpoint, e.address, e.port, e.ready)
+            for k, e in enumerate(b.endpoints)
+        ]
+        backend = _build(
+            problems,
+            bpath,
+            CompiledBackend,
+            name=b.name,
+            weight=b.weight,
+            cluster=b.cluster,
+            service=b.service,
+            port=b.port,
+            endpoints=tuple(e for e in endpoints if e is not None),
         )
+        if backend is not None:
+            backends.append(backend)
     cookie = _cookie_from_proto(s.cookie, f"{path}.cookie", problems) if s.HasField("cookie") else None
-    index = {b.name: j for j, b in enumerate(backends)}
+    index = {b.name: j for j, b in enumerate(s.backends)}
     matches: list[CompiledMatch] = []
     for j, m in enumerate(s.matches):
         mpath = f"{path}.matches[{j}]"
+        kind = _KIND_FROM_PB.get(m.kind)
         if m.backend not in index:
             problems.append(f"{mpath}.backend: {m.backend!r} is not a backend of this split")
-            continue
-        if not is_token(m.name):
-            problems.append(f"{mpath}.name: {m.name!r} is not a valid name")
-        kind = _KIND_FROM_PB.get(m.kind)
-        if kind is None:
+        elif kind is None:
             problems.append(f"{mpath}.kind: unknown kind {m.kind}")
-            continue
-        pattern: re.Pattern[str] | None = None
-        if m.type == pb.Match.REGULAR_EXPRESSION:
-            try:
-                pattern = re.compile(m.value)
-            except re.error as exc:
-                problems.append(f"{mpath}.value: invalid regular expression: {exc}")
-                continue
-        elif m.type != pb.Match.EXACT:
+        elif m.type == pb.Match.EXACT:
+            name = m.name.lower() if kind is MatchKind.HEADER else m.name
+            matches += filter(
+                None, [_build(problems, mpath, CompiledMatch, kind, name, m.value, None, index[m.backend])]
+            )
+        elif m.type == pb.Match.REGULAR_EXPRESSION:
+            pattern = _build(problems, mpath, compile_pattern, m.value)
+            name = m.name.lower() if kind is MatchKind.HEADER else m.name
+            if pattern is not None:
+                matches += filter(
+                    None, [_build(problems, mpath, CompiledMatch, kind, name, None, pattern, index[m.backend])]
+                )
+        else:
             problems.append(f"{mpath}.type: unknown type {m.type}")
-            continue
-        name = m.name.lower() if kind is MatchKind.HEADER else m.name
-        matches.append(CompiledMatch(kind, name, None if pattern else m.value, pattern, index[m.backend]))
     if len(problems) > before:
         return None
-    try:
-        return CompiledSplit(
-            namespace=s.namespace,
-            name=s.name,
-            hosts=hosts,
-            backends=tuple(backends),
-            cookie=cookie,
-            endpoint_affinity=s.endpoint_affinity,
-            matches=tuple(matches),
-            debug_headers=s.debug_headers,
-        )
-    except SpecError as exc:  # weights: names, duplicates, ranges, total
-        problems.extend(f"{path}: {p}" for p in exc.problems)
-        return None
+    return _build(
+        problems,
+        path,
+        CompiledSplit,
+        namespace=s.namespace,
+        name=s.name,
+        hosts=tuple(h.lower() for h in s.hosts),
+        backends=tuple(backends),
+        cookie=cookie,
+        endpoint_affinity=s.endpoint_affinity,
+        matches=tuple(matches),
+        debug_headers=s.debug_headers,
+        observed_generation=s.observed_generation,
+        endpoint_points=s.endpoint_points or DEFAULT_POINTS,
+    )
 
 
 def _cookie_from_proto(c: pb.Cookie, path: str, problems: list[str]) -> CookieSettings | None:
-    if not is_token(c.name):
-        problems.append(f"{path}.name: {c.name!r} is not an RFC 6265 cookie name")
-    cookie_path = c.path or "/"
-    if not cookie_path.startswith("/") or ";" in cookie_path:
-        problems.append(f"{path}.path: {cookie_path!r} must start with '/' and contain no ';'")
-    if ";" in c.domain:
-        problems.append(f"{path}.domain: {c.domain!r} is not a domain name")
-    if c.HasField("max_age") and c.max_age < 0:
-        problems.append(f"{path}.max_age: must be >= 0, got {c.max_age}")
     try:
         same_site = SameSite(c.same_site or SameSite.LAX.value)
     except ValueError:
         problems.append(f"{path}.same_site: {c.same_site!r} must be one of Strict, Lax, None")
         return None
-    return CookieSettings(
+    return _build(
+        problems,
+        path,
+        CookieSettings,
         name=c.name,
-        path=cookie_path,
+        path=c.path or "/",
         max_age=c.max_age if c.HasField("max_age") else None,
         domain=c.domain or None,
         secure=c.secure,
         http_only=c.http_only,
         same_site=same_site,
+        partitioned=c.partitioned,
     )

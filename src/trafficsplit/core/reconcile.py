@@ -1,0 +1,153 @@
+"""Current cluster state → the desired generation's content, and every split's outcome. Pure.
+
+Level-triggered: the engine calls `desired_state` with everything it knows after any event, so a missed or
+duplicated event can never leave the result wrong. A split that cannot be compiled now (invalid spec, missing
+Service or port) keeps its last good compiled form, so the dataplane keeps serving what worked. Without one, an
+invalid split is left out and an unresolved backend gets no endpoints, so its sessions fail over to the resolved
+backends instead of the whole host going away. That stand-in is never remembered as last good (the next pass builds
+it again from the current endpoints), and when the split's status says a generation already carried it (an operator
+that restarted or took over), the replicas may hold a better form than the stand-in: `Desired.unsure` names it.
+The engine then seeds its last good form from the generation the replicas hold (`seed_last_good`), and only when no
+replica reports a form of it does it fall back to publishing nothing it has not published itself until the split
+resolves. The generation number is the engine's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from trafficsplit.core.compiled import CompiledSplit, GenerationContent, assemble, compile_split
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.resolve import Resolution, ServiceInfo, SliceInfo, SplitObject, resolve
+from trafficsplit.core.rules import Endpoint
+from trafficsplit.core.spec import SplitSpec
+from trafficsplit.core.vocabulary import Reason
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One condition's answer for a split: whether it holds, the reason, and the message for people."""
+
+    ok: bool
+    reason: Reason
+    message: str
+
+
+ACCEPTED = Verdict(True, Reason.ACCEPTED, "the spec is valid")
+RESOLVED = Verdict(True, Reason.RESOLVED_REFS, "every backend Service and port exists")
+NOT_RESOLVED_INVALID = Verdict(False, Reason.INVALID, "the spec is invalid")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """What happened to one TrafficSplit in this pass."""
+
+    key: str
+    observed_generation: int
+    accepted: Verdict
+    resolved: Verdict
+    spec: SplitSpec | None = None
+    resolution: Resolution | None = None
+    # What the desired generation carries for this split (maybe an older, last good form; its observed_generation
+    # says which metadata.generation it was compiled from).
+    served: CompiledSplit | None = None
+    kept: bool = False  # `served` is the last good form, kept because the current spec cannot be served
+
+    @property
+    def missing(self) -> tuple[tuple[Reason, str], ...]:
+        return self.resolution.missing if self.resolution is not None else ()
+
+    @property
+    def serves_current_spec(self) -> bool:
+        return self.served is not None and self.served.observed_generation == self.observed_generation
+
+
+@dataclass(frozen=True, slots=True)
+class Desired:
+    content: GenerationContent  # the next generation's content, without a number (generation order: oldest first)
+    outcomes: Mapping[str, Outcome]
+    last_good: Mapping[str, CompiledSplit]  # the forms worth keeping: compiled from a resolved spec, or kept ones
+    unsure: tuple[str, ...]  # split keys the replicas may hold in a better form than `served` gives them
+
+
+def _order(splits: Iterable[SplitObject]) -> list[SplitObject]:
+    # The oldest split keeps a contested host (as Gateway API resolves conflicts); the key breaks ties.
+    return sorted(splits, key=lambda s: (s.created, s.key))
+
+
+def desired_state(
+    splits: Iterable[SplitObject],
+    services: Mapping[tuple[str, str], ServiceInfo],
+    slices: Mapping[tuple[str, str], list[SliceInfo]],
+    last_good: Mapping[str, CompiledSplit],
+    *,
+    static: bool = False,
+) -> Desired:
+    """Compile every split that can be compiled; fall back to the last good form for those that cannot.
+
+    `static` (local mode): there are no Services; backends use the endpoints the spec lists."""
+    candidates: list[tuple[SplitObject, Outcome]] = []
+    for obj in _order(splits):
+        candidates.append((obj, _outcome(obj, services, slices, last_good.get(obj.key), static)))
+    by_key = {o.served.key: o.served for _, o in candidates if o.served is not None}
+    content, rejected = assemble(by_key.values())
+    outcomes = {o.key: o for _, o in candidates}
+    for r in rejected:
+        outcomes[r.split] = replace(outcomes[r.split], accepted=Verdict(False, r.reason, r.message), served=None)
+    keep = {s.key: s for s in content.splits if outcomes[s.key].resolved.ok or outcomes[s.key].kept}
+    # Not servable now and nothing kept here, yet a generation carried it (status.generation): a restart or take-over.
+    unsure = tuple(
+        o.key for obj, o in candidates if not o.resolved.ok and o.key not in last_good and obj.status.get("generation")
+    )
+    return Desired(content, outcomes, keep, unsure)
+
+
+def _outcome(
+    obj: SplitObject,
+    services: Mapping[tuple[str, str], ServiceInfo],
+    slices: Mapping[tuple[str, str], list[SliceInfo]],
+    prev: CompiledSplit | None,
+    static: bool,
+) -> Outcome:
+    """One split: compiled now, or its last good form `prev` (or a stand-in) with the reason it cannot be."""
+    base = Outcome(key=obj.key, observed_generation=obj.generation, accepted=ACCEPTED, resolved=RESOLVED)
+    spec = obj.parsed
+    if spec is None:
+        invalid = Verdict(False, Reason.INVALID, "; ".join(obj.problems))
+        return replace(base, accepted=invalid, resolved=NOT_RESOLVED_INVALID, served=prev, kept=prev is not None)
+    res = Resolution({}, ()) if static else resolve(spec, services, slices)
+    # Without a last good form, the unresolved backends get no endpoints: the dataplane then fails their sessions
+    # over to the resolved ones (SPEC §6) rather than losing the whole host.
+    empty: dict[str, tuple[Endpoint, ...]] = {b.name: () for b in spec.backends}
+    try:
+        compiled = compile_split(spec, {**empty, **res.endpoints} if res.missing else res.endpoints, obj.generation)
+    except SpecError as exc:  # what only the resolved endpoints can break (core/limits.py: MAX_ENDPOINTS)
+        refused = Verdict(False, Reason.ENDPOINTS_REFUSED, "; ".join(exc.problems))
+        return replace(base, resolved=refused, spec=spec, resolution=res, served=prev, kept=prev is not None)
+    if res.missing:
+        unresolved = Verdict(False, res.missing[0][0], "; ".join(m for _, m in res.missing))
+        served = prev or compiled
+        return replace(base, resolved=unresolved, spec=spec, resolution=res, served=served, kept=prev is not None)
+    return replace(base, spec=spec, resolution=res, served=compiled)
+
+
+def seed_last_good(
+    splits: Iterable[SplitObject], held: Mapping[str, CompiledSplit], keys: Collection[str]
+) -> dict[str, CompiledSplit]:
+    """The forms a held generation (the replicas') gives as last good for the splits `keys` names (the unsure ones).
+
+    A held form stands for a split only when it can be that object's: the same namespace/name, a generation already
+    carried the object (its status.generation is set, so a recreated object never takes its predecessor's form), and
+    it was compiled from a metadata.generation no newer than the object's."""
+    out: dict[str, CompiledSplit] = {}
+    for obj in splits:
+        form = held.get(obj.key)
+        if (
+            obj.key in keys
+            and form is not None
+            and obj.status.get("generation")
+            and form.observed_generation <= obj.generation
+        ):
+            out[obj.key] = form
+    return out

@@ -1,0 +1,373 @@
+"""A TrafficSplit's status and the Events worth posting, computed from one reconcile outcome. Pure.
+
+Why pure: conditions are the operator's user interface (`kubectl get ts`, `kubectl wait --for=condition=Published`);
+their reasons and messages are tested as values. Comparing with the stored status keeps `lastTransitionTime` stable
+and makes the shell write only what changed, so a status write never triggers another write.
+
+The status shape is `SplitStatus`, a typed value: the operator writes `to_dict()`, and the CLI reads what the API
+server holds back with `SplitStatus.from_dict`, so both sides agree on one definition (docs/crd.md lists the fields).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.plan import plan
+from trafficsplit.core.reconcile import Outcome, Verdict
+from trafficsplit.core.resolve import SplitObject
+from trafficsplit.core.vocabulary import ConditionType, EventReason, EventType, Reason
+from trafficsplit.core.weights import Weights, parse_weights
+
+MAX_CONDITION_MESSAGE = 32768  # metav1.Condition's limit
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One `status.conditions[]` entry (a metav1.Condition)."""
+
+    type: str  # a ConditionType when the operator wrote it
+    status: str  # "True" | "False" | "Unknown"
+    reason: str
+    message: str
+    observed_generation: int | None
+    last_transition_time: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "True"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": str(self.type),
+            "status": self.status,
+            "reason": str(self.reason),
+            "message": self.message,
+            "observedGeneration": self.observed_generation,
+            "lastTransitionTime": self.last_transition_time,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Condition:
+        return cls(
+            type=str(raw.get("type") or ""),
+            status=str(raw.get("status") or ""),
+            reason=str(raw.get("reason") or ""),
+            message=str(raw.get("message") or ""),
+            observed_generation=_int(raw.get("observedGeneration")),
+            last_transition_time=_str(raw.get("lastTransitionTime")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BackendStatus:
+    """One `status.backends[]` entry: a backend as served."""
+
+    name: str | None
+    service: str | None
+    port: int | None
+    weight: int | None
+    share: str | None  # "95.00%"
+    ready_endpoints: int | None
+    endpoints: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "service": self.service,
+            "port": self.port,
+            "weight": self.weight,
+            "share": self.share,
+            "readyEndpoints": self.ready_endpoints,
+            "endpoints": self.endpoints,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> BackendStatus:
+        return cls(
+            name=_str(raw.get("name")),
+            service=_str(raw.get("service")),
+            port=_int(raw.get("port")),
+            weight=_int(raw.get("weight")),
+            share=_str(raw.get("share")),
+            ready_endpoints=_int(raw.get("readyEndpoints")),
+            endpoints=_int(raw.get("endpoints")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Displacement:
+    """`status.displacement`: what the last weight change did to sticky sessions (trafficsplit.core.plan)."""
+
+    before: str | None  # "from"
+    after: str | None  # "to"
+    total_changed: bool | None
+    repinned_share: str | None
+    rebalanced: str | None = None  # only when the total changed
+    rebalanced_repinned_share: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "from": self.before,
+            "to": self.after,
+            "totalChanged": self.total_changed,
+            "repinnedShare": self.repinned_share,
+        }
+        if self.rebalanced is not None:
+            out["rebalanced"] = self.rebalanced
+            out["rebalancedRepinnedShare"] = self.rebalanced_repinned_share
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Displacement:
+        changed = raw.get("totalChanged")
+        return cls(
+            before=_str(raw.get("from")),
+            after=_str(raw.get("to")),
+            total_changed=changed if isinstance(changed, bool) else None,
+            repinned_share=_str(raw.get("repinnedShare")),
+            rebalanced=_str(raw.get("rebalanced")),
+            rebalanced_repinned_share=_str(raw.get("rebalancedRepinnedShare")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SplitStatus:
+    """A TrafficSplit's `status`, as the operator writes it and the CLI reads it."""
+
+    observed_generation: int | None = None
+    conditions: tuple[Condition, ...] = ()
+    weights: str | None = None  # the served weights, "stable=95,canary=5"
+    generation: int | None = None  # the dataplane generation that carries the current spec
+    backends: tuple[BackendStatus, ...] | None = None
+    displacement: Displacement | None = None
+
+    def condition(self, type_: ConditionType) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "observedGeneration": self.observed_generation,
+            "conditions": [c.to_dict() for c in self.conditions],
+        }
+        if self.weights is not None:
+            out["weights"] = self.weights
+        if self.backends is not None:
+            out["backends"] = [b.to_dict() for b in self.backends]
+        if self.displacement is not None:
+            out["displacement"] = self.displacement.to_dict()
+        if self.generation is not None:
+            out["generation"] = self.generation
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> SplitStatus:
+        """Leniently: a field of the wrong type reads as absent (None), an entry that is no object is skipped."""
+        conditions = raw.get("conditions")
+        backends = raw.get("backends")
+        displacement = raw.get("displacement")
+        return cls(
+            observed_generation=_int(raw.get("observedGeneration")),
+            conditions=tuple(Condition.from_dict(c) for c in conditions if isinstance(c, Mapping))
+            if isinstance(conditions, list)
+            else (),
+            weights=_str(raw.get("weights")) or None,
+            generation=_int(raw.get("generation")),
+            backends=tuple(BackendStatus.from_dict(b) for b in backends if isinstance(b, Mapping))
+            if isinstance(backends, list)
+            else None,
+            displacement=Displacement.from_dict(displacement) if isinstance(displacement, Mapping) else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAck:
+    name: str
+    acked: int  # the highest generation number this replica acknowledged; 0 when unknown
+
+
+@dataclass(frozen=True, slots=True)
+class PublishView:
+    """What the publisher knows when status is computed."""
+
+    number: int  # the generation number the desired content has (0: nothing compiled/published yet)
+    replicas: tuple[ReplicaAck, ...]
+    since: Mapping[str, int] = field(default_factory=dict)  # split key → first number carrying its served form
+    held_back: frozenset[str] = frozenset()  # splits that stop publishing until they resolve (engine._publish)
+
+
+@dataclass(frozen=True, slots=True)
+class EventIntent:
+    type: EventType
+    reason: EventReason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class StatusResult:
+    status: SplitStatus
+    events: tuple[EventIntent, ...]
+
+
+def percent(share: Fraction | float) -> str:
+    return f"{float(share) * 100:.2f}%"
+
+
+def _condition(type_: ConditionType, verdict: Verdict, generation: int, previous: SplitStatus, now: str) -> Condition:
+    status = "True" if verdict.ok else "False"
+    prev = previous.condition(type_)
+    since = prev.last_transition_time if prev is not None and prev.status == status else None
+    return Condition(
+        type=type_,
+        status=status,
+        reason=verdict.reason,
+        message=verdict.message[:MAX_CONDITION_MESSAGE],
+        observed_generation=generation,
+        last_transition_time=since or now,
+    )
+
+
+def published_condition(outcome: Outcome, view: PublishView) -> Verdict:
+    """`Published`: every replica acknowledged a generation carrying the current spec."""
+    held = (
+        "; no dataplane reported a form of it, so nothing is published until it is fixed: the dataplanes keep the "
+        "generation they hold"
+    )
+    if not outcome.accepted.ok:
+        keep = held if outcome.key in view.held_back else ""
+        return Verdict(False, Reason.NOT_ACCEPTED, f"not published: {outcome.accepted.message}{keep}")
+    if not outcome.resolved.ok:
+        served = outcome.served
+        keep = ""
+        if outcome.key in view.held_back:
+            keep = held
+        elif served is not None and not outcome.kept:
+            keep = "; its unresolved backends have no endpoints (their sessions fail over)"
+        elif served is not None and served.observed_generation != outcome.observed_generation:
+            keep = f"; the dataplanes keep serving metadata.generation {served.observed_generation}"
+        elif served is not None:
+            keep = "; the dataplanes keep serving its last resolved endpoints"
+        return Verdict(False, Reason.UNRESOLVED_REFS, f"not published: {outcome.resolved.message}{keep}")
+    if not outcome.serves_current_spec:
+        return Verdict(False, Reason.NOT_SERVED, "not published")
+    if view.number <= 0:
+        return Verdict(False, Reason.PENDING, "no generation compiled yet")
+    if view.held_back and outcome.key not in view.since:
+        held_back = ", ".join(sorted(view.held_back))
+        return Verdict(False, Reason.HELD, f"not published: nothing is published until {held_back} is fixed")
+    if not view.replicas:
+        return Verdict(False, Reason.NO_DATAPLANES, "0 dataplanes found")
+    since = view.since.get(outcome.key, view.number)
+    behind = [r.name for r in view.replicas if r.acked < since]
+    done = len(view.replicas) - len(behind)
+    msg = f"{done}/{len(view.replicas)} dataplanes"
+    if behind:
+        return Verdict(False, Reason.BEHIND, f"{msg}; behind: {', '.join(sorted(behind))}")
+    return Verdict(True, Reason.PUBLISHED, msg)
+
+
+def _backends_status(outcome: Outcome) -> tuple[BackendStatus, ...]:
+    if outcome.served is None:
+        return ()
+    split = outcome.served
+    total = split.weights.total
+    return tuple(
+        BackendStatus(
+            name=b.name,
+            service=b.service,
+            port=b.port,
+            weight=b.weight,
+            share=percent(Fraction(b.weight, total)),
+            ready_endpoints=len(b.ready_endpoints),
+            endpoints=len(b.endpoints),
+        )
+        for b in split.backends
+    )
+
+
+def displacement(before: Weights, after: Weights) -> tuple[Displacement, str | None]:
+    """The status.displacement value for a weight change, and the Warning text when the total changed."""
+    p = plan(before, after)
+    d = Displacement(before.format(), after.format(), p.total_changed, percent(p.moved_share))
+    warning = None
+    if p.total_changed and p.suggestion is not None:
+        d = Displacement(
+            before.format(),
+            after.format(),
+            p.total_changed,
+            percent(p.moved_share),
+            rebalanced=p.suggestion.weights.format(),
+            rebalanced_repinned_share=percent(p.suggestion.moved_share),
+        )
+        warning = (
+            f"total weight changed {before.total} → {after.total} ({before.format()} → {after.format()}): "
+            f"{percent(p.moved_share)} of sticky sessions re-pinned, in both directions, where the new ratio needs "
+            f"{percent(p.minimum_share)}; keeping the total, {p.suggestion.weights.format()} would have re-pinned "
+            f"{percent(p.suggestion.moved_share)}"
+        )
+    return d, warning
+
+
+def _previous_weights(status: SplitStatus) -> Weights | None:
+    text = status.weights
+    if not text:
+        return None
+    try:
+        return parse_weights(text)
+    except SpecError:
+        return None
+
+
+def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: str) -> StatusResult:
+    """The full status for one split, and the Events this pass should post (each only on a change)."""
+    prev = SplitStatus.from_dict(obj.status or {})
+    gen = obj.generation
+    published = published_condition(outcome, view)
+    conditions = (
+        _condition(ConditionType.ACCEPTED, outcome.accepted, gen, prev, now),
+        _condition(ConditionType.RESOLVED_REFS, outcome.resolved, gen, prev, now),
+        _condition(ConditionType.PUBLISHED, published, gen, prev, now),
+    )
+    events: list[EventIntent] = []
+
+    served = outcome.served
+    # Without a served form, what the status said about the served weights stays.
+    weights, backends, moved = prev.weights, prev.backends, prev.displacement
+    if served is not None:
+        after = served.weights
+        weights, backends = after.format(), _backends_status(outcome)
+        before = _previous_weights(prev)
+        if before is not None and before.items() != after.items():
+            moved, warning = displacement(before, after)
+            if warning is not None and served.sticky:
+                events.append(EventIntent(EventType.WARNING, EventReason.TOTAL_WEIGHT_CHANGED, warning))
+    carried = outcome.serves_current_spec and view.number > 0 and outcome.key not in view.held_back
+    status = SplitStatus(
+        observed_generation=gen,
+        conditions=conditions,
+        weights=weights,
+        generation=view.number if carried else prev.generation,
+        backends=backends,
+        displacement=moved,
+    )
+
+    prev_pub = prev.condition(ConditionType.PUBLISHED)
+    if published.ok and not (prev_pub and prev_pub.ok and prev_pub.observed_generation == gen):
+        message = f"generation {view.number} serves this spec on {published.message}"
+        events.append(EventIntent(EventType.NORMAL, EventReason.PUBLISHED, message))
+    prev_res = prev.condition(ConditionType.RESOLVED_REFS)
+    if outcome.missing and not (prev_res and prev_res.message == outcome.resolved.message):
+        for reason, message in outcome.missing:
+            events.append(EventIntent(EventType.WARNING, EventReason(reason), message))
+    return StatusResult(status, tuple(events))
