@@ -29,7 +29,7 @@ The names here (headers, metadata namespace, cluster names) are the contract bet
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from envoy.config.cluster.v3 import cluster_pb2, outlier_detection_pb2
@@ -354,12 +354,28 @@ def resources(gen: Generation | None) -> Resources:
     return Resources(clusters, endpoints, {rc.name: rc})
 
 
-def transition(held: Generation | None, new: Generation) -> Resources:
-    """Make-before-break, step one: the new generation's clusters and endpoints PLUS the held one's clusters that the
-    new one drops, with the held routes. Pushed and acknowledged before the swap, so no pick can name a cluster Envoy
-    lacks; the removal (`resources(new)`) is pushed only after the swap. With nothing held (first publish, or a
-    restarted processor facing an Envoy that kept its config) the routes are left alone until the swap."""
-    old = resources(held)
+def serving(gen: Generation, draining: Sequence[Generation] = ()) -> Resources:
+    """Make-before-break, step two: the held generation's own snapshot (its routes), plus the clusters and endpoints
+    of recently replaced generations it no longer uses. Those are withdrawn in a later version, once every decision
+    they made has reached Envoy's router: a decision made just before the swap is applied by Envoy just after it
+    (seen as 503s under CPU contention when the clusters went in the same push as the swap)."""
+    own = resources(gen)
+    clusters: dict[str, cluster_pb2.Cluster] = {}
+    endpoints: dict[str, endpoint_pb2.ClusterLoadAssignment] = {}
+    for old in draining:
+        res = resources(old)
+        clusters.update(res.clusters)
+        endpoints.update(res.endpoints)
+    return Resources({**clusters, **own.clusters}, {**endpoints, **own.endpoints}, own.routes)
+
+
+def transition(held: Generation | None, new: Generation, draining: Sequence[Generation] = ()) -> Resources:
+    """Make-before-break, step one: the new generation's clusters and endpoints PLUS the held one's (and the still
+    draining ones') clusters that the new one drops, with the held routes. Pushed and acknowledged before the swap, so
+    no pick can name a cluster Envoy lacks; the removal is pushed only after the swap and the drain (`serving`). With
+    nothing held (first publish, or a restarted processor facing an Envoy that kept its config) the routes are left
+    alone until the swap."""
+    old = serving(held, draining) if held is not None else resources(None)
     nxt = resources(new)
     clusters = {**old.clusters, **nxt.clusters}
     endpoints = {**old.endpoints, **nxt.endpoints}
