@@ -42,6 +42,11 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
             if req is grpc.aio.EOF:  # type: ignore[attr-defined]
                 return
             await context.write(self.handle(req))
+            if req.HasField("request_headers"):
+                # The only phase Envoy is asked for: end the stream (OK) now, so no read is pending when Envoy resets
+                # it at the end of the request. grpc.aio leaks the op array of a read cancelled that way
+                # (grpc/grpc#43360): ~100 bytes of native heap per request, the soak's steady RSS growth.
+                return
 
     def handle(self, req: ep.ProcessingRequest) -> ep.ProcessingResponse:
         phase = req.WhichOneof("request")
