@@ -19,7 +19,6 @@ from typing import Any
 
 import grpc
 from envoy.service.discovery.v3 import ads_pb2_grpc
-from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ep_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined,unused-ignore]
 from prometheus_client import start_http_server
@@ -27,7 +26,7 @@ from prometheus_client import start_http_server
 from trafficsplit.extproc.ads import AdsServer
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
-from trafficsplit.extproc.processor import Processor
+from trafficsplit.extproc.processor import Processor, add_to_server
 from trafficsplit.extproc.publisher import Publisher
 from trafficsplit.extproc.tls import ReloadingServerCredentials, ServerTlsFiles
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
@@ -90,7 +89,7 @@ class DataplaneProcessor:
         # Read from the metrics thread: all_tasks copes with the set changing meanwhile (it retries).
         self.metrics.asyncio_tasks.set_function(lambda: len(asyncio.all_tasks(loop)))
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
-        ep_grpc.add_ExternalProcessorServicer_to_server(self.processor, self._local)
+        add_to_server(self.processor, self._local)
         ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(self.ads, self._local)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._local)
         pb_grpc.add_PublisherServicer_to_server(self.publisher, self._public)
