@@ -29,7 +29,7 @@ from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
-from trafficsplit.wire.envoy import resources, transition
+from trafficsplit.wire.envoy import ResourceBuilder
 from trafficsplit.wire.generation import generation_from_proto
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self._ack_timeout = ack_timeout
         self._on_first = on_first_generation
         self._lock = asyncio.Lock()  # publishes never interleave
+        self._built = ResourceBuilder()  # unchanged splits reuse their Envoy resources from the last publish
 
     async def _authorize(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         given = b""
@@ -99,7 +100,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             return self._reply(pb.PublishReply.INVALID, str(exc))
         before = self._ads.snapshot()
         try:
-            versions = self._ads.set_resources(transition(held, gen), generation=gen.number)
+            versions = self._ads.set_resources(self._built.transition(held, gen), generation=gen.number)
             await self._ads.wait_acked(versions, self._ack_timeout)
         except AckError as exc:
             self._ads.restore(before)
@@ -108,7 +109,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         accepted.CopyFrom(msg)  # our own copy: the request message belongs to grpc
         self._held.swap(gen, msg.origin, accepted)
         try:
-            versions = self._ads.set_resources(resources(gen), generation=gen.number)
+            versions = self._ads.set_resources(self._built.resources(gen), generation=gen.number)
             await self._ads.wait_acked(versions, self._ack_timeout)
         except AckError as exc:
             self._held.swap(held, held_origin, held_msg)

@@ -300,7 +300,12 @@ def _fallback_clusters(split: CompiledSplit, generation: int, key: str) -> route
 
 def route_configuration(gen: Generation | None) -> route_pb2.RouteConfiguration:
     """The one route configuration; `None` (no generation held yet) gives only the 404 default host."""
-    vhosts = [virtual_host(s, gen.number) for s in gen.splits] if gen is not None else []
+    return _route_configuration([virtual_host(s, gen.number) for s in gen.splits] if gen is not None else [])
+
+
+def _route_configuration(vhosts: list[route_components_pb2.VirtualHost]) -> route_pb2.RouteConfiguration:
+    """The splits' virtual hosts, in order, then the 404 default host."""
+    vhosts = [*vhosts]
     vhosts.append(
         route_components_pb2.VirtualHost(
             name="no-split",
@@ -364,3 +369,125 @@ def transition(held: Generation | None, new: Generation) -> Resources:
     clusters = {**old.clusters, **nxt.clusters}
     endpoints = {**old.endpoints, **nxt.endpoints}
     return Resources(clusters, endpoints, old.routes if held is not None else None)
+
+
+def _packed(m: Message) -> any_pb2.Any:
+    a = any_pb2.Any()
+    a.Pack(m, deterministic=True)
+    return a
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+# The tag of one `RouteConfiguration.virtual_hosts` element on the wire (length-delimited), for `_packed_routes`.
+_VHOST_TAG = _varint(route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["virtual_hosts"].number << 3 | 2)
+
+
+def _packed_routes(vhosts: list[bytes]) -> any_pb2.Any:
+    """The route configuration of these serialized split virtual hosts, packed, without building or serialising it
+    whole: protobuf's wire format parses concatenated encodings as one message and appends repeated elements in
+    the order they come, so the splits' tagged virtual hosts followed by `_route_configuration([])` (the 404 host
+    and the other fields) parse as exactly `_route_configuration(splits)`."""
+    rest = _route_configuration([]).SerializeToString(deterministic=True)
+    a = any_pb2.Any(type_url=ROUTE_TYPE)
+    a.value = b"".join(_VHOST_TAG + _varint(len(v)) + v for v in vhosts) + rest
+    return a
+
+
+@dataclass(frozen=True, slots=True)
+class PackedResources:
+    """Resources as `ResourceBuilder` gives them: each already packed (deterministic), as ADS sends it."""
+
+    clusters: dict[str, any_pb2.Any]
+    endpoints: dict[str, any_pb2.Any]
+    routes: dict[str, any_pb2.Any] | None
+
+    def by_type(self) -> dict[str, Mapping[str, Message]]:
+        out: dict[str, Mapping[str, Message]] = {CLUSTER_TYPE: self.clusters, ENDPOINT_TYPE: self.endpoints}
+        if self.routes is not None:
+            out[ROUTE_TYPE] = self.routes
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class _SplitClusters:
+    """One split's clusters and endpoint assignments, packed: they depend on the split's compiled form only."""
+
+    clusters: tuple[any_pb2.Any, ...]
+    endpoints: tuple[any_pb2.Any, ...]
+
+
+def _split_clusters(split: CompiledSplit) -> _SplitClusters:
+    return _SplitClusters(
+        tuple(_packed(backend_cluster(b, split.endpoint_affinity)) for b in split.backends),
+        tuple(_packed(load_assignment(b)) for b in split.backends),
+    )
+
+
+class ResourceBuilder:
+    """Builds the packed resources of generations for the publisher, reusing what it built for an equal compiled
+    split (content-addressed: the key is the `CompiledSplit` value, so a split whose compiled form did not change
+    costs a dictionary lookup). A split's clusters and endpoints depend on its form only; its virtual host also on
+    the generation number (the fallback routes disclose it), so those are reused within a publish (transition, then
+    the swap) and for the held generation of the next publish. Each call keeps only what it used, so the cache holds
+    at most two generations; it keeps packed bytes, the same objects the ADS snapshot holds. The packed messages are
+    shared between the results and must not be mutated. Unpacked, a result equals `resources` / `transition`."""
+
+    def __init__(self) -> None:
+        self._clusters: dict[CompiledSplit, _SplitClusters] = {}
+        self._vhosts: dict[tuple[CompiledSplit, int], bytes] = {}
+
+    def resources(self, gen: Generation | None) -> PackedResources:
+        clusters: dict[CompiledSplit, _SplitClusters] = {}
+        vhosts: dict[tuple[CompiledSplit, int], bytes] = {}
+        res = self._build(gen, clusters, vhosts)
+        self._clusters, self._vhosts = clusters, vhosts
+        return res
+
+    def transition(self, held: Generation | None, new: Generation) -> PackedResources:
+        """`transition(held, new)`, packed."""
+        clusters: dict[CompiledSplit, _SplitClusters] = {}
+        vhosts: dict[tuple[CompiledSplit, int], bytes] = {}
+        old = self._build(held, clusters, vhosts)
+        nxt = self._build(new, clusters, vhosts)
+        self._clusters, self._vhosts = clusters, vhosts
+        return PackedResources(
+            {**old.clusters, **nxt.clusters},
+            {**old.endpoints, **nxt.endpoints},
+            old.routes if held is not None else None,
+        )
+
+    def _build(
+        self,
+        gen: Generation | None,
+        clusters: dict[CompiledSplit, _SplitClusters],
+        vhosts: dict[tuple[CompiledSplit, int], bytes],
+    ) -> PackedResources:
+        """`gen`'s resources, taking each split's pieces from `clusters`/`vhosts`, else this builder's last call, else
+        building them; what it used is left in `clusters`/`vhosts`."""
+        by_name: dict[str, any_pb2.Any] = {}
+        endpoints: dict[str, any_pb2.Any] = {}
+        hosts: list[bytes] = []
+        splits, number = (gen.splits, gen.number) if gen is not None else ((), 0)
+        for s in splits:
+            built = clusters.get(s) or self._clusters.get(s) or _split_clusters(s)
+            clusters[s] = built
+            for b, c, e in zip(s.backends, built.clusters, built.endpoints, strict=True):
+                by_name[b.cluster] = c
+                endpoints[b.cluster] = e
+            key = (s, number)
+            vh = (
+                vhosts.get(key)
+                or self._vhosts.get(key)
+                or virtual_host(s, number).SerializeToString(deterministic=True)
+            )
+            vhosts[key] = vh
+            hosts.append(vh)
+        return PackedResources(by_name, endpoints, {ROUTE_CONFIG_NAME: _packed_routes(hosts)})
