@@ -192,6 +192,8 @@ def test_resource_builder_reuses_unchanged_splits_and_builds_what_fresh_builds_g
     t = b.transition(one, two)
     assert _unpacked(t) == envoy.transition(one, two)
     assert t.routes == first.routes  # the held routes until the swap
+    assert _unpacked(b.serving(two, [one])) == envoy.serving(two, [one])  # one's clusters drain
+    assert _unpacked(b.transition(two, one, [one])) == envoy.transition(two, one, [one])
     second = b.resources(two)
     assert _unpacked(second) == envoy.resources(two)
     assert second.clusters["prod/shop/stable"] is first.clusters["prod/shop/stable"]
@@ -213,6 +215,22 @@ def test_resource_builder_reuses_unchanged_splits_and_builds_what_fresh_builds_g
 )
 def test_address_parse(text: str, expected: Address) -> None:
     assert Address.parse(text) == expected
+
+
+def test_serving_keeps_draining_clusters_with_the_new_routes() -> None:
+    old = sample_generation(7)
+    new_split = compile_split(
+        parse_split("prod", "api", {"hosts": ["api.example"], "backends": [{"name": "violet", "weight": 1}]}),
+        {"violet": [Endpoint("10.2.0.1", 80)]},
+    )
+    new = Generation(8, (new_split,))
+    s = envoy.serving(new, [old])
+    assert set(s.clusters) == set(s.endpoints) == set(old.clusters()) | {"prod/api/violet"}
+    assert s.routes == envoy.resources(new).routes
+    assert envoy.serving(new) == envoy.resources(new)
+    # The transition from `new` to a third generation keeps what is still draining.
+    third = Generation(9, (old.splits[0],))
+    assert set(envoy.transition(new, third, [old]).clusters) == set(s.clusters)
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,11 @@ module reads a raw spec field: tools that rewrite `spec.backends` go through `de
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from trafficsplit.core.cookie import CookieSettings, SameSite
@@ -31,6 +33,30 @@ from trafficsplit.core.rules import (
     name_problems,
 )
 from trafficsplit.core.weights import parse_int, weight_problems
+
+# Every field a spec may have: the CRD schema's properties (tests/unit/test_crd.py keeps the two equal) plus the file
+# source's `backends[].endpoints`. The API server refuses (kubectl's strict field validation) or prunes any other
+# field; the file source has no API server, so the parser refuses them too: a typo (`stickyy:`) is an error, not a
+# silently ignored field. A nested mapping is an object's fields (for a list: its items' fields); None is a leaf.
+_MATCH_CONDITION = MappingProxyType({"name": None, "type": None, "value": None})
+SPEC_FIELDS: Mapping[str, Any] = MappingProxyType(
+    {
+        "hosts": None,
+        "service": None,
+        "backends": MappingProxyType({"name": None, "service": None, "port": None, "weight": None, "endpoints": None}),
+        "sticky": MappingProxyType(
+            {
+                "cookie": MappingProxyType(
+                    dict.fromkeys(("name", "maxAge", "path", "domain", "secure", "httpOnly", "sameSite", "partitioned"))
+                ),
+                "endpointAffinity": None,
+                "endpointPoints": None,
+            }
+        ),
+        "matches": MappingProxyType({"header": _MATCH_CONDITION, "cookie": _MATCH_CONDITION, "backend": None}),
+        "debugHeaders": None,
+    }
+)
 
 
 class MatchKind(StrEnum):
@@ -156,6 +182,20 @@ class _Problems:
         self.items.extend(error.within(path).problems)
 
 
+def _unknown_fields(value: Any, fields: Mapping[str, Any], path: str, p: _Problems) -> None:
+    items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+    for i, obj in items:
+        if not isinstance(obj, Mapping):
+            continue  # a wrong type is reported where the field is read
+        where = path if i is None else f"{path}[{i}]"
+        for key, sub in obj.items():
+            if key not in fields:
+                near = difflib.get_close_matches(str(key), list(fields), n=1)
+                p.add(f"{where}.{key}", "unknown field" + (f" (did you mean {near[0]!r}?)" if near else ""))
+            elif fields[key] is not None:
+                _unknown_fields(sub, fields[key], f"{where}.{key}", p)
+
+
 def _get(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str, p: _Problems) -> Any:
     value = obj.get(key)
     if value is None:
@@ -180,6 +220,7 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     p = _Problems()
     if not isinstance(spec, Mapping):
         raise SpecError(["spec: expected an object"])
+    _unknown_fields(spec, SPEC_FIELDS, "spec", p)
     # The file source (local mode) takes these from its files: checked here under their resource path.
     p.extend("metadata", SpecError(name_problems(namespace, name)))
     service = _get(spec, "service", str, "spec", p)

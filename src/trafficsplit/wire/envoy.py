@@ -29,8 +29,8 @@ The names here (headers, metadata namespace, cluster names) are the contract bet
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from envoy.config.cluster.v3 import cluster_pb2, outlier_detection_pb2
 from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2, extension_pb2
@@ -359,12 +359,28 @@ def resources(gen: Generation | None) -> Resources:
     return Resources(clusters, endpoints, {rc.name: rc})
 
 
-def transition(held: Generation | None, new: Generation) -> Resources:
-    """Make-before-break, step one: the new generation's clusters and endpoints PLUS the held one's clusters that the
-    new one drops, with the held routes. Pushed and acknowledged before the swap, so no pick can name a cluster Envoy
-    lacks; the removal (`resources(new)`) is pushed only after the swap. With nothing held (first publish, or a
-    restarted processor facing an Envoy that kept its config) the routes are left alone until the swap."""
-    old = resources(held)
+def serving(gen: Generation, draining: Sequence[Generation] = ()) -> Resources:
+    """Make-before-break, step two: the held generation's own snapshot (its routes), plus the clusters and endpoints
+    of recently replaced generations it no longer uses. Those are withdrawn in a later version, once every decision
+    they made has reached Envoy's router: a decision made just before the swap is applied by Envoy just after it
+    (seen as 503s under CPU contention when the clusters went in the same push as the swap)."""
+    own = resources(gen)
+    clusters: dict[str, cluster_pb2.Cluster] = {}
+    endpoints: dict[str, endpoint_pb2.ClusterLoadAssignment] = {}
+    for old in draining:
+        res = resources(old)
+        clusters.update(res.clusters)
+        endpoints.update(res.endpoints)
+    return Resources({**clusters, **own.clusters}, {**endpoints, **own.endpoints}, own.routes)
+
+
+def transition(held: Generation | None, new: Generation, draining: Sequence[Generation] = ()) -> Resources:
+    """Make-before-break, step one: the new generation's clusters and endpoints PLUS the held one's (and the still
+    draining ones') clusters that the new one drops, with the held routes. Pushed and acknowledged before the swap, so
+    no pick can name a cluster Envoy lacks; the removal is pushed only after the swap and the drain (`serving`). With
+    nothing held (first publish, or a restarted processor facing an Envoy that kept its config) the routes are left
+    alone until the swap."""
+    old = serving(held, draining) if held is not None else resources(None)
     nxt = resources(new)
     clusters = {**old.clusters, **nxt.clusters}
     endpoints = {**old.endpoints, **nxt.endpoints}
@@ -431,63 +447,80 @@ def _split_clusters(split: CompiledSplit) -> _SplitClusters:
     )
 
 
+@dataclass
+class _Used:
+    """What one builder call used, kept for the next call (the rest is dropped)."""
+
+    clusters: dict[CompiledSplit, _SplitClusters] = field(default_factory=dict)
+    vhosts: dict[tuple[CompiledSplit, int], bytes] = field(default_factory=dict)
+
+
 class ResourceBuilder:
-    """Builds the packed resources of generations for the publisher, reusing what it built for an equal compiled
+    """`resources`, `serving` and `transition` for the publisher, packed, reusing what it built for an equal compiled
     split (content-addressed: the key is the `CompiledSplit` value, so a split whose compiled form did not change
     costs a dictionary lookup). A split's clusters and endpoints depend on its form only; its virtual host also on
     the generation number (the fallback routes disclose it), so those are reused within a publish (transition, then
-    the swap) and for the held generation of the next publish. Each call keeps only what it used, so the cache holds
-    at most two generations; it keeps packed bytes, the same objects the ADS snapshot holds. The packed messages are
-    shared between the results and must not be mutated. Unpacked, a result equals `resources` / `transition`."""
+    the swap) and for the held generation of the next publish. Each call keeps only what it used (the held, new and
+    draining generations), and it keeps packed bytes, the same objects the ADS snapshot holds. The packed messages
+    are shared between results and must not be mutated. Unpacked, a result equals the plain function's."""
 
     def __init__(self) -> None:
-        self._clusters: dict[CompiledSplit, _SplitClusters] = {}
-        self._vhosts: dict[tuple[CompiledSplit, int], bytes] = {}
+        self._last = _Used()
 
     def resources(self, gen: Generation | None) -> PackedResources:
-        clusters: dict[CompiledSplit, _SplitClusters] = {}
-        vhosts: dict[tuple[CompiledSplit, int], bytes] = {}
-        res = self._build(gen, clusters, vhosts)
-        self._clusters, self._vhosts = clusters, vhosts
+        used = _Used()
+        res = self._own(gen, used)
+        self._last = used
         return res
 
-    def transition(self, held: Generation | None, new: Generation) -> PackedResources:
-        """`transition(held, new)`, packed."""
-        clusters: dict[CompiledSplit, _SplitClusters] = {}
-        vhosts: dict[tuple[CompiledSplit, int], bytes] = {}
-        old = self._build(held, clusters, vhosts)
-        nxt = self._build(new, clusters, vhosts)
-        self._clusters, self._vhosts = clusters, vhosts
+    def serving(self, gen: Generation, draining: Sequence[Generation] = ()) -> PackedResources:
+        used = _Used()
+        res = self._serving(gen, draining, used)
+        self._last = used
+        return res
+
+    def transition(
+        self, held: Generation | None, new: Generation, draining: Sequence[Generation] = ()
+    ) -> PackedResources:
+        used = _Used()
+        old = self._serving(held, draining, used) if held is not None else self._own(None, used)
+        nxt = self._own(new, used)
+        self._last = used
         return PackedResources(
             {**old.clusters, **nxt.clusters},
             {**old.endpoints, **nxt.endpoints},
             old.routes if held is not None else None,
         )
 
-    def _build(
-        self,
-        gen: Generation | None,
-        clusters: dict[CompiledSplit, _SplitClusters],
-        vhosts: dict[tuple[CompiledSplit, int], bytes],
-    ) -> PackedResources:
-        """`gen`'s resources, taking each split's pieces from `clusters`/`vhosts`, else this builder's last call, else
-        building them; what it used is left in `clusters`/`vhosts`."""
-        by_name: dict[str, any_pb2.Any] = {}
+    def _serving(self, gen: Generation, draining: Sequence[Generation], used: _Used) -> PackedResources:
+        own = self._own(gen, used)
+        clusters: dict[str, any_pb2.Any] = {}
+        endpoints: dict[str, any_pb2.Any] = {}
+        for old in draining:
+            self._add_clusters(old, used, clusters, endpoints)
+        return PackedResources({**clusters, **own.clusters}, {**endpoints, **own.endpoints}, own.routes)
+
+    def _own(self, gen: Generation | None, used: _Used) -> PackedResources:
+        clusters: dict[str, any_pb2.Any] = {}
         endpoints: dict[str, any_pb2.Any] = {}
         hosts: list[bytes] = []
-        splits, number = (gen.splits, gen.number) if gen is not None else ((), 0)
-        for s in splits:
-            built = clusters.get(s) or self._clusters.get(s) or _split_clusters(s)
-            clusters[s] = built
+        if gen is not None:
+            self._add_clusters(gen, used, clusters, endpoints)
+            for s in gen.splits:
+                key = (s, gen.number)
+                vh = used.vhosts.get(key) or self._last.vhosts.get(key)
+                if vh is None:
+                    vh = virtual_host(s, gen.number).SerializeToString(deterministic=True)
+                used.vhosts[key] = vh
+                hosts.append(vh)
+        return PackedResources(clusters, endpoints, {ROUTE_CONFIG_NAME: _packed_routes(hosts)})
+
+    def _add_clusters(
+        self, gen: Generation, used: _Used, clusters: dict[str, any_pb2.Any], endpoints: dict[str, any_pb2.Any]
+    ) -> None:
+        for s in gen.splits:
+            built = used.clusters.get(s) or self._last.clusters.get(s) or _split_clusters(s)
+            used.clusters[s] = built
             for b, c, e in zip(s.backends, built.clusters, built.endpoints, strict=True):
-                by_name[b.cluster] = c
+                clusters[b.cluster] = c
                 endpoints[b.cluster] = e
-            key = (s, number)
-            vh = (
-                vhosts.get(key)
-                or self._vhosts.get(key)
-                or virtual_host(s, number).SerializeToString(deterministic=True)
-            )
-            vhosts[key] = vh
-            hosts.append(vh)
-        return PackedResources(by_name, endpoints, {ROUTE_CONFIG_NAME: _packed_routes(hosts)})
