@@ -1,5 +1,5 @@
 # The README's two commands. Both install what they need on a fresh machine.
-.PHONY: demo test soak
+.PHONY: demo test e2e soak
 
 # Runs the product locally on loopback: Envoy + extproc + operator (file source on examples/) + sample backends.
 demo:
@@ -14,3 +14,8 @@ test:
 # bench/results/ (failed requests outside the restart window, processor RSS, fds and asyncio tasks at start and end).
 soak:
 	PYTHONPATH=src:operator:extproc:. python3 bench/soak.py --duration 600
+
+# Only the end-to-end tier: a local single-node Kubernetes (Linux, root), the chart installed with helm, real pods.
+# Builds the node binaries and images it lacks (cached in ~/.cache/trafficsplit).
+e2e:
+	bash hack/test.sh --e2e

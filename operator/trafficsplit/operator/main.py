@@ -110,6 +110,9 @@ async def run_kubernetes(cfg: Config) -> None:
             namespaces=namespaces,
             liveness_endpoint=cfg.liveness,
             stop_flag=stop,
+            # Without it kopf derives one from getpass.getuser(), which raises in the image: uid 10001 has no
+            # /etc/passwd entry (the restricted PSS wants a numeric uid, not a name).
+            identity=cfg.identity,
         )
     finally:
         await _cancel(*reversed(tasks))
