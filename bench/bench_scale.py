@@ -56,7 +56,11 @@ def cpu_s(pid: int) -> float:
 def cds_update_ms(dp: Dataplane) -> float | None:
     """The longest CDS update so far in ms by Envoy's own histogram (cumulative P100; one Envoy per size and
     configuration, so after the first publish it is that publish's), None before any."""
-    for line in dp.envoy.admin_get("/stats?filter=cluster_manager.cds.update_duration")[1].splitlines():
+    try:
+        text = dp.envoy.admin_get("/stats?filter=cluster_manager.cds.update_duration")[1]
+    except TimeoutError:  # admin walks every stat; with 20,000 clusters on a loaded machine it can take > 5 s
+        return None
+    for line in text.splitlines():
         if "P100(" in line:
             value = float(line.rsplit("P100(", 1)[1].split(",")[1].rstrip(")"))
             return None if math.isnan(value) else value
@@ -118,6 +122,23 @@ def measure(n: int, timeout: float, pythonpath: str) -> dict[str, Any]:
             backends.envoy.stop()
 
 
+def write(out: Path, results: list[dict[str, Any]], machine: dict[str, Any]) -> None:
+    doc = {
+        "benchmark": "scale",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "method": "one Envoy (--concurrency 1) + one processor; each split two backends, sticky; publish waits for "
+        "Envoy's CDS/EDS/RDS ACKs; one_changed: split n/2's weights 90/10 -> 80/20, the whole generation recompiled "
+        "and published (state-of-the-world xDS); configurations (processor source trees) alternate per size and round",
+        "results": results,
+        "machine": {
+            "cpus": os.cpu_count(),
+            **machine,
+            "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        },
+    }
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--splits", default="1000,10000")
@@ -131,29 +152,16 @@ def main() -> None:
         label, _, tree = item.partition("=")
         trees[label] = os.pathsep.join(str(Path(tree) / d) for d in ("src", "operator", "extproc", "."))
     load_start = os.getloadavg()
-    results = []
+    out = args.out or HERE / "results" / f"{datetime.date.today().isoformat()}-scale.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
     for n in (int(x) for x in args.splits.split(",")):
         for rnd in range(args.rounds):
             for label, pythonpath in trees.items():
                 r = {"processor": label, "round": rnd, **measure(n, args.timeout, pythonpath)}
                 print(json.dumps(r), flush=True)
                 results.append(r)
-    doc = {
-        "benchmark": "scale",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "method": "one Envoy (--concurrency 1) + one processor; each split two backends, sticky; publish waits for "
-        "Envoy's CDS/EDS/RDS ACKs; one_changed: split n/2's weights 90/10 -> 80/20, the whole generation recompiled "
-        "and published (state-of-the-world xDS); configurations (processor source trees) alternate per size and round",
-        "results": results,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "loadavg_start": [round(x, 2) for x in load_start],
-            "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-        },
-    }
-    out = args.out or HERE / "results" / f"{datetime.date.today().isoformat()}-scale.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2) + "\n")
+                write(out, results, {"loadavg_start": [round(x, 2) for x in load_start]})  # each row as it comes
     print(f"wrote {out}")
 
 
