@@ -8,15 +8,20 @@ flips a TrafficSplit 100/0 ↔ 0/100 N times (merge patch through the API, as ku
   traffic  a request through each replica's Envoy lands on the new side;
   status   the TrafficSplit's Published condition is True for the new metadata.generation (what `kubectl wait` sees).
 
-Prints p50 / p90 / p99 / max of each, side by side. Needs root (network namespaces). Nothing is asserted.
+Prints p50 / p90 / p99 / max of each, side by side, and writes them as JSON (`--out`). `--splits N` first applies N-1
+other TrafficSplits (their own hosts, the same two Services), so the flip is measured with N splits held by every
+replica (each publish carries the whole generation). Needs root (network namespaces). Nothing is asserted.
 
-    python bench/bench_flip.py [--flips 50]
+    python bench/bench_flip.py [--flips 50] [--splits 1000] [--out bench/results/DATE-flip-1000.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
+import json
+import os
 import statistics
 import sys
 import tempfile
@@ -54,7 +59,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--flips", type=int, default=50)
     ap.add_argument("--debounce", type=float, default=0.02, help="the operator's --debounce (seconds)")
+    ap.add_argument("--splits", type=int, default=1, help="TrafficSplits held in all, the flipped one included")
+    ap.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = ap.parse_args()
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-flip-") as tmp, control_plane() as kube, TestPods(Path(tmp)) as tp:
         work = Path(tmp)
         install_crd(kube)
@@ -83,8 +91,15 @@ def main() -> int:
                     {"name": "green", "service": "svc-green", "port": 80, "weight": 0},
                 ],
             }
+            others = [
+                ts_manifest(ns, f"other-{i}", dict(spec, hosts=[f"other-{i}.example"])) for i in range(args.splits - 1)
+            ]
+            for i in range(0, len(others), 200):  # kubectl apply in batches: one huge stdin is slow to diff
+                kube.kubectl("apply", "-f", "-", input="---\n".join(others[i : i + 200]))
             kube.kubectl("apply", "-f", "-", input=ts_manifest(ns, "flip", spec))
-            wait_condition(kube, ns, "flip", "Published", "True", "2/2", timeout=60)
+            wait_condition(kube, ns, "flip", "Published", "True", "2/2", timeout=60 + args.splits * 0.2)
+            if others:
+                wait_condition(kube, ns, f"other-{args.splits - 2}", "Published", "True", "2/2", timeout=600)
             api = kube.api_client()
             custom = client.CustomObjectsApi(api)
             held_t: list[float] = []
@@ -130,7 +145,30 @@ def main() -> int:
             ops.stop_all()
             gw.stop()
             backends.envoy.stop()
-    print(f"\nflips: {args.flips}, operator debounce {args.debounce * 1000:.0f} ms; patch through the API → ..., ms")
+    series = {"held": held_t, "traffic": traffic_t, "status": status_t}
+    if args.out is not None:
+        doc = {
+            "benchmark": "flip",
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "splits": args.splits,
+            "flips": args.flips,
+            "debounce_s": args.debounce,
+            "replicas": 2,
+            "ms": {
+                k: {q: round(pct([x * 1000 for x in xs], v), 1) for q, v in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))}
+                | {"max": round(max(xs) * 1000, 1)}
+                for k, xs in series.items()
+            },
+            "machine": {
+                "cpus": os.cpu_count(),
+                "loadavg_start": [round(x, 2) for x in load_start],
+                "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+            },
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    debounce_ms = args.debounce * 1000
+    print(f"\nflips: {args.flips}, splits {args.splits}, operator debounce {debounce_ms:.0f} ms; patch → ..., ms")
     print(f"{'':<40}{'p50':>8}{'p90':>8}{'p99':>8}{'max':>8}{'mean':>8}")
     for label, xs in (
         ("both replicas hold the new generation", held_t),

@@ -62,6 +62,8 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
     ("bad-cookie-name", edit(_set("sticky.cookie.name", "ts shop;")), ["spec.sticky.cookie.name", "should match"]),
     ("samesite-none-without-secure", edit(_set("sticky.cookie.sameSite", "None")),
      ["spec.sticky.cookie.sameSite", "SameSite=None requires secure=true"]),
+    ("partitioned-without-secure", edit(_set("sticky.cookie.partitioned", True)),
+     ["spec.sticky.cookie.partitioned", "Partitioned requires secure=true"]),
     ("samesite-bogus", edit(_set("sticky.cookie.sameSite", "Sometimes")),
      ["spec.sticky.cookie.sameSite", "Unsupported value"]),
     ("match-unknown-backend", edit(lambda s: s.update(matches=[{"header": {"name": "x-canary", "value": "1"},
@@ -96,7 +98,7 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
     ("host-newline", edit(_set("hosts", ["shop.example\nx"])), ["spec.hosts[0]", "should match"]),
     ("match-value-too-long", edit(lambda s: s.update(matches=[{"header": {"name": "x", "value": "v" * 4097},
                                                               "backend": "canary"}])),
-     ["spec.matches[0].header.value", "may not be longer than 4096"]),
+     ["spec.matches[0].header.value", "may not be more than 4096"]),
     ("weight-not-integer", edit(_set("backends.0.weight", "95")),
      ["spec.backends[0].weight", "must be of type integer"]),
 ]  # fmt: skip

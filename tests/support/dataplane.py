@@ -59,7 +59,7 @@ from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.bootstrap import LISTENER_NAME, Address, BootstrapOptions, bootstrap_json
 from trafficsplit.wire.command import envoy_args, local_envoy
-from trafficsplit.wire.envoy import DECISION_HEADER, HASH_HEADER, ROUTING_HEADER
+from trafficsplit.wire.envoy import DECISION_HEADER, ROUTING_HEADER
 from trafficsplit.wire.generation import generation_to_proto
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -91,6 +91,7 @@ class Envoy:
         self.config_path.write_text(config)
         self.admin_path = workdir / f"{name}.admin"
         self.log_path = workdir / f"{name}.log"
+        self.access_log_path = workdir / f"{name}.access.log"  # where the gateway's bootstrap writes it
         self.concurrency = concurrency
         self.proc: subprocess.Popen[bytes] | None = None
         self.admin = ""
@@ -194,8 +195,7 @@ ECHOED = {
 
 def name_backends_bootstrap(names: Sequence[str]) -> str:
     """Envoy config answering each name on its own loopback port: 200, body = name, header x-backend: name; it
-    also echoes the routing and hash headers it received and the `ECHOED` ones, so a test sees what the gateway
-    forwarded."""
+    also echoes the routing header it received and the `ECHOED` ones, so a test sees what the gateway forwarded."""
     listeners = []
     for n in names:
         route = {
@@ -210,10 +210,6 @@ def name_backends_bootstrap(names: Sequence[str]) -> str:
                             "direct_response": {"status": 200, "body": {"inline_string": n}},
                             "response_headers_to_add": [
                                 {"header": {"key": "x-backend", "value": n}},
-                                {
-                                    "header": {"key": "x-seen-hash-key", "value": f"%REQ({HASH_HEADER})%"},
-                                    "keep_empty_value": False,
-                                },
                                 {
                                     "header": {"key": "x-seen-cluster", "value": f"%REQ({ROUTING_HEADER})%"},
                                     "keep_empty_value": False,
@@ -392,6 +388,14 @@ class Processor:
                 pb.PublishRequest(generation=gen), metadata=md, timeout=timeout
             )
             return reply
+
+    def publish_until_taken(self, gen: pb.Generation, timeout: float = 30) -> pb.PublishReply:
+        """Publish as the operator does: `NOT_READY` (Envoy not connected yet: a restarted processor whose Envoy is
+        still in its reconnect backoff) is retried; any other answer is final."""
+        deadline = time.monotonic() + timeout
+        while (reply := self.publish(gen)).result == pb.PublishReply.NOT_READY and time.monotonic() < deadline:
+            time.sleep(0.25)
+        return reply
 
     def get_held(self, token: str | None = None) -> pb.HeldReply:
         token = self.token if token is None else token
@@ -588,6 +592,7 @@ class Load:
         self.port, self.authority, self.concurrency, self.headers = port, authority, concurrency, list(headers)
         self.results: list[tuple[float, int, str, str | None]] = []  # (monotonic, status, body, decision header)
         self.errors: list[BaseException] = []
+        self.error_times: list[float] = []  # monotonic time of each error, same order
         self._stop = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
 
@@ -600,6 +605,7 @@ class Load:
                         r = await conn.request(self.authority, headers=self.headers)
                     except Exception as exc:  # a failed request is a result to report, not a crash
                         self.errors.append(exc)
+                        self.error_times.append(time.monotonic())
                         conn.close()
                         continue
                     self.results.append((time.monotonic(), r.status, r.backend, r.header(DECISION_HEADER)))
@@ -623,6 +629,75 @@ class Load:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class LinkCutter:
+    """A loopback TCP front for a Unix socket (the processor's), in its own thread, that a test can cut — close every
+    connection through it and refuse new ones — and restore: a broken ADS stream, with ext_proc left alone."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+        self.port = 0
+        self._cut = False
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> LinkCutter:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("link cutter did not start")
+        return self
+
+    @property
+    def address(self) -> Address:
+        return Address("127.0.0.1", self.port)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+        server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._cut:
+            writer.close()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_unix_connection(str(self.target))
+        except OSError:
+            writer.close()
+            return
+        self._writers |= {writer, up_writer}
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError, OSError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+        self._writers -= {writer, up_writer}
+
+    def _set(self, cut: bool) -> None:
+        self._cut = cut
+        if cut:
+            for w in list(self._writers):
+                w.close()
+
+    def cut(self) -> None:
+        self._loop.call_soon_threadsafe(self._set, True)
+
+    def restore(self) -> None:
+        self._loop.call_soon_threadsafe(self._set, False)
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
 
 
 @dataclass
@@ -668,7 +743,7 @@ class Dataplane:
     def publish(self, splits: Sequence[Mapping[str, Any]], **kw: Any) -> tuple[Generation, pb.PublishReply]:
         """Compile and publish; asserts ACCEPTED and returns the core generation (the pure model to compare with)."""
         gen, msg = self.generation(splits, **kw)
-        reply = self.processor.publish(msg)
+        reply = self.processor.publish_until_taken(msg)
         assert reply.result == pb.PublishReply.ACCEPTED, (reply, self.processor.log_tail())
         self.number, self.held = gen.number, gen
         return gen, reply
@@ -701,10 +776,12 @@ class Dataplane:
         token: str | None = None,
         replica: str = "test-replica",
         bootstrap: Mapping[str, Any] | None = None,
+        ads_via: Address | None = None,
     ) -> Dataplane:
         """Start the processor, then Envoy bootstrapped onto its socket (the processor is killed if Envoy fails).
         Units of one gateway share `token` and differ by `replica`, which is also Envoy's node id. `bootstrap`: more
-        `BootstrapOptions` fields (edge settings such as `xff_num_trusted_hops` or `max_connections`)."""
+        `BootstrapOptions` fields (edge settings such as `xff_num_trusted_hops` or `max_connections`). `ads_via`: Envoy
+        reaches ADS at this address instead (a `LinkCutter` in front of the processor's socket)."""
         processor = Processor(
             workdir, token=token or secrets.token_hex(16), replica=replica, extra=extra_processor_args
         ).start()
@@ -714,9 +791,10 @@ class Dataplane:
                 node_id=replica,
                 listen=Address("127.0.0.1", 0),
                 extproc=local,
-                ads=local,
+                ads=ads_via or local,
                 admin=Address("127.0.0.1", 0),
                 message_timeout_ms=message_timeout_ms,
+                access_log=str(workdir / "gateway.access.log"),
                 **(bootstrap or {}),
             )
         )

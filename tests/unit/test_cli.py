@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from trafficsplit.cli.main import SUBCOMMANDS, main
+from trafficsplit.core.ring import Ring
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -92,6 +93,39 @@ def test_simulate_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["amdahl"][-1]["speedup"] == pytest.approx(10100 / 2000)
 
 
+def test_simulate_json_names_the_peak_drop_and_the_capacity_model(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "--clients", "major:1:2000,medium:9:400,minor:90:50", "--replicas", "3"]
+    doc = run_json(capsys, *argv, "--peak-rps", "1000", "--safe-rps", "300", "--target-utilization", "0.7")
+    modulo = doc["rules"]["sticky-modulo"]
+    assert (modulo["peak_before"], modulo["peak_after_add"]) == (5150, 4450)
+    assert round(modulo["peak_drop"] * 100, 2) == 13.59
+    assert doc["points"] == 200 and doc["added"] == ["k4"] and doc["lost"] == ["k1"]
+    cap = doc["capacity"]
+    assert cap["even_replicas"] == 5 and cap["rules"]["sticky-modulo"]["busiest_rps"] == pytest.approx(509.90099)
+    assert cap["largest_session"]["max_share_within_target"] == pytest.approx(0.21)
+    doc = run_json(capsys, *argv, "--points", "50", "--add", "x,y", "--lose", "k2,k3", "--amdahl", "2,5")
+    assert doc["added"] == ["x", "y"] and len(doc["rules"]["sticky-consistent"]["load_after_loss"]) == 1
+    assert [a["replicas"] for a in doc["amdahl"]] == [2, 5, None]
+    assert doc["moved_on_loss"]["sticky-consistent"]["sessions"] == 0
+
+
+def test_simulate_named_replicas_use_the_same_ring(capsys: pytest.CaptureFixture[str]) -> None:
+    pods = ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"]
+    argv = ["simulate", "--clients", "a:50:2", "--replica-names", ",".join(pods)]
+    doc = run_json(capsys, *argv, "--add", "10.0.0.4:80")
+    assert doc["replicas"] == pods and doc["added"] == ["10.0.0.4:80"] and doc["lost"] == ["10.0.0.1:80"]
+    names = [f"a-{i}" for i in range(50)]
+    moved = sum(Ring(pods).owner(n) != Ring([*pods, "10.0.0.4:80"]).owner(n) for n in names)
+    assert doc["rebinding"]["sticky-consistent"]["clients"] == moved
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "add: at least one replica must be added" in err
+
+
+def test_simulate_text_says_peak_drop(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "simulate", "--clients", "major:1:2000,medium:9:400,minor:90:50", "--replicas", "3")
+    assert code == 0 and "peak 5150 -> 4450 requests, peak drop 13.59%" in out
+
+
 def test_simulate_text(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "simulate", "--clients", "a:10:5", "--replicas", "2")
     assert code == 0 and "sticky-consistent" in out and "Amdahl" in out
@@ -121,6 +155,11 @@ def test_simulate_text(capsys: pytest.CaptureFixture[str]) -> None:
         (["demo", "--examples", "/nonexistent", "--start-timeout", "nan"], "'nan' is not a positive number"),
         (["simulate", "--clients", "a:1:1", "--replicas", "0"], "replicas: must be"),
         (["simulate", "--clients", "a:1:1", "--replicas", "x"], "invalid int value"),
+        (["simulate", "--clients", "a:1:1", "--replicas", "2", "--points", "2x"], "--points: '2x' must be an integer"),
+        (["simulate", "--clients", "a:1:1", "--replicas", "2", "--peak-rps", "10"], "needs both --peak-rps and"),
+        (["simulate", "--clients", "a:1:1", "--replicas", "2", "--peak-rps", "1e3", "--safe-rps", "1"], "decimal"),
+        (["simulate", "--clients", "a:1:1", "--replicas", "2", "--lose", "k1,,k2"], "--lose: 'k1,,k2' must be"),
+        (["simulate", "--clients", "a:1:1", "--replicas", "2", "--amdahl", "2,x"], "--amdahl: '2,x' must be"),
         (["nope"], "invalid choice"),
         ([], "required: COMMAND"),
     ],

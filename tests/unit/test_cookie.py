@@ -19,6 +19,7 @@ from trafficsplit.core.cookie import (
     read_cookie,
     render_set_cookie,
 )
+from trafficsplit.core.errors import SpecError
 
 OK = "0193f1c2a4b5000000000001"
 HEX = set("0123456789abcdef")
@@ -163,6 +164,14 @@ def test_render_set_cookie_defaults_and_attributes() -> None:
     assert (
         render_set_cookie(full, OK) == f"sid={OK}; Path=/app; Max-Age=3600; Domain=example.com; Secure; SameSite=None"
     )
+
+
+def test_partitioned_cookie_chips() -> None:
+    # CHIPS: Partitioned (third-party contexts keyed by the top-level site); browsers require Secure with it.
+    chips = CookieSettings("sid", secure=True, same_site=SameSite.NONE, partitioned=True)
+    assert render_set_cookie(chips, OK) == f"sid={OK}; Path=/; Secure; HttpOnly; SameSite=None; Partitioned"
+    with pytest.raises(SpecError, match="partitioned: Partitioned requires secure"):
+        CookieSettings("sid", partitioned=True)
 
 
 def test_a_minted_value_reads_back() -> None:

@@ -86,7 +86,13 @@ def test_match_rules_decide_before_the_pick(key: str) -> None:
 def test_a_match_whose_backend_is_down_is_passed_over() -> None:
     s = split(down={"canary"}, **MATCHES)
     d = run(s, headers={"x-canary": "1"})
-    assert d.backend.name == "stable" and d.path is not DecisionPath.MATCH
+    assert d.backend.name == "stable" and d.path is DecisionPath.MATCH_PASSED_OVER
+    # A later rule whose backend is ready still decides: the path is then a plain match.
+    s = split(
+        down={"canary"},
+        matches=[*MATCHES["matches"], {"header": {"name": "x-canary", "value": "1"}, "backend": "stable"}],
+    )
+    assert run(s, headers={"x-canary": "1"}).path is DecisionPath.MATCH
 
 
 @settings(max_examples=50, deadline=None)
@@ -126,7 +132,7 @@ def test_disclosure_fields() -> None:
     assert (d.key_source.value, d.path.value) == ("cookie", "weighted")
     assert d.backend.cluster == "prod/shop/stable"
     assert {k.value for k in KeySource} == {"cookie", "minted", "request-id"}
-    assert {p.value for p in DecisionPath} == {"weighted", "match", "failover"}
+    assert {p.value for p in DecisionPath} == {"weighted", "match", "match-passed-over", "failover"}
 
 
 def test_match_cookie_reading_uses_the_same_reader() -> None:

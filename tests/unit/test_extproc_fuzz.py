@@ -19,13 +19,12 @@ from hypothesis import strategies as st
 
 from trafficsplit.core.compiled import Endpoint, Generation, compile_split
 from trafficsplit.core.cookie import is_cookie_value, read_cookie, render_set_cookie
-from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.headervalue import is_header_value
 from trafficsplit.core.spec import parse_split
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor
-from trafficsplit.wire.envoy import HASH_HEADER, META_DECISION, META_SET_COOKIE, METADATA_NAMESPACE, ROUTING_HEADER
+from trafficsplit.wire.envoy import META_DECISION, META_ENDPOINT, META_SET_COOKIE, METADATA_NAMESPACE, ROUTING_HEADER
 from trafficsplit.wire.processing import request_view
 
 MATCHES = [
@@ -122,29 +121,33 @@ def _check(req: ep.ProcessingRequest, reply: ep.ProcessingResponse) -> None:
     mutation = reply.request_headers.response.header_mutation
     assert not mutation.remove_headers
     emitted = {h.header.key: h.header.raw_value.decode("ascii") for h in mutation.set_headers}
-    assert set(emitted) <= {ROUTING_HEADER, HASH_HEADER}
+    assert set(emitted) <= {ROUTING_HEADER}
     for value in emitted.values():
         assert is_header_value(value), value
     clusters = {b.cluster: b for b in split.backends}
     assert emitted[ROUTING_HEADER] in clusters  # never outside the split's configured backends
+    assert clusters[emitted[ROUTING_HEADER]].name != "off"  # weight 0, and no rule names it
     meta = reply.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value.fields
     decision = meta[META_DECISION].string_value
     assert DISCLOSURE.fullmatch(decision), decision
     assert f"backend={clusters[emitted[ROUTING_HEADER]].name};" in decision
     source = decision.split("key=", 1)[1].split(";", 1)[0]
+    backend = clusters[emitted[ROUTING_HEADER]]
+    if split.endpoint_affinity:
+        # The pod is one of the backend's own ready endpoints (the core's ring), never anything a client sent.
+        assert meta[META_ENDPOINT].string_value in {e.host for e in backend.ready_endpoints}
     if split.cookie is not None:
         handle = read_cookie(view.cookie_lines, split.cookie.name)
         if handle is not None:
             assert source == "cookie" and is_cookie_value(handle)
-            assert emitted[HASH_HEADER] == handle  # the one client value echoed: a validated handle
             assert META_SET_COOKIE not in meta
         else:
-            assert source == "minted" and MINTED.fullmatch(emitted[HASH_HEADER])
-            assert meta[META_SET_COOKIE].string_value == render_set_cookie(split.cookie, emitted[HASH_HEADER])
+            set_cookie = meta[META_SET_COOKIE].string_value
+            minted = set_cookie.split(";", 1)[0].split("=", 1)[1]
+            assert source == "minted" and MINTED.fullmatch(minted)
+            assert set_cookie == render_set_cookie(split.cookie, minted)
     else:
-        # The request id is the client's: only its hash goes out, never its bytes.
         assert source == "request-id" and META_SET_COOKIE not in meta
-        assert emitted[HASH_HEADER] == f"{key_hash(view.request_id):016x}"
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -25,6 +25,7 @@ ALLOWED = frozenset(
         "collections",
         "collections.abc",
         "dataclasses",
+        "difflib",
         "enum",
         "fractions",
         "functools",

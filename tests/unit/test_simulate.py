@@ -10,10 +10,11 @@ from hypothesis import strategies as st
 
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.ring import Ring
 from trafficsplit.core.simulate import (
     AMDAHL_REPLICAS,
+    Capacity,
     ClientRow,
-    Ring,
     bind_consistent,
     expand_clients,
     parse_client_rows,
@@ -117,3 +118,105 @@ def test_rejects(rows: tuple[ClientRow, ...], n: int, fragment: str) -> None:
 def test_parse_rows_rejects(text: str) -> None:
     with pytest.raises(SpecError, match=r"clients\[0\]"):
         parse_client_rows(text)
+
+
+def test_peak_drop_compares_the_peaks_whichever_replica_holds_them() -> None:
+    # SPEC §8: 1 − (busiest load after) / (busiest load before). Sticky-modulo on the reference mix: the peak is k3's
+    # 5150 before and k1's 4450 after adding k4, so the peak drops 13.59 %, though k3 itself drops 65 %.
+    sim = simulate(MIX, 3)
+    r = sim.rules["sticky-modulo"]
+    assert r.load == (2700, 2250, 5150) and r.load_after_add == (4450, 2400, 1800, 1450)
+    assert r.peak_drop == 1 - Fraction(4450, 5150)
+    assert round(float(r.peak_drop) * 100, 2) == 13.59
+
+
+def test_peak_drop_of_every_rule_on_the_reference_mix() -> None:
+    sim = simulate(MIX, 3)
+    assert sim.rules["non-sticky"].peak_drop == 1 - Fraction(2525, 3367)
+    assert sim.rules["sticky-consistent"].peak_drop == 1 - Fraction(4300, 4750)
+    for r in sim.rules.values():
+        assert (r.peak_before, r.peak_after) == (max(r.load), max(r.load_after_add))
+    # The old figure, kept under its own name: the drop of the replica that was busiest before (k3, 65 %).
+    assert sim.rules["sticky-modulo"].busiest_drop == Fraction(5150 - 1800, 5150)
+
+
+def test_points_add_and_lose_name_the_scenario() -> None:
+    sim = simulate(MIX, 3, points=100, add=("k7", "k8"), lose=("k2",))
+    assert sim.grown == ("k1", "k2", "k3", "k7", "k8") and sim.survivors == ("k1", "k3")
+    names = [c for c, _ in expand_clients(MIX)]
+    requests = [r for _, r in expand_clients(MIX)]
+    ring = Ring(sim.replicas, 100)
+    grown = Ring(sim.grown, 100)
+    before = [ring.owner(c) for c in names]
+    after = [grown.owner(c) for c in names]
+    assert sim.rebinding["sticky-consistent"].clients == sum(a != b for a, b in zip(before, after, strict=True))
+    lost = [r for c, r in zip(before, requests, strict=True) if c == "k2"]
+    assert sim.loss["sticky-consistent"].clients == len(lost)
+    assert sim.loss["sticky-consistent"].request_share == Fraction(sum(lost), 10100)
+    assert sim.moved_on_loss["sticky-consistent"].clients == 0
+    # Modulo over the two survivors re-draws every key: sessions on k1 and k3 move too.
+    moved = sum(
+        b != "k2" and b != sim.survivors[key_hash(c) % 2]
+        for c, b in zip(names, [sim.replicas[key_hash(c) % 3] for c in names], strict=True)
+    )
+    assert sim.moved_on_loss["sticky-modulo"].clients == moved > 0
+    assert len(sim.rules["non-sticky"].load_after_add) == 5 and len(sim.rules["sticky-modulo"].load_after_loss) == 2
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 10), st.integers(1, 50), st.data())
+def test_losing_replicas_never_moves_sessions_between_survivors(n: int, points: int, data: st.DataObject) -> None:
+    lose = data.draw(st.lists(st.sampled_from(replica_names(n)), min_size=1, max_size=n - 1, unique=True))
+    sim = simulate(MIX, n, points=points, lose=tuple(lose))
+    assert sim.moved_on_loss["sticky-consistent"].clients == 0
+
+
+def test_amdahl_at_the_users_counts() -> None:
+    sim = simulate(MIX, 3, amdahl_at=(2, 6))
+    s = Fraction(2000, 10100)
+    assert sim.amdahl == ((2, 1 / (s + (1 - s) / 2)), (6, 1 / (s + (1 - s) / 6)), (None, 1 / s))
+
+
+def test_capacity_model_against_direct_recomputation() -> None:
+    cap = Capacity(peak_rps=Fraction(1000), safe_rps=Fraction(300), target=Fraction(7, 10))
+    sim = simulate(MIX, 3, capacity=cap)
+    report = sim.capacity
+    assert report is not None
+    assert report.even_replicas == 5  # ceil(1000 / 210)
+    modulo = report.rules["sticky-modulo"]
+    assert modulo.busiest_rps == Fraction(1000 * 5150, 10100) and modulo.utilization == modulo.busiest_rps / 300
+    assert report.largest_rps == Fraction(1000 * 2000, 10100)
+    assert report.max_largest_share == Fraction(210, 1000)
+    limit = Fraction(210, 1000) * 10100
+    for rule, r in report.rules.items():
+        assert r.replicas_needed is not None
+        assert max(simulate(MIX, r.replicas_needed).rules[rule].load) <= limit
+        for k in range(report.even_replicas, r.replicas_needed):
+            assert max(simulate(MIX, k).rules[rule].load) > limit, (rule, k)
+
+
+def test_capacity_when_the_largest_session_alone_exceeds_the_budget() -> None:
+    report = simulate(MIX, 3, capacity=Capacity(Fraction(1000), Fraction(100), Fraction(7, 10))).capacity
+    assert report is not None
+    assert report.rules["non-sticky"].replicas_needed == 15
+    assert report.rules["sticky-modulo"].replicas_needed is None
+    assert report.rules["sticky-consistent"].replicas_needed is None
+    assert report.largest_utilization == Fraction(2000 * 10, 10100)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"points": 0}, "points: must be 1.."),
+        ({"add": ("k2",)}, "add: k2 must be new"),
+        ({"add": ()}, "add: at least one"),
+        ({"lose": ("k9",)}, "lose: k9 must be distinct replicas"),
+        ({"lose": ("k1", "k2", "k3")}, "at least one replica must survive"),
+        ({"amdahl_at": (0,)}, "amdahl:"),
+        ({"capacity": Capacity(Fraction(1), Fraction(0), Fraction(1, 2))}, "safe-rps: must be > 0"),
+        ({"capacity": Capacity(Fraction(1), Fraction(1), Fraction(3, 2))}, "target-utilization: must be in"),
+    ],
+)
+def test_rejects_scenarios(kwargs: dict[str, object], fragment: str) -> None:
+    with pytest.raises(SpecError, match=fragment.replace(".", r"\.")):
+        simulate(MIX, 3, **kwargs)  # type: ignore[arg-type]

@@ -90,6 +90,12 @@ def test_full_spec() -> None:
         (base(sticky={"cookie": {"name": "s", "path": "x"}}), "spec.sticky.cookie.path", "start with '/'"),
         (base(sticky={"cookie": {"name": "s", "sameSite": "Loose"}}), "spec.sticky.cookie.sameSite", "one of"),
         (base(sticky={"cookie": {"name": "s", "sameSite": "None"}}), "spec.sticky.cookie.sameSite", "requires secure"),
+        (
+            base(sticky={"cookie": {"name": "s", "partitioned": True}}),
+            "spec.sticky.cookie.partitioned",
+            "requires secure",
+        ),
+        (base(sticky={"cookie": {"name": "s", "partitioned": "yes"}}), "spec.sticky.cookie.partitioned", "boolean"),
         (base(matches=[{"backend": "canary"}]), "spec.matches[0]", "exactly one of header or cookie"),
         (
             base(matches=[{"header": {"name": "x", "value": "1"}, "backend": "nope"}]),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -99,7 +100,9 @@ def test_one_cluster_per_backend_with_ready_endpoints_only() -> None:
     stable = res.endpoints["prod/shop/stable"]
     assert [e.endpoint.address.socket_address.address for e in stable.endpoints[0].lb_endpoints] == ["10.0.0.1"]
     assert not res.endpoints["prod/shop/canary"].endpoints[0].lb_endpoints
-    assert res.clusters["prod/shop/stable"].lb_policy == res.clusters["prod/shop/stable"].RING_HASH
+    # Endpoint affinity: override_host on the processor's metadata, Envoy's ring on the cookie only as its fallback.
+    policy = res.clusters["prod/shop/stable"].load_balancing_policy.policies[0].typed_extension_config
+    assert policy.name == envoy.OVERRIDE_HOST_POLICY
     assert res.clusters["prod/api/blue"].lb_policy == res.clusters["prod/api/blue"].ROUND_ROBIN
 
 
@@ -113,14 +116,18 @@ def test_fallback_uses_eligible_backends_and_skips_zero_weights() -> None:
 
 def test_routes_strip_client_routing_headers_and_404_unknown_hosts() -> None:
     rc = envoy.route_configuration(sample_generation())
-    assert list(rc.internal_only_headers) == [envoy.ROUTING_HEADER, envoy.HASH_HEADER]
+    assert list(rc.internal_only_headers) == [envoy.ROUTING_HEADER]
     assert list(rc.request_headers_to_remove) == [envoy.ROUTING_HEADER]  # never forwarded to a backend
     default = rc.virtual_hosts[-1]
     assert list(default.domains) == ["*"] and default.routes[0].direct_response.status == 404
     vhost = rc.virtual_hosts[0]
-    assert [r.name for r in vhost.routes] == ["decided", "fallback"]  # the processor's pick first
+    assert [r.name for r in vhost.routes] == ["decided", "fallback-cookie", "fallback"]  # the processor's pick first
+    # Processor down: a request with the affinity cookie is hashed on it, for the backend and for the pod.
+    sticky = vhost.routes[1]
+    assert sticky.route.weighted_clusters.use_hash_policy.value and sticky.route.hash_policy[0].cookie.name == "ts"
+    assert sticky.stat_prefix == vhost.routes[2].stat_prefix == "fallback"
     assert vhost.routes[0].route.cluster_header == envoy.ROUTING_HEADER
-    assert vhost.routes[0].route.hash_policy[0].header.header_name == envoy.HASH_HEADER
+    assert vhost.routes[0].route.hash_policy[0].cookie.name == "ts"
 
 
 def test_no_generation_gives_only_the_404_host() -> None:
@@ -155,6 +162,33 @@ def test_address_parse(text: str, expected: Address) -> None:
     assert Address.parse(text) == expected
 
 
+def test_serving_keeps_draining_clusters_with_the_new_routes() -> None:
+    old = sample_generation(7)
+    new_split = compile_split(
+        parse_split("prod", "api", {"hosts": ["api.example"], "backends": [{"name": "violet", "weight": 1}]}),
+        {"violet": [Endpoint("10.2.0.1", 80)]},
+    )
+    new = Generation(8, (new_split,))
+    s = envoy.serving(new, [old])
+    assert set(s.clusters) == set(s.endpoints) == set(old.clusters()) | {"prod/api/violet"}
+    assert s.routes == envoy.resources(new).routes
+    assert envoy.serving(new) == envoy.resources(new)
+    # The transition from `new` to a third generation keeps what is still draining.
+    third = Generation(9, (old.splits[0],))
+    assert set(envoy.transition(new, third, [old]).clusters) == set(s.clusters)
+
+
+@pytest.mark.parametrize(
+    ("cookie", "present"),
+    [("ts=a", True), ("x=1; ts=a", True), ("x=1;ts=a", True), ("xts=a", False), ("x=ts=a", False), ("", False)],
+)
+def test_the_cookie_fallback_matches_only_the_affinity_cookie(cookie: str, present: bool) -> None:
+    # The same regex Envoy runs (RE2 full match); Python's re agrees with RE2 on this subset.
+    rc = envoy.route_configuration(sample_generation())
+    regex = rc.virtual_hosts[0].routes[1].match.headers[0].string_match.safe_regex.regex
+    assert (re.fullmatch(regex, cookie) is not None) is present
+
+
 def test_every_backend_cluster_ejects_dead_endpoints_and_every_route_retries_unsent_requests() -> None:
     res = envoy.resources(sample_generation())
     for c in res.clusters.values():
@@ -169,8 +203,10 @@ def test_every_backend_cluster_ejects_dead_endpoints_and_every_route_retries_uns
         for route in vh.routes:
             # Only failures where no request byte reached the application: safe to retry for any method.
             assert set(route.route.retry_policy.retry_on.split(",")) == {
-                "connect-failure", "refused-stream", "reset-before-request"
-            }  # fmt: skip
+                "connect-failure",
+                "refused-stream",
+                "reset-before-request",
+            }
 
 
 def _hcm(opts: BootstrapOptions) -> dict[str, object]:

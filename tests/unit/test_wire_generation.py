@@ -18,7 +18,16 @@ def _gen() -> pb.Generation:
         {
             "hosts": ["shop.example"],
             "backends": [{"name": "stable", "weight": 95}, {"name": "canary", "weight": 5}],
-            "sticky": {"cookie": {"name": "ts", "maxAge": 60, "sameSite": "Strict", "domain": "example"}},
+            "sticky": {
+                "cookie": {
+                    "name": "ts",
+                    "maxAge": 60,
+                    "sameSite": "Strict",
+                    "domain": "example",
+                    "secure": True,
+                    "partitioned": True,
+                }
+            },
             "matches": [
                 {"header": {"name": "X-Beta", "value": "1"}, "backend": "canary"},
                 {"cookie": {"name": "grp", "value": "b.*", "type": "RegularExpression"}, "backend": "canary"},

@@ -33,13 +33,13 @@ def cases() -> list[str]:
 
 
 def _dump(doc: Any, source: str) -> str:
-    return HEADER.format(source=source) + yaml.safe_dump(doc, sort_keys=True, default_flow_style=False, width=120)
+    plain = json.loads(json.dumps(doc))  # MessageToDict gives OrderedDicts inside Any fields; YAML wants plain ones
+    return HEADER.format(source=source) + yaml.safe_dump(plain, sort_keys=True, default_flow_style=False, width=120)
 
 
 def _messages(resources: dict[str, Message]) -> dict[str, Any]:
-    # Through JSON text: MessageToDict leaves an OrderedDict inside packed Any fields, which safe_dump refuses.
     return {
-        name: json.loads(json_format.MessageToJson(msg, preserving_proto_field_name=True))
+        name: json_format.MessageToDict(msg, preserving_proto_field_name=True)
         for name, msg in sorted(resources.items())
     }
 

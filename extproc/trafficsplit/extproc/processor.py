@@ -15,6 +15,8 @@ from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ep_grpc
 
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import decide
+from trafficsplit.core.disclosure import affinity_applied
+from trafficsplit.core.sketch import SplitBills
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.wire.processing import DecisionReplies, no_split_response, pass_through, request_view
@@ -28,6 +30,8 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         self._metrics = metrics
         self._minter = minter or AffinityMinter()
         self._replies: DecisionReplies | None = None  # for the held generation; replaced when that changes
+        self._bills = SplitBills()  # the live stickiness bill of every sticky split (fixed memory per split)
+        metrics.watch_bills(self._bills.reports)
 
     async def Process(
         self, request_iterator: object, context: grpc.aio.ServicerContext[ep.ProcessingRequest, ep.ProcessingResponse]
@@ -70,7 +74,12 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         d = decide(
             split, cookie_lines=view.cookie_lines, request_id=view.request_id, header=view.header, minter=self._minter
         )
-        self._metrics.count_decision(split.key, d.backend.name, d.key_source.value, d.path.value)
+        self._metrics.count_decision(
+            split.key, d.backend.name, d.key_source.value, d.path.value, affinity_applied(split, d)
+        )
+        if split.sticky:
+            self._bills.record(split.key, split.weights.names, d.backend.name, d.key, d.key_hash)
         if self._replies is None or self._replies.generation is not gen:
             self._replies = DecisionReplies(gen)
+            self._bills.retain({s.key for s in gen.splits})
         return self._replies.reply(d, split)

@@ -14,6 +14,7 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from trafficsplit.cli.bill import fetch_bills, render_bills
 from trafficsplit.cli.common import EXIT_OK, add_json_flag, emit_json
 from trafficsplit.cli.kplan import format_backends
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
@@ -27,6 +28,14 @@ MISSING = "-"
 def register(sub: Any) -> None:
     p = sub.add_parser("status", help="conditions, served weights, endpoints and last displacement of a TrafficSplit")
     p.add_argument("name", metavar="NAME", help="the TrafficSplit")
+    p.add_argument(
+        "--gateway-metrics",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also show the live stickiness bill from a gateway replica's /metrics (repeatable), e.g. "
+        "http://127.0.0.1:9003/metrics after kubectl port-forward",
+    )
     add_json_flag(p)
     add_kube_arguments(p)
     p.set_defaults(handler=run)
@@ -170,8 +179,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     cluster = Cluster.connect(args)
     ref = cluster.ref(args.name)
     view = status_view(ref, cluster.get(args.name))
+    if args.gateway_metrics:
+        view["stickiness"] = fetch_bills(args.gateway_metrics, f"{ref.namespace}/{ref.name}")
     if args.json:
         emit_json(view, out)
     else:
         out.write(render_status(view))
+        if args.gateway_metrics:
+            out.write("\n".join(render_bills(view["stickiness"])) + "\n")
     return EXIT_OK

@@ -16,6 +16,7 @@ from trafficsplit.core.errors import SpecError
 from trafficsplit.core.host import normalize_host
 from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_GENERATION, MAX_MATCHES, MAX_SPLITS
 from trafficsplit.core.regex import Pattern
+from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS, Ring, endpoint_ring
 from trafficsplit.core.rules import Endpoint as Endpoint  # re-exported: where compiled values are, callers look
 from trafficsplit.core.rules import (
     backend_problems,
@@ -94,6 +95,7 @@ class CompiledSplit:
     endpoint_affinity: bool = False
     matches: tuple[CompiledMatch, ...] = ()
     debug_headers: bool = False
+    endpoint_points: int = DEFAULT_POINTS  # ring points per endpoint (SPEC §5), used with endpoint_affinity
     # The TrafficSplit metadata.generation this form was compiled from (0: not from a resource, e.g. a test). It is
     # content: status reports a split published only when a generation carries the form of its current spec.
     observed_generation: int = 0
@@ -101,8 +103,13 @@ class CompiledSplit:
     # Failover (SPEC §6): the eligible backends' own weights and order, and their indexes in `backends`.
     # None when every backend is eligible (nothing to fail over) or when no eligible backend carries weight.
     failover: tuple[Weights, tuple[int, ...]] | None = field(init=False)
+    # Per backend, the ring of its ready endpoints when the split pins pods (SPEC §5), else None. Built here, once per
+    # generation, so every replica holding the generation pins the same pod for the same key.
+    rings: tuple[Ring | None, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if not 1 <= self.endpoint_points <= MAX_POINTS:
+            raise SpecError([f"endpoint points must be 1..{MAX_POINTS}, got {self.endpoint_points}"])
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
         if len(self.matches) > MAX_MATCHES:
             problems.append(f"matches: {len(self.matches)} matches, at most {MAX_MATCHES} are allowed")
@@ -113,6 +120,12 @@ class CompiledSplit:
             raise SpecError(problems)
         object.__setattr__(self, "weights", Weights.of((b.name, b.weight) for b in self.backends))
         object.__setattr__(self, "failover", _failover_weights(self.backends))
+        rings = (
+            tuple(endpoint_ring([e.host for e in b.ready_endpoints], self.endpoint_points) for b in self.backends)
+            if self.endpoint_affinity
+            else (None,) * len(self.backends)
+        )
+        object.__setattr__(self, "rings", rings)
 
     @property
     def key(self) -> str:
@@ -169,6 +182,7 @@ def compile_split(
         endpoint_affinity=spec.endpoint_affinity,
         matches=matches,
         debug_headers=spec.debug_headers,
+        endpoint_points=spec.endpoint_points,
         observed_generation=observed_generation,
     )
 

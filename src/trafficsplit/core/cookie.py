@@ -100,6 +100,7 @@ class CookieSettings:
     secure: bool = False
     http_only: bool = True
     same_site: SameSite = SameSite.LAX
+    partitioned: bool = False  # CHIPS: the browser keys the cookie by the top-level site too
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -120,6 +121,8 @@ class CookieSettings:
             problems.append(f"maxAge: must be >= 0, got {self.max_age}")
         if self.same_site is SameSite.NONE and not self.secure:
             problems.append("sameSite: SameSite=None requires secure: true (browsers drop it otherwise)")
+        if self.partitioned and not self.secure:
+            problems.append("partitioned: Partitioned requires secure: true (browsers drop it otherwise)")
         if problems:
             raise SpecError(problems)
 
@@ -136,4 +139,6 @@ def render_set_cookie(settings: CookieSettings, value: str) -> str:
     if settings.http_only:
         parts.append("HttpOnly")
     parts.append(f"SameSite={settings.same_site.value}")
+    if settings.partitioned:
+        parts.append("Partitioned")
     return "; ".join(parts)

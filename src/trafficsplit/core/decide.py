@@ -26,6 +26,7 @@ class KeySource(StrEnum):
 class DecisionPath(StrEnum):
     WEIGHTED = "weighted"
     MATCH = "match"
+    MATCH_PASSED_OVER = "match-passed-over"  # a rule matched but its backend was not ready; the pick decided
     FAILOVER = "failover"
 
 
@@ -38,6 +39,8 @@ class Decision(NamedTuple):
     key_source: KeySource
     path: DecisionPath
     set_cookie: str | None = None  # the Set-Cookie value when the key was minted
+    endpoint: str | None = None  # the pod (`host:port`) on the backend's ring (SPEC §5), when the split pins pods
+    key_hash: int = 0  # key_hash(key), for whoever records the decision (the live stickiness bill)
 
 
 def choose_key(
@@ -71,10 +74,25 @@ def decide(
     """Decide one request. `header(name)` returns a request header's value (lowercase name) or None."""
     key, source = choose_key(split, cookie_lines, request_id, minter)
     set_cookie = render_set_cookie(split.cookie, key) if source is KeySource.MINTED and split.cookie else None
+    h = key_hash(key)
+    passed_over = False
     for m in split.matches:
         value = header(m.name) if m.kind is MatchKind.HEADER else read_cookie(cookie_lines, m.name)
-        # A rule whose backend cannot serve is passed over: availability ranks above an A/B assignment.
-        if m.matches(value) and split.backends[m.backend_index].eligible:
-            return Decision(split.backends[m.backend_index], key, source, DecisionPath.MATCH, set_cookie)
-    i, path = pick_backend(split, key_hash(key))
-    return Decision(split.backends[i], key, source, path, set_cookie)
+        if m.matches(value):
+            if split.backends[m.backend_index].eligible:
+                i = m.backend_index
+                endpoint = _endpoint(split, i, h)
+                return Decision(split.backends[i], key, source, DecisionPath.MATCH, set_cookie, endpoint, h)
+            # A rule whose backend cannot serve is passed over (availability ranks above an A/B assignment), and
+            # the decision says so (SPEC §6), whatever the pick then does.
+            passed_over = True
+    i, path = pick_backend(split, h)
+    if passed_over:
+        path = DecisionPath.MATCH_PASSED_OVER
+    return Decision(split.backends[i], key, source, path, set_cookie, _endpoint(split, i, h), h)
+
+
+def _endpoint(split: CompiledSplit, i: int, h: int) -> str | None:
+    """SPEC §5: the pod inside backend i, on its ring, for the same hash that picked the branch."""
+    ring = split.rings[i]
+    return ring.members[ring.lookup(h)] if ring is not None else None

@@ -145,3 +145,9 @@ class Endpoint:
         problems += port_problems(self.port)
         if problems:
             raise SpecError(problems)
+
+    @property
+    def host(self) -> str:
+        """`address:port` as Envoy names an upstream host (IPv6 in brackets): the endpoint ring's member name and
+        the processor's endpoint choice, which Envoy's override_host policy looks up verbatim."""
+        return f"[{self.address}]:{self.port}" if ":" in self.address else f"{self.address}:{self.port}"

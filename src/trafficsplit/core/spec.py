@@ -12,14 +12,17 @@ module reads a raw spec field: tools that rewrite `spec.backends` go through `de
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_MATCHES
+from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS
 from trafficsplit.core.rules import (
     Endpoint,
     backend_problems,
@@ -30,6 +33,30 @@ from trafficsplit.core.rules import (
     name_problems,
 )
 from trafficsplit.core.weights import parse_int, weight_problems
+
+# Every field a spec may have: the CRD schema's properties (tests/unit/test_crd.py keeps the two equal) plus the file
+# source's `backends[].endpoints`. The API server refuses (kubectl's strict field validation) or prunes any other
+# field; the file source has no API server, so the parser refuses them too: a typo (`stickyy:`) is an error, not a
+# silently ignored field. A nested mapping is an object's fields (for a list: its items' fields); None is a leaf.
+_MATCH_CONDITION = MappingProxyType({"name": None, "type": None, "value": None})
+SPEC_FIELDS: Mapping[str, Any] = MappingProxyType(
+    {
+        "hosts": None,
+        "service": None,
+        "backends": MappingProxyType({"name": None, "service": None, "port": None, "weight": None, "endpoints": None}),
+        "sticky": MappingProxyType(
+            {
+                "cookie": MappingProxyType(
+                    dict.fromkeys(("name", "maxAge", "path", "domain", "secure", "httpOnly", "sameSite", "partitioned"))
+                ),
+                "endpointAffinity": None,
+                "endpointPoints": None,
+            }
+        ),
+        "matches": MappingProxyType({"header": _MATCH_CONDITION, "cookie": _MATCH_CONDITION, "backend": None}),
+        "debugHeaders": None,
+    }
+)
 
 
 class MatchKind(StrEnum):
@@ -90,9 +117,12 @@ class SplitSpec:
     endpoint_affinity: bool
     matches: tuple[MatchSpec, ...]
     debug_headers: bool
+    endpoint_points: int = DEFAULT_POINTS
 
     def __post_init__(self) -> None:
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
+        if not 1 <= self.endpoint_points <= MAX_POINTS:
+            problems.append(f"sticky.endpointPoints: must be 1..{MAX_POINTS}, got {self.endpoint_points}")
         problems += weight_problems([b.name for b in self.backends], [b.weight for b in self.backends])
         names = {b.name for b in self.backends}
         for i, m in enumerate(self.matches):
@@ -152,6 +182,20 @@ class _Problems:
         self.items.extend(error.within(path).problems)
 
 
+def _unknown_fields(value: Any, fields: Mapping[str, Any], path: str, p: _Problems) -> None:
+    items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+    for i, obj in items:
+        if not isinstance(obj, Mapping):
+            continue  # a wrong type is reported where the field is read
+        where = path if i is None else f"{path}[{i}]"
+        for key, sub in obj.items():
+            if key not in fields:
+                near = difflib.get_close_matches(str(key), list(fields), n=1)
+                p.add(f"{where}.{key}", "unknown field" + (f" (did you mean {near[0]!r}?)" if near else ""))
+            elif fields[key] is not None:
+                _unknown_fields(sub, fields[key], f"{where}.{key}", p)
+
+
 def _get(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str, p: _Problems) -> Any:
     value = obj.get(key)
     if value is None:
@@ -176,13 +220,16 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     p = _Problems()
     if not isinstance(spec, Mapping):
         raise SpecError(["spec: expected an object"])
+    _unknown_fields(spec, SPEC_FIELDS, "spec", p)
     # The file source (local mode) takes these from its files: checked here under their resource path.
     p.extend("metadata", SpecError(name_problems(namespace, name)))
     service = _get(spec, "service", str, "spec", p)
     hosts_raw = _get(spec, "hosts", list, "spec", p)
     hosts = _parse_hosts(hosts_raw, service, namespace, p)
     backends = _parse_backends(_get(spec, "backends", list, "spec", p), p)
-    cookie, affinity = _parse_sticky(_get(spec, "sticky", Mapping, "spec", p), p)
+    sticky = _get(spec, "sticky", Mapping, "spec", p)
+    cookie, affinity = _parse_sticky(sticky, p)
+    points = _parse_endpoint_points(sticky, p)
     matches = _parse_matches(_get(spec, "matches", list, "spec", p), {b.name for b in backends}, p)
     debug = _get(spec, "debugHeaders", bool, "spec", p) or False
     if p.items:
@@ -198,9 +245,20 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
             endpoint_affinity=affinity,
             matches=matches,
             debug_headers=debug,
+            endpoint_points=points,
         )
     except SpecError as exc:  # the value's own checks; the ones above report the same rules first, per field
         raise exc.within("spec") from None
+
+
+def _parse_endpoint_points(raw: Mapping[str, Any] | None, p: _Problems) -> int:
+    points = _get(raw, "endpointPoints", int, "spec.sticky", p) if raw is not None else None
+    if points is None:
+        return DEFAULT_POINTS
+    if not 1 <= points <= MAX_POINTS:
+        p.add("spec.sticky.endpointPoints", f"must be 1..{MAX_POINTS}, got {points}")
+        return DEFAULT_POINTS
+    return int(points)
 
 
 def _parse_hosts(raw: list[Any] | None, service: str | None, namespace: str, p: _Problems) -> tuple[str, ...]:
@@ -302,6 +360,7 @@ def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSe
     except ValueError:
         p.add(f"{path}.sameSite", f"{same_site_raw!r} must be one of Strict, Lax, None")
         same_site = SameSite.LAX
+    partitioned = _get(c, "partitioned", bool, path, p) or False
     if name is None:
         return None, affinity
     try:
@@ -313,6 +372,7 @@ def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSe
             secure=secure,
             http_only=True if http_only is None else http_only,
             same_site=same_site,
+            partitioned=partitioned,
         )
     except SpecError as exc:
         p.extend(path, exc)

@@ -34,7 +34,7 @@ class Backend(_message.Message):
     def __init__(self, name: _Optional[str] = ..., weight: _Optional[int] = ..., cluster: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
 
 class Cookie(_message.Message):
-    __slots__ = ("name", "path", "max_age", "domain", "secure", "http_only", "same_site")
+    __slots__ = ("name", "path", "max_age", "domain", "secure", "http_only", "same_site", "partitioned")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     MAX_AGE_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +42,7 @@ class Cookie(_message.Message):
     SECURE_FIELD_NUMBER: _ClassVar[int]
     HTTP_ONLY_FIELD_NUMBER: _ClassVar[int]
     SAME_SITE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONED_FIELD_NUMBER: _ClassVar[int]
     name: str
     path: str
     max_age: int
@@ -49,7 +50,8 @@ class Cookie(_message.Message):
     secure: bool
     http_only: bool
     same_site: str
-    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., max_age: _Optional[int] = ..., domain: _Optional[str] = ..., secure: _Optional[bool] = ..., http_only: _Optional[bool] = ..., same_site: _Optional[str] = ...) -> None: ...
+    partitioned: bool
+    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., max_age: _Optional[int] = ..., domain: _Optional[str] = ..., secure: _Optional[bool] = ..., http_only: _Optional[bool] = ..., same_site: _Optional[str] = ..., partitioned: _Optional[bool] = ...) -> None: ...
 
 class Match(_message.Message):
     __slots__ = ("kind", "name", "type", "value", "backend")
@@ -78,7 +80,7 @@ class Match(_message.Message):
     def __init__(self, kind: _Optional[_Union[Match.Kind, str]] = ..., name: _Optional[str] = ..., type: _Optional[_Union[Match.Type, str]] = ..., value: _Optional[str] = ..., backend: _Optional[str] = ...) -> None: ...
 
 class Split(_message.Message):
-    __slots__ = ("namespace", "name", "hosts", "backends", "cookie", "endpoint_affinity", "matches", "debug_headers", "observed_generation")
+    __slots__ = ("namespace", "name", "hosts", "backends", "cookie", "endpoint_affinity", "matches", "debug_headers", "observed_generation", "endpoint_points")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +90,7 @@ class Split(_message.Message):
     MATCHES_FIELD_NUMBER: _ClassVar[int]
     DEBUG_HEADERS_FIELD_NUMBER: _ClassVar[int]
     OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_POINTS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     hosts: _containers.RepeatedScalarFieldContainer[str]
@@ -97,7 +100,8 @@ class Split(_message.Message):
     matches: _containers.RepeatedCompositeFieldContainer[Match]
     debug_headers: bool
     observed_generation: int
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., backends: _Optional[_Iterable[_Union[Backend, _Mapping]]] = ..., cookie: _Optional[_Union[Cookie, _Mapping]] = ..., endpoint_affinity: _Optional[bool] = ..., matches: _Optional[_Iterable[_Union[Match, _Mapping]]] = ..., debug_headers: _Optional[bool] = ..., observed_generation: _Optional[int] = ...) -> None: ...
+    endpoint_points: int
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., backends: _Optional[_Iterable[_Union[Backend, _Mapping]]] = ..., cookie: _Optional[_Union[Cookie, _Mapping]] = ..., endpoint_affinity: _Optional[bool] = ..., matches: _Optional[_Iterable[_Union[Match, _Mapping]]] = ..., debug_headers: _Optional[bool] = ..., observed_generation: _Optional[int] = ..., endpoint_points: _Optional[int] = ...) -> None: ...
 
 class Generation(_message.Message):
     __slots__ = ("number", "splits", "origin")
@@ -123,10 +127,12 @@ class PublishReply(_message.Message):
         ACCEPTED: _ClassVar[PublishReply.Result]
         STALE: _ClassVar[PublishReply.Result]
         INVALID: _ClassVar[PublishReply.Result]
+        NOT_READY: _ClassVar[PublishReply.Result]
     RESULT_UNSPECIFIED: PublishReply.Result
     ACCEPTED: PublishReply.Result
     STALE: PublishReply.Result
     INVALID: PublishReply.Result
+    NOT_READY: PublishReply.Result
     RESULT_FIELD_NUMBER: _ClassVar[int]
     HELD_NUMBER_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]

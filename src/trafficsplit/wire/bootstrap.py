@@ -11,6 +11,8 @@ Choices (docs/dataplane.md says why in full):
   reaches the response through dynamic metadata in our namespace, which must be listed in `receiving_namespaces`.
 - No `strip_any_host_port`: the route configuration ignores the port when it matches hosts and leaves the header
   as the client sent it, so the processor reads the same bytes the same way (trafficsplit.core.host).
+- An access log line per request (JSON, `ACCESS_LOG_FORMAT`): SPEC §6's disclosure of every decision from the
+  processor's dynamic metadata, or from the fallback route's metadata when Envoy decided alone.
 - Edge hardening after Envoy's "Configuring Envoy as an edge proxy" (docs/security.md lists what is adopted and
   what not): the client's address is the connection's (`use_remote_address`, `xff_num_trusted_hops` for trusted
   proxies in front), paths normalised before routing, underscore headers refused, header/idle timeouts, HTTP/2 stream
@@ -23,14 +25,23 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from envoy.config.accesslog.v3 import accesslog_pb2
 from envoy.config.bootstrap.v3 import bootstrap_pb2
 from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2
 from envoy.config.common.mutation_rules.v3 import mutation_rules_pb2
-from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2, grpc_service_pb2, protocol_pb2
+from envoy.config.core.v3 import (
+    address_pb2,
+    base_pb2,
+    config_source_pb2,
+    grpc_service_pb2,
+    protocol_pb2,
+    substitution_format_string_pb2,
+)
 from envoy.config.core.v3 import extension_pb2 as core_extension_pb2
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
 from envoy.config.overload.v3 import overload_pb2
+from envoy.extensions.access_loggers.file.v3 import file_pb2
 from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2, processing_mode_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2 as hcm_pb2
@@ -38,8 +49,9 @@ from envoy.extensions.http.early_header_mutation.header_mutation.v3 import heade
 from envoy.extensions.resource_monitors.downstream_connections.v3 import downstream_connections_pb2
 from envoy.extensions.resource_monitors.fixed_heap.v3 import fixed_heap_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
-from google.protobuf import any_pb2, duration_pb2, json_format, wrappers_pb2
+from google.protobuf import any_pb2, duration_pb2, json_format, struct_pb2, wrappers_pb2
 
+from trafficsplit.core import disclosure
 from trafficsplit.wire.envoy import BUFFER_LIMIT_BYTES, METADATA_NAMESPACE, ROUTE_CONFIG_NAME, ads_source
 from trafficsplit.wire.reserved import ADS_CLUSTER, EXTPROC_CLUSTER
 
@@ -47,6 +59,33 @@ LISTENER_NAME = "trafficsplit_http"
 HCM_STAT_PREFIX = "trafficsplit"
 EXTPROC_STAT_PREFIX = "trafficsplit"
 DEFAULT_MESSAGE_TIMEOUT_MS = 200
+DEFAULT_ACCESS_LOG = "/dev/stdout"
+
+
+def _dm(key: str) -> str:
+    return f"%DYNAMIC_METADATA({METADATA_NAMESPACE}:{key})%"
+
+
+# One JSON object per request (docs/dataplane.md, "Access log"). `route` says who decided: `decided` (the processor:
+# the disclosure fields below) or `fallback-cookie` / `fallback` (Envoy alone: `fallback` holds the route's metadata).
+ACCESS_LOG_FORMAT: dict[str, str] = {
+    "start_time": "%START_TIME%",
+    "authority": "%REQ(:AUTHORITY)%",
+    "request_path": "%REQ(:PATH)%",
+    "status": "%RESPONSE_CODE%",
+    "duration_ms": "%DURATION%",
+    "route": "%ROUTE_NAME%",
+    "cluster": "%UPSTREAM_CLUSTER%",
+    "upstream_host": "%UPSTREAM_HOST%",
+    disclosure.BACKEND: _dm(disclosure.BACKEND),
+    disclosure.ENDPOINT: _dm(disclosure.ENDPOINT),
+    disclosure.GENERATION: _dm(disclosure.GENERATION),
+    disclosure.KEY_SOURCE: _dm(disclosure.KEY_SOURCE),
+    disclosure.SESSION_ID_PRESENT: _dm(disclosure.SESSION_ID_PRESENT),
+    disclosure.AFFINITY_APPLIED: _dm(disclosure.AFFINITY_APPLIED),
+    disclosure.PATH: _dm(disclosure.PATH),
+    disclosure.FALLBACK: f"%METADATA(ROUTE:{METADATA_NAMESPACE})%",
+}
 # Heap ceiling of the overload manager: 192 MiB, three quarters of the chart's 256 Mi Envoy memory limit, so Envoy
 # sheds load before the kernel kills it. The chart sets it from gateway.envoy.overload.maxHeapSizeBytes.
 DEFAULT_MAX_HEAP_BYTES = 192 * 1024 * 1024
@@ -102,6 +141,7 @@ class BootstrapOptions:
     admin: Address
     message_timeout_ms: int = DEFAULT_MESSAGE_TIMEOUT_MS
     cluster: str = "trafficsplit-gateway"
+    access_log: str = DEFAULT_ACCESS_LOG  # a file path; the container's stdout by default
     # Proxies in front of the gateway whose X-Forwarded-For entries are trusted (0: the peer is the client).
     xff_num_trusted_hops: int = 0
     max_heap_bytes: int = DEFAULT_MAX_HEAP_BYTES
@@ -184,6 +224,19 @@ def ext_proc_filter(message_timeout_ms: int) -> ext_proc_pb2.ExternalProcessor:
     )
 
 
+def access_log(path: str) -> accesslog_pb2.AccessLog:
+    fmt = struct_pb2.Struct()
+    fmt.update(ACCESS_LOG_FORMAT)
+    return accesslog_pb2.AccessLog(
+        name="envoy.access_loggers.file",
+        typed_config=_pack(
+            file_pb2.FileAccessLog(
+                path=path, log_format=substitution_format_string_pb2.SubstitutionFormatString(json_format=fmt)
+            )
+        ),
+    )
+
+
 def _seconds(s: int) -> duration_pb2.Duration:
     return duration_pb2.Duration(seconds=s)
 
@@ -203,6 +256,7 @@ def _drop_client_address_headers() -> core_extension_pb2.TypedExtensionConfig:
 def http_listener(opts: BootstrapOptions) -> listener_pb2.Listener:
     hcm_t = hcm_pb2.HttpConnectionManager
     hcm = hcm_t(
+        access_log=[access_log(opts.access_log)],
         stat_prefix=HCM_STAT_PREFIX,
         codec_type=hcm_t.AUTO,
         rds=hcm_pb2.Rds(config_source=ads_source(), route_config_name=ROUTE_CONFIG_NAME),

@@ -22,6 +22,8 @@ class EnvoyCommand:
     # hot-restarted in place (Kubernetes replaces it), so the chart disables hot restart and its shared memory.
     dynamic_base_id: bool = False
     hot_restart: bool = True
+    # How often Envoy writes buffered access log lines (its default is 10 s); local runs read their log at once.
+    file_flush_interval_msec: str | None = None
 
 
 def envoy_args(cmd: EnvoyCommand) -> list[str]:
@@ -38,6 +40,8 @@ def envoy_args(cmd: EnvoyCommand) -> list[str]:
         args += ["--log-path", cmd.log_path]
     if not cmd.hot_restart:
         args.append("--disable-hot-restart")
+    if cmd.file_flush_interval_msec is not None:
+        args += ["--file-flush-interval-msec", cmd.file_flush_interval_msec]
     return args
 
 
@@ -51,4 +55,5 @@ def local_envoy(
         admin_address_path=admin_address_path,
         log_path=log_path,
         dynamic_base_id=True,
+        file_flush_interval_msec="100",
     )

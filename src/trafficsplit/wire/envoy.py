@@ -1,8 +1,10 @@
 """Envoy resources built from a generation, as plain functions (IR → xDS, the Envoy Gateway way).
 
 What Envoy gets per generation, all over ADS:
-- CDS: one EDS cluster per backend, named by `CompiledBackend.cluster`; RING_HASH when the split asks for endpoint
-  affinity (SPEC §5), so the processor's hash header pins the pod.
+- CDS: one EDS cluster per backend, named by `CompiledBackend.cluster`. When the split asks for endpoint affinity
+  (SPEC §5) the cluster's policy is `override_host`: Envoy sends the request to the exact endpoint the processor chose
+  on the core's ring (dynamic metadata `trafficsplit:endpoint`, which clients cannot set), and only when that host has
+  just left (or the processor did not decide) falls back to its own RING_HASH over the request's hash policy.
 - EDS: each cluster's READY endpoints (readiness is the generation's, so Envoy and the pick agree on eligibility).
 - RDS: one route configuration. Per split a virtual host for its hosts with two routes: the routing header present
   → `cluster_header` (the processor decided); otherwise Envoy-native `weighted_clusters` with the split's weights over
@@ -10,9 +12,10 @@ What Envoy gets per generation, all over ADS:
   virtual host answers 404 so an unknown host never reaches a random backend (and never gets a cookie: Set-Cookie
   and the disclosure are added by the splits' virtual hosts only). Hosts match without their port
   (`ignore_port_in_host_matching`), read as the processor reads them (trafficsplit.core.host).
-  `internal_only_headers` strips the routing and hash headers from every client request before any filter runs, so a
-  client cannot name a cluster; `request_headers_to_remove` strips the processor's routing header before the request
-  goes upstream, so a backend never learns the internal cluster names.
+  `internal_only_headers` strips the routing header from every client request before any filter runs, so a client
+  cannot name a cluster (the endpoint choice travels in dynamic metadata, which a client cannot set at all);
+  `request_headers_to_remove` strips the processor's routing header before the request goes upstream, so a backend
+  never learns the internal cluster names.
 - Edge hardening of the backend side (docs/security.md says what was adopted from Envoy's edge best practices and
   why): a 32 KiB per-connection buffer limit; outlier detection that ejects an endpoint after consecutive gateway
   failures (connect refused, reset, 502/503/504: a dead pod, never the application's own 5xx); and a retry on
@@ -25,25 +28,33 @@ The names here (headers, metadata namespace, cluster names) are the contract bet
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2, outlier_detection_pb2
-from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2
+from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2, extension_pb2
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 from envoy.config.route.v3 import route_components_pb2, route_pb2
+from envoy.extensions.load_balancing_policies.override_host.v3 import override_host_pb2
+from envoy.extensions.load_balancing_policies.ring_hash.v3 import ring_hash_pb2
 from envoy.extensions.retry.host.previous_hosts.v3 import previous_hosts_pb2
-from google.protobuf import duration_pb2, wrappers_pb2
+from envoy.type.matcher.v3 import regex_pb2, string_pb2
+from envoy.type.metadata.v3 import metadata_pb2
+from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 from google.protobuf.message import Message
 
+from trafficsplit.core import disclosure
 from trafficsplit.core.compiled import CompiledBackend, CompiledSplit, Generation
 
 ROUTING_HEADER = "x-trafficsplit-cluster"
-HASH_HEADER = "x-trafficsplit-hash-key"
 DECISION_HEADER = "x-trafficsplit-decision"
 METADATA_NAMESPACE = "trafficsplit"
 META_SET_COOKIE = "set_cookie"
 META_DECISION = "decision"
+META_ENDPOINT = disclosure.ENDPOINT
+OVERRIDE_HOST_POLICY = "envoy.load_balancing_policies.override_host"
+RING_HASH_POLICY = "envoy.load_balancing_policies.ring_hash"
 ROUTE_CONFIG_NAME = "trafficsplit"
 FALLBACK_STAT_PREFIX = "fallback"
 NO_SPLIT_BODY = "no TrafficSplit serves this host\n"
@@ -80,12 +91,39 @@ def ads_source() -> config_source_pb2.ConfigSource:
     )
 
 
+def _policy(name: str, config: Message) -> cluster_pb2.LoadBalancingPolicy:
+    typed = any_pb2.Any()
+    typed.Pack(config)
+    return cluster_pb2.LoadBalancingPolicy(
+        policies=[
+            cluster_pb2.LoadBalancingPolicy.Policy(
+                typed_extension_config=extension_pb2.TypedExtensionConfig(name=name, typed_config=typed)
+            )
+        ]
+    )
+
+
+def endpoint_override_policy() -> cluster_pb2.LoadBalancingPolicy:
+    """The processor's endpoint first (metadata `trafficsplit:endpoint`, `host:port` as Envoy names hosts); Envoy's
+    RING_HASH over the route's hash policy (the affinity cookie) only when that host is gone or nothing was chosen."""
+    source = override_host_pb2.OverrideHost.OverrideHostSource(
+        metadata=metadata_pb2.MetadataKey(
+            key=METADATA_NAMESPACE, path=[metadata_pb2.MetadataKey.PathSegment(key=META_ENDPOINT)]
+        )
+    )
+    return _policy(
+        OVERRIDE_HOST_POLICY,
+        override_host_pb2.OverrideHost(
+            override_host_sources=[source], fallback_policy=_policy(RING_HASH_POLICY, ring_hash_pb2.RingHash())
+        ),
+    )
+
+
 def backend_cluster(backend: CompiledBackend, endpoint_affinity: bool) -> cluster_pb2.Cluster:
     c = cluster_pb2.Cluster(
         name=backend.cluster,
         type=cluster_pb2.Cluster.EDS,
         connect_timeout=duration_pb2.Duration(seconds=1),
-        lb_policy=cluster_pb2.Cluster.RING_HASH if endpoint_affinity else cluster_pb2.Cluster.ROUND_ROBIN,
         per_connection_buffer_limit_bytes=wrappers_pb2.UInt32Value(value=BUFFER_LIMIT_BYTES),
         outlier_detection=outlier_detection(),
         # Envoy allows 3 concurrent retries per cluster by default: when a pod dies under load more requests than
@@ -97,6 +135,10 @@ def backend_cluster(backend: CompiledBackend, endpoint_affinity: bool) -> cluste
             ]
         ),
     )
+    if endpoint_affinity:
+        c.load_balancing_policy.CopyFrom(endpoint_override_policy())
+    else:
+        c.lb_policy = cluster_pb2.Cluster.ROUND_ROBIN
     c.eds_cluster_config.eds_config.CopyFrom(ads_source())
     return c
 
@@ -163,6 +205,12 @@ def _add_response_header(name: str, value: str) -> base_pb2.HeaderValueOption:
     return _HVO(header=_HV(key=name, value=value), append_action=_HVO.APPEND_IF_EXISTS_OR_ADD, keep_empty_value=False)
 
 
+def _cookie_hash(name: str) -> route_components_pb2.RouteAction.HashPolicy:
+    return route_components_pb2.RouteAction.HashPolicy(
+        cookie=route_components_pb2.RouteAction.HashPolicy.Cookie(name=name)
+    )
+
+
 def fallback_weights(split: CompiledSplit) -> list[tuple[CompiledBackend, int]]:
     """The native fallback's clusters and weights: the core's failover weights when a backend is ineligible (an
     Envoy cluster without endpoints would answer 503), else the split's own; zero weights left out."""
@@ -174,21 +222,10 @@ def fallback_weights(split: CompiledSplit) -> list[tuple[CompiledBackend, int]]:
 
 def virtual_host(split: CompiledSplit, generation: int) -> route_components_pb2.VirtualHost:
     decided = route_components_pb2.RouteAction(cluster_header=ROUTING_HEADER, retry_policy=retry_policy())
-    if split.endpoint_affinity:
-        decided.hash_policy.append(
-            route_components_pb2.RouteAction.HashPolicy(
-                header=route_components_pb2.RouteAction.HashPolicy.Header(header_name=HASH_HEADER)
-            )
-        )
-    fallback = route_components_pb2.WeightedCluster()
-    for b, w in fallback_weights(split):
-        cw = fallback.clusters.add(name=b.cluster, weight=wrappers_pb2.UInt32Value(value=w))
-        if split.debug_headers:
-            cw.response_headers_to_add.append(
-                _add_response_header(
-                    DECISION_HEADER, f"backend={b.name}; generation={generation}; key=none; path=fallback"
-                )
-            )
+    if split.endpoint_affinity and split.cookie is not None:
+        # Only for override_host's fallback (the chosen pod just left, or a retry after it failed): Envoy's ring on the
+        # cookie keeps the session on one pod until the processor's next choice.
+        decided.hash_policy.append(_cookie_hash(split.cookie.name))
     return route_components_pb2.VirtualHost(
         name=split.key,
         domains=list(split.hosts),
@@ -206,14 +243,73 @@ def virtual_host(split: CompiledSplit, generation: int) -> route_components_pb2.
                 ),
                 route=decided,
             ),
-            route_components_pb2.Route(
-                name=FALLBACK_STAT_PREFIX,
-                stat_prefix=FALLBACK_STAT_PREFIX,
-                match=route_components_pb2.RouteMatch(prefix="/"),
-                route=route_components_pb2.RouteAction(weighted_clusters=fallback, retry_policy=retry_policy()),
-            ),
+            *fallback_routes(split, generation),
         ],
     )
+
+
+def fallback_routes(split: CompiledSplit, generation: int) -> list[route_components_pb2.Route]:
+    """The processor is down or slow: Envoy-native `weighted_clusters` over the eligible backends. A request that
+    carries the split's affinity cookie takes `fallback-cookie`, where the cluster choice hashes that cookie
+    (`use_hash_policy`) and the backend cluster's ring hashes it too, so the session stays on one backend and one pod
+    for the whole outage (Envoy's hash is not key_hash: the outage's choice can differ from the processor's). Both
+    routes count under the stat prefix `fallback`; the disclosure says which key decided."""
+    routes = []
+    if split.cookie is not None:
+        name = split.cookie.name
+        present = route_components_pb2.HeaderMatcher(
+            name="cookie",
+            string_match=string_pb2.StringMatcher(
+                safe_regex=regex_pb2.RegexMatcher(regex=f"(?:.*[;,])?\\s*{re.escape(name)}=.*")
+            ),
+        )
+        action = route_components_pb2.RouteAction(
+            weighted_clusters=_fallback_clusters(split, generation, "cookie"),
+            hash_policy=[_cookie_hash(name)],
+            retry_policy=retry_policy(),
+        )
+        action.weighted_clusters.use_hash_policy.value = True
+        routes.append(
+            route_components_pb2.Route(
+                name=f"{FALLBACK_STAT_PREFIX}-cookie",
+                stat_prefix=FALLBACK_STAT_PREFIX,
+                match=route_components_pb2.RouteMatch(prefix="/", headers=[present]),
+                route=action,
+                metadata=_disclosed(disclosure.fallback_fields(generation, cookie_present=True)),
+            )
+        )
+    routes.append(
+        route_components_pb2.Route(
+            name=FALLBACK_STAT_PREFIX,
+            stat_prefix=FALLBACK_STAT_PREFIX,
+            match=route_components_pb2.RouteMatch(prefix="/"),
+            route=route_components_pb2.RouteAction(
+                weighted_clusters=_fallback_clusters(split, generation, "none"), retry_policy=retry_policy()
+            ),
+            metadata=_disclosed(disclosure.fallback_fields(generation, cookie_present=False)),
+        )
+    )
+    return routes
+
+
+def _disclosed(fields: Mapping[str, str | bool | int]) -> base_pb2.Metadata:
+    """Route metadata in our namespace: the access log's `%METADATA(ROUTE:trafficsplit)%` for fallback requests."""
+    md = base_pb2.Metadata()
+    md.filter_metadata[METADATA_NAMESPACE].update(dict(fields))
+    return md
+
+
+def _fallback_clusters(split: CompiledSplit, generation: int, key: str) -> route_components_pb2.WeightedCluster:
+    fallback = route_components_pb2.WeightedCluster()
+    for b, w in fallback_weights(split):
+        cw = fallback.clusters.add(name=b.cluster, weight=wrappers_pb2.UInt32Value(value=w))
+        if split.debug_headers:
+            cw.response_headers_to_add.append(
+                _add_response_header(
+                    DECISION_HEADER, f"backend={b.name}; generation={generation}; key={key}; path=fallback"
+                )
+            )
+    return fallback
 
 
 def route_configuration(gen: Generation | None) -> route_pb2.RouteConfiguration:
@@ -237,12 +333,10 @@ def route_configuration(gen: Generation | None) -> route_pb2.RouteConfiguration:
     return route_pb2.RouteConfiguration(
         name=ROUTE_CONFIG_NAME,
         virtual_hosts=vhosts,
-        internal_only_headers=[ROUTING_HEADER, HASH_HEADER],
+        internal_only_headers=[ROUTING_HEADER],
         # The processor reads the Host with the same rule (trafficsplit.core.host.normalize_host).
         ignore_port_in_host_matching=True,
-        # Applied as the request leaves for the backend, after the route has read it. Not the hash header: Envoy
-        # computes the ring hash after this removal (measured: endpoint affinity breaks), and its value is the
-        # session key the backend already has in the request (the cookie or the configured header).
+        # Applied as the request leaves for the backend, after the route has read it.
         request_headers_to_remove=[ROUTING_HEADER],
     )
 
@@ -274,12 +368,28 @@ def resources(gen: Generation | None) -> Resources:
     return Resources(clusters, endpoints, {rc.name: rc})
 
 
-def transition(held: Generation | None, new: Generation) -> Resources:
-    """Make-before-break, step one: the new generation's clusters and endpoints PLUS the held one's clusters that the
-    new one drops, with the held routes. Pushed and acknowledged before the swap, so no pick can name a cluster Envoy
-    lacks; the removal (`resources(new)`) is pushed only after the swap. With nothing held (first publish, or a
-    restarted processor facing an Envoy that kept its config) the routes are left alone until the swap."""
-    old = resources(held)
+def serving(gen: Generation, draining: Sequence[Generation] = ()) -> Resources:
+    """Make-before-break, step two: the held generation's own snapshot (its routes), plus the clusters and endpoints
+    of recently replaced generations it no longer uses. Those are withdrawn in a later version, once every decision
+    they made has reached Envoy's router: a decision made just before the swap is applied by Envoy just after it
+    (seen as 503s under CPU contention when the clusters went in the same push as the swap)."""
+    own = resources(gen)
+    clusters: dict[str, cluster_pb2.Cluster] = {}
+    endpoints: dict[str, endpoint_pb2.ClusterLoadAssignment] = {}
+    for old in draining:
+        res = resources(old)
+        clusters.update(res.clusters)
+        endpoints.update(res.endpoints)
+    return Resources({**clusters, **own.clusters}, {**endpoints, **own.endpoints}, own.routes)
+
+
+def transition(held: Generation | None, new: Generation, draining: Sequence[Generation] = ()) -> Resources:
+    """Make-before-break, step one: the new generation's clusters and endpoints PLUS the held one's (and the still
+    draining ones') clusters that the new one drops, with the held routes. Pushed and acknowledged before the swap, so
+    no pick can name a cluster Envoy lacks; the removal is pushed only after the swap and the drain (`serving`). With
+    nothing held (first publish, or a restarted processor facing an Envoy that kept its config) the routes are left
+    alone until the swap."""
+    old = serving(held, draining) if held is not None else resources(None)
     nxt = resources(new)
     clusters = {**old.clusters, **nxt.clusters}
     endpoints = {**old.endpoints, **nxt.endpoints}

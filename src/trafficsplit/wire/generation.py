@@ -19,6 +19,7 @@ from trafficsplit.core.compiled import CompiledBackend, CompiledMatch, CompiledS
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.limits import MAX_BACKENDS, MAX_ENDPOINTS, MAX_HOSTS, MAX_MATCHES, MAX_ORIGIN, MAX_SPLITS
+from trafficsplit.core.ring import DEFAULT_POINTS
 from trafficsplit.core.rules import compile_pattern
 from trafficsplit.core.spec import MatchKind
 from trafficsplit.v1alpha1 import publish_pb2 as pb
@@ -52,6 +53,7 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
             for b in split.backends
         ],
         endpoint_affinity=split.endpoint_affinity,
+        endpoint_points=split.endpoint_points,
         debug_headers=split.debug_headers,
         observed_generation=split.observed_generation,
     )
@@ -65,6 +67,7 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
                 secure=c.secure,
                 http_only=c.http_only,
                 same_site=c.same_site.value,
+                partitioned=c.partitioned,
             )
         )
         if c.max_age is not None:
@@ -202,6 +205,7 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
         matches=tuple(matches),
         debug_headers=s.debug_headers,
         observed_generation=s.observed_generation,
+        endpoint_points=s.endpoint_points or DEFAULT_POINTS,
     )
 
 
@@ -222,4 +226,5 @@ def _cookie_from_proto(c: pb.Cookie, path: str, problems: list[str]) -> CookieSe
         secure=c.secure,
         http_only=c.http_only,
         same_site=same_site,
+        partitioned=c.partitioned,
     )

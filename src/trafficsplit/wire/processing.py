@@ -2,10 +2,10 @@
 `Decision` into the one reply Envoy applies.
 
 Envoy 1.40 sends header values in `raw_value` (bytes) with `value` empty, so both are read. The reply sets the routing
-header (and the hash header for endpoint affinity), asks Envoy to clear its route cache (the route was chosen before
-this filter ran), and carries Set-Cookie and the disclosure as dynamic metadata that the route configuration renders
-into response headers: one processor round trip per request, no response-phase message. The replies' constant parts
-are built once per generation (`DecisionReplies`).
+header, asks Envoy to clear its route cache (the route was chosen before this filter ran), names the pod in dynamic
+metadata for endpoint affinity (Envoy's override_host policy reads it), and carries Set-Cookie and the disclosure as
+dynamic metadata that the route configuration renders into response headers: one processor round trip per request,
+no response-phase message. The replies' constant parts are built once per generation (`DecisionReplies`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.type.v3 import http_status_pb2
 
+from trafficsplit.core import disclosure as disclosure_fields
 from trafficsplit.core.compiled import CompiledSplit, Generation
-from trafficsplit.core.decide import Decision, KeySource
-from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.decide import Decision
 from trafficsplit.wire.envoy import (
-    HASH_HEADER,
     META_DECISION,
+    META_ENDPOINT,
     META_SET_COOKIE,
     METADATA_NAMESPACE,
     NO_SPLIT_BODY,
@@ -71,52 +71,50 @@ def disclosure(decision: Decision, generation: int) -> str:
     )
 
 
-def hash_header_value(decision: Decision) -> str:
-    """The endpoint-affinity hash key Envoy's ring hashes. A cookie handle (validated cookie-octets) or a minted one
-    goes as is; a request id is the client's own bytes, so only its hash goes out: no client byte reaches a header
-    value unvalidated (tests/unit/test_extproc_fuzz.py)."""
-    if decision.key_source is KeySource.REQUEST_ID:
-        return f"{key_hash(decision.key):016x}"
-    return decision.key
-
-
 def _set_header(name: str, value: str) -> base_pb2.HeaderValueOption:
     return base_pb2.HeaderValueOption(
         header=base_pb2.HeaderValue(key=name, raw_value=value.encode()), append_action=_OVERWRITE
     )
 
 
-def _routed(cluster: str) -> ep.ProcessingResponse:
-    """The part of a decision's reply that depends on its backend only: the routing header, clear_route_cache."""
-    mutation = ep.HeaderMutation(set_headers=[_set_header(ROUTING_HEADER, cluster)])
-    return ep.ProcessingResponse(
+def _routed(decision: Decision, split: CompiledSplit, generation: int) -> ep.ProcessingResponse:
+    """The part of a reply that is the same for every request with this backend, key source and path: the routing
+    header, clear_route_cache, and the disclosure fields (SPEC §6) the access log prints."""
+    mutation = ep.HeaderMutation(set_headers=[_set_header(ROUTING_HEADER, decision.backend.cluster)])
+    reply = ep.ProcessingResponse(
         request_headers=ep.HeadersResponse(response=ep.CommonResponse(header_mutation=mutation, clear_route_cache=True))
     )
+    ns = reply.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value.fields
+    ns[disclosure_fields.BACKEND].string_value = decision.backend.name
+    ns[disclosure_fields.GENERATION].number_value = generation
+    ns[disclosure_fields.KEY_SOURCE].string_value = decision.key_source.value
+    ns[disclosure_fields.SESSION_ID_PRESENT].bool_value = disclosure_fields.session_id_present(decision)
+    ns[disclosure_fields.AFFINITY_APPLIED].bool_value = disclosure_fields.affinity_applied(split, decision)
+    ns[disclosure_fields.PATH].string_value = decision.path.value
+    return reply
 
 
 class DecisionReplies:
-    """The ext_proc replies of one generation. Each backend's constant part is built the first time a request picks
-    it (not all at the swap: a large generation would stall the event loop for milliseconds) and copied per request
-    after that (cheaper than building it: ~5 µs less per request, docs/dataplane.md "Cost"); the sticky key and the
-    metadata are added per request."""
+    """The ext_proc replies of one generation. Each (backend, key source, path)'s constant part is built the first time
+    a request needs it (not all at the swap: a large generation would stall the event loop for milliseconds) and
+    copied per request after that (cheaper than building it: docs/dataplane.md "Cost"); the pod, the cookie and the
+    debug header are added per request."""
 
     def __init__(self, gen: Generation) -> None:
         self.generation = gen
-        self._routed: dict[str, ep.ProcessingResponse] = {}
+        self._routed: dict[tuple[str, str, str, str], ep.ProcessingResponse] = {}
 
     def reply(self, decision: Decision, split: CompiledSplit) -> ep.ProcessingResponse:
-        cluster = decision.backend.cluster
-        routed = self._routed.get(cluster)
+        key = (split.key, decision.backend.cluster, decision.key_source.value, decision.path.value)
+        routed = self._routed.get(key)
         if routed is None:
-            routed = self._routed[cluster] = _routed(cluster)
+            routed = self._routed[key] = _routed(decision, split, self.generation.number)
         reply = ep.ProcessingResponse()
         reply.CopyFrom(routed)
-        if split.endpoint_affinity:
-            reply.request_headers.response.header_mutation.set_headers.append(
-                _set_header(HASH_HEADER, hash_header_value(decision))
-            )
-        if decision.set_cookie is not None or split.debug_headers:
+        if decision.set_cookie is not None or split.debug_headers or decision.endpoint is not None:
             ns = reply.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value
+            if decision.endpoint is not None:
+                ns.fields[META_ENDPOINT].string_value = decision.endpoint
             if decision.set_cookie is not None:
                 ns.fields[META_SET_COOKIE].string_value = decision.set_cookie
             if split.debug_headers:

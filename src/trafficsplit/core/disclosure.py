@@ -1,0 +1,43 @@
+"""SPEC §6 disclosure: what every decision tells operators, as one record with bounded values.
+
+The processor puts these fields in Envoy's dynamic metadata (namespace `trafficsplit`), the access log prints them
+(docs/dataplane.md, "Access log"), and the decision metric counts `path` and `affinity_applied` as labels. A request
+the processor never saw (Envoy's fallback route) gets the same field names from the route's own metadata
+(`fallback_fields`), so a log reader needs one vocabulary. Clients see none of it unless the split asks for debug
+headers.
+"""
+
+from __future__ import annotations
+
+from trafficsplit.core.compiled import CompiledSplit
+from trafficsplit.core.decide import Decision, DecisionPath, KeySource
+
+BACKEND = "backend"
+ENDPOINT = "endpoint"
+GENERATION = "generation"
+KEY_SOURCE = "key_source"
+SESSION_ID_PRESENT = "session_id_present"
+AFFINITY_APPLIED = "affinity_applied"
+PATH = "path"
+FALLBACK = "fallback"  # the path of a request Envoy routed without the processor
+NO_KEY = "none"
+
+
+def affinity_applied(split: CompiledSplit, decision: Decision) -> bool:
+    """Whether the sticky key decided the backend: a sticky split, and no match rule decided first."""
+    return split.sticky and decision.path is not DecisionPath.MATCH
+
+
+def session_id_present(decision: Decision) -> bool:
+    """Whether the request carried a valid affinity cookie (an invalid one counts as absent: SPEC §4 re-sessions)."""
+    return decision.key_source is KeySource.COOKIE
+
+
+def fallback_fields(generation: int, cookie_present: bool) -> dict[str, str | bool | int]:
+    """The disclosure of Envoy's native fallback route: it knows only whether the affinity cookie was there."""
+    return {
+        PATH: FALLBACK,
+        KEY_SOURCE: KeySource.COOKIE.value if cookie_present else NO_KEY,
+        SESSION_ID_PRESENT: cookie_present,
+        GENERATION: generation,
+    }
