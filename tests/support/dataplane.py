@@ -590,6 +590,32 @@ async def run_sessions(
     return out
 
 
+def decided_by_the_processor(r: Response) -> bool:
+    """The response's decision header (debug headers on) says the processor decided, not Envoy's fallback route."""
+    d = r.header("x-trafficsplit-decision")
+    return d is not None and "path=fallback" not in d
+
+
+def decided_requests(
+    port: int, authority: str, cookie_name: str, cookies: Sequence[str], attempts: int = 5
+) -> list[Response]:
+    """One request per cookie, each decided by the processor: a request Envoy failed open (the processor's reply later
+    than Envoy's message timeout, which a loaded machine causes, or its ext_proc connection not yet back after a
+    restart) went to Envoy's own choice, so it is sent again; decided ones never are. After `attempts` rounds the
+    fallbacks left fail the caller's test (debug headers must be on: the decision header tells the two apart)."""
+    out = [r[0] for r in asyncio.run(run_sessions(port, authority, cookie_name, list(cookies), 1))]
+    for _ in range(attempts - 1):
+        again = [i for i, r in enumerate(out) if not decided_by_the_processor(r)]
+        if not again:
+            break
+        redo = asyncio.run(run_sessions(port, authority, cookie_name, [cookies[i] for i in again], 1))
+        for i, r in zip(again, redo, strict=True):
+            out[i] = r[0]
+    left = [r.header("x-trafficsplit-decision") for r in out if not decided_by_the_processor(r)]
+    assert not left, f"{len(left)} requests not decided by the processor after {attempts} tries: {left[:3]}"
+    return out
+
+
 class Load:
     """Continuous load from a background thread until `stop()`: every response's time, status and decision, so a
     test can change things underneath and then check that nothing failed."""

@@ -82,7 +82,7 @@ def test_the_cookie_path_pattern_agrees_with_the_core(path: str) -> None:
     assert go_pattern in cookie["path"]["x-kubernetes-validations"][0]["rule"]
     crd_accepts = re.fullmatch(go_pattern.removeprefix("^").removesuffix("$"), path) is not None
     try:
-        CookieSettings("ts", path=path)
+        CookieSettings(name="ts", path=path)
         core_accepts = True
     except SpecError:
         core_accepts = False

@@ -434,6 +434,8 @@ def test_a_recreated_split_is_not_published_until_a_generation_carrying_it_is_ac
         await until(lambda: published("u-s2") is not None)
         await asyncio.sleep(0.3)
         assert published("u-s2") == "False 0/1 dataplanes; behind: a"
+        # A refused number is offered to the replica once, not retried (its Envoy would refuse it again).
+        assert len(a.published) == len(set(a.published)), a.published
         task.cancel()
         await engine.fleet.close()
         await a.stop()

@@ -218,8 +218,17 @@ def test_a_file_written_in_two_chunks_publishes_only_the_whole(tmp_path: Path) -
 
 def test_local_mode_logs_why_a_split_is_not_served(caplog: pytest.LogCaptureFixture) -> None:
     """No API server to write status to: a split refused for a host conflict says why in the log, naming its file."""
-    obj = SplitObject("default", "late", "file:b.yaml#0", 1, "b.yaml#0000", {}, {})
-    refused = Condition("Accepted", "False", "HostConflict", "shop.local: default/shop has it", 1, None)
+    obj = SplitObject(
+        namespace="default", name="late", uid="file:b.yaml#0", generation=1, created="b.yaml#0000", spec={}, status={}
+    )
+    refused = Condition(
+        type="Accepted",
+        status="False",
+        reason="HostConflict",
+        message="shop.local: default/shop has it",
+        observed_generation=1,
+        last_transition_time=None,
+    )
     asyncio.run(log_status(obj, StatusResult(SplitStatus(conditions=(refused,)), ())))
     (record,) = [r for r in caplog.records if "default/late" in r.getMessage()]
     assert "b.yaml" in record.getMessage() and "HostConflict" in record.getMessage()

@@ -285,4 +285,4 @@ def test_trusted_hops_keep_the_clients_forwarded_for_and_none_drop_it() -> None:
 )
 def test_bootstrap_options_refuse_out_of_range_edge_settings(bad: dict[str, int]) -> None:
     with pytest.raises(ValueError):
-        BootstrapOptions("n", Address(), Address(), Address(), Address(), **bad)  # type: ignore[arg-type]
+        BootstrapOptions(node_id="n", listen=Address(), extproc=Address(), ads=Address(), admin=Address(), **bad)  # type: ignore[arg-type]

@@ -55,7 +55,7 @@ class TypeSnapshot:
     content: bytes  # deterministic serialization of every resource, to tell a real change from a re-push
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Watch:
     """One stream's view of one type."""
 

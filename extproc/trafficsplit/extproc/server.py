@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 _SERVICES = ("", "trafficsplit.v1alpha1.Publisher", "envoy.service.ext_proc.v3.ExternalProcessor")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     listen: str  # ext_proc + ADS: unix:/path or HOST:PORT
     publish: str  # HOST:PORT

@@ -27,9 +27,7 @@ from typing import Any
 
 import yaml
 
-from trafficsplit.core.errors import SpecError
 from trafficsplit.core.resolve import SplitObject
-from trafficsplit.core.spec import parse_split
 from trafficsplit.core.status import StatusResult
 from trafficsplit.core.vocabulary import ConditionType
 
@@ -74,13 +72,19 @@ def parse_documents(text: str, source: str) -> Loaded:
             problems.append(f"{where}: metadata.namespace: expected a string, got {type(ns).__name__}")
             continue
         spec: Any = doc.get("spec") or {}
-        try:
-            parse_split(ns, name, spec)
-        except SpecError as exc:
-            problems.extend(f"{where} {ns}/{name}: {p}" for p in exc.problems)
+        obj = SplitObject(
+            namespace=ns,
+            name=name,
+            uid=f"file:{source}#{i}",
+            generation=1,
+            created=f"{source}#{i:04d}",  # orders splits for host conflicts: file name, then position in the file
+            spec=dict(spec) if isinstance(spec, Mapping) else spec,  # not an object: the parser names it
+            status={},
+        )
+        if obj.problems:  # the object parses its spec once, with the parser every source uses
+            problems.extend(f"{where} {ns}/{name}: {p}" for p in obj.problems)
             continue
-        # created orders splits for host conflicts: file name, then position in the file.
-        splits.append(SplitObject(ns, name, f"file:{source}#{i}", 1, f"{source}#{i:04d}", dict(spec), {}))
+        splits.append(obj)
     return Loaded(tuple(splits), tuple(problems))
 
 

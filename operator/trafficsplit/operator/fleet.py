@@ -43,7 +43,7 @@ class _Worker:
         self.name = replica.name
         self.acked = 0
         self.known = False  # answered at least once since it was (re)discovered
-        self.invalid: tuple[int, str] | None = None  # (number, message) of a generation the replica refused
+        self.refused = 0  # the number of the last generation the replica refused: not offered to it again
         self.wake = asyncio.Event()
         self.client = PublisherClient(replica.address, fleet.token_file, fleet.timeout, fleet.tls)
         self.task = asyncio.create_task(self._run(), name=f"publish:{replica.address}")
@@ -76,11 +76,7 @@ class _Worker:
                     self.fleet.note_generation(held)
                     self._set(held.held_number, held.replica)
                     continue
-                if (
-                    target is not None
-                    and self.acked < target.number
-                    and (self.invalid is None or self.invalid[0] != target.number)
-                ):
+                if target is not None and self.acked < target.number and self.refused != target.number:
                     reply = await self.client.publish(target)
                     await self._handle(target, reply)
                     backoff = BACKOFF_MIN
@@ -126,7 +122,7 @@ class _Worker:
             log.error(
                 "dataplane %s refused generation %d: %s", reply.replica or self.name, target.number, reply.message
             )
-            self.invalid = (target.number, reply.message)
+            self.refused = target.number
             self._set(reply.held_number, reply.replica)
 
     async def close(self) -> None:

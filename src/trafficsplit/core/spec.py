@@ -69,7 +69,7 @@ class MatchType(StrEnum):
     REGULAR_EXPRESSION = "RegularExpression"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BackendSpec:
     name: str
     service: str  # the Service, defaulting to the backend's name (the parser applies the default)
@@ -85,7 +85,7 @@ class BackendSpec:
             raise SpecError(problems)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MatchSpec:
     """A match rule; `name` and `value` are the condition's (`spec.matches[i].header.name`), header names lowercase."""
 
@@ -106,7 +106,7 @@ class MatchSpec:
             raise SpecError(problems)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SplitSpec:
     namespace: str
     name: str
@@ -304,7 +304,15 @@ def _parse_backends(raw: list[Any] | None, p: _Problems) -> tuple[BackendSpec, .
         weights[i] = weight or 0
         endpoints = _parse_static_endpoints(b.get("endpoints"), f"{path}.endpoints", p)
         try:
-            out.append(BackendSpec(name or "", service or "", 80 if port is None else port, weights[i], endpoints))
+            out.append(
+                BackendSpec(
+                    name=name or "",
+                    service=service or "",
+                    port=80 if port is None else port,
+                    weight=weights[i],
+                    endpoints=endpoints,
+                )
+            )
         except SpecError as exc:
             if name is not None:  # a missing name is reported once, as required
                 p.extend(path, exc)
@@ -418,7 +426,7 @@ def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: _Probl
         # Header names compare case-insensitively (HTTP); cookie names exactly (RFC 6265).
         folded = (name or "").lower() if kind is MatchKind.HEADER else (name or "")
         try:
-            match = MatchSpec(kind, folded, mtype, value or "", backend or "")
+            match = MatchSpec(kind=kind, name=folded, type=mtype, value=value or "", backend=backend or "")
         except SpecError as exc:
             p.extend(cpath, exc)
             continue
