@@ -28,23 +28,34 @@ print("connected")
 
 # GetHeld over the publish port twice: with the operator's client certificate (so TLS lets it through) but no token,
 # then with no client certificate at all. Prints one gRPC status code per attempt.
+# GetHeld over the publish port twice: with the operator's client certificate (so TLS lets it through) but no token,
+# then with no client certificate at all. Prints one gRPC status code per attempt. The first is retried while the
+# connection is refused: the policy engine admits a new pod's address a moment after the pod starts.
 PUBLISH_WITHOUT_TOKEN = """
-import sys, grpc
+import sys, time, grpc
 from trafficsplit.v1alpha1 import publish_pb2, publish_pb2_grpc
 ip, port, server_name = sys.argv[1:4]
 read = lambda n: open("/tls/" + n, "rb").read()
 options = [("grpc.ssl_target_name_override", server_name)]
-for label, creds in (
-    ("cert-no-token", grpc.ssl_channel_credentials(read("ca.crt"), read("tls.key"), read("tls.crt"))),
-    ("no-cert", grpc.ssl_channel_credentials(read("ca.crt"))),
+for label, creds, patience in (
+    ("cert-no-token", grpc.ssl_channel_credentials(read("ca.crt"), read("tls.key"), read("tls.crt")), 30),
+    ("no-cert", grpc.ssl_channel_credentials(read("ca.crt")), 0),
 ):
-    stub = publish_pb2_grpc.PublisherStub(grpc.secure_channel(f"{ip}:{port}", creds, options))
-    try:
-        stub.GetHeld(publish_pb2.GetHeldRequest(), timeout=10)
-        print(label, "OK")
-    except grpc.RpcError as e:
-        print(label, e.code().name, e.details())
+    deadline = time.monotonic() + patience
+    while True:
+        stub = publish_pb2_grpc.PublisherStub(grpc.secure_channel(f"{ip}:{port}", creds, options))
+        try:
+            stub.GetHeld(publish_pb2.GetHeldRequest(), timeout=10)
+            print(label, "OK")
+            break
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.UNAVAILABLE and time.monotonic() < deadline:
+                time.sleep(1)
+                continue
+            print(label, e.code().name, e.details())
+            break
 """
+
 
 RESTRICTED: dict[str, Any] = {
     "allowPrivilegeEscalation": False,
