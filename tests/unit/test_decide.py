@@ -131,7 +131,7 @@ def test_disclosure_fields() -> None:
     d = run(s, cookies=[f"sid={OK}"])
     assert (d.key_source.value, d.path.value) == ("cookie", "weighted")
     assert d.backend.cluster == "prod/shop/stable"
-    assert {k.value for k in KeySource} == {"cookie", "minted", "request-id"}
+    assert {k.value for k in KeySource} == {"header", "cookie", "minted", "request-id"}
     assert {p.value for p in DecisionPath} == {"weighted", "match", "match-passed-over", "failover"}
 
 

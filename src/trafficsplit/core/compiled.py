@@ -23,6 +23,7 @@ from trafficsplit.core.rules import (
     cluster_problems,
     compile_pattern,
     host_problems,
+    key_header_problems,
     match_name_problems,
     match_value_problems,
     name_problems,
@@ -99,6 +100,8 @@ class CompiledSplit:
     # The TrafficSplit metadata.generation this form was compiled from (0: not from a resource, e.g. a test). It is
     # content: status reports a split published only when a generation carries the form of its current spec.
     observed_generation: int = 0
+    # sticky.header.name: the key comes from this request header when present, before the cookie (lowercase).
+    key_header: str | None = None
     weights: Weights = field(init=False)
     # Failover (SPEC §6): the eligible backends' own weights and order, and their indexes in `backends`.
     # None when every backend is eligible (nothing to fail over) or when no eligible backend carries weight.
@@ -111,6 +114,8 @@ class CompiledSplit:
         if not 1 <= self.endpoint_points <= MAX_POINTS:
             raise SpecError([f"endpoint points must be 1..{MAX_POINTS}, got {self.endpoint_points}"])
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
+        if self.key_header is not None:
+            problems += [f"key_header: {q.removeprefix('name: ')}" for q in key_header_problems(self.key_header)]
         if len(self.matches) > MAX_MATCHES:
             problems.append(f"matches: {len(self.matches)} matches, at most {MAX_MATCHES} are allowed")
         for i, m in enumerate(self.matches):
@@ -133,7 +138,8 @@ class CompiledSplit:
 
     @property
     def sticky(self) -> bool:
-        return self.cookie is not None
+        """Whether requests carry a sticky key (a cookie, a key header, or both)."""
+        return self.cookie is not None or self.key_header is not None
 
 
 def _failover_weights(backends: Sequence[CompiledBackend]) -> tuple[Weights, tuple[int, ...]] | None:
@@ -184,6 +190,7 @@ def compile_split(
         debug_headers=spec.debug_headers,
         endpoint_points=spec.endpoint_points,
         observed_generation=observed_generation,
+        key_header=spec.key_header,
     )
 
 

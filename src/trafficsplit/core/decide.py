@@ -1,8 +1,9 @@
 """The per-request decision (SPEC §3, §6): which key, which backend, and why.
 
-Order: the key is chosen first (cookie, else minted, else request id); then an explicit match rule decides, else the
-weighted pick over the key's hash; a pick that lands on an ineligible backend is re-picked over the eligible ones
-with the same hash. Every decision carries its path so the dataplane can count and disclose it.
+Order: the key is chosen first (the key header, else the cookie, else minted, else the request id); then an explicit
+match rule decides, else the weighted pick over the key's hash; a pick that lands on an ineligible backend is
+re-picked over the eligible ones with the same hash. Every decision carries its path so the dataplane can count and
+disclose it.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from typing import NamedTuple
 from trafficsplit.core.compiled import CompiledBackend, CompiledSplit
 from trafficsplit.core.cookie import AffinityMinter, read_cookie, render_set_cookie
 from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.limits import MAX_KEY_HEADER_VALUE
 from trafficsplit.core.spec import MatchKind
 
 
 class KeySource(StrEnum):
+    HEADER = "header"  # sticky.header: the client names its own key (a user id, an API key hash)
     COOKIE = "cookie"
     MINTED = "minted"
     REQUEST_ID = "request-id"
@@ -44,8 +47,17 @@ class Decision(NamedTuple):
 
 
 def choose_key(
-    split: CompiledSplit, cookie_lines: Sequence[str], request_id: str, minter: AffinityMinter
+    split: CompiledSplit,
+    cookie_lines: Sequence[str],
+    request_id: str,
+    minter: AffinityMinter,
+    header: Callable[[str], str | None] = lambda _: None,
 ) -> tuple[str, KeySource]:
+    if split.key_header is not None:
+        # An empty or oversized value counts as absent: the request falls back to the cookie (bounded hashing work).
+        value = header(split.key_header)
+        if value and len(value) <= MAX_KEY_HEADER_VALUE:
+            return value, KeySource.HEADER
     if split.cookie is None:
         return request_id, KeySource.REQUEST_ID
     value = read_cookie(cookie_lines, split.cookie.name)
@@ -72,7 +84,7 @@ def decide(
     minter: AffinityMinter,
 ) -> Decision:
     """Decide one request. `header(name)` returns a request header's value (lowercase name) or None."""
-    key, source = choose_key(split, cookie_lines, request_id, minter)
+    key, source = choose_key(split, cookie_lines, request_id, minter, header)
     set_cookie = render_set_cookie(split.cookie, key) if source is KeySource.MINTED and split.cookie else None
     h = key_hash(key)
     passed_over = False

@@ -26,6 +26,7 @@ from trafficsplit.core.rules import (
     backend_problems,
     compile_pattern,
     host_problems,
+    key_header_problems,
     match_name_problems,
     match_value_problems,
     name_problems,
@@ -92,9 +93,12 @@ class SplitSpec:
     matches: tuple[MatchSpec, ...]
     debug_headers: bool
     endpoint_points: int = DEFAULT_POINTS
+    key_header: str | None = None  # sticky.header.name: the request header a sticky key is read from first
 
     def __post_init__(self) -> None:
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
+        if self.key_header is not None:
+            problems += [f"sticky.header.{q}" for q in key_header_problems(self.key_header)]
         if not 1 <= self.endpoint_points <= MAX_POINTS:
             problems.append(f"sticky.endpointPoints: must be 1..{MAX_POINTS}, got {self.endpoint_points}")
         problems += weight_problems([b.name for b in self.backends], [b.weight for b in self.backends])
@@ -189,6 +193,7 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     sticky = _get(spec, "sticky", Mapping, "spec", p)
     cookie, affinity = _parse_sticky(sticky, p)
     points = _parse_endpoint_points(sticky, p)
+    key_header = _parse_key_header(sticky, p)
     matches = _parse_matches(_get(spec, "matches", list, "spec", p), {b.name for b in backends}, p)
     debug = _get(spec, "debugHeaders", bool, "spec", p) or False
     if p.items:
@@ -205,6 +210,7 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
             matches=matches,
             debug_headers=debug,
             endpoint_points=points,
+            key_header=key_header,
         )
     except SpecError as exc:  # the value's own checks; the ones above report the same rules first, per field
         raise exc.within("spec") from None
@@ -218,6 +224,21 @@ def _parse_endpoint_points(raw: Mapping[str, Any] | None, p: _Problems) -> int:
         p.add("spec.sticky.endpointPoints", f"must be 1..{MAX_POINTS}, got {points}")
         return DEFAULT_POINTS
     return int(points)
+
+
+def _parse_key_header(raw: Mapping[str, Any] | None, p: _Problems) -> str | None:
+    h = _get(raw, "header", Mapping, "spec.sticky", p) if raw is not None else None
+    if h is None:
+        return None
+    name = _get(h, "name", str, "spec.sticky.header", p)
+    if name is None:
+        p.add("spec.sticky.header.name", "required")
+        return None
+    problems = key_header_problems(name)
+    if problems:
+        p.extend("spec.sticky.header", SpecError(problems))
+        return None
+    return str(name)
 
 
 def _parse_hosts(raw: list[Any] | None, service: str | None, namespace: str, p: _Problems) -> tuple[str, ...]:

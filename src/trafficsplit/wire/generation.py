@@ -56,6 +56,7 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
         endpoint_points=split.endpoint_points,
         debug_headers=split.debug_headers,
         observed_generation=split.observed_generation,
+        key_header=split.key_header or "",
     )
     if split.cookie is not None:
         c = split.cookie
@@ -206,6 +207,7 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
         debug_headers=s.debug_headers,
         observed_generation=s.observed_generation,
         endpoint_points=s.endpoint_points or DEFAULT_POINTS,
+        key_header=s.key_header or None,
     )
 
 
