@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from trafficsplit.core.assignment import AssignmentMode, SlotTable, advance
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.host import normalize_host
@@ -102,6 +103,8 @@ class CompiledSplit:
     observed_generation: int = 0
     # sticky.header.name: the key comes from this request header when present, before the cookie (lowercase).
     key_header: str | None = None
+    # spec.assignment: minimal: the slot table the pick reads (core/assignment.py); None: the hash pick (SPEC §2).
+    table: SlotTable | None = None
     weights: Weights = field(init=False)
     # Failover (SPEC §6): the eligible backends' own weights and order, and their indexes in `backends`.
     # None when every backend is eligible (nothing to fail over) or when no eligible backend carries weight.
@@ -124,6 +127,10 @@ class CompiledSplit:
         if problems:
             raise SpecError(problems)
         object.__setattr__(self, "weights", Weights.of((b.name, b.weight) for b in self.backends))
+        if self.table is not None:
+            table_problems = self.table.check(self.weights)
+            if table_problems:
+                raise SpecError(table_problems)
         object.__setattr__(self, "failover", _failover_weights(self.backends))
         rings = (
             tuple(endpoint_ring([e.host for e in b.ready_endpoints], self.endpoint_points) for b in self.backends)
@@ -152,10 +159,14 @@ def _failover_weights(backends: Sequence[CompiledBackend]) -> tuple[Weights, tup
 
 
 def compile_split(
-    spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] | None = None, observed_generation: int = 0
+    spec: SplitSpec,
+    endpoints: Mapping[str, Sequence[Endpoint]] | None = None,
+    observed_generation: int = 0,
+    previous_table: SlotTable | None = None,
 ) -> CompiledSplit:
     """Compile a parsed spec. `endpoints` maps backend name → its endpoints with readiness; a backend missing from it
-    uses the spec's static endpoints (local mode), which count as ready."""
+    uses the spec's static endpoints (local mode), which count as ready. `previous_table`: the slot table the split
+    had before (spec.assignment: minimal), which the new weights advance; None builds one from the weights alone."""
     endpoints = endpoints or {}
     index = {b.name: i for i, b in enumerate(spec.backends)}
     backends = tuple(
@@ -191,6 +202,9 @@ def compile_split(
         endpoint_points=spec.endpoint_points,
         observed_generation=observed_generation,
         key_header=spec.key_header,
+        table=advance(previous_table, Weights.of((b.name, b.weight) for b in spec.backends))
+        if spec.assignment is AssignmentMode.MINIMAL
+        else None,
     )
 
 

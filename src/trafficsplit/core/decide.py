@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import NamedTuple
 
+from trafficsplit.core.assignment import SLOTS
 from trafficsplit.core.compiled import CompiledBackend, CompiledSplit
 from trafficsplit.core.cookie import AffinityMinter, read_cookie, render_set_cookie
 from trafficsplit.core.hashing import key_hash
@@ -67,8 +68,9 @@ def choose_key(
 
 
 def pick_backend(split: CompiledSplit, h: int) -> tuple[int, DecisionPath]:
-    """The weighted pick for hash `h`, with SPEC §6 failover: only keys whose backend is ineligible move."""
-    i = split.weights.pick_index(h)
+    """The weighted pick for hash `h` (the slot table under spec.assignment: minimal), with SPEC §6 failover: only
+    keys whose backend is ineligible move."""
+    i = split.weights.pick_index(h) if split.table is None else split.table.owners[h % SLOTS]
     if split.failover is None or split.backends[i].eligible:
         return i, DecisionPath.WEIGHTED
     weights, index = split.failover

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from trafficsplit.core.assignment import AssignmentMode
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_MATCHES
@@ -94,6 +95,7 @@ class SplitSpec:
     debug_headers: bool
     endpoint_points: int = DEFAULT_POINTS
     key_header: str | None = None  # sticky.header.name: the request header a sticky key is read from first
+    assignment: AssignmentMode = AssignmentMode.HASH  # spec.assignment: how keys map to backends
 
     def __post_init__(self) -> None:
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
@@ -196,6 +198,12 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     key_header = _parse_key_header(sticky, p)
     matches = _parse_matches(_get(spec, "matches", list, "spec", p), {b.name for b in backends}, p)
     debug = _get(spec, "debugHeaders", bool, "spec", p) or False
+    assignment_raw = _get(spec, "assignment", str, "spec", p) or AssignmentMode.HASH.value
+    try:
+        assignment = AssignmentMode(assignment_raw)
+    except ValueError:
+        p.add("spec.assignment", f"{assignment_raw[:32]!r} must be one of hash, minimal")
+        assignment = AssignmentMode.HASH
     if p.items:
         raise SpecError(p.items)
     try:
@@ -211,6 +219,7 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
             debug_headers=debug,
             endpoint_points=points,
             key_header=key_header,
+            assignment=assignment,
         )
     except SpecError as exc:  # the value's own checks; the ones above report the same rules first, per field
         raise exc.within("spec") from None

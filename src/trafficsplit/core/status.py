@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from trafficsplit.core.assignment import minimal_moved_share
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.plan import plan
 from trafficsplit.core.reconcile import Outcome, Verdict
@@ -152,6 +153,8 @@ class SplitStatus:
     generation: int | None = None  # the dataplane generation that carries the current spec
     backends: tuple[BackendStatus, ...] | None = None
     displacement: Displacement | None = None
+    # spec.assignment: minimal: the slot table served (core/assignment.py's stored form), read back after a restart
+    assignment: Mapping[str, Any] | None = None
 
     def condition(self, type_: ConditionType) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)
@@ -169,6 +172,8 @@ class SplitStatus:
             out["displacement"] = self.displacement.to_dict()
         if self.generation is not None:
             out["generation"] = self.generation
+        if self.assignment is not None:
+            out["assignment"] = dict(self.assignment)
         return out
 
     @classmethod
@@ -188,6 +193,7 @@ class SplitStatus:
             if isinstance(backends, list)
             else None,
             displacement=Displacement.from_dict(displacement) if isinstance(displacement, Mapping) else None,
+            assignment=assignment if isinstance(assignment := raw.get("assignment"), Mapping) else None,
         )
 
 
@@ -319,6 +325,16 @@ def displacement(before: Weights, after: Weights) -> tuple[Displacement, str | N
     return d, warning
 
 
+def rebuilt_message(after: Weights) -> str:
+    """The AssignmentRebuilt Warning: no table to continue (the split just switched from hash, or its status and every
+    dataplane's copy were lost), so the sessions' old assignment is unknown and any of them may have moved."""
+    return (
+        "spec.assignment is minimal but no slot table was found (in the operator, status.assignment or the "
+        f"generation the dataplanes hold): rebuilt from the current weights {after.format()}; the old assignment is "
+        "unknown, so up to 100% of sessions moved (a switch from hash moves about as much as a change of total)"
+    )
+
+
 def _previous_weights(status: SplitStatus) -> Weights | None:
     text = status.weights
     if not text:
@@ -343,15 +359,26 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
 
     served = outcome.served
     # Without a served form, what the status said about the served weights stays.
-    weights, backends, moved = prev.weights, prev.backends, prev.displacement
+    weights, backends, moved, table = prev.weights, prev.backends, prev.displacement, prev.assignment
     if served is not None:
         after = served.weights
         weights, backends = after.format(), _backends_status(outcome)
+        table = served.table.to_status() if served.table is not None else None
         before = _previous_weights(prev)
         if before is not None and before.items() != after.items():
-            moved, warning = displacement(before, after)
-            if warning is not None and served.sticky:
-                events.append(EventIntent(EventType.WARNING, EventReason.TOTAL_WEIGHT_CHANGED, warning))
+            if served.table is not None:  # a slot table moves the minimum whatever the total: no warning due
+                moved = Displacement(
+                    before.format(),
+                    after.format(),
+                    before.total != after.total,
+                    percent(minimal_moved_share(before, after)),
+                )
+            else:
+                moved, warning = displacement(before, after)
+                if warning is not None and served.sticky:
+                    events.append(EventIntent(EventType.WARNING, EventReason.TOTAL_WEIGHT_CHANGED, warning))
+        if outcome.table_rebuilt and served.table is not None:
+            events.append(EventIntent(EventType.WARNING, EventReason.ASSIGNMENT_REBUILT, rebuilt_message(after)))
     carried = outcome.serves_current_spec and view.number > 0 and outcome.key not in view.held_back
     status = SplitStatus(
         observed_generation=gen,
@@ -360,6 +387,7 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
         generation=view.number if carried else prev.generation,
         backends=backends,
         displacement=moved,
+        assignment=table,
     )
 
     prev_pub = prev.condition(ConditionType.PUBLISHED)

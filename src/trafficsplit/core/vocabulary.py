@@ -47,5 +47,6 @@ class EventType(StrEnum):
 class EventReason(StrEnum):
     PUBLISHED = "Published"
     TOTAL_WEIGHT_CHANGED = "TotalWeightChanged"
+    ASSIGNMENT_REBUILT = "AssignmentRebuilt"  # spec.assignment: minimal lost its slot table's history
     BACKEND_NOT_FOUND = "BackendNotFound"
     PORT_NOT_FOUND = "PortNotFound"
