@@ -44,6 +44,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         *,
         token: bytes,
         replica: str,
+        can_seal: bool = False,
         ack_timeout: float,
         on_first_generation: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
@@ -52,6 +53,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self._metrics = metrics
         self._expected = b"Bearer " + token
         self._replica = replica
+        self._can_seal = can_seal  # cookie keys configured: persistent splits can be served
         self._ack_timeout = ack_timeout
         self._on_first = on_first_generation
         self._lock = asyncio.Lock()  # publishes never interleave
@@ -97,6 +99,14 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             gen = generation_from_proto(msg)
         except SpecError as exc:
             return self._reply(pb.PublishReply.INVALID, str(exc))
+        unsealable = [s.key for s in gen.splits if s.persistent] if not self._can_seal else []
+        if unsealable:
+            # Refused whole, as any generation this replica cannot serve as published: the operator reports it.
+            return self._reply(
+                pb.PublishReply.INVALID,
+                f"sticky.mode persistent in {', '.join(unsealable)}: this replica has no cookie keys "
+                "(--cookie-key-file)",
+            )
         before = self._ads.snapshot()
         try:
             versions = self._ads.set_resources(transition(held, gen), generation=gen.number)

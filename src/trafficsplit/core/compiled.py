@@ -16,6 +16,7 @@ from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.host import normalize_host
 from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_GENERATION, MAX_MATCHES, MAX_SPLITS
+from trafficsplit.core.persistent import StickyMode
 from trafficsplit.core.regex import Pattern
 from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS, Ring, endpoint_ring
 from trafficsplit.core.rules import Endpoint as Endpoint  # re-exported: where compiled values are, callers look
@@ -105,6 +106,8 @@ class CompiledSplit:
     key_header: str | None = None
     # spec.assignment: minimal: the slot table the pick reads (core/assignment.py); None: the hash pick (SPEC §2).
     table: SlotTable | None = None
+    # sticky.mode: persistent (core/persistent.py): sessions keep the backend their sealed cookie names.
+    persistent: bool = False
     weights: Weights = field(init=False)
     # Failover (SPEC §6): the eligible backends' own weights and order, and their indexes in `backends`.
     # None when every backend is eligible (nothing to fail over) or when no eligible backend carries weight.
@@ -119,6 +122,8 @@ class CompiledSplit:
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
         if self.key_header is not None:
             problems += [f"key_header: {q.removeprefix('name: ')}" for q in key_header_problems(self.key_header)]
+        if self.persistent and self.cookie is None:
+            problems.append("persistent: sticky.mode persistent needs sticky.cookie (the cookie carries the backend)")
         if len(self.matches) > MAX_MATCHES:
             problems.append(f"matches: {len(self.matches)} matches, at most {MAX_MATCHES} are allowed")
         for i, m in enumerate(self.matches):
@@ -205,6 +210,7 @@ def compile_split(
         table=advance(previous_table, Weights.of((b.name, b.weight) for b in spec.backends))
         if spec.assignment is AssignmentMode.MINIMAL
         else None,
+        persistent=spec.sticky_mode is StickyMode.PERSISTENT,
     )
 
 

@@ -21,6 +21,7 @@ from trafficsplit.core.assignment import AssignmentMode
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_MATCHES
+from trafficsplit.core.persistent import StickyMode
 from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS
 from trafficsplit.core.rules import (
     Endpoint,
@@ -96,11 +97,14 @@ class SplitSpec:
     endpoint_points: int = DEFAULT_POINTS
     key_header: str | None = None  # sticky.header.name: the request header a sticky key is read from first
     assignment: AssignmentMode = AssignmentMode.HASH  # spec.assignment: how keys map to backends
+    sticky_mode: StickyMode = StickyMode.REHASH  # sticky.mode: whether a session keeps its backend across changes
 
     def __post_init__(self) -> None:
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
         if self.key_header is not None:
             problems += [f"sticky.header.{q}" for q in key_header_problems(self.key_header)]
+        if self.sticky_mode is StickyMode.PERSISTENT and self.cookie is None:
+            problems.append("sticky.mode: persistent needs sticky.cookie (the cookie carries the session's backend)")
         if not 1 <= self.endpoint_points <= MAX_POINTS:
             problems.append(f"sticky.endpointPoints: must be 1..{MAX_POINTS}, got {self.endpoint_points}")
         problems += weight_problems([b.name for b in self.backends], [b.weight for b in self.backends])
@@ -196,6 +200,12 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     cookie, affinity = _parse_sticky(sticky, p)
     points = _parse_endpoint_points(sticky, p)
     key_header = _parse_key_header(sticky, p)
+    mode_raw = (_get(sticky, "mode", str, "spec.sticky", p) if sticky is not None else None) or StickyMode.REHASH.value
+    try:
+        sticky_mode = StickyMode(mode_raw)
+    except ValueError:
+        p.add("spec.sticky.mode", f"{mode_raw[:32]!r} must be one of rehash, persistent")
+        sticky_mode = StickyMode.REHASH
     matches = _parse_matches(_get(spec, "matches", list, "spec", p), {b.name for b in backends}, p)
     debug = _get(spec, "debugHeaders", bool, "spec", p) or False
     assignment_raw = _get(spec, "assignment", str, "spec", p) or AssignmentMode.HASH.value
@@ -220,6 +230,7 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
             endpoint_points=points,
             key_header=key_header,
             assignment=assignment,
+            sticky_mode=sticky_mode,
         )
     except SpecError as exc:  # the value's own checks; the ones above report the same rules first, per field
         raise exc.within("spec") from None

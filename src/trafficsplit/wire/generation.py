@@ -58,6 +58,7 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
         debug_headers=split.debug_headers,
         observed_generation=split.observed_generation,
         key_header=split.key_header or "",
+        persistent=split.persistent,
     )
     if split.table is not None:
         out.assignment.CopyFrom(
@@ -217,6 +218,7 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
         endpoint_points=s.endpoint_points or DEFAULT_POINTS,
         key_header=s.key_header or None,
         table=table,
+        persistent=s.persistent,
     )
 
 
