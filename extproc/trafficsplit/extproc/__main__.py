@@ -21,6 +21,7 @@ from typing import Any
 
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.persistent import CookieSigner
+from trafficsplit.core.sessions import DEFAULT_IDLE_SECONDS
 from trafficsplit.extproc.server import DataplaneProcessor, Settings
 from trafficsplit.extproc.tls import ServerTlsFiles
 from trafficsplit.wire.bootstrap import (
@@ -46,6 +47,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="HMAC keys of sticky.mode persistent cookies, shared by every replica: the current key on the first line, "
         "the previous one (accepted during a rotation's grace period) on the second; without it, such splits "
         "are refused",
+    )
+    p.add_argument(
+        "--session-idle-seconds",
+        type=float,
+        default=DEFAULT_IDLE_SECONDS,
+        help="a persistent split's session counts as live on a backend while served there this recently (Drained)",
     )
     t = p.add_argument_group("publish TLS", "the publish API over TLS; with --tls-client-ca, mutual TLS")
     t.add_argument("--tls-cert", type=Path, help="PEM certificate (chain) of the publish server")
@@ -147,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         tls=tls,
         health=args.health,
         signer=signer,
+        session_idle_seconds=args.session_idle_seconds,
     )
     runner = _runner()
     with contextlib.suppress(KeyboardInterrupt):

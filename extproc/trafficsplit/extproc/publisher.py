@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.sessions import LiveSessions
 from trafficsplit.extproc.ads import AckError, AdsServer
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
@@ -45,6 +47,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         token: bytes,
         replica: str,
         can_seal: bool = False,
+        sessions: LiveSessions | None = None,
         ack_timeout: float,
         on_first_generation: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
@@ -54,6 +57,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self._expected = b"Bearer " + token
         self._replica = replica
         self._can_seal = can_seal  # cookie keys configured: persistent splits can be served
+        self._sessions = sessions  # the processor's live sessions of persistent splits (the Drained signal)
         self._ack_timeout = ack_timeout
         self._on_first = on_first_generation
         self._lock = asyncio.Lock()  # publishes never interleave
@@ -72,6 +76,13 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         reply = pb.HeldReply(held_number=self._held.number, replica=self._replica, origin=self._held.origin)
         if request.with_generation and self._held.message is not None:
             reply.generation.CopyFrom(self._held.message)
+        gen = self._held.current
+        if self._sessions is not None and gen is not None:
+            persistent = {s.key: s.weights.names for s in gen.splits if s.persistent}
+            reply.sessions.extend(
+                pb.LiveSessions(split=c.split, backend=c.backend, live=c.live, saturated=c.saturated)
+                for c in self._sessions.counts(persistent, time.monotonic())
+            )
         return reply
 
     async def Publish(self, request: pb.PublishRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.PublishReply:

@@ -363,4 +363,10 @@ class Engine:
 
     def view(self) -> PublishView:
         published = self._publishing
-        return PublishView(published.number, self.fleet.acks(), published.since(), held_back=published.held_back)
+        return PublishView(
+            published.number,
+            self.fleet.acks(),
+            published.since(),
+            held_back=published.held_back,
+            sessions=self.fleet.sessions(),
+        )

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 
 import grpc
 
+from trafficsplit.core.sessions import BackendSessions, sum_replicas
 from trafficsplit.core.status import ReplicaAck
 from trafficsplit.operator.cluster import Replica
 from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient
@@ -36,6 +37,7 @@ class _Worker:
         self.acked = 0
         self.known = False  # answered at least once since it was (re)discovered
         self.invalid: tuple[int, str] | None = None  # (number, message) of a generation the replica refused
+        self.sessions: list[BackendSessions] = []  # its live sessions of persistent splits, from its last GetHeld
         self.wake = asyncio.Event()
         self.client = PublisherClient(replica.address, fleet.token_file, fleet.timeout, fleet.tls)
         self.task = asyncio.create_task(self._run(), name=f"publish:{replica.address}")
@@ -49,6 +51,12 @@ class _Worker:
         if changed:
             self.fleet.changed()
 
+    def _note_sessions(self, held: pb.HeldReply) -> None:
+        sessions = [BackendSessions(c.split, c.backend, c.live, c.saturated) for c in held.sessions]
+        if sessions != self.sessions:
+            self.sessions = sessions
+            self.fleet.changed()
+
     async def _run(self) -> None:
         backoff = BACKOFF_MIN
         while True:
@@ -59,6 +67,7 @@ class _Worker:
                     # last good forms from; the periodic poll below needs only the number.
                     held = await self.client.get_held(with_generation=True)
                     self.fleet.note_generation(held)
+                    self._note_sessions(held)
                     self._set(held.held_number, held.replica)
                     continue
                 if (
@@ -76,6 +85,7 @@ class _Worker:
                     await asyncio.wait_for(self.wake.wait(), self.fleet.poll_interval)
                     continue
                 held = await self.client.get_held()
+                self._note_sessions(held)
                 self._set(held.held_number, held.replica)
             except grpc.aio.AioRpcError as exc:
                 if self.known or self.acked:
@@ -170,6 +180,10 @@ class Fleet:
         self._target = generation
         for w in self._workers.values():
             w.wake.set()
+
+    def sessions(self) -> dict[str, dict[str, BackendSessions]]:
+        """Live sessions of persistent splits summed over the replicas that answered (the Drained condition)."""
+        return sum_replicas([w.sessions for w in self._workers.values() if w.known])
 
     def acks(self) -> tuple[ReplicaAck, ...]:
         return tuple(ReplicaAck(w.name, w.acked) for w in self._workers.values())

@@ -20,6 +20,7 @@ from trafficsplit.core.errors import SpecError
 from trafficsplit.core.plan import plan
 from trafficsplit.core.reconcile import Outcome, Verdict
 from trafficsplit.core.resolve import SplitObject
+from trafficsplit.core.sessions import BackendSessions
 from trafficsplit.core.vocabulary import ConditionType, EventReason, EventType, Reason
 from trafficsplit.core.weights import Weights, parse_weights
 
@@ -82,9 +83,10 @@ class BackendStatus:
     share: str | None  # "95.00%"
     ready_endpoints: int | None
     endpoints: int | None
+    live_sessions: int | None = None  # sticky.mode persistent: sessions served here within the idle window
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "name": self.name,
             "service": self.service,
             "port": self.port,
@@ -93,6 +95,9 @@ class BackendStatus:
             "readyEndpoints": self.ready_endpoints,
             "endpoints": self.endpoints,
         }
+        if self.live_sessions is not None:
+            out["liveSessions"] = self.live_sessions
+        return out
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> BackendStatus:
@@ -104,6 +109,7 @@ class BackendStatus:
             share=_str(raw.get("share")),
             ready_endpoints=_int(raw.get("readyEndpoints")),
             endpoints=_int(raw.get("endpoints")),
+            live_sessions=_int(raw.get("liveSessions")),
         )
 
 
@@ -211,6 +217,8 @@ class PublishView:
     replicas: tuple[ReplicaAck, ...]
     since: Mapping[str, int] = field(default_factory=dict)  # split key → first number carrying its served form
     held_back: frozenset[str] = frozenset()  # splits that stop publishing until they resolve (engine._publish)
+    # split key → backend → live sessions summed over the replicas (persistent splits; core/sessions.py)
+    sessions: Mapping[str, Mapping[str, BackendSessions]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,11 +291,12 @@ def published_condition(outcome: Outcome, view: PublishView) -> Verdict:
     return Verdict(True, Reason.PUBLISHED, msg)
 
 
-def _backends_status(outcome: Outcome) -> tuple[BackendStatus, ...]:
+def _backends_status(outcome: Outcome, view: PublishView) -> tuple[BackendStatus, ...]:
     if outcome.served is None:
         return ()
     split = outcome.served
     total = split.weights.total
+    live = view.sessions.get(split.key, {}) if split.persistent else {}
     return tuple(
         BackendStatus(
             name=b.name,
@@ -297,8 +306,29 @@ def _backends_status(outcome: Outcome) -> tuple[BackendStatus, ...]:
             share=percent(Fraction(b.weight, total)),
             ready_endpoints=len(b.ready_endpoints),
             endpoints=len(b.endpoints),
+            live_sessions=live[b.name].live if b.name in live else None,
         )
         for b in split.backends
+    )
+
+
+def drained_condition(outcome: Outcome, view: PublishView) -> Verdict | None:
+    """`Drained` (sticky.mode persistent with a backend at weight 0): True once no replica has a live session on any
+    weight-0 backend, the moment its old version is safe to delete. None when the condition does not apply."""
+    split = outcome.served
+    if split is None or not split.persistent or not outcome.serves_current_spec:
+        return None
+    zero = [b.name for b in split.backends if b.weight == 0]
+    if not zero:
+        return None
+    live = view.sessions.get(split.key, {})
+    if not view.replicas or any(n not in live for n in zero):
+        return Verdict(False, Reason.SESSIONS_UNKNOWN, f"{', '.join(zero)}: no dataplane reported its sessions yet")
+    busy = [f"{n}: {live[n].live}{'+' if live[n].saturated else ''} live sessions" for n in zero]
+    if any(live[n].live > 0 or live[n].saturated for n in zero):
+        return Verdict(False, Reason.SESSIONS_LIVE, "; ".join(busy))
+    return Verdict(
+        True, Reason.DRAINED, f"{', '.join(zero)}: weight 0 and no live session on {len(view.replicas)} dataplanes"
     )
 
 
@@ -350,19 +380,25 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
     prev = SplitStatus.from_dict(obj.status or {})
     gen = obj.generation
     published = published_condition(outcome, view)
-    conditions = (
+    conditions: tuple[Condition, ...] = (
         _condition(ConditionType.ACCEPTED, outcome.accepted, gen, prev, now),
         _condition(ConditionType.RESOLVED_REFS, outcome.resolved, gen, prev, now),
         _condition(ConditionType.PUBLISHED, published, gen, prev, now),
     )
     events: list[EventIntent] = []
+    drained = drained_condition(outcome, view)
+    if drained is not None:
+        conditions += (_condition(ConditionType.DRAINED, drained, gen, prev, now),)
+        prev_drained = prev.condition(ConditionType.DRAINED)
+        if drained.ok and not (prev_drained and prev_drained.ok):
+            events.append(EventIntent(EventType.NORMAL, EventReason.DRAINED, drained.message))
 
     served = outcome.served
     # Without a served form, what the status said about the served weights stays.
     weights, backends, moved, table = prev.weights, prev.backends, prev.displacement, prev.assignment
     if served is not None:
         after = served.weights
-        weights, backends = after.format(), _backends_status(outcome)
+        weights, backends = after.format(), _backends_status(outcome, view)
         table = served.table.to_status() if served.table is not None else None
         before = _previous_weights(prev)
         if before is not None and before.items() != after.items():

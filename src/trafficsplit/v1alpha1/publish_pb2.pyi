@@ -164,13 +164,27 @@ class GetHeldRequest(_message.Message):
     def __init__(self, with_generation: _Optional[bool] = ...) -> None: ...
 
 class HeldReply(_message.Message):
-    __slots__ = ("held_number", "replica", "origin", "generation")
+    __slots__ = ("held_number", "replica", "origin", "generation", "sessions")
     HELD_NUMBER_FIELD_NUMBER: _ClassVar[int]
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
     held_number: int
     replica: str
     origin: str
     generation: Generation
-    def __init__(self, held_number: _Optional[int] = ..., replica: _Optional[str] = ..., origin: _Optional[str] = ..., generation: _Optional[_Union[Generation, _Mapping]] = ...) -> None: ...
+    sessions: _containers.RepeatedCompositeFieldContainer[LiveSessions]
+    def __init__(self, held_number: _Optional[int] = ..., replica: _Optional[str] = ..., origin: _Optional[str] = ..., generation: _Optional[_Union[Generation, _Mapping]] = ..., sessions: _Optional[_Iterable[_Union[LiveSessions, _Mapping]]] = ...) -> None: ...
+
+class LiveSessions(_message.Message):
+    __slots__ = ("split", "backend", "live", "saturated")
+    SPLIT_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    SATURATED_FIELD_NUMBER: _ClassVar[int]
+    split: str
+    backend: str
+    live: int
+    saturated: bool
+    def __init__(self, split: _Optional[str] = ..., backend: _Optional[str] = ..., live: _Optional[int] = ..., saturated: _Optional[bool] = ...) -> None: ...
