@@ -278,21 +278,26 @@ class Bench:
         e = self.envoy("native", static_bootstrap(self.gen))
         return Target("native", "Envoy weighted_clusters, no ext_proc", e.listener_port("bench"), e, [], e.stop)
 
-    def python(self, env: dict[str, str] | None = None) -> Target:
-        """As shipped; `env` (a lever such as a grpc setting) is set for the processor process only."""
-        d = self.work / ("python" + "".join(f"-{k}={v}" for k, v in (env or {}).items()))
+    def python(self, env: dict[str, str] | None = None, interpreter: str | None = None) -> Target:
+        """As shipped; `env` (a lever such as a grpc setting) is set for the processor process only; `interpreter`
+        runs it on another Python (one with the product's dependencies installed)."""
+        name = "python" + "".join(f"+{k}={v}" for k, v in (env or {}).items())
+        name += f"@{interpreter}" if interpreter else ""
+        d = self.work / re.sub(r"[^\w.=+-]", "_", name)
         d.mkdir()
-        saved = dict(os.environ)
+        saved_env, saved_exe = dict(os.environ), sys.executable
         os.environ.update(env or {})
+        sys.executable = interpreter or sys.executable  # the test support starts the processor with sys.executable
         try:
             dp = Dataplane.start(d, self.backends, message_timeout_ms=self.message_timeout_ms)
         finally:
             os.environ.clear()
-            os.environ.update(saved)
+            os.environ.update(saved_env)
+            sys.executable = saved_exe
         self.cleanups.append(dp.stop)
         dp.publish([self._spec()])
-        name = "python" + "".join(f"+{k}={v}" for k, v in (env or {}).items())
         desc = "Envoy + trafficsplit processor as shipped (grpc.aio, ADS)" + (f", env {env}" if env else "")
+        desc += f", on {interpreter}" if interpreter else ""
         return Target(name, desc, dp.port, dp.envoy, [dp.processor.pid], dp.stop)
 
     def python_processes(self, n: int) -> Target:
@@ -310,6 +315,24 @@ class Bench:
         e = self.envoy(f"x{n}", static_bootstrap(self.gen, addrs, self.message_timeout_ms))
         desc = f"lever: {n} processor processes, {n} ext_proc endpoints"
         return Target(f"python-x{n}", desc, e.listener_port("bench"), e, [u.processor.pid for u in units], e.stop)
+
+    def python_google_grpc(self) -> Target:
+        """Lever: Envoy's other gRPC client (google_grpc, the gRPC C++ library) instead of its own (envoy_grpc) for
+        the ext_proc stream, to the same processor as shipped."""
+        d = self.work / "google-grpc"
+        d.mkdir()
+        dp = Dataplane.start(d, self.backends, message_timeout_ms=self.message_timeout_ms)
+        self.cleanups.append(dp.stop)
+        dp.publish([self._spec()])
+        cfg = json.loads(static_bootstrap(self.gen, [Address(path=str(dp.processor.socket))], self.message_timeout_ms))
+        hcm = cfg["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        ext = hcm["http_filters"][0]["typed_config"]
+        ext["grpc_service"] = {
+            "google_grpc": {"target_uri": f"unix:{dp.processor.socket}", "stat_prefix": "extproc_google"}
+        }
+        e = self.envoy("google-grpc", json.dumps(cfg))
+        desc = "lever: the processor as shipped, Envoy's google_grpc client for ext_proc"
+        return Target("python-google-grpc", desc, e.listener_port("bench"), e, [dp.processor.pid], e.stop)
 
     def go(self) -> Target:
         binary = build_refproc()
@@ -384,12 +407,16 @@ class Bench:
             return self.native()
         if name == "python":
             return self.python()
+        if name.startswith("python@"):
+            return self.python(interpreter=name.removeprefix("python@"))
         if name.startswith("python+"):
             return self.python(dict(item.split("=", 1) for item in name.split("+")[1:]))
         if name == "go":
             return self.go()
         if name == "python-http":
             return self.python_http()
+        if name == "python-google-grpc":
+            return self.python_google_grpc()
         m = re.fullmatch(r"python-x(\d+)", name)
         if m:
             return self.python_processes(int(m.group(1)))
@@ -545,7 +572,7 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=5.0, help="seconds per run")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--concurrency", default="1,32,64")
-    configs = "native, python, go, python-xN, python-http, python+ENV=VALUE (a setting for the processor)"
+    configs = "native, python, go, python-xN, python-http, python-google-grpc, python+ENV=VALUE, python@INTERPRETER"
     p.add_argument("--configs", default="native,python,go", help=configs)
     p.add_argument("--message-timeout-ms", type=int, default=200)
     p.add_argument("--out", type=Path, help="JSON path (default bench/results/<date>-dataplane.json)")

@@ -63,11 +63,13 @@ def test_non_sticky_split_follows_the_weights(dataplane: Dataplane) -> None:
     result = chisquare([counts["stable"], counts["canary"]], [0.9 * n, 0.1 * n])
     assert result.pvalue > P_MIN, (counts, result)
     # Every request is accounted for: decided by the processor, or (past message_timeout on this busy 2-core box)
-    # routed by the native fallback and counted by Envoy; the fallback must stay rare.
+    # routed by the native fallback and counted by Envoy; the fallback must stay rare. A decision the processor
+    # finishes after Envoy gave up on it is counted by both (seen: 19,994 decided + 7 fallbacks for 20,000 requests
+    # at load average 21), so the processor's count lies between the requests Envoy let it decide and all of them.
     decided = _metric_sum(dataplane, "trafficsplit_decisions_total")
     gap = dataplane.envoy.stat("http.trafficsplit.ext_proc.trafficsplit.failure_mode_allowed")
     fallback = dataplane.envoy.stat("vhost.default/split-0.route.fallback.upstream_rq_total")
-    assert decided + gap == n and gap == fallback, (decided, gap, fallback)
+    assert n - gap <= decided <= n and gap == fallback, (decided, gap, fallback)
     assert gap < n / 100, (gap, f"{n / elapsed:.0f} req/s")
 
 

@@ -92,9 +92,15 @@ def test_the_operators_client_publishes_over_mtls(tls_dataplane: Dataplane, pki:
 
 
 @pytest.mark.parametrize(
-    "case", ["no client certificate", "client certificate from another CA", "plaintext", "impostor server",
-             "wrong server name"],
-)  # fmt: skip
+    "case",
+    [
+        "no client certificate",
+        "client certificate from another CA",
+        "plaintext",
+        "impostor server",
+        "wrong server name",
+    ],
+)
 def test_a_caller_without_the_right_certificates_is_refused_at_the_handshake(
     tls_dataplane: Dataplane, pki: Pki, case: str
 ) -> None:

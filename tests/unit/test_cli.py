@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from trafficsplit.cli.main import SUBCOMMANDS, main
+from trafficsplit.core.ring import Ring
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -106,6 +107,18 @@ def test_simulate_json_names_the_peak_drop_and_the_capacity_model(capsys: pytest
     assert doc["added"] == ["x", "y"] and len(doc["rules"]["sticky-consistent"]["load_after_loss"]) == 1
     assert [a["replicas"] for a in doc["amdahl"]] == [2, 5, None]
     assert doc["moved_on_loss"]["sticky-consistent"]["sessions"] == 0
+
+
+def test_simulate_named_replicas_use_the_same_ring(capsys: pytest.CaptureFixture[str]) -> None:
+    pods = ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"]
+    argv = ["simulate", "--clients", "a:50:2", "--replica-names", ",".join(pods)]
+    doc = run_json(capsys, *argv, "--add", "10.0.0.4:80")
+    assert doc["replicas"] == pods and doc["added"] == ["10.0.0.4:80"] and doc["lost"] == ["10.0.0.1:80"]
+    names = [f"a-{i}" for i in range(50)]
+    moved = sum(Ring(pods).owner(n) != Ring([*pods, "10.0.0.4:80"]).owner(n) for n in names)
+    assert doc["rebinding"]["sticky-consistent"]["clients"] == moved
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "add: at least one replica must be added" in err
 
 
 def test_simulate_text_says_peak_drop(capsys: pytest.CaptureFixture[str]) -> None:

@@ -187,8 +187,10 @@ def test_every_backend_cluster_ejects_dead_endpoints_and_every_route_retries_uns
         for route in vh.routes:
             # Only failures where no request byte reached the application: safe to retry for any method.
             assert set(route.route.retry_policy.retry_on.split(",")) == {
-                "connect-failure", "refused-stream", "reset-before-request"
-            }  # fmt: skip
+                "connect-failure",
+                "refused-stream",
+                "reset-before-request",
+            }
 
 
 def _hcm(opts: BootstrapOptions) -> dict[str, object]:

@@ -81,9 +81,10 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--tls-cert", default=e("TLS_CERT"), help="PEM client certificate for mTLS [TLS_CERT]")
     p.add_argument("--tls-key", default=e("TLS_KEY"), help="PEM key of --tls-cert [TLS_KEY]")
     p.add_argument(
-        "--tls-server-name", default=e("TLS_SERVER_NAME"),
+        "--tls-server-name",
+        default=e("TLS_SERVER_NAME"),
         help="name the replicas' certificate carries (they are dialled by pod IP) [TLS_SERVER_NAME]",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--identity", default=e("IDENTITY", env.get("POD_NAME") or os.uname().nodename), help="[IDENTITY, POD_NAME]"
     )

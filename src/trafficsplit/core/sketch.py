@@ -27,6 +27,8 @@ MAX_CAPACITY = 65_536
 HLL_BITS = 12
 TOP = 5
 _MASK = 0xFFFFFFFF
+# 2**-rank for every rank a register can hold: the estimate runs at scrape time over every backend's registers.
+_INVERSE_POWERS = tuple(2.0**-r for r in range(34 - HLL_BITS))
 
 
 class SpaceSaving:
@@ -112,7 +114,7 @@ class HyperLogLog:
 
     def estimate(self) -> float:
         m = len(self._registers)
-        raw = (0.7213 / (1 + 1.079 / m)) * m * m / sum(2.0**-r for r in self._registers)
+        raw = (0.7213 / (1 + 1.079 / m)) * m * m / sum(map(_INVERSE_POWERS.__getitem__, self._registers))
         zeros = self._registers.count(0)
         if raw <= 2.5 * m and zeros:
             return m * log(m / zeros)  # linear counting: exact-ish for few sessions

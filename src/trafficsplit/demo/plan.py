@@ -25,6 +25,7 @@ TOKEN_FILE = "token"
 PORTS_FILE = "extproc.ports.json"
 ENVOY_CONFIG = "envoy.json"
 ENVOY_ADMIN_FILE = "envoy.admin"
+ENVOY_ACCESS_LOG = "envoy-access.log"
 # The operator's log format (trafficsplit.operator.main): "<date> <time> LEVEL logger: message".
 _LOG_LINE = re.compile(r"^\S+ \S+ (?P<level>[A-Z]+) (?P<logger>[\w.]+): (?P<message>.*)$")
 
@@ -175,6 +176,8 @@ def envoy_bootstrap(workdir: str, listen_host: str, port: int, message_timeout_m
             ads=local,
             admin=Address("127.0.0.1", 0),
             message_timeout_ms=message_timeout_ms,
+            # Its own file, so envoy.log keeps Envoy's messages and the per-request decisions are easy to read.
+            access_log=f"{workdir}/{ENVOY_ACCESS_LOG}",
         )
     )
 
