@@ -7,12 +7,12 @@ bounds: 50/30/20 → 40/30/30 moves ≤ 10 % + n/SLOTS under minimal (20 % under
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 
 import pytest
 
-from tests.support.dataplane import Dataplane, run_sessions, split_doc
+from tests.support.dataplane import Dataplane, split_doc
+from tests.support.decided import decided_sessions
 from trafficsplit.core.assignment import SLOTS, SlotTable, minimal_moved_share, rounding_bound
 from trafficsplit.core.compiled import CompiledSplit, Endpoint, assemble_generation, compile_split
 from trafficsplit.core.hashing import key_hash
@@ -42,9 +42,9 @@ def _publish(dp: Dataplane, weights: Mapping[str, int], mode: str, previous: Slo
 
 
 def _serve(dp: Dataplane) -> list[str]:
-    result = asyncio.run(run_sessions(dp.port, HOST, "ts", SESSIONS, 1))
-    assert all(r[0].status == 200 and r[0].cookie("ts") is None for r in result)  # every session kept its cookie
-    return [r[0].backend for r in result]
+    result = decided_sessions(dp.port, HOST, "ts", SESSIONS)
+    assert all(r.cookie("ts") is None for r in result)  # every session kept its cookie
+    return [r.backend for r in result]
 
 
 def _ramp(dp: Dataplane, before: Mapping[str, int], after: Mapping[str, int], mode: str) -> tuple[float, CompiledSplit]:

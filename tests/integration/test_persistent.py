@@ -4,7 +4,6 @@ grace period. The processor gets its HMAC keys from a file, as the gateway gets 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -12,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dataplane import Dataplane, NameBackends, Response, run_sessions, split_doc
+from tests.support.dataplane import Dataplane, NameBackends, Response, split_doc
+from tests.support.decided import decided_sessions
 from tests.support.waiting import poll
 
 pytestmark = [pytest.mark.envoy]
@@ -43,7 +43,7 @@ def _publish(dp: Dataplane, weights: dict[str, int]) -> None:
 
 
 def _visit(dp: Dataplane, cookies: Sequence[str | None]) -> list[Response]:
-    return [r[0] for r in asyncio.run(run_sessions(dp.port, HOST, "ts", list(cookies), 1))]
+    return decided_sessions(dp.port, HOST, "ts", cookies)
 
 
 def _new_sessions(dp: Dataplane, n: int) -> tuple[list[str], list[str]]:
