@@ -1,5 +1,5 @@
 # The README's two commands. Both install what they need on a fresh machine.
-.PHONY: demo test
+.PHONY: demo test e2e soak
 
 # Runs the product locally on loopback: Envoy + extproc + operator (file source on examples/) + sample backends.
 demo:
@@ -9,3 +9,13 @@ demo:
 # Installs everything, builds (or reuses) the control plane, runs static checks and every test tier.
 test:
 	bash hack/test.sh
+
+# Bounded soak (10 minutes): steady load, a weight change every 10 s, a processor restart every minute; JSON report in
+# bench/results/ (failed requests outside the restart window, processor RSS, fds and asyncio tasks at start and end).
+soak:
+	PYTHONPATH=src:operator:extproc:. python3 bench/soak.py --duration 600
+
+# Only the end-to-end tier: a local single-node Kubernetes (Linux, root), the chart installed with helm, real pods.
+# Builds the node binaries and images it lacks (cached in ~/.cache/trafficsplit).
+e2e:
+	bash hack/test.sh --e2e

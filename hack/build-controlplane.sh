@@ -9,6 +9,7 @@
 #
 # Usage: hack/build-controlplane.sh            build what is missing, print the bin dir
 #        hack/build-controlplane.sh --print-env   same, then print NAME=path lines (read by tests/support/controlplane.py)
+# Sourced (by hack/build-node.sh) it only defines the versions and the build functions.
 set -euo pipefail
 
 # --- pinned versions -------------------------------------------------------------------------------------------------
@@ -46,6 +47,7 @@ answers_version() {
   [[ -x "$bin" ]] || return 1
   case "$(basename "$bin")" in
     helm) "$bin" version --short >/dev/null 2>&1 ;;
+    pause) "$bin" -v >/dev/null 2>&1 ;;
     *) "$bin" --version >/dev/null 2>&1 ;;
   esac
 }
@@ -73,12 +75,13 @@ build() {
   log "$name $version: built in $(($(date +%s) - start))s ($dir)"
 }
 
-# --- kube-apiserver --------------------------------------------------------------------------------------------------
+# --- kube-apiserver (and the node's binaries, hack/build-node.sh) ----------------------------------------------------
 # `go install k8s.io/kubernetes/cmd/kube-apiserver@vX` is refused because k8s.io/kubernetes' go.mod replaces its
 # staging modules (k8s.io/api, k8s.io/apiserver, …) with local ./staging paths. A wrapper module requires
 # k8s.io/kubernetes and points each of those modules at its published v0.<minor>.<patch> tag instead.
-build_kube_apiserver() {
-  local tmp="$1" version="$2"
+# build_kube_cmd NAME TMP VERSION: builds k8s.io/kubernetes/cmd/NAME (kube-apiserver, kubelet, kube-proxy, …).
+build_kube_cmd() {
+  local name="$1" tmp="$2" version="$3"
   local staging_version="v0.${version#v1.}"
   local gomod
   gomod=$(cd "$tmp" && "$GO" mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
@@ -106,10 +109,11 @@ build_kube_apiserver() {
   done
   (
     cd "$tmp/wrap"
-    "$GO" get "k8s.io/kubernetes/cmd/kube-apiserver@$version"
-    "$GO" build -p "$JOBS" -ldflags "$ld" -o "$tmp/out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+    "$GO" get "k8s.io/kubernetes/cmd/$name@$version"
+    "$GO" build -p "$JOBS" -ldflags "$ld" -o "$tmp/out/$name" "k8s.io/kubernetes/cmd/$name"
   )
 }
+build_kube_apiserver() { build_kube_cmd kube-apiserver "$@"; }
 
 # --- etcd ------------------------------------------------------------------------------------------------------------
 # The etcd main package is the module root go.etcd.io/etcd/server/v3; its go.mod also carries replace directives
@@ -136,6 +140,9 @@ build_helm() {
     -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$version -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
     "helm.sh/helm/v3/cmd/helm@$version")
 }
+
+# Sourced: stop here, with the functions and versions defined.
+[[ "${BASH_SOURCE[0]}" != "$0" ]] && return 0
 
 total_start=$(date +%s)
 build kube-apiserver "$KUBE_VERSION" build_kube_apiserver

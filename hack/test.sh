@@ -1,17 +1,36 @@
 #!/usr/bin/env bash
 # The README's test command (`make test`), and what .ci/run calls: on a fresh machine it installs everything the tests
-# need, builds (or reuses, from ~/.cache/trafficsplit) the real control plane, then runs the static checks and every
-# test tier. The kind end-to-end tier needs Docker: its tests skip here, and nothing reports them as passed.
+# need, builds (or reuses, from ~/.cache/trafficsplit) the real control plane, the node binaries and the images, then
+# runs the static checks and every test tier — the end-to-end tier included, on a local single-node Kubernetes
+# (tests/support/localnode.py; it needs Linux and root, and is skipped with the reason printed anywhere else).
+#
+# Usage: hack/test.sh [pytest args...]     hack/test.sh --e2e [pytest args...]  (`make e2e`: only the e2e tier)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+
+E2E_ONLY=0
+[[ "${1:-}" == "--e2e" ]] && { E2E_ONLY=1; shift; }
+# The local node runs where it can (Linux, root); elsewhere its tests skip and say why.
+NODE=0
+[[ "$(uname -s)" == Linux && "$(id -u)" == 0 ]] && NODE=1
 
 step "system packages"
 missing=()
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+if ((NODE)); then
+  # The local node's runtime and image builders, from Debian (LOCAL-NODE-NOTES; tests/support/localnode.py).
+  for pair in containerd:containerd runc:runc /usr/lib/cni/bridge:containernetworking-plugins \
+    iptables:iptables nft:nftables ipset:ipset conntrack:conntrack socat:socat mmdebstrap:mmdebstrap \
+    buildah:buildah gcc:gcc; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || [[ -x "${pair%%:*}" ]] || missing+=("${pair#*:}")
+  done
+  # gcc -static needs the C library's static archive.
+  [[ -f /usr/lib/x86_64-linux-gnu/libc.a || -f /usr/lib/aarch64-linux-gnu/libc.a ]] || missing+=(libc6-dev)
+fi
 if ((${#missing[@]})); then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
@@ -21,6 +40,20 @@ python3 -m pip install -q --disable-pip-version-check -e ".[test,fast]"
 
 step "control plane (kube-apiserver, etcd, helm)"
 bash hack/build-controlplane.sh
+
+if ((NODE)); then
+  # Built here rather than inside the first e2e test so that the timings below separate build from test.
+  step "node binaries (kubelet, controller-manager, scheduler, kube-proxy, pause, kube-router)"
+  pause=$(bash hack/build-node.sh --print-env | sed -n 's/^PAUSE=//p')
+  step "images (base, operator, extproc, envoy, echo, pause)"
+  PAUSE="$pause" bash hack/build-images.sh
+fi
+
+if ((E2E_ONLY)); then
+  step "e2e tier"
+  python3 -m pytest tests/e2e -p no:cacheprovider -v "$@"
+  exit
+fi
 
 step "static checks"
 ruff check .

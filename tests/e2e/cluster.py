@@ -1,9 +1,9 @@
-"""Helpers for the kind tier: the cluster tests/e2e/run-kind.sh prepared, reached through its kubeconfig and the
-gateway's NodePort. Without TRAFFICSPLIT_E2E_KUBECONFIG every test here is skipped (never reported as passed).
+"""The end-to-end tier's view of a cluster, the same whichever cluster it is: the local node this machine runs
+(tests/support/localnode.py) or a kind cluster prepared by tests/e2e/run-kind.sh on a Docker host.
 
-Environment (set by run-kind.sh): TRAFFICSPLIT_E2E_KUBECONFIG, TRAFFICSPLIT_E2E_GATEWAY_URL (http://127.0.0.1:30080),
-TRAFFICSPLIT_E2E_NAMESPACE (where the sample backends run), TRAFFICSPLIT_E2E_RELEASE and
-TRAFFICSPLIT_E2E_RELEASE_NAMESPACE (the chart's release).
+A :class:`Cluster` knows its kubeconfig, the image names to install with, any values that cluster needs on top of
+them (kind reaches the gateway through a NodePort), and how the test process reaches the gateway Service: through its
+ClusterIP (the local node routes the Service range to kube-proxy) or a fixed URL (kind's NodePort on 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -13,13 +13,15 @@ import json
 import os
 import subprocess
 import time
-import urllib.parse
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 KUBECONFIG_ENV = "TRAFFICSPLIT_E2E_KUBECONFIG"
-SKIP_REASON = f"kind tier: needs a cluster from tests/e2e/run-kind.sh ({KUBECONFIG_ENV} is not set)"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART = REPO_ROOT / "charts" / "trafficsplit"
+EXAMPLES = REPO_ROOT / "examples" / "kubernetes"
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,18 @@ class Response:
         # The sample backends (examples/kubernetes/backends.yaml) answer with their own name.
         return self.body.strip()
 
+    @property
+    def pod(self) -> str:
+        """The backend pod that answered (the echo image names itself in X-Echo-Pod)."""
+        return self.headers.get("x-echo-pod", "")
+
+    @property
+    def decision(self) -> dict[str, str]:
+        """The debug header the gateway adds when the split has debugHeaders (backend, generation, key, path)."""
+        raw = self.headers.get("x-trafficsplit-decision", "")
+        parts = (p.strip().partition("=") for p in raw.split(";") if p.strip())
+        return {k: v for k, _, v in parts}
+
     def cookie(self, name: str) -> str | None:
         raw = self.headers.get("set-cookie", "")
         first = raw.split(";", 1)[0]
@@ -42,33 +56,88 @@ class Response:
 
 @dataclass(frozen=True)
 class Cluster:
-    kubeconfig: str
-    gateway: urllib.parse.SplitResult
-    namespace: str
-    release: str
-    release_namespace: str
+    """A cluster the tier runs against. ``images`` maps operator/extproc/envoy/echo to (repository, tag); a missing
+    envoy entry keeps the chart's default (the official image, which kind pulls)."""
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            ["kubectl", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "KUBECONFIG": self.kubeconfig},
-        )
+    name: str
+    kubeconfig: Path
+    helm_bin: str
+    kubectl_bin: str
+    images: dict[str, tuple[str, str]]
+    helm_home: Path
+    extra_values: tuple[str, ...] = ()
+    gateway_url: tuple[str, int] | None = None
+    release: str = "ts"
+    release_namespace: str = "trafficsplit-system"
+    namespace: str = "shop"
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "HELM_CACHE_HOME": str(self.helm_home / "cache"),
+            "HELM_CONFIG_HOME": str(self.helm_home / "config"),
+            "HELM_DATA_HOME": str(self.helm_home / "data"),
+        }
+
+    def _run(
+        self, argv: Sequence[str], input: str | None, check: bool, timeout: float
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(list(argv), input=input, capture_output=True, text=True, timeout=timeout, env=self.env())
         if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(f"{' '.join(argv)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        return self._run([self.kubectl_bin, *args], input, check, timeout)
+
+    def helm(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        return self._run([self.helm_bin, *args], input, check, timeout)
 
     def get(self, *args: str) -> dict[str, Any]:
         out: dict[str, Any] = json.loads(self.kubectl("get", *args, "-o", "json").stdout)
         return out
 
-    def request(self, host: str, path: str = "/", cookie: str | None = None) -> Response:
-        """One request through the gateway Service; a new connection each time, so kube-proxy spreads requests over
-        every gateway replica (stickiness must hold across them)."""
-        conn = http.client.HTTPConnection(self.gateway.hostname or "127.0.0.1", self.gateway.port or 80, timeout=10)
+    def image_values(self) -> list[str]:
+        """``--set`` arguments that point the chart at this cluster's images (the only overrides the install uses)."""
+        keys = {"operator": "operator.image", "extproc": "gateway.extproc.image", "envoy": "gateway.envoy.image"}
+        out: list[str] = []
+        for name, key in keys.items():
+            if name in self.images:
+                repo, tag = self.images[name]
+                out += ["--set", f"{key}.repository={repo}", "--set", f"{key}.tag={tag}"]
+        return out
+
+    def echo_image(self) -> str:
+        repo, tag = self.images["echo"]
+        return f"{repo}:{tag}"
+
+    def gateway(self) -> tuple[str, int]:
+        """Where the test process sends HTTP to reach the gateway Service (and kube-proxy behind it)."""
+        if self.gateway_url:
+            return self.gateway_url
+        svc = self.get("service", f"{self.release}-gateway", "-n", self.release_namespace)
+        return svc["spec"]["clusterIP"], int(svc["spec"]["ports"][0]["port"])
+
+    def client(self) -> Gateway:
+        return Gateway(*self.gateway())
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """HTTP to the gateway Service. A new connection per request, so kube-proxy spreads requests over every gateway
+    replica (stickiness must hold across them)."""
+
+    host: str
+    port: int
+
+    def request(self, host: str, path: str = "/", cookie: str | None = None, timeout: float = 10) -> Response:
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
         try:
             headers = {"Host": host}
             if cookie:
@@ -82,7 +151,7 @@ class Cluster:
             conn.close()
 
 
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 90.0, interval: float = 0.5) -> Any:
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = 120.0, interval: float = 0.5) -> Any:
     """Poll until probe() returns something truthy; fail with the last value after the timeout."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -94,13 +163,13 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float = 90.0, interva
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
-def condition(split: dict[str, Any], type_: str) -> dict[str, Any] | None:
-    return next((c for c in split.get("status", {}).get("conditions", []) if c.get("type") == type_), None)
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c.get("type") == type_), None)
 
 
-def published(cluster: Cluster, name: str) -> dict[str, Any] | None:
+def published(cluster: Cluster, name: str, namespace: str | None = None) -> dict[str, Any] | None:
     """The split once the operator reports its current spec published on every replica, else None."""
-    split = cluster.get("trafficsplit", name, "-n", cluster.namespace)
+    split = cluster.get("trafficsplit", name, "-n", namespace or cluster.namespace)
     cond = condition(split, "Published")
     ok = (
         cond is not None

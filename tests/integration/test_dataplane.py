@@ -7,15 +7,27 @@ Envoy to loopback backends that answer with their name; expectations come from t
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import grpc
 import pytest
 from scipy.stats import binomtest, chisquare
 
-from tests.support.dataplane import Dataplane, Load, Response, fetch_all, run_sessions, split_doc
+from tests.support.dataplane import (
+    Dataplane,
+    LinkCutter,
+    Load,
+    NameBackends,
+    Response,
+    fetch_all,
+    run_sessions,
+    split_doc,
+)
 from tests.support.waiting import poll
 from trafficsplit.core.decide import pick_backend
 from trafficsplit.core.hashing import key_hash
@@ -166,7 +178,29 @@ def test_new_backend_cluster_under_load_has_no_errors(dataplane: Dataplane) -> N
     served_fresh = [t for t, _, b, _ in load.results if b == "fresh"]
     assert served_fresh and min(served_fresh) >= t_added - 1  # it was used, and only once it was published
     assert not [t for t, _, b, _ in load.results if b == "fresh" and t > t_removed + 1]
-    assert dataplane.envoy.stat("cluster_manager.cluster_removed") >= 1
+    # Withdrawn from Envoy once in-flight decisions that may name it are done (the processor's cluster drain).
+    poll(lambda: dataplane.envoy.stat("cluster_manager.cluster_removed") >= 1, 30, "the withdrawn cluster removed")
+
+
+def test_clusters_added_and_withdrawn_repeatedly_under_load_have_no_errors(dataplane: Dataplane) -> None:
+    """Both windows, many times: a decision made just before a swap reaches Envoy's router just after it, so a
+    withdrawn cluster must outlive the swap (seen as 503s right before the withdrawing publish returned, under CPU
+    contention), and an added cluster must be in Envoy's workers before a decision names it."""
+    dataplane.publish([split_doc(HOST, {"stable": 100})])
+    marks: list[tuple[str, float]] = []
+    with Load(dataplane.port, HOST) as load:
+        load.wait_for(200)
+        for _ in range(5):
+            dataplane.publish([split_doc(HOST, {"stable": 50, "fresh": 50})])
+            marks.append(("added", time.monotonic()))
+            load.wait_for(150)
+            dataplane.publish([split_doc(HOST, {"stable": 100})])
+            marks.append(("withdrawn", time.monotonic()))
+            load.wait_for(150)
+    assert not load.errors, load.errors[:3]
+    failed = [t for t, s, _, _ in load.results if s != 200]
+    # Each failure with the publish it is closest to, to tell the add side from the withdraw side.
+    assert not failed, [min((abs(t - m), what, round(t - m, 3)) for what, m in marks)[1:] for t in failed]
 
 
 def test_bad_cookies_re_session_and_duplicates_take_the_first_valid(dataplane: Dataplane) -> None:
@@ -230,7 +264,8 @@ def test_processor_killed_under_load_fails_open_by_weight_and_restart_resumes_st
     # Restart: the processor holds nothing; the operator republishes what it holds (GetHeld says 0).
     dataplane.processor.start()
     assert dataplane.processor.get_held().held_number == 0
-    reply = dataplane.processor.publish(dataplane.generation([doc], number=gen.number)[1])
+    # Envoy reconnects its ADS stream after its own backoff (seen > 5 s on a loaded machine): NOT_READY until then.
+    reply = dataplane.processor.publish_until_taken(dataplane.generation([doc], number=gen.number)[1])
     assert reply.result == pb.PublishReply.ACCEPTED, reply
     after = sessions(dataplane, cookies)
     assert {c: r[0].backend for c, r in zip(cookies, after, strict=True)} == before
@@ -374,3 +409,60 @@ def test_a_first_generation_envoy_rejects_is_refused_on_every_retry(dataplane: D
     assert dataplane.processor.health() == 2  # still NOT_SERVING
     dataplane.publish([split_doc(HOST, {"stable": 100})], number=1)
     assert (dataplane.get(HOST).status, dataplane.get(HOST).backend) == (200, "stable")
+
+
+@pytest.mark.slow
+def test_a_hung_processor_fails_open_within_the_message_timeout_and_resumes_on_sigcont(dataplane: Dataplane) -> None:
+    """SIGSTOP: the processor holds its sockets but answers nothing. Envoy waits `message_timeout` per request, then
+    routes it by the native fallback; no request fails. On SIGCONT the processor decides again."""
+    dataplane.publish([split_doc(HOST, {"stable": 70, "canary": 30}, sticky=True)])
+    with Load(dataplane.port, HOST) as load:
+        load.wait_for(300)
+        os.kill(dataplane.processor.pid, signal.SIGSTOP)
+        t_stopped = time.monotonic()
+        try:
+            load.wait_for(200, timeout=60)
+        finally:
+            os.kill(dataplane.processor.pid, signal.SIGCONT)
+        t_resumed = time.monotonic()
+        poll(lambda: load.results[-1][3] is not None and load.results[-1][3].endswith("path=weighted"), 30, "decided")
+        load.wait_for(300)
+    assert not load.errors, load.errors[:3]
+    assert {s for _, s, _, _ in load.results} == {200}
+    stopped = [d for t, _, _, d in load.results if t_stopped + 1.5 < t < t_resumed]
+    assert stopped and all(d is not None and d.endswith("path=fallback") for d in stopped), stopped[:3]
+    assert dataplane.envoy.stat("http.trafficsplit.ext_proc.trafficsplit.message_timeouts") >= len(stopped)
+    last = [d for _, _, _, d in load.results[-200:]]
+    assert all(d is not None and d.endswith("path=weighted") for d in last)
+
+
+@pytest.mark.slow
+def test_a_broken_ads_stream_fails_no_request_and_a_publish_meanwhile_is_not_ready_then_taken(
+    name_backends: NameBackends, tmp_path: Path
+) -> None:
+    """Envoy's ADS stream cut (ext_proc untouched) under load: Envoy keeps its clusters and routes, the processor its
+    generation; a publish during the cut answers NOT_READY (nothing changes) and is taken once the stream is back."""
+    cutter = LinkCutter(tmp_path / "extproc.sock").start()
+    dp = Dataplane.start(tmp_path, name_backends, ads_via=cutter.address)
+    try:
+        dp.publish([split_doc(HOST, {"stable": 50, "canary": 50})])
+        with Load(dp.port, HOST) as load:
+            load.wait_for(300)
+            cutter.cut()
+            poll(lambda: dp.processor.metrics_text().count("trafficsplit_ads_streams 0.0") == 1, 10, "stream gone")
+            load.wait_for(300)
+            gen, msg = dp.generation([split_doc(HOST, {"stable": 50, "fresh": 50})])
+            reply = dp.processor.publish(msg)
+            assert reply.result == pb.PublishReply.NOT_READY and reply.held_number == gen.number - 1, reply
+            load.wait_for(300)
+            cutter.restore()
+            poll(lambda: dp.processor.publish(msg).result == pb.PublishReply.ACCEPTED, 30, "the retried publish")
+            t_taken = time.monotonic()
+            load.wait_for(500)
+    finally:
+        dp.stop()
+        cutter.stop()
+    assert not load.errors, load.errors[:3]
+    assert {s for _, s, _, _ in load.results} == {200}
+    assert {b for t, _, b, _ in load.results if t > t_taken} == {"stable", "fresh"}
+    assert "fresh" not in {b for t, _, b, _ in load.results if t < t_taken - 1}

@@ -10,6 +10,7 @@ everything. Expected values come from the core (`decide`, the rings), not from t
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from tests.support.dataplane import Dataplane, Response, split_doc
 from tests.support.waiting import poll
 from trafficsplit.core.cookie import AffinityMinter
-from trafficsplit.core.decide import decide
+from trafficsplit.core.decide import Decision, decide
 
 pytestmark = [pytest.mark.envoy]
 
@@ -25,6 +26,14 @@ HOST = "shop.example"
 PLAIN = "plain.example"
 PODS = {"stable": ["pod-a", "pod-b"], "canary": ["canary"]}
 BACKEND_OF = {"pod-a": "stable", "pod-b": "stable", "canary": "canary", "blue": "blue"}
+
+
+def _decide(dp: Dataplane, value: str) -> Decision:
+    """The core's decision for a request to HOST carrying the affinity cookie `value` and no match header."""
+    assert dp.held is not None
+    split = dp.held.split_for(HOST)
+    assert split is not None
+    return decide(split, cookie_lines=[f"ts={value}"], request_id="", header=lambda _: None, minter=AffinityMinter())
 
 
 def _cookie_for(dp: Dataplane, backend: str) -> str:
@@ -36,12 +45,21 @@ def _cookie_for(dp: Dataplane, backend: str) -> str:
         value = f"c{i}"
         if split.weights.pick(value) == backend:
             # And the whole decision (failover included) lands on stable, the only ready backend.
-            d = decide(
-                split, cookie_lines=[f"ts={value}"], request_id="", header=lambda _: None, minter=AffinityMinter()
-            )
-            assert d.backend.name == "stable"
+            assert _decide(dp, value).backend.name == "stable"
             return value
     raise AssertionError(f"no cookie picks {backend}")
+
+
+def _decisions(text: str) -> dict[tuple[str, ...], float]:
+    """`trafficsplit_decisions_total` by (split, backend, key_source, path, affinity)."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("trafficsplit_decisions_total{"):
+            labels_text, value = line[len("trafficsplit_decisions_total{") :].rsplit("} ", 1)
+            labels = dict(pair.split("=", 1) for pair in labels_text.split(","))
+            key = tuple(labels[k].strip('"') for k in ("split", "backend", "key_source", "path", "affinity"))
+            out[key] = float(value)
+    return out
 
 
 def _log(dp: Dataplane, path: str) -> dict[str, Any]:
@@ -85,26 +103,31 @@ def test_every_path_is_in_the_access_log_and_the_metrics(dataplane: Dataplane) -
         "/passed-over": (HOST, {"cookie": f"ts={to_stable}", "x-beta": "yes"}),
         "/request-id": (PLAIN, {}),
     }
-    want = {
+    want: dict[str, tuple[str, str, bool, bool, str]] = {
         "/weighted": ("stable", "cookie", True, True, "weighted"),
         "/failover": ("stable", "cookie", True, True, "failover"),
-        "/minted": (None, "minted", False, True, None),
+        "/minted": ("stable", "minted", False, True, ""),  # the path is the core's for the minted cookie, below
         "/match": ("stable", "cookie", True, False, "match"),
         "/passed-over": ("stable", "cookie", True, True, "match-passed-over"),
         "/request-id": ("blue", "request-id", False, False, "weighted"),
     }
+    counted: Counter[tuple[str, ...]] = Counter()
     for path, (host, headers) in cases.items():
         r = _get(dataplane, host, path, headers)
         entry = _log(dataplane, path)
         backend, source, session, affinity, decided = want[path]
+        if path == "/minted":
+            minted = r.cookie("ts")
+            assert minted is not None, r.headers
+            decided = _decide(dataplane, minted).path  # weighted or failover, as the minted key hashes
         assert entry["route"] == "decided", entry
         assert entry["generation"] == gen.number
         assert entry["key_source"] == source and entry["session_id_present"] is session, entry
         assert entry["affinity_applied"] is affinity, entry
-        if backend is not None:
-            assert entry["backend"] == backend == BACKEND_OF[r.backend], entry
-        if decided is not None:
-            assert entry["path"] == decided, entry
+        assert entry["backend"] == backend == BACKEND_OF[r.backend], entry
+        assert entry["path"] == decided, entry
+        split_key = f"default/{'split-0' if host == HOST else 'split-1'}"
+        counted[(split_key, backend, source, decided, "true" if affinity else "false")] += 1
         assert entry["cluster"] == f"default/{'split-0' if host == HOST else 'split-1'}/{entry['backend']}"
         if host == HOST:
             # The pod the core's ring chose is the one Envoy used.
@@ -112,11 +135,8 @@ def test_every_path_is_in_the_access_log_and_the_metrics(dataplane: Dataplane) -
         else:
             assert entry["endpoint"] is None
 
-    metrics = dataplane.processor.metrics_text()
-    for path, label in (("match-passed-over", "true"), ("failover", "true"), ("match", "false")):
-        assert f'path="{path}"' in metrics and any(
-            f'path="{path}"' in line and f'affinity="{label}"' in line for line in metrics.splitlines()
-        ), (path, metrics)
+    # The metrics count exactly these decisions, each under its labels (every decided path, every key source).
+    assert _decisions(dataplane.processor.metrics_text()) == counted
 
     # The processor down: the fallback routes say who decided and whether the request carried the affinity cookie.
     dataplane.processor.kill()
@@ -132,3 +152,5 @@ def test_every_path_is_in_the_access_log_and_the_metrics(dataplane: Dataplane) -
     assert without["route"] == "fallback" and without["fallback"]["session_id_present"] is False
     assert with_cookie["key_source"] is None and with_cookie["endpoint"] is None  # nothing from the processor
     assert with_cookie["upstream_host"] and with_cookie["cluster"].startswith("default/split-0/")
+    # The fallback path's metric is Envoy's: both fallback routes count under the route stat `fallback`.
+    assert dataplane.envoy.stat("vhost.default/split-0.route.fallback.upstream_rq_total") == 2

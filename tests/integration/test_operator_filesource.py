@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
+from grpc_health.v1 import health_pb2
 
 from tests.support.operator import PYTHONPATH, Gateway, OperatorProcess
 from tests.support.waiting import poll
@@ -86,6 +89,40 @@ def test_file_source_publishes_reloads_and_keeps_the_last_good(tmp_path: Path, g
         op = start_local(tmp_path, gateway, d)
         poll(lambda: backends_seen(gateway, 5) == {"blue": 10}, 20, "blue again after the restart")
         assert min(gateway.held()) > max(second)
+    finally:
+        op.stop()
+        print(op.log_tail(40))
+
+
+def test_a_restarted_processor_whose_envoy_is_late_is_published_once_envoy_is_back(
+    tmp_path: Path, gateway: Gateway
+) -> None:
+    """A publish that times out waiting for Envoy is "not ready yet", not "refused": the operator retries it (with
+    backoff) instead of leaving the replica empty (seen: NOT_SERVING for good, held 0, until an unrelated edit)."""
+    d = tmp_path / "splits"
+    d.mkdir()
+    write(d / "shop.yaml", gateway, 100, 0)
+    op = start_local(tmp_path, gateway, d)
+    try:
+        poll(lambda: backends_seen(gateway, 5) == {"blue": 10}, 20, "blue everywhere")
+        current = gateway.held()[1]
+        envoy = gateway.units[0].envoy.proc
+        assert envoy is not None
+        gateway.kill_processor(0)
+        # An ACK wait shorter than the operator's publish timeout, so the replica answers rather than the call
+        # timing out (with both at 5 s, either can happen first).
+        gateway.units[0].processor.extra.append("--ack-timeout=2")
+        envoy.send_signal(signal.SIGSTOP)  # Envoy cannot reconnect its ADS stream for 7 s
+        try:
+            gateway.start_processor(0)
+            time.sleep(7)
+        finally:
+            envoy.send_signal(signal.SIGCONT)
+        resumed = time.monotonic()
+        poll(lambda: gateway.held()[0] == current, 10, "the restarted replica holding the current generation")
+        assert gateway.units[0].processor.health() == health_pb2.HealthCheckResponse.SERVING
+        assert time.monotonic() - resumed < 10
+        assert backends_seen(gateway, 5) == {"blue": 10}
     finally:
         op.stop()
         print(op.log_tail(40))

@@ -31,8 +31,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -251,6 +251,8 @@ class ControlPlane:
     kube_version: str
     helm_version: str
     work_dir: Path
+    # Kills the kube-apiserver and starts it again on the same port and etcd (its data survives); waits until ready.
+    restart_apiserver: Callable[[], None] = field(default=lambda: None, compare=False, repr=False)
 
     def env(self, kubeconfig: Path | None = None) -> dict[str, str]:
         """Environment for a child process (kubectl, helm, the operator) that points at this control plane."""
@@ -427,41 +429,55 @@ def control_plane(binaries: Binaries | None = None, *, start_timeout: float = 90
 
         server = f"https://127.0.0.1:{api_port}"
         api_log = work / "kube-apiserver.log"
-        with api_log.open("wb") as out:
-            api_proc = subprocess.Popen(
-                [
-                    str(bins.kube_apiserver),
-                    f"--etcd-servers={etcd_url}",
-                    f"--cert-dir={work / 'certs'}",
-                    "--bind-address=127.0.0.1",
-                    f"--secure-port={api_port}",
-                    # The machine may have no default route; without these the apiserver cannot pick an address
-                    # to advertise and keeps trying to reconcile the `kubernetes` Service's endpoints.
-                    "--advertise-address=127.0.0.1",
-                    "--endpoint-reconciler-type=none",
-                    "--service-cluster-ip-range=10.0.0.0/24",
-                    f"--tls-cert-file={pki.serving_cert}",
-                    f"--tls-private-key-file={pki.serving_key}",
-                    f"--client-ca-file={pki.ca}",
-                    "--authorization-mode=RBAC",
-                    f"--service-account-key-file={pki.sa_pub}",
-                    f"--service-account-signing-key-file={pki.sa_key}",
-                    f"--service-account-issuer={SA_ISSUER}",
-                    "--allow-privileged=true",
-                    # Without a token controller no `default` ServiceAccount appears, and this admission plugin would
-                    # then refuse every Pod; tests create Pods only as stored objects.
-                    "--disable-admission-plugins=ServiceAccount",
-                    "--v=1",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
+        api_argv = [
+            str(bins.kube_apiserver),
+            f"--etcd-servers={etcd_url}",
+            f"--cert-dir={work / 'certs'}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            # The machine may have no default route; without these the apiserver cannot pick an address
+            # to advertise and keeps trying to reconcile the `kubernetes` Service's endpoints.
+            "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca}",
+            "--authorization-mode=RBAC",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            f"--service-account-issuer={SA_ISSUER}",
+            "--allow-privileged=true",
+            # Without a token controller no `default` ServiceAccount appears, and this admission plugin would
+            # then refuse every Pod; tests create Pods only as stored objects.
+            "--disable-admission-plugins=ServiceAccount",
+            "--v=1",
+        ]
         ctx = ssl.create_default_context(cafile=str(pki.ca))
         ctx.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
-        # /readyz covers etcd, informer sync and the RBAC bootstrap roles: after it, cluster-admin works.
-        _wait_http(f"{server}/readyz", ctx, api_proc, start_timeout, "kube-apiserver", api_log)
+
+        def start_api() -> subprocess.Popen[bytes]:
+            with api_log.open("ab") as out:
+                proc = subprocess.Popen(
+                    api_argv,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                )
+            # /readyz covers etcd, informer sync and the RBAC bootstrap roles: after it, cluster-admin works.
+            _wait_http(f"{server}/readyz", ctx, proc, start_timeout, "kube-apiserver", api_log)
+            return proc
+
+        api_proc = start_api()
+
+        def restart_apiserver() -> None:
+            nonlocal api_proc
+            assert api_proc is not None
+            api_proc.kill()
+            api_proc.wait()
+            api_proc = None
+            api_proc = start_api()
 
         kubeconfig = write_kubeconfig(
             work / "kubeconfig",
@@ -482,6 +498,7 @@ def control_plane(binaries: Binaries | None = None, *, start_timeout: float = 90
             kube_version=bins.kube_version,
             helm_version=bins.helm_version,
             work_dir=work,
+            restart_apiserver=restart_apiserver,
         )
     finally:
         _stop(api_proc)

@@ -389,6 +389,14 @@ class Processor:
             )
             return reply
 
+    def publish_until_taken(self, gen: pb.Generation, timeout: float = 30) -> pb.PublishReply:
+        """Publish as the operator does: `NOT_READY` (Envoy not connected yet: a restarted processor whose Envoy is
+        still in its reconnect backoff) is retried; any other answer is final."""
+        deadline = time.monotonic() + timeout
+        while (reply := self.publish(gen)).result == pb.PublishReply.NOT_READY and time.monotonic() < deadline:
+            time.sleep(0.25)
+        return reply
+
     def get_held(self, token: str | None = None) -> pb.HeldReply:
         token = self.token if token is None else token
         md = [("authorization", f"Bearer {token}")] if token else []
@@ -574,6 +582,32 @@ async def run_sessions(
     return out
 
 
+def decided_by_the_processor(r: Response) -> bool:
+    """The response's decision header (debug headers on) says the processor decided, not Envoy's fallback route."""
+    d = r.header("x-trafficsplit-decision")
+    return d is not None and "path=fallback" not in d
+
+
+def decided_requests(
+    port: int, authority: str, cookie_name: str, cookies: Sequence[str], attempts: int = 5
+) -> list[Response]:
+    """One request per cookie, each decided by the processor: a request Envoy failed open (the processor's reply later
+    than Envoy's message timeout, which a loaded machine causes, or its ext_proc connection not yet back after a
+    restart) went to Envoy's own choice, so it is sent again; decided ones never are. After `attempts` rounds the
+    fallbacks left fail the caller's test (debug headers must be on: the decision header tells the two apart)."""
+    out = [r[0] for r in asyncio.run(run_sessions(port, authority, cookie_name, list(cookies), 1))]
+    for _ in range(attempts - 1):
+        again = [i for i, r in enumerate(out) if not decided_by_the_processor(r)]
+        if not again:
+            break
+        redo = asyncio.run(run_sessions(port, authority, cookie_name, [cookies[i] for i in again], 1))
+        for i, r in zip(again, redo, strict=True):
+            out[i] = r[0]
+    left = [r.header("x-trafficsplit-decision") for r in out if not decided_by_the_processor(r)]
+    assert not left, f"{len(left)} requests not decided by the processor after {attempts} tries: {left[:3]}"
+    return out
+
+
 class Load:
     """Continuous load from a background thread until `stop()`: every response's time, status and decision, so a
     test can change things underneath and then check that nothing failed."""
@@ -584,6 +618,7 @@ class Load:
         self.port, self.authority, self.concurrency, self.headers = port, authority, concurrency, list(headers)
         self.results: list[tuple[float, int, str, str | None]] = []  # (monotonic, status, body, decision header)
         self.errors: list[BaseException] = []
+        self.error_times: list[float] = []  # monotonic time of each error, same order
         self._stop = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
 
@@ -596,6 +631,7 @@ class Load:
                         r = await conn.request(self.authority, headers=self.headers)
                     except Exception as exc:  # a failed request is a result to report, not a crash
                         self.errors.append(exc)
+                        self.error_times.append(time.monotonic())
                         conn.close()
                         continue
                     self.results.append((time.monotonic(), r.status, r.backend, r.header(DECISION_HEADER)))
@@ -619,6 +655,75 @@ class Load:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class LinkCutter:
+    """A loopback TCP front for a Unix socket (the processor's), in its own thread, that a test can cut — close every
+    connection through it and refuse new ones — and restore: a broken ADS stream, with ext_proc left alone."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+        self.port = 0
+        self._cut = False
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> LinkCutter:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("link cutter did not start")
+        return self
+
+    @property
+    def address(self) -> Address:
+        return Address("127.0.0.1", self.port)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+        server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._cut:
+            writer.close()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_unix_connection(str(self.target))
+        except OSError:
+            writer.close()
+            return
+        self._writers |= {writer, up_writer}
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError, OSError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+        self._writers -= {writer, up_writer}
+
+    def _set(self, cut: bool) -> None:
+        self._cut = cut
+        if cut:
+            for w in list(self._writers):
+                w.close()
+
+    def cut(self) -> None:
+        self._loop.call_soon_threadsafe(self._set, True)
+
+    def restore(self) -> None:
+        self._loop.call_soon_threadsafe(self._set, False)
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
 
 
 @dataclass
@@ -664,7 +769,7 @@ class Dataplane:
     def publish(self, splits: Sequence[Mapping[str, Any]], **kw: Any) -> tuple[Generation, pb.PublishReply]:
         """Compile and publish; asserts ACCEPTED and returns the core generation (the pure model to compare with)."""
         gen, msg = self.generation(splits, **kw)
-        reply = self.processor.publish(msg)
+        reply = self.processor.publish_until_taken(msg)
         assert reply.result == pb.PublishReply.ACCEPTED, (reply, self.processor.log_tail())
         self.number, self.held = gen.number, gen
         return gen, reply
@@ -697,10 +802,12 @@ class Dataplane:
         token: str | None = None,
         replica: str = "test-replica",
         bootstrap: Mapping[str, Any] | None = None,
+        ads_via: Address | None = None,
     ) -> Dataplane:
         """Start the processor, then Envoy bootstrapped onto its socket (the processor is killed if Envoy fails).
         Units of one gateway share `token` and differ by `replica`, which is also Envoy's node id. `bootstrap`: more
-        `BootstrapOptions` fields (edge settings such as `xff_num_trusted_hops` or `max_connections`)."""
+        `BootstrapOptions` fields (edge settings such as `xff_num_trusted_hops` or `max_connections`). `ads_via`: Envoy
+        reaches ADS at this address instead (a `LinkCutter` in front of the processor's socket)."""
         processor = Processor(
             workdir, token=token or secrets.token_hex(16), replica=replica, extra=extra_processor_args
         ).start()
@@ -710,7 +817,7 @@ class Dataplane:
                 node_id=replica,
                 listen=Address("127.0.0.1", 0),
                 extproc=local,
-                ads=local,
+                ads=ads_via or local,
                 admin=Address("127.0.0.1", 0),
                 message_timeout_ms=message_timeout_ms,
                 access_log=str(workdir / "gateway.access.log"),

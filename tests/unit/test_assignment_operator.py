@@ -30,7 +30,15 @@ def obj(weights: dict[str, int], generation: int, status: dict[str, Any]) -> Spl
             {"name": n, "weight": w, "endpoints": [f"10.0.0.{i + 1}:80"]} for i, (n, w) in enumerate(weights.items())
         ],
     }
-    return SplitObject("shop", "web", "uid-1", generation, "2026-01-01T00:00:00Z", spec, status)
+    return SplitObject(
+        namespace="shop",
+        name="web",
+        uid="uid-1",
+        generation=generation,
+        created="2026-01-01T00:00:00Z",
+        spec=spec,
+        status=status,
+    )
 
 
 def one_pass(

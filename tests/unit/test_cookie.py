@@ -159,8 +159,16 @@ def test_two_processes_in_the_same_millisecond_mint_different_sequences() -> Non
 
 
 def test_render_set_cookie_defaults_and_attributes() -> None:
-    assert render_set_cookie(CookieSettings("sid"), OK) == f"sid={OK}; Path=/; HttpOnly; SameSite=Lax"
-    full = CookieSettings("sid", "/app", 3600, "example.com", True, False, SameSite.NONE)
+    assert render_set_cookie(CookieSettings(name="sid"), OK) == f"sid={OK}; Path=/; HttpOnly; SameSite=Lax"
+    full = CookieSettings(
+        name="sid",
+        path="/app",
+        max_age=3600,
+        domain="example.com",
+        secure=True,
+        http_only=False,
+        same_site=SameSite.NONE,
+    )
     assert (
         render_set_cookie(full, OK) == f"sid={OK}; Path=/app; Max-Age=3600; Domain=example.com; Secure; SameSite=None"
     )
@@ -168,14 +176,14 @@ def test_render_set_cookie_defaults_and_attributes() -> None:
 
 def test_partitioned_cookie_chips() -> None:
     # CHIPS: Partitioned (third-party contexts keyed by the top-level site); browsers require Secure with it.
-    chips = CookieSettings("sid", secure=True, same_site=SameSite.NONE, partitioned=True)
+    chips = CookieSettings(name="sid", secure=True, same_site=SameSite.NONE, partitioned=True)
     assert render_set_cookie(chips, OK) == f"sid={OK}; Path=/; Secure; HttpOnly; SameSite=None; Partitioned"
     with pytest.raises(SpecError, match="partitioned: Partitioned requires secure"):
-        CookieSettings("sid", partitioned=True)
+        CookieSettings(name="sid", partitioned=True)
 
 
 def test_a_minted_value_reads_back() -> None:
     value = AffinityMinter().mint()
-    set_cookie = render_set_cookie(CookieSettings("sid"), value)
+    set_cookie = render_set_cookie(CookieSettings(name="sid"), value)
     # A browser sends back only the name=value part of Set-Cookie.
     assert read_cookie([set_cookie.split(";")[0]], "sid") == value

@@ -7,7 +7,7 @@ accept what the operator then refuses (or the reverse). docs/crd.md must mention
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from trafficsplit.core.limits import (
     MAX_SERVICE,
 )
 from trafficsplit.core.rules import is_host
+from trafficsplit.core.spec import SPEC_FIELDS
 from trafficsplit.core.weights import MAX_BACKENDS, MAX_WEIGHT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,7 +82,7 @@ def test_the_cookie_path_pattern_agrees_with_the_core(path: str) -> None:
     assert go_pattern in cookie["path"]["x-kubernetes-validations"][0]["rule"]
     crd_accepts = re.fullmatch(go_pattern.removeprefix("^").removesuffix("$"), path) is not None
     try:
-        CookieSettings("ts", path=path)
+        CookieSettings(name="ts", path=path)
         core_accepts = True
     except SpecError:
         core_accepts = False
@@ -134,3 +135,16 @@ def test_docs_mention_every_status_field_and_condition() -> None:
     assert missing == [], missing
     for cond in ("Accepted", "ResolvedRefs", "Published"):
         assert re.search(rf"`{cond}`", doc), cond
+
+
+def test_the_cores_field_set_is_the_schemas() -> None:
+    """The parser refuses fields the schema does not have (the file source has no API server to do it)."""
+
+    def tree(fields: Mapping[str, Any], path: str) -> Iterator[str]:
+        for name, sub in fields.items():
+            yield f"{path}.{name}"
+            if sub is not None:
+                yield from tree(sub, f"{path}.{name}")
+
+    local_only = {"spec.backends.endpoints"}
+    assert set(tree(SPEC_FIELDS, "spec")) - local_only == set(fields(schema()["properties"]["spec"], "spec"))

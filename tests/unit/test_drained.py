@@ -54,7 +54,9 @@ def obj(weights: tuple[int, int], status: dict[str, Any]) -> SplitObject:
             {"name": "green", "weight": weights[1], "endpoints": ["10.0.0.2:80"]},
         ],
     }
-    return SplitObject("shop", "web", "uid", 2, "2026-01-01T00:00:00Z", spec, status)
+    return SplitObject(
+        namespace="shop", name="web", uid="uid", generation=2, created="2026-01-01T00:00:00Z", spec=spec, status=status
+    )
 
 
 def step(o: SplitObject, blue_live: int | None) -> tuple[dict[str, Any], list[Any]]:

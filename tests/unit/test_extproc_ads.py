@@ -19,7 +19,7 @@ from google.rpc import status_pb2
 
 from trafficsplit.core.compiled import Endpoint, Generation, compile_split
 from trafficsplit.core.spec import parse_split
-from trafficsplit.extproc.ads import AckError, AdsServer
+from trafficsplit.extproc.ads import AdsServer, Nacked, NotAcked
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.publisher import Publisher
@@ -124,7 +124,7 @@ def test_a_nack_fails_the_wait_and_is_not_resent() -> None:
         cds = await envoy.next()
         waiter = asyncio.ensure_future(ads.wait_acked({CLUSTER_TYPE: versions[CLUSTER_TYPE]}, 2))
         envoy.ask(CLUSTER_TYPE, reply_to=cds, error="bad cluster")
-        with pytest.raises(AckError, match="bad cluster"):
+        with pytest.raises(Nacked, match="bad cluster"):
             await waiter
         assert metrics.xds_nacks.labels("cds")._value.get() == 1
         await envoy.nothing()
@@ -187,7 +187,7 @@ def test_wait_times_out_without_envoy() -> None:
     async def run() -> None:
         ads = AdsServer(Metrics())
         versions = ads.set_resources(resources(gen(1, {"a": 1})), generation=1)
-        with pytest.raises(AckError, match="no Envoy connected"):
+        with pytest.raises(NotAcked, match="no Envoy connected"):
             await ads.wait_acked(versions, 0.1)
 
     asyncio.run(run())
@@ -221,8 +221,14 @@ class RefusingEnvoy(FakeEnvoy):
 
 
 class Caller:
+    def __init__(self, deadline: float | None = None) -> None:
+        self.deadline = deadline
+
     def invocation_metadata(self) -> list[tuple[str, str]]:
         return [("authorization", "Bearer t")]
+
+    def time_remaining(self) -> float | None:
+        return self.deadline
 
 
 def test_a_generation_envoy_refused_with_nothing_held_is_refused_again_and_never_served() -> None:
@@ -253,5 +259,32 @@ def test_a_generation_envoy_refused_with_nothing_held_is_refused_again_and_never
         )
         assert reply.result == pb.PublishReply.ACCEPTED, reply
         envoy.close()
+
+    asyncio.run(run())
+
+
+def test_no_envoy_yet_is_not_ready_before_the_callers_deadline_and_a_retry_is_taken() -> None:
+    """A restarted processor whose Envoy has not reconnected yet: transient, NOT_READY (the caller retries), not
+    INVALID (never retried), and answered within the caller's deadline rather than after it."""
+
+    async def run() -> None:
+        metrics = Metrics()
+        ads = AdsServer(metrics)
+        held = HeldGeneration()
+        pub = Publisher(held, ads, metrics, token=b"t", replica="r", ack_timeout=30)
+        msg = pb.PublishRequest(generation=generation_to_proto(gen(1, {"a": 1}), origin="op"))
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        reply = await pub.Publish(msg, Caller(deadline=1.5))  # type: ignore[arg-type]
+        assert (reply.result, reply.held_number) == (pb.PublishReply.NOT_READY, 0), reply
+        assert "no Envoy connected" in reply.message
+        assert loop.time() - t0 < 1.5
+        envoy = RefusingEnvoy(ads, refuse=set())
+        envoy.ask(CLUSTER_TYPE)
+        envoy.ask(ROUTE_TYPE, [ROUTE_CONFIG_NAME])
+        reply = await pub.Publish(msg, Caller(deadline=5))  # type: ignore[arg-type]
+        assert (reply.result, reply.held_number) == (pb.PublishReply.ACCEPTED, 1), reply
+        envoy.close()
+        await pub.close()
 
     asyncio.run(run())

@@ -19,13 +19,21 @@ from trafficsplit.core.compiled import Endpoint, Generation, compile_split
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.spec import parse_split
 from trafficsplit.core.weights import Weights
-from trafficsplit.extproc.ads import AckError, AdsServer
+from trafficsplit.extproc.ads import AdsServer, Nacked
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor
 from trafficsplit.extproc.publisher import Publisher
 from trafficsplit.v1alpha1 import publish_pb2 as pb
-from trafficsplit.wire.envoy import META_DECISION, META_ENDPOINT, META_SET_COOKIE, METADATA_NAMESPACE, ROUTING_HEADER
+from trafficsplit.wire.envoy import (
+    CLUSTER_TYPE,
+    META_DECISION,
+    META_ENDPOINT,
+    META_SET_COOKIE,
+    METADATA_NAMESPACE,
+    ROUTE_TYPE,
+    ROUTING_HEADER,
+)
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 
@@ -154,6 +162,9 @@ class FakeContext:
     async def abort(self, code: grpc.StatusCode, details: str) -> None:
         raise PermissionError(code, details)
 
+    def time_remaining(self) -> float | None:
+        return None
+
 
 class AckingAds(AdsServer):
     """Envoy acknowledges everything at once."""
@@ -213,7 +224,7 @@ class RoutesNackingAds(AdsServer):
     async def wait_acked(self, versions: Any, timeout: float) -> None:
         self.waits += 1
         if self.nack and self.waits % 2 == 0:
-            raise AckError("routes refused")
+            raise Nacked("routes refused")
 
 
 def test_a_roll_back_also_rolls_back_the_generation_get_held_returns() -> None:
@@ -233,6 +244,76 @@ def test_a_roll_back_also_rolls_back_the_generation_get_held_returns() -> None:
         assert (held_reply.held_number, held_reply.origin) == (4, "op")
         assert held_reply.generation == first.generation
         assert held.current is not None and held.current.number == 4
+
+    asyncio.run(run())
+
+
+def test_a_replaced_generations_clusters_stay_for_the_drain_then_are_withdrawn() -> None:
+    """A decision the old generation made just before the swap may reach Envoy's router just after it: its clusters
+    outlive the swap by `cluster_drain`, and leave in a later xDS version (with the new routes already in place)."""
+
+    async def run() -> None:
+        held = HeldGeneration()
+        metrics = Metrics()
+        ads = AckingAds(metrics)
+        pub = Publisher(held, ads, metrics, token=b"t", replica="r0", ack_timeout=1, cluster_drain=0.2)
+        ok = cast(Any, FakeContext("t"))
+        first = await pub.Publish(pb.PublishRequest(generation=generation_to_proto(generation(4))), ok)
+        assert first.result == pb.PublishReply.ACCEPTED
+        msg5 = generation_to_proto(generation(5))  # the canary leaves
+        del msg5.splits[0].backends[1:]
+        msg5.splits[0].backends[0].weight = 1
+        del msg5.splits[0].matches[:]
+        reply = await pub.Publish(pb.PublishRequest(generation=msg5), ok)
+        assert reply.result == pb.PublishReply.ACCEPTED, reply
+        cds = ads.snapshot()[CLUSTER_TYPE]
+        rds_version = ads.snapshot()[ROUTE_TYPE].version
+        assert set(cds.resources) == {"ns/shop/stable", "ns/shop/canary"}  # still draining
+        await asyncio.sleep(0.5)
+        after = ads.snapshot()
+        assert set(after[CLUSTER_TYPE].resources) == {"ns/shop/stable"}
+        # Withdrawn by a later push than the swap's (a new CDS version under generation 5), after the routes moved.
+        assert cds.version == "4" and after[CLUSTER_TYPE].version == "5"
+        assert after[ROUTE_TYPE].version == rds_version == "5"
+        await pub.close()
+
+    asyncio.run(run())
+
+
+class SlowRoutesAds(AdsServer):
+    """Acknowledges the transition at once and the routes only after `delay`."""
+
+    delay = 0.3
+    waits = 0
+
+    async def wait_acked(self, versions: Any, timeout: float) -> None:
+        self.waits += 1
+        if self.waits % 2 == 0:
+            await asyncio.sleep(self.delay)
+
+
+def test_a_publish_whose_caller_goes_away_still_completes() -> None:
+    """An operator killed mid-publish cancels the call; the publish must still finish (or roll back) whole: cancelled
+    after the swap it left the generation held with health NOT_SERVING for good and the log silent."""
+
+    async def run() -> None:
+        held = HeldGeneration()
+        metrics = Metrics()
+        firsts: list[int] = []
+
+        async def first() -> None:
+            firsts.append(held.number)
+
+        pub = Publisher(
+            held, SlowRoutesAds(metrics), metrics, token=b"t", replica="r0", ack_timeout=1, on_first_generation=first
+        )
+        msg = pb.PublishRequest(generation=generation_to_proto(generation(4), origin="op"))
+        call = asyncio.ensure_future(pub.Publish(msg, cast(Any, FakeContext("t"))))
+        await asyncio.sleep(0.1)  # in the routes' ACK wait
+        call.cancel()
+        await asyncio.sleep(0.5)
+        assert held.number == 4 and firsts == [4]
+        await pub.close()
 
     asyncio.run(run())
 

@@ -26,7 +26,14 @@ async def _acked(versions: Any, timeout: float) -> None:
 
 def test_health_follows_the_first_generation_and_a_first_generation_during_the_drain_changes_nothing() -> None:
     async def run() -> None:
-        settings = Settings("127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", b"t", "r0", drain_seconds=0.3)
+        settings = Settings(
+            listen="127.0.0.1:0",
+            publish="127.0.0.1:0",
+            metrics="127.0.0.1:0",
+            token=b"t",
+            replica="r0",
+            drain_seconds=0.3,
+        )
         msg = pb.PublishRequest(generation=generation_to_proto(generation(4), origin="op"))
 
         dp = DataplaneProcessor(settings)

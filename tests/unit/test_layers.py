@@ -27,6 +27,7 @@ ALLOWED = frozenset(
         "collections",
         "collections.abc",
         "dataclasses",
+        "difflib",
         "enum",
         "fractions",
         "functools",

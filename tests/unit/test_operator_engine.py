@@ -32,6 +32,7 @@ class FakeReplica(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self.published: list[int] = []
         self.bad_tokens = 0
         self.refuse = False  # answer INVALID, as a replica whose Envoy NACKs
+        self.not_ready = 0  # answer NOT_READY this many more times, as a replica whose Envoy has not reconnected
         self.report_generation = True  # GetHeld carries the held generation (False: as a replica that predates it)
         self.asked_generation: list[bool] = []  # GetHeldRequest.with_generation of every GetHeld
         self.server: grpc.aio.Server | None = None
@@ -53,6 +54,9 @@ class FakeReplica(pb_grpc.PublisherServicer):  # type: ignore[misc]
             return pb.PublishReply(result=pb.PublishReply.STALE, held_number=self.held, replica=self.name)
         if self.refuse:
             return pb.PublishReply(result=pb.PublishReply.INVALID, held_number=self.held, replica=self.name)
+        if self.not_ready > 0:
+            self.not_ready -= 1
+            return pb.PublishReply(result=pb.PublishReply.NOT_READY, held_number=self.held, replica=self.name)
         self.held, self.held_gen = n, request.generation
         return pb.PublishReply(result=pb.PublishReply.ACCEPTED, held_number=n, replica=self.name)
 
@@ -430,6 +434,8 @@ def test_a_recreated_split_is_not_published_until_a_generation_carrying_it_is_ac
         await until(lambda: published("u-s2") is not None)
         await asyncio.sleep(0.3)
         assert published("u-s2") == "False 0/1 dataplanes; behind: a"
+        # A refused number is offered to the replica once, not retried (its Envoy would refuse it again).
+        assert len(a.published) == len(set(a.published)), a.published
         task.cancel()
         await engine.fleet.close()
         await a.stop()
@@ -506,3 +512,26 @@ def test_a_restarted_operator_seeds_from_the_replicas_and_keeps_publishing_other
 
 def green_endpoints_of(r: FakeReplica, name: str) -> list[str]:
     return [e.address for b in held_split(r, name).backends if b.name == "green" for e in b.endpoints]
+
+
+def test_a_replica_not_ready_is_retried_with_the_same_generation_and_one_that_refuses_is_not(tmp_path: Any) -> None:
+    async def main() -> None:
+        ready_late, refusing = await FakeReplica("a").start(), await FakeReplica("b").start()
+        ready_late.not_ready = 3
+        refusing.refuse = True
+        engine = make_engine(tmp_path, [ready_late, refusing])
+        engine.store.apply("trafficsplit", None, body("s", (1, 1)))
+        await engine.become_leader()
+        engine.mark_ready()
+        task = asyncio.create_task(engine.run())
+        # Backoff 0.25 s doubling, jittered down to half: three retries within about 2 s.
+        await until(lambda: ready_late.held == 1, timeout=10)
+        assert ready_late.published == [1, 1, 1, 1]
+        await asyncio.sleep(1.0)
+        assert refusing.published == [1]  # INVALID is final for that number
+        task.cancel()
+        await engine.fleet.close()
+        await ready_late.stop()
+        await refusing.stop()
+
+    run(main)

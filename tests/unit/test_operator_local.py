@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
 import pytest
 
+from trafficsplit.core.resolve import SplitObject
+from trafficsplit.core.status import Condition, SplitStatus, StatusResult
 from trafficsplit.operator.config import parse_config
-from trafficsplit.operator.filesource import FileSource, parse_documents
+from trafficsplit.operator.filesource import FileSource, log_status, parse_documents
 from trafficsplit.operator.leader import lease_decision, micro_time
 
 GOOD = """\
@@ -64,7 +67,7 @@ def _write(p: Path, text: str, bump: int) -> None:
 
 
 def test_file_source_reload_keeps_the_last_good_content(tmp_path: Path) -> None:
-    src = FileSource(tmp_path)
+    src = FileSource(tmp_path, settle=0)
     f = tmp_path / "shop.yaml"
     _write(f, GOOD, 0)
     assert src.reload() and list(src.splits()) == [("default", "shop")]
@@ -87,3 +90,146 @@ def test_lease_decisions() -> None:
     assert lease_decision(held, "me", now + 11).action == "take"  # expired
     assert lease_decision({**held, "holderIdentity": "me"}, "me", now).action == "renew"
     assert lease_decision({**held, "holderIdentity": ""}, "me", now).action == "take"  # released
+
+
+class Clock:
+    """The file source's clock (wall time, as file mtimes are)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _put(p: Path, text: str | bytes, mtime: float) -> None:
+    """Write `p` with its mtime set to `mtime` (the clock's time of the write)."""
+    if isinstance(text, bytes):
+        p.write_bytes(text)
+    else:
+        p.write_text(text)
+    os.utime(p, ns=(int(mtime * 1e9), int(mtime * 1e9)))
+
+
+OTHER = GOOD.replace("name: shop}", "name: other}").replace("shop.local", "other.local")
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("apiVersion: trafficsplit.dev/v1alpha1\nkind: TrafficSplit\nmetadata: oops\nspec: {}\n", "metadata"),
+        (GOOD.encode().replace(b"shop.local", b"sh\xffop.local"), "UTF-8"),
+    ],
+)
+def test_one_bad_file_is_named_and_does_not_freeze_the_others(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: str | bytes, why: str
+) -> None:
+    clock = Clock()
+    src = FileSource(tmp_path, clock=clock)
+    _put(tmp_path / "bad.yaml", GOOD, clock.now - 5)
+    _put(tmp_path / "other.yaml", OTHER, clock.now - 5)
+    assert src.reload() and set(src.splits()) == {("default", "shop"), ("default", "other")}
+    _put(tmp_path / "bad.yaml", content, clock.now)
+    clock.now += 2
+    src.reload()
+    assert [p.name for p in src.errors] == ["bad.yaml"] and why in " ".join(src.errors[tmp_path / "bad.yaml"])
+    assert any("bad.yaml" in r.getMessage() and why in r.getMessage() for r in caplog.records)
+    assert ("default", "shop") in src.splits()  # that file's last good form keeps serving
+    _put(tmp_path / "other.yaml", OTHER.replace("weight: 95", "weight: 90"), clock.now)
+    clock.now += 2
+    assert src.reload()
+    assert src.splits()[("default", "other")].spec["backends"][0]["weight"] == 90  # the others still move
+
+
+def test_an_unknown_field_is_refused_as_the_crd_refuses_it() -> None:
+    loaded = parse_documents(GOOD.replace("  hosts:", "  stickyy: {}\n  hosts:"), "a.yaml")
+    assert loaded.splits == ()
+    assert any("spec.stickyy" in p and "unknown field" in p for p in loaded.problems), loaded.problems
+    loaded = parse_documents(GOOD.replace("weight: 95,", "weigth: 95, weight: 95,"), "a.yaml")
+    assert any("spec.backends[0].weigth" in p for p in loaded.problems), loaded.problems
+
+
+def test_namespace_and_name_are_checked_as_the_api_server_does_so_keys_cannot_collide() -> None:
+    """`x/y` + `z` and `x` + `y/z` would both be the split `x/y/z` (and its clusters `x/y/z/<backend>`)."""
+    a = GOOD.replace("metadata: {name: shop}", "metadata: {namespace: x/y, name: z}")
+    b = GOOD.replace("metadata: {name: shop}", "metadata: {namespace: x, name: y/z}")
+    assert any("metadata.namespace" in p for p in parse_documents(a, "a.yaml").problems)
+    assert any("metadata.name" in p for p in parse_documents(b, "b.yaml").problems)
+    assert parse_documents(GOOD.replace("{name: shop}", "{name: shop.v2}"), "c.yaml").splits  # a DNS subdomain
+
+
+def test_a_second_file_with_the_same_namespace_and_name_is_refused_naming_both(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    src = FileSource(tmp_path, clock=clock)
+    _put(tmp_path / "a.yaml", GOOD, clock.now - 5)
+    _put(tmp_path / "b.yaml", GOOD.replace("weight: 95", "weight: 1"), clock.now - 5)
+    src.reload()
+    assert src.splits()[("default", "shop")].spec["backends"][0]["weight"] == 95  # the first file keeps it
+    message = " ".join(src.errors.get(tmp_path / "b.yaml", ()))
+    assert "a.yaml" in message and "b.yaml" in message and "default/shop" in message
+    assert any("a.yaml" in r.getMessage() and "b.yaml" in r.getMessage() for r in caplog.records)
+
+
+def test_a_file_missing_briefly_keeps_its_splits_and_one_gone_for_the_settle_window_is_withdrawn(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    src = FileSource(tmp_path, settle=1.0, clock=clock)
+    f = tmp_path / "shop.yaml"
+    _put(f, GOOD, clock.now - 5)
+    src.reload()
+    f.unlink()  # an editor's delete-and-rewrite
+    clock.now += 0.7
+    src.reload()
+    assert ("default", "shop") in src.splits()
+    _put(f, GOOD, clock.now - 5)
+    clock.now += 0.7
+    src.reload()
+    assert ("default", "shop") in src.splits()
+    f.unlink()
+    clock.now += 0.5
+    src.reload()  # noticed missing here
+    assert ("default", "shop") in src.splits() and src.pending
+    clock.now += 1.0
+    assert src.reload() and src.splits() == {}
+    assert not src.pending
+
+
+def test_a_file_written_in_two_chunks_publishes_only_the_whole(tmp_path: Path) -> None:
+    clock = Clock()
+    src = FileSource(tmp_path, settle=1.0, clock=clock)
+    f = tmp_path / "shop.yaml"
+    whole = GOOD.split("---")[0]
+    half = whole[: whole.index("    - {name: canary")]  # valid on its own: one backend at weight 95
+    _put(f, half, clock.now)
+    clock.now += 0.5
+    src.reload()
+    assert src.splits() == {} and src.pending
+    _put(f, whole, clock.now)
+    clock.now += 0.5
+    src.reload()
+    assert src.splits() == {}  # changed again: still settling
+    clock.now += 0.6
+    assert src.reload() and len(src.splits()[("default", "shop")].spec["backends"]) == 2
+    assert not src.pending
+
+
+def test_local_mode_logs_why_a_split_is_not_served(caplog: pytest.LogCaptureFixture) -> None:
+    """No API server to write status to: a split refused for a host conflict says why in the log, naming its file."""
+    obj = SplitObject(
+        namespace="default", name="late", uid="file:b.yaml#0", generation=1, created="b.yaml#0000", spec={}, status={}
+    )
+    refused = Condition(
+        type="Accepted",
+        status="False",
+        reason="HostConflict",
+        message="shop.local: default/shop has it",
+        observed_generation=1,
+        last_transition_time=None,
+    )
+    asyncio.run(log_status(obj, StatusResult(SplitStatus(conditions=(refused,)), ())))
+    (record,) = [r for r in caplog.records if "default/late" in r.getMessage()]
+    assert "b.yaml" in record.getMessage() and "HostConflict" in record.getMessage()
+    assert "shop.local: default/shop has it" in record.getMessage()

@@ -136,10 +136,10 @@ def test_resolve_names_the_missing_service_and_port() -> None:
     services, slices = world(svc("shop-stable", port=81))
     parsed = parse_split(NS, "x", spec())
     r = resolve(parsed, services, slices)
-    reasons = dict((m.split(":")[0], reason) for reason, m in r.missing)
+    reasons = {m.message.split(":")[0]: m.reason for m in r.missing}
     assert reasons == {"backend stable": "PortNotFound", "backend canary": "BackendNotFound"}
-    assert "Service shop/shop-canary not found" in " ".join(m for _, m in r.missing)
-    assert "has no port 80" in " ".join(m for _, m in r.missing)
+    assert "Service shop/shop-canary not found" in " ".join(m.message for m in r.missing)
+    assert "has no port 80" in " ".join(m.message for m in r.missing)
 
 
 def test_replicas_from_gateway_slices_use_the_publish_port_and_skip_terminating() -> None:
@@ -341,7 +341,9 @@ def test_backend_not_found_condition_and_event_once() -> None:
     assert res["status"] == "False" and res["reason"] == "BackendNotFound" and "shop-canary" in res["message"]
     pub = next(c for c in r.status.to_dict()["conditions"] if c["type"] == "Published")
     assert pub["status"] == "False" and pub["reason"] == "UnresolvedRefs"
-    assert [e.reason for e in r.events] == ["BackendNotFound"]
+    assert [(e.reason, e.message) for e in r.events] == [
+        ("BackendNotFound", f"backend canary: Service {NS}/shop-canary not found")
+    ]
     again = compute_status(ts("a", obj.spec, status=r.status.to_dict()), o, PublishView(0, (), {}), "t2")
     assert again.events == ()
 

@@ -18,6 +18,7 @@ import pytest
 
 from trafficsplit.core.compiled import assemble_generation, compile_split
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.ring import MAX_POINTS
 from trafficsplit.core.spec import parse_split
 from trafficsplit.core.weights import MAX_BACKENDS, MAX_WEIGHT
 from trafficsplit.v1alpha1 import publish_pb2 as pb
@@ -95,6 +96,13 @@ TABLE = [
     Bad("cookie domain is a name", _cookie(domain="exa mple.com"), _pb_cookie(domain="exa mple.com"), "domain name"),
     Bad("cookie maxAge >= 0", _cookie(maxAge=-1), _pb_cookie(max_age=-1), "must be >= 0"),
     Bad("SameSite=None needs Secure", _cookie(sameSite="None"), _pb_cookie(same_site="None"), "requires secure"),
+    Bad("Partitioned needs Secure", _cookie(partitioned=True), _pb_cookie(partitioned=True), "requires secure"),
+    Bad(
+        "endpoint ring points in range",
+        lambda s: s["sticky"].update(endpointAffinity=True, endpointPoints=MAX_POINTS + 1),
+        lambda s: _assign(s, {"endpoint_affinity": True, "endpoint_points": MAX_POINTS + 1}),
+        f"must be 1..{MAX_POINTS}",
+    ),
     Bad(
         "hosts are DNS names",
         lambda s: s.update(hosts=["http://x"]),

@@ -162,6 +162,22 @@ def test_address_parse(text: str, expected: Address) -> None:
     assert Address.parse(text) == expected
 
 
+def test_serving_keeps_draining_clusters_with_the_new_routes() -> None:
+    old = sample_generation(7)
+    new_split = compile_split(
+        parse_split("prod", "api", {"hosts": ["api.example"], "backends": [{"name": "violet", "weight": 1}]}),
+        {"violet": [Endpoint("10.2.0.1", 80)]},
+    )
+    new = Generation(8, (new_split,))
+    s = envoy.serving(new, [old])
+    assert set(s.clusters) == set(s.endpoints) == set(old.clusters()) | {"prod/api/violet"}
+    assert s.routes == envoy.resources(new).routes
+    assert envoy.serving(new) == envoy.resources(new)
+    # The transition from `new` to a third generation keeps what is still draining.
+    third = Generation(9, (old.splits[0],))
+    assert set(envoy.transition(new, third, [old]).clusters) == set(s.clusters)
+
+
 @pytest.mark.parametrize(
     ("cookie", "present"),
     [("ts=a", True), ("x=1; ts=a", True), ("x=1;ts=a", True), ("xts=a", False), ("x=ts=a", False), ("", False)],
@@ -214,4 +230,4 @@ def test_trusted_hops_keep_the_clients_forwarded_for_and_none_drop_it() -> None:
 )
 def test_bootstrap_options_refuse_out_of_range_edge_settings(bad: dict[str, int]) -> None:
     with pytest.raises(ValueError):
-        BootstrapOptions("n", Address(), Address(), Address(), Address(), **bad)  # type: ignore[arg-type]
+        BootstrapOptions(node_id="n", listen=Address(), extproc=Address(), ads=Address(), admin=Address(), **bad)  # type: ignore[arg-type]

@@ -65,6 +65,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--replica", default=os.environ.get("POD_NAME") or socket.gethostname())
     p.add_argument("--ack-timeout", type=float, default=5.0, help="seconds to wait for Envoy's ACK on publish")
+    p.add_argument(
+        "--cluster-drain-seconds",
+        type=float,
+        default=5.0,
+        help="keep a replaced generation's clusters in Envoy this long after the swap (in-flight decisions)",
+    )
     p.add_argument("--drain-seconds", type=float, default=5.0, help="NOT_SERVING before stopping, on SIGTERM")
     p.add_argument("--ports-file", type=Path, help="write the bound ports here as JSON once listening")
     p.add_argument("--log-level", default="INFO")
@@ -149,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         token=token,
         replica=args.replica,
         ack_timeout=args.ack_timeout,
+        cluster_drain=args.cluster_drain_seconds,
         drain_seconds=args.drain_seconds,
         ports_file=args.ports_file,
         tls=tls,

@@ -55,7 +55,7 @@ class TypeSnapshot:
     content: bytes  # deterministic serialization of every resource, to tell a real change from a re-push
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Watch:
     """One stream's view of one type."""
 
@@ -77,7 +77,15 @@ class _Stream:
 
 
 class AckError(Exception):
-    """Envoy rejected a snapshot, or did not answer in time."""
+    """Envoy did not take a snapshot: `Nacked` or `NotAcked`."""
+
+
+class Nacked(AckError):
+    """Envoy rejected the snapshot: the same content is refused again, never retry it."""
+
+
+class NotAcked(AckError):
+    """No acknowledgement in time (no Envoy connected yet, or Envoy stalled): transient, worth retrying."""
 
 
 def _snapshot_type(version: int, resources: Mapping[str, Message]) -> TypeSnapshot:
@@ -155,7 +163,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignor
                 if w is None:
                     return False
                 if w.nacked_version == version:
-                    raise AckError(f"Envoy ({s.peer}) rejected {_SHORT[type_url]} version {version}: {w.nack_message}")
+                    raise Nacked(f"Envoy ({s.peer}) rejected {_SHORT[type_url]} version {version}: {w.nack_message}")
                 if w.acked_version != version:
                     return False
                 if type_url == ENDPOINT_TYPE and not set(self._snapshot[type_url].resources) <= w.acked_names:
@@ -163,7 +171,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignor
         return True
 
     async def wait_acked(self, versions: Mapping[str, str], timeout: float) -> None:
-        """Block until Envoy acknowledged `versions`; AckError on a NACK or after `timeout` seconds."""
+        """Block until Envoy acknowledged `versions`; Nacked on a NACK, NotAcked after `timeout` seconds."""
         if not versions:
             return
         async with self._changed:
@@ -172,7 +180,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignor
             except TimeoutError:
                 what = ", ".join(f"{_SHORT[t]} {v}" for t, v in versions.items())
                 state = "no Envoy connected" if not self._streams else "no acknowledgement"
-                raise AckError(f"{state} for {what} within {timeout:g}s") from None
+                raise NotAcked(f"{state} for {what} within {timeout:g}s") from None
 
     @property
     def streams(self) -> int:

@@ -52,6 +52,8 @@ class Metrics:
         self.processor_errors = Counter(
             "trafficsplit_processor_errors", "ext_proc messages the processor could not answer", registry=r
         )
+        # Set to a callback by the server (it needs the running loop): a leak of tasks shows here (the soak reads it).
+        self.asyncio_tasks = Gauge("trafficsplit_asyncio_tasks", "asyncio tasks alive in the processor", registry=r)
         self._decided: dict[tuple[str, str, str, str, str], Counter] = {}
 
     def watch_bills(self, source: BillSource) -> None:

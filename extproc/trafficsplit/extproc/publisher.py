@@ -4,10 +4,14 @@ Order for an offered generation N (under one lock, so publishes never interleave
 1. N <= held → STALE (nothing changes). A proto the core cannot accept → INVALID.
 2. Push the transition snapshot (held ∪ new clusters and endpoints, held routes) and wait for Envoy's ACK, so every
    cluster N may pick exists and is warm before any request is decided by N. NACK or timeout → restore the snapshot
-   it replaced (with nothing held: none, so Envoy keeps what it has and the refused clusters are never served), INVALID.
+   it replaced (with nothing held: none, so Envoy keeps what it has and the refused clusters are never served); a
+   NACK answers INVALID (refused: never retry it), a timeout NOT_READY (no Envoy connected yet, or it stalled:
+   transient, the caller retries). Each ACK wait ends before the caller's deadline, so the caller gets that answer.
 3. Swap the held generation; the next request is decided by N.
-4. Push N's own snapshot (its routes; the clusters only the old generation used are withdrawn now that no held
-   generation picks them) and wait for its ACK; a NACK here swaps back and restores the snapshot (INVALID).
+4. Push N's own snapshot (its routes) and wait for its ACK; a NACK here swaps back and restores the snapshot
+   (INVALID, or NOT_READY on a timeout). The clusters only the replaced generation used stay for `cluster_drain`
+   seconds: a decision it made just before the swap may reach Envoy's router just after it. Then a later version
+   (the drain task) withdraws them.
 `GetHeld` answers the held number and, when asked (`with_generation`), the held generation message exactly as accepted
 (swapped and rolled back with the compiled one), from which a restarted operator seeds its last good forms.
 Callers authenticate with `authorization: Bearer <token>`; the token is compared in constant time and never logged.
@@ -16,25 +20,37 @@ Callers authenticate with `authorization: Bearer <token>`; the token is compared
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
+from trafficsplit.core.compiled import Generation
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.sessions import LiveSessions
-from trafficsplit.extproc.ads import AckError, AdsServer
+from trafficsplit.extproc.ads import AckError, AdsServer, Nacked
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
-from trafficsplit.wire.envoy import resources, transition
+from trafficsplit.wire.envoy import serving, transition
 from trafficsplit.wire.generation import generation_from_proto
 
 log = logging.getLogger(__name__)
+_REPLY_MARGIN = 0.5  # seconds of the caller's deadline kept for the reply to reach it
+
+
+@dataclass(frozen=True)
+class _Draining:
+    """A replaced generation whose clusters Envoy keeps until `until` (event-loop time)."""
+
+    generation: Generation
+    until: float
 
 
 class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
@@ -49,6 +65,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         can_seal: bool = False,
         sessions: LiveSessions | None = None,
         ack_timeout: float,
+        cluster_drain: float = 5.0,
         on_first_generation: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._held = held
@@ -60,7 +77,11 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self._sessions = sessions  # the processor's live sessions of persistent splits (the Drained signal)
         self._ack_timeout = ack_timeout
         self._on_first = on_first_generation
-        self._lock = asyncio.Lock()  # publishes never interleave
+        self._cluster_drain = cluster_drain
+        self._lock = asyncio.Lock()  # publishes (and withdrawals) never interleave
+        self._draining: list[_Draining] = []
+        self._withdraw_task: asyncio.Task[None] | None = None
+        self._inflight: set[asyncio.Task[pb.PublishReply]] = set()  # shielded publishes (strong references)
 
     async def _authorize(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         given = b""
@@ -87,8 +108,16 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
 
     async def Publish(self, request: pb.PublishRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.PublishReply:
         await self._authorize(context)
+        # Shielded: a caller that goes away (an operator killed mid-publish) must not cancel the publish half-way,
+        # which could leave a generation held without its health or metrics, or a transition never resolved.
+        task = asyncio.create_task(self._publish_whole(request, context.time_remaining()))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+        return await asyncio.shield(task)
+
+    async def _publish_whole(self, request: pb.PublishRequest, time_remaining: float | None) -> pb.PublishReply:
         async with self._lock:
-            reply = await self._publish(request.generation)
+            reply = await self._publish(request.generation, time_remaining)
         self._metrics.publish.labels(pb.PublishReply.Result.Name(reply.result).lower()).inc()
         log.info(
             "publish generation %d from %r: %s %s",
@@ -102,7 +131,11 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
     def _reply(self, result: pb.PublishReply.Result, message: str = "") -> pb.PublishReply:
         return pb.PublishReply(result=result, held_number=self._held.number, message=message, replica=self._replica)
 
-    async def _publish(self, msg: pb.Generation) -> pb.PublishReply:
+    def _refusal(self, exc: AckError, what: str) -> pb.PublishReply:
+        result = pb.PublishReply.INVALID if isinstance(exc, Nacked) else pb.PublishReply.NOT_READY
+        return self._reply(result, f"{what}: {exc}")
+
+    async def _publish(self, msg: pb.Generation, time_remaining: float | None) -> pb.PublishReply:
         held, held_origin, held_msg = self._held.current, self._held.origin, self._held.message
         if msg.number <= self._held.number:
             return self._reply(pb.PublishReply.STALE, f"generation {msg.number} <= held {self._held.number}")
@@ -118,24 +151,65 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
                 f"sticky.mode persistent in {', '.join(unsealable)}: this replica has no cookie keys "
                 "(--cookie-key-file)",
             )
+        loop = asyncio.get_running_loop()
+        # Both ACK waits end before the caller gives up (a margin for the reply), or it would see a deadline instead
+        # of NOT_READY; half each, as the second wait needs its share.
+        budget = self._ack_timeout if time_remaining is None else max(0.0, time_remaining - _REPLY_MARGIN) / 2
+        wait = min(self._ack_timeout, budget)
         before = self._ads.snapshot()
+        draining = [d.generation for d in self._draining]
         try:
-            versions = self._ads.set_resources(transition(held, gen), generation=gen.number)
-            await self._ads.wait_acked(versions, self._ack_timeout)
+            versions = self._ads.set_resources(transition(held, gen, draining), generation=gen.number)
+            await self._ads.wait_acked(versions, wait)
         except AckError as exc:
             self._ads.restore(before)
-            return self._reply(pb.PublishReply.INVALID, f"not applied to Envoy: {exc}")
+            return self._refusal(exc, "not applied to Envoy")
         accepted = pb.Generation()
         accepted.CopyFrom(msg)  # our own copy: the request message belongs to grpc
         self._held.swap(gen, msg.origin, accepted)
+        if held is not None:
+            draining.append(held)
+            self._draining.append(_Draining(held, loop.time() + self._cluster_drain))
         try:
-            versions = self._ads.set_resources(resources(gen), generation=gen.number)
-            await self._ads.wait_acked(versions, self._ack_timeout)
+            versions = self._ads.set_resources(serving(gen, draining), generation=gen.number)
+            await self._ads.wait_acked(versions, wait)
         except AckError as exc:
             self._held.swap(held, held_origin, held_msg)
+            if held is not None:
+                self._draining.pop()
             self._ads.restore(before)
-            return self._reply(pb.PublishReply.INVALID, f"routes not applied to Envoy: {exc}")
+            return self._refusal(exc, "routes not applied to Envoy")
+        self._schedule_withdrawal()
         self._metrics.held_generation.set(gen.number)
         if held is None and self._on_first is not None:
             await self._on_first()
         return self._reply(pb.PublishReply.ACCEPTED)
+
+    # --- the cluster drain ----------------------------------------------------------------------------------------
+
+    def _schedule_withdrawal(self) -> None:
+        if self._draining and (self._withdraw_task is None or self._withdraw_task.done()):
+            self._withdraw_task = asyncio.create_task(self._withdraw_drained())
+
+    async def _withdraw_drained(self) -> None:
+        """Withdraw replaced generations' clusters once their drain is over, oldest first, each in a later xDS
+        version than the swap. Not waited for: nothing depends on the removal, and an Envoy that is not connected
+        gets the snapshot when it reconnects, so a disconnected Envoy never holds the lock (and the next publish) up;
+        a NACK of it is counted and logged by the ADS server like any other, and Envoy keeps the clusters."""
+        loop = asyncio.get_running_loop()
+        while self._draining:
+            await asyncio.sleep(max(0.0, self._draining[0].until - loop.time()))
+            async with self._lock:
+                now = loop.time()
+                self._draining = [d for d in self._draining if d.until > now]
+                held = self._held.current
+                if held is None:
+                    continue
+                self._ads.set_resources(serving(held, [d.generation for d in self._draining]), generation=held.number)
+
+    async def close(self) -> None:
+        """Stop the drain task (shutdown)."""
+        if self._withdraw_task is not None:
+            self._withdraw_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._withdraw_task

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 _SERVICES = ("", "trafficsplit.v1alpha1.Publisher", "envoy.service.ext_proc.v3.ExternalProcessor")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     listen: str  # ext_proc + ADS: unix:/path or HOST:PORT
     publish: str  # HOST:PORT
@@ -47,6 +47,7 @@ class Settings:
     token: bytes
     replica: str
     ack_timeout: float = 5.0
+    cluster_drain: float = 5.0  # seconds a replaced generation's clusters stay in Envoy after the swap
     drain_seconds: float = 5.0
     ports_file: Path | None = None
     tls: ServerTlsFiles | None = None  # None: the publish port is plaintext (loopback or an explicit opt-in)
@@ -73,6 +74,7 @@ class DataplaneProcessor:
             sessions=self.sessions,
             replica=settings.replica,
             ack_timeout=settings.ack_timeout,
+            cluster_drain=settings.cluster_drain,
             on_first_generation=self._serving,
         )
         self._local = grpc.aio.server(options=[("grpc.max_concurrent_streams", 10_000)])
@@ -91,6 +93,9 @@ class DataplaneProcessor:
 
     async def start(self) -> None:
         s = self.settings
+        loop = asyncio.get_running_loop()
+        # Read from the metrics thread: all_tasks copes with the set changing meanwhile (it retries).
+        self.metrics.asyncio_tasks.set_function(lambda: len(asyncio.all_tasks(loop)))
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         ep_grpc.add_ExternalProcessorServicer_to_server(self.processor, self._local)
         ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(self.ads, self._local)
@@ -131,6 +136,7 @@ class DataplaneProcessor:
         await asyncio.sleep(self.settings.drain_seconds)
         servers = [self._public, self._local, *([self._health] if self._health is not None else [])]
         await asyncio.gather(*(srv.stop(1.0) for srv in servers))
+        await self.publisher.close()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()

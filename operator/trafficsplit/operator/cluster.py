@@ -66,7 +66,13 @@ def slice_from_body(body: Mapping[str, Any]) -> SliceInfo | None:
         ref = ep.get("targetRef") or {}
         for addr in ep.get("addresses") or []:
             eps.append(SliceEndpoint(str(addr), ready and not terminating, terminating, str(ref.get("name") or addr)))
-    return SliceInfo(str(meta.get("namespace") or ""), str(meta.get("name") or ""), str(service), ports, tuple(eps))
+    return SliceInfo(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        service=str(service),
+        ports=ports,
+        endpoints=tuple(eps),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from trafficsplit.operator.cluster import Replica, parse_static_replicas
 from trafficsplit.operator.publisher import ClientTlsFiles
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Config:
     namespaces: tuple[str, ...]  # empty: all namespaces
     gateway_service: str | None

@@ -88,7 +88,7 @@ def now_rfc3339() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EngineSettings:
     origin: str  # names this operator in every generation it publishes
     debounce: float  # seconds a burst of events is gathered into one pass

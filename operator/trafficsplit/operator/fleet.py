@@ -3,9 +3,12 @@
 Why a worker per replica: a slow or dead replica must never delay the others, a replica that comes back (or is
 restarted and holds nothing) must get the current generation at once, and the operator must know, per replica, which
 number it acknowledged (that is what `Published` reports). Each worker publishes when behind, retries with capped
-exponential backoff, and otherwise polls `GetHeld` every `poll_interval` to notice a restarted replica. The
-first `GetHeld` to a replica also asks for the generation it holds; the one with the highest number is kept as
-`held`, from which a restarted or newly leading operator seeds its last good forms.
+exponential backoff (an unreachable replica, or one that answers NOT_READY: its Envoy has not acknowledged yet, e.g. a
+restarted processor whose Envoy reconnects late; jittered, so replicas restarted together are not retried in step),
+never retries a generation the replica answered INVALID (refused: it would be refused again), and otherwise polls
+`GetHeld` every `poll_interval` to notice a restarted replica. The first `GetHeld` to a replica also asks for the
+generation it holds; the one with the highest number is kept as `held`, from which a restarted or newly leading
+operator seeds its last good forms.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import Callable, Iterable
 
 import grpc
@@ -27,6 +31,10 @@ log = logging.getLogger("trafficsplit.operator.fleet")
 
 BACKOFF_MIN = 0.05
 BACKOFF_MAX = 1.0
+# NOT_READY: the replica already waited its ACK timeout before answering, so a short first pause; capped so a replica
+# whose Envoy comes back is published within seconds.
+NOT_READY_MIN = 0.25
+NOT_READY_MAX = 5.0
 
 
 class _Worker:
@@ -36,7 +44,7 @@ class _Worker:
         self.name = replica.name
         self.acked = 0
         self.known = False  # answered at least once since it was (re)discovered
-        self.invalid: tuple[int, str] | None = None  # (number, message) of a generation the replica refused
+        self.refused = 0  # the number of the last generation the replica refused: not offered to it again
         self.sessions: list[BackendSessions] = []  # its live sessions of persistent splits, from its last GetHeld
         self.wake = asyncio.Event()
         self.client = PublisherClient(replica.address, fleet.token_file, fleet.timeout, fleet.tls)
@@ -57,8 +65,15 @@ class _Worker:
             self.sessions = sessions
             self.fleet.changed()
 
+    async def _pause(self, seconds: float) -> None:
+        """Sleep `seconds` (jittered down to half), or less if woken (a new target, the replica re-discovered)."""
+        self.wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.wake.wait(), seconds * self.fleet.rng.uniform(0.5, 1.0))
+
     async def _run(self) -> None:
         backoff = BACKOFF_MIN
+        not_ready = NOT_READY_MIN
         while True:
             target = self.fleet.target
             try:
@@ -70,16 +85,18 @@ class _Worker:
                     self._note_sessions(held)
                     self._set(held.held_number, held.replica)
                     continue
-                if (
-                    target is not None
-                    and self.acked < target.number
-                    and (self.invalid is None or self.invalid[0] != target.number)
-                ):
+                if target is not None and self.acked < target.number and self.refused != target.number:
                     reply = await self.client.publish(target)
                     await self._handle(target, reply)
                     backoff = BACKOFF_MIN
+                    if reply.result == pb.PublishReply.NOT_READY:
+                        await self._pause(not_ready)
+                        not_ready = min(not_ready * 2, NOT_READY_MAX)
+                    else:
+                        not_ready = NOT_READY_MIN
                     continue
                 backoff = BACKOFF_MIN
+                not_ready = NOT_READY_MIN
                 self.wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.wake.wait(), self.fleet.poll_interval)
@@ -92,9 +109,7 @@ class _Worker:
                     log.warning("dataplane %s (%s): %s", self.name, self.replica.address, exc.code().name)
                     self.acked, self.known = 0, False
                     self.fleet.changed()
-                self.wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), backoff)
+                await self._pause(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX)
 
     async def _handle(self, target: pb.Generation, reply: pb.PublishReply) -> None:
@@ -105,11 +120,19 @@ class _Worker:
             # The replica holds a number at least as high (another operator, or our own earlier try that timed out):
             # the engine renumbers above it when needed.
             self._set(reply.held_number, reply.replica)
+        elif reply.result == pb.PublishReply.NOT_READY:
+            log.warning(
+                "dataplane %s not ready for generation %d (will retry): %s",
+                reply.replica or self.name,
+                target.number,
+                reply.message,
+            )
+            self._set(reply.held_number, reply.replica)
         else:
             log.error(
                 "dataplane %s refused generation %d: %s", reply.replica or self.name, target.number, reply.message
             )
-            self.invalid = (target.number, reply.message)
+            self.refused = target.number
             self._set(reply.held_number, reply.replica)
 
     async def close(self) -> None:
@@ -129,12 +152,14 @@ class Fleet:
         poll_interval: float,
         changed: Callable[[], None],
         tls: ClientTlsFiles | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.token_file = token_file
         self.tls = tls
         self.timeout = timeout
         self.poll_interval = poll_interval
         self._changed = changed
+        self.rng = rng or random.Random()  # backoff jitter
         self._target: pb.Generation | None = None
         self._floor = 0  # the highest number any replica ever reported holding
         # The generation with the highest number a replica reported through GetHeld (None: none reported one, e.g.

@@ -47,13 +47,13 @@ async def _cancel(*tasks: asyncio.Task[None]) -> None:
 
 
 async def run_file_source(cfg: Config) -> None:
-    from trafficsplit.operator.filesource import FileSource
+    from trafficsplit.operator.filesource import FileSource, log_status
 
     assert cfg.file_source is not None
     directory = Path(cfg.file_source).resolve()
-    engine = _engine(cfg, f"file:{directory}", static=True)
+    engine = _engine(cfg, f"file:{directory}", static=True, status_sink=log_status)
     source = FileSource(directory, interval=cfg.poll_interval)
-    source.reload()
+    await source.settled(timeout=10 * source.settle)
     engine.replace_splits(source.splits())
 
     stop = asyncio.Event()
@@ -110,6 +110,9 @@ async def run_kubernetes(cfg: Config) -> None:
             namespaces=namespaces,
             liveness_endpoint=cfg.liveness,
             stop_flag=stop,
+            # Without it kopf derives one from getpass.getuser(), which raises in the image: uid 10001 has no
+            # /etc/passwd entry (the restricted PSS wants a numeric uid, not a name).
+            identity=cfg.identity,
         )
     finally:
         await _cancel(*reversed(tasks))

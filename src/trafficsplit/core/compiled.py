@@ -35,7 +35,7 @@ from trafficsplit.core.vocabulary import Reason
 from trafficsplit.core.weights import Weights
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CompiledBackend:
     name: str
     weight: int
@@ -60,7 +60,7 @@ class CompiledBackend:
         return tuple(e for e in self.endpoints if e.ready)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CompiledMatch:
     kind: MatchKind
     name: str
@@ -88,7 +88,7 @@ def cluster_name(namespace: str, split: str, backend: str) -> str:
     return f"{namespace}/{split}/{backend}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CompiledSplit:
     namespace: str
     name: str

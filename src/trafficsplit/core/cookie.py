@@ -86,7 +86,7 @@ class SameSite(StrEnum):
     NONE = "None"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CookieSettings:
     """What a TrafficSplit says about its sticky cookie; defaults are SPEC §4's.
 

@@ -104,14 +104,30 @@ def decide(
             if split.backends[m.backend_index].eligible:
                 i = m.backend_index
                 endpoint = _endpoint(split, i, h)
-                return Decision(split.backends[i], key, source, DecisionPath.MATCH, set_cookie, endpoint, h)
+                return Decision(
+                    backend=split.backends[i],
+                    key=key,
+                    key_source=source,
+                    path=DecisionPath.MATCH,
+                    set_cookie=set_cookie,
+                    endpoint=endpoint,
+                    key_hash=h,
+                )
             # A rule whose backend cannot serve is passed over (availability ranks above an A/B assignment), and
             # the decision says so (SPEC §6), whatever the pick then does.
             passed_over = True
     i, path = pick_backend(split, h)
     if passed_over:
         path = DecisionPath.MATCH_PASSED_OVER
-    return Decision(split.backends[i], key, source, path, set_cookie, _endpoint(split, i, h), h)
+    return Decision(
+        backend=split.backends[i],
+        key=key,
+        key_source=source,
+        path=path,
+        set_cookie=set_cookie,
+        endpoint=_endpoint(split, i, h),
+        key_hash=h,
+    )
 
 
 def _decide_persistent(

@@ -43,7 +43,7 @@ class Suggestion:
     moved_share: Fraction
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     before: Weights
     after: Weights

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from trafficsplit.core.assignment import AssignmentMode, SlotTable
 from trafficsplit.core.compiled import CompiledSplit, GenerationContent, assemble, compile_split
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.resolve import Resolution, ServiceInfo, SliceInfo, SplitObject, resolve
+from trafficsplit.core.resolve import MissingRef, Resolution, ServiceInfo, SliceInfo, SplitObject, resolve
 from trafficsplit.core.rules import Endpoint
 from trafficsplit.core.spec import SplitSpec
 from trafficsplit.core.vocabulary import Reason
@@ -59,7 +59,7 @@ class Outcome:
     table_rebuilt: bool = False
 
     @property
-    def missing(self) -> tuple[tuple[Reason, str], ...]:
+    def missing(self) -> tuple[MissingRef, ...]:
         return self.resolution.missing if self.resolution is not None else ()
 
     @property
@@ -141,7 +141,7 @@ def _outcome(
         refused = Verdict(False, Reason.ENDPOINTS_REFUSED, "; ".join(exc.problems))
         return replace(base, resolved=refused, spec=spec, resolution=res, served=prev, kept=prev is not None)
     if res.missing:
-        unresolved = Verdict(False, res.missing[0][0], "; ".join(m for _, m in res.missing))
+        unresolved = Verdict(False, res.missing[0].reason, "; ".join(m.message for m in res.missing))
         served = prev or compiled
         return replace(base, resolved=unresolved, spec=spec, resolution=res, served=served, kept=prev is not None)
     return replace(base, spec=spec, resolution=res, served=compiled)

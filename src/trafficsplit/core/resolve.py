@@ -45,7 +45,7 @@ class SliceEndpoint:
     target: str  # targetRef name (a pod name), or the address when absent
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SliceInfo:
     namespace: str
     name: str
@@ -58,7 +58,7 @@ class SliceInfo:
         return f"{self.namespace}/{self.name}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SplitObject:
     """A TrafficSplit as stored: identity, spec, and what the operator needs from its current status."""
 
@@ -96,11 +96,19 @@ def referenced_services(splits: Iterable[SplitObject]) -> set[tuple[str, str]]:
 
 
 @dataclass(frozen=True, slots=True)
+class MissingRef:
+    """A backend reference that does not resolve: why (BackendNotFound / PortNotFound) and the message naming it."""
+
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class Resolution:
     """A split's backends resolved to endpoints, or the references that could not be resolved."""
 
     endpoints: Mapping[str, tuple[Endpoint, ...]]
-    missing: tuple[tuple[Reason, str], ...]  # (reason, message): BackendNotFound / PortNotFound
+    missing: tuple[MissingRef, ...]
 
 
 def slices_by_service(slices: Iterable[SliceInfo]) -> dict[tuple[str, str], list[SliceInfo]]:
@@ -136,20 +144,24 @@ def resolve(
 ) -> Resolution:
     """Every backend's Service and port, and the endpoints behind them; missing references named one by one."""
     out: dict[str, tuple[Endpoint, ...]] = {}
-    missing: list[tuple[Reason, str]] = []
+    missing: list[MissingRef] = []
     for b in spec.backends:
         svc = services.get((spec.namespace, b.service))
         if svc is None:
             missing.append(
-                (Reason.BACKEND_NOT_FOUND, f"backend {b.name}: Service {spec.namespace}/{b.service} not found")
+                MissingRef(
+                    Reason.BACKEND_NOT_FOUND, f"backend {b.name}: Service {spec.namespace}/{b.service} not found"
+                )
             )
             continue
         port = next((p for p in svc.ports if p.port == b.port), None)
         if port is None:
             have = ",".join(str(p.port) for p in svc.ports) or "none"
             missing.append(
-                (Reason.PORT_NOT_FOUND, f"backend {b.name}: Service {svc.key} has no port {b.port} (ports: {have})")
+                MissingRef(
+                    Reason.PORT_NOT_FOUND, f"backend {b.name}: Service {svc.key} has no port {b.port} (ports: {have})"
+                )
             )
             continue
         out[b.name] = endpoints_for(svc, port, slices.get((spec.namespace, b.service), []))
-    return Resolution(out, tuple(missing))
+    return Resolution(endpoints=out, missing=tuple(missing))

@@ -44,7 +44,7 @@ class ClientRow:
     requests: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RuleLoad:
     load: tuple[int, ...]  # requests per replica, in `Simulation.replicas` order
     imbalance: Fraction  # busiest share × n; 1 is perfectly even
@@ -97,7 +97,7 @@ class RuleCapacity:
     replicas_needed: int | None  # the fewest k1..kN whose busiest replica stays within the budget; None: not found
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CapacityReport:
     capacity: Capacity
     rules: dict[str, RuleCapacity]
@@ -107,7 +107,7 @@ class CapacityReport:
     max_largest_share: Fraction  # the largest session share one replica can carry within the budget (budget / peak)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Simulation:
     clients: int
     requests: int

@@ -121,7 +121,7 @@ class HyperLogLog:
         return raw
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BackendBill:
     name: str
     requests: int
@@ -130,7 +130,7 @@ class BackendBill:
     session_share: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BillReport:
     requests: int
     largest_shares: tuple[Fraction, ...]  # the largest sessions' shares of requests, largest first
@@ -173,7 +173,13 @@ class StickinessBill:
             )
             for name, r, n in zip(self.names, self._requests, sessions, strict=True)
         )
-        return BillReport(total, largest, s, 1 / s if s else None, backends)
+        return BillReport(
+            requests=total,
+            largest_shares=largest,
+            serial_fraction=s,
+            speedup_bound=1 / s if s else None,
+            backends=backends,
+        )
 
 
 class SplitBills:

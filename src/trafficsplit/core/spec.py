@@ -12,9 +12,11 @@ module reads a raw spec field: tools that rewrite `spec.backends` go through `de
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from trafficsplit.core.assignment import AssignmentMode
@@ -35,6 +37,33 @@ from trafficsplit.core.rules import (
 )
 from trafficsplit.core.weights import parse_int, weight_problems
 
+# Every field a spec may have: the CRD schema's properties (tests/unit/test_crd.py keeps the two equal) plus the file
+# source's `backends[].endpoints`. The API server refuses (kubectl's strict field validation) or prunes any other
+# field; the file source has no API server, so the parser refuses them too: a typo (`stickyy:`) is an error, not a
+# silently ignored field. A nested mapping is an object's fields (for a list: its items' fields); None is a leaf.
+_MATCH_CONDITION = MappingProxyType({"name": None, "type": None, "value": None})
+SPEC_FIELDS: Mapping[str, Any] = MappingProxyType(
+    {
+        "hosts": None,
+        "service": None,
+        "backends": MappingProxyType({"name": None, "service": None, "port": None, "weight": None, "endpoints": None}),
+        "sticky": MappingProxyType(
+            {
+                "cookie": MappingProxyType(
+                    dict.fromkeys(("name", "maxAge", "path", "domain", "secure", "httpOnly", "sameSite", "partitioned"))
+                ),
+                "endpointAffinity": None,
+                "endpointPoints": None,
+                "header": MappingProxyType({"name": None}),
+                "mode": None,
+            }
+        ),
+        "matches": MappingProxyType({"header": _MATCH_CONDITION, "cookie": _MATCH_CONDITION, "backend": None}),
+        "debugHeaders": None,
+        "assignment": None,
+    }
+)
+
 
 class MatchKind(StrEnum):
     HEADER = "header"
@@ -46,7 +75,7 @@ class MatchType(StrEnum):
     REGULAR_EXPRESSION = "RegularExpression"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BackendSpec:
     name: str
     service: str  # the Service, defaulting to the backend's name (the parser applies the default)
@@ -62,7 +91,7 @@ class BackendSpec:
             raise SpecError(problems)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MatchSpec:
     """A match rule; `name` and `value` are the condition's (`spec.matches[i].header.name`), header names lowercase."""
 
@@ -83,7 +112,7 @@ class MatchSpec:
             raise SpecError(problems)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SplitSpec:
     namespace: str
     name: str
@@ -166,6 +195,20 @@ class _Problems:
         self.items.extend(error.within(path).problems)
 
 
+def _unknown_fields(value: Any, fields: Mapping[str, Any], path: str, p: _Problems) -> None:
+    items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+    for i, obj in items:
+        if not isinstance(obj, Mapping):
+            continue  # a wrong type is reported where the field is read
+        where = path if i is None else f"{path}[{i}]"
+        for key, sub in obj.items():
+            if key not in fields:
+                near = difflib.get_close_matches(str(key), list(fields), n=1)
+                p.add(f"{where}.{key}", "unknown field" + (f" (did you mean {near[0]!r}?)" if near else ""))
+            elif fields[key] is not None:
+                _unknown_fields(sub, fields[key], f"{where}.{key}", p)
+
+
 def _get(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str, p: _Problems) -> Any:
     value = obj.get(key)
     if value is None:
@@ -190,6 +233,7 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     p = _Problems()
     if not isinstance(spec, Mapping):
         raise SpecError(["spec: expected an object"])
+    _unknown_fields(spec, SPEC_FIELDS, "spec", p)
     # The file source (local mode) takes these from its files: checked here under their resource path.
     p.extend("metadata", SpecError(name_problems(namespace, name)))
     service = _get(spec, "service", str, "spec", p)
@@ -304,7 +348,15 @@ def _parse_backends(raw: list[Any] | None, p: _Problems) -> tuple[BackendSpec, .
         weights[i] = weight or 0
         endpoints = _parse_static_endpoints(b.get("endpoints"), f"{path}.endpoints", p)
         try:
-            out.append(BackendSpec(name or "", service or "", 80 if port is None else port, weights[i], endpoints))
+            out.append(
+                BackendSpec(
+                    name=name or "",
+                    service=service or "",
+                    port=80 if port is None else port,
+                    weight=weights[i],
+                    endpoints=endpoints,
+                )
+            )
         except SpecError as exc:
             if name is not None:  # a missing name is reported once, as required
                 p.extend(path, exc)
@@ -418,7 +470,7 @@ def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: _Probl
         # Header names compare case-insensitively (HTTP); cookie names exactly (RFC 6265).
         folded = (name or "").lower() if kind is MatchKind.HEADER else (name or "")
         try:
-            match = MatchSpec(kind, folded, mtype, value or "", backend or "")
+            match = MatchSpec(kind=kind, name=folded, type=mtype, value=value or "", backend=backend or "")
         except SpecError as exc:
             p.extend(cpath, exc)
             continue

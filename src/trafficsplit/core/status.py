@@ -11,7 +11,7 @@ server holds back with `SplitStatus.from_dict`, so both sides agree on one defin
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -35,7 +35,7 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Condition:
     """One `status.conditions[]` entry (a metav1.Condition)."""
 
@@ -72,7 +72,7 @@ class Condition:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BackendStatus:
     """One `status.backends[]` entry: a backend as served."""
 
@@ -113,7 +113,7 @@ class BackendStatus:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Displacement:
     """`status.displacement`: what the last weight change did to sticky sessions (trafficsplit.core.plan)."""
 
@@ -149,7 +149,7 @@ class Displacement:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SplitStatus:
     """A TrafficSplit's `status`, as the operator writes it and the CLI reads it."""
 
@@ -335,14 +335,16 @@ def drained_condition(outcome: Outcome, view: PublishView) -> Verdict | None:
 def displacement(before: Weights, after: Weights) -> tuple[Displacement, str | None]:
     """The status.displacement value for a weight change, and the Warning text when the total changed."""
     p = plan(before, after)
-    d = Displacement(before.format(), after.format(), p.total_changed, percent(p.moved_share))
+    d = Displacement(
+        before=before.format(),
+        after=after.format(),
+        total_changed=p.total_changed,
+        repinned_share=percent(p.moved_share),
+    )
     warning = None
     if p.total_changed and p.suggestion is not None:
-        d = Displacement(
-            before.format(),
-            after.format(),
-            p.total_changed,
-            percent(p.moved_share),
+        d = replace(
+            d,
             rebalanced=p.suggestion.weights.format(),
             rebalanced_repinned_share=percent(p.suggestion.moved_share),
         )
@@ -404,10 +406,10 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
         if before is not None and before.items() != after.items():
             if served.table is not None:  # a slot table moves the minimum whatever the total: no warning due
                 moved = Displacement(
-                    before.format(),
-                    after.format(),
-                    before.total != after.total,
-                    percent(minimal_moved_share(before, after)),
+                    before=before.format(),
+                    after=after.format(),
+                    total_changed=before.total != after.total,
+                    repinned_share=percent(minimal_moved_share(before, after)),
                 )
             else:
                 moved, warning = displacement(before, after)
@@ -432,6 +434,6 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
         events.append(EventIntent(EventType.NORMAL, EventReason.PUBLISHED, message))
     prev_res = prev.condition(ConditionType.RESOLVED_REFS)
     if outcome.missing and not (prev_res and prev_res.message == outcome.resolved.message):
-        for reason, message in outcome.missing:
-            events.append(EventIntent(EventType.WARNING, EventReason(reason), message))
+        for ref in outcome.missing:
+            events.append(EventIntent(EventType.WARNING, EventReason(ref.reason), ref.message))
     return StatusResult(status, tuple(events))

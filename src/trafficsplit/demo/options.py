@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DemoOptions:
     examples: str = "examples"  # relative to the working directory: the demo runs from a clone
     address: str = "127.0.0.1"

@@ -143,10 +143,12 @@ class PublishReply(_message.Message):
         ACCEPTED: _ClassVar[PublishReply.Result]
         STALE: _ClassVar[PublishReply.Result]
         INVALID: _ClassVar[PublishReply.Result]
+        NOT_READY: _ClassVar[PublishReply.Result]
     RESULT_UNSPECIFIED: PublishReply.Result
     ACCEPTED: PublishReply.Result
     STALE: PublishReply.Result
     INVALID: PublishReply.Result
+    NOT_READY: PublishReply.Result
     RESULT_FIELD_NUMBER: _ClassVar[int]
     HELD_NUMBER_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]

@@ -132,7 +132,7 @@ class Address:
         return address_pb2.Address(socket_address=address_pb2.SocketAddress(address=self.host, port_value=self.port))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BootstrapOptions:
     node_id: str
     listen: Address  # the HTTP listener clients reach

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EnvoyCommand:
     """How one Envoy runs. Strings, not ints, where the chart passes a template expression through."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar
 
 from trafficsplit.core.assignment import SLOTS, Run, SlotTable
 from trafficsplit.core.compiled import CompiledBackend, CompiledMatch, CompiledSplit, Endpoint, Generation
@@ -29,6 +29,7 @@ from trafficsplit.wire.reserved import RESERVED_CLUSTERS
 _KIND_TO_PB = MappingProxyType({MatchKind.HEADER: pb.Match.HEADER, MatchKind.COOKIE: pb.Match.COOKIE})
 _KIND_FROM_PB = MappingProxyType({v: k for k, v in _KIND_TO_PB.items()})
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def generation_to_proto(gen: Generation, origin: str = "") -> pb.Generation:
@@ -140,8 +141,9 @@ def _count_problems(s: pb.Split, path: str) -> list[str]:
     return p
 
 
-def _build(problems: list[str], at: str, make: Callable[..., T], /, *args: Any, **kwargs: Any) -> T | None:
-    """`make(*args, **kwargs)`, a value that checks itself, or None with its problems recorded under path `at`."""
+def _build(problems: list[str], at: str, make: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T | None:
+    """`make(*args, **kwargs)`, a value that checks itself, or None with its problems recorded under path `at`
+    (typed by `make`'s own signature, so a construction here is checked like any other)."""
     try:
         return make(*args, **kwargs)
     except SpecError as exc:
@@ -159,7 +161,7 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
     for j, b in enumerate(s.backends):
         bpath = f"{path}.backends[{j}]"
         endpoints = [
-            _build(problems, f"{bpath}.endpoints[{k}]", Endpoint, e.address, e.port, e.ready)
+            _build(problems, f"{bpath}.endpoints[{k}]", Endpoint, address=e.address, port=e.port, ready=e.ready)
             for k, e in enumerate(b.endpoints)
         ]
         backend = _build(
@@ -188,14 +190,38 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
         elif m.type == pb.Match.EXACT:
             name = m.name.lower() if kind is MatchKind.HEADER else m.name
             matches += filter(
-                None, [_build(problems, mpath, CompiledMatch, kind, name, m.value, None, index[m.backend])]
+                None,
+                [
+                    _build(
+                        problems,
+                        mpath,
+                        CompiledMatch,
+                        kind=kind,
+                        name=name,
+                        exact=m.value,
+                        pattern=None,
+                        backend_index=index[m.backend],
+                    )
+                ],
             )
         elif m.type == pb.Match.REGULAR_EXPRESSION:
             pattern = _build(problems, mpath, compile_pattern, m.value)
             name = m.name.lower() if kind is MatchKind.HEADER else m.name
             if pattern is not None:
                 matches += filter(
-                    None, [_build(problems, mpath, CompiledMatch, kind, name, None, pattern, index[m.backend])]
+                    None,
+                    [
+                        _build(
+                            problems,
+                            mpath,
+                            CompiledMatch,
+                            kind=kind,
+                            name=name,
+                            exact=None,
+                            pattern=pattern,
+                            backend_index=index[m.backend],
+                        )
+                    ],
                 )
         else:
             problems.append(f"{mpath}.type: unknown type {m.type}")
