@@ -11,7 +11,7 @@ server holds back with `SplitStatus.from_dict`, so both sides agree on one defin
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -217,6 +217,7 @@ class PublishView:
     replicas: tuple[ReplicaAck, ...]
     since: Mapping[str, int] = field(default_factory=dict)  # split key → first number carrying its served form
     held_back: frozenset[str] = frozenset()  # splits that stop publishing until they resolve (engine._publish)
+    _: KW_ONLY
     # split key → backend → live sessions summed over the replicas (persistent splits; core/sessions.py)
     sessions: Mapping[str, Mapping[str, BackendSessions]] = field(default_factory=dict)
 
