@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ import grpc
 
 from trafficsplit.core.compiled import Generation
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.sessions import LiveSessions
 from trafficsplit.extproc.ads import AckError, AdsServer, Nacked
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
@@ -60,6 +62,8 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         *,
         token: bytes,
         replica: str,
+        can_seal: bool = False,
+        sessions: LiveSessions | None = None,
         ack_timeout: float,
         cluster_drain: float = 5.0,
         on_first_generation: Callable[[], Awaitable[None]] | None = None,
@@ -69,6 +73,8 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self._metrics = metrics
         self._expected = b"Bearer " + token
         self._replica = replica
+        self._can_seal = can_seal  # cookie keys configured: persistent splits can be served
+        self._sessions = sessions  # the processor's live sessions of persistent splits (the Drained signal)
         self._ack_timeout = ack_timeout
         self._on_first = on_first_generation
         self._cluster_drain = cluster_drain
@@ -92,6 +98,13 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         reply = pb.HeldReply(held_number=self._held.number, replica=self._replica, origin=self._held.origin)
         if request.with_generation and self._held.message is not None:
             reply.generation.CopyFrom(self._held.message)
+        gen = self._held.current
+        if self._sessions is not None and gen is not None:
+            persistent = {s.key: s.weights.names for s in gen.splits if s.persistent}
+            reply.sessions.extend(
+                pb.LiveSessions(split=c.split, backend=c.backend, live=c.live, saturated=c.saturated)
+                for c in self._sessions.counts(persistent, time.monotonic())
+            )
         return reply
 
     async def Publish(self, request: pb.PublishRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.PublishReply:
@@ -131,6 +144,14 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             gen = generation_from_proto(msg)
         except SpecError as exc:
             return self._reply(pb.PublishReply.INVALID, str(exc))
+        unsealable = [s.key for s in gen.splits if s.persistent] if not self._can_seal else []
+        if unsealable:
+            # Refused whole, as any generation this replica cannot serve as published: the operator reports it.
+            return self._reply(
+                pb.PublishReply.INVALID,
+                f"sticky.mode persistent in {', '.join(unsealable)}: this replica has no cookie keys "
+                "(--cookie-key-file)",
+            )
         loop = asyncio.get_running_loop()
         # Both ACK waits end before the caller gives up (a margin for the reply), or it would see a deadline instead
         # of NOT_READY; half each, as the second wait needs its share.
