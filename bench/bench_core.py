@@ -20,11 +20,13 @@ import time
 import timeit
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from trafficsplit.core.compiled import CompiledSplit, Endpoint, compile_split
 from trafficsplit.core.cookie import AffinityMinter, read_cookie
 from trafficsplit.core.decide import decide
 from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.core.regex import Pattern
 from trafficsplit.core.spec import parse_split
 from trafficsplit.core.weights import MAX_BACKENDS, Weights
@@ -44,10 +46,11 @@ def ns_per_call(fn: Callable[[], object], repeat: int) -> float:
     return min(timer.repeat(repeat=repeat, number=number)) / number * 1e9
 
 
-def sticky_split(n: int, down: int | None = None) -> CompiledSplit:
-    """Every backend with one ready endpoint, except backend `down` (then the SPEC §6 failover path is live)."""
+def sticky_split(n: int, down: int | None = None, **extra: Any) -> CompiledSplit:
+    """Every backend with one ready endpoint, except backend `down` (then the SPEC §6 failover path is live);
+    `extra`: more spec fields (assignment, sticky)."""
     backends = [{"name": f"b{i}", "weight": max(100 // n, 1)} for i in range(n)]
-    spec = {"hosts": ["shop.example.com"], "backends": backends, "sticky": {"cookie": {"name": "ts-shop"}}}
+    spec = {"hosts": ["shop.example.com"], "backends": backends, "sticky": {"cookie": {"name": "ts-shop"}}, **extra}
     endpoints = {f"b{i}": [Endpoint("10.0.0.1", 80, ready=i != down)] for i in range(n)}
     return compile_split(parse_split("prod", "shop", spec), endpoints)
 
@@ -77,6 +80,19 @@ def measure(n: int, repeat: int) -> dict[str, float]:
     def decide_failover() -> object:
         return decide(degraded, cookie_lines=with_cookie, request_id="r", header=no_header, minter=minter)
 
+    # Issue 14's opt-in modes, side by side with decide/cookie: the slot table's lookup, and the sealed cookie's
+    # HMAC check (a returning session, the common request).
+    minimal = sticky_split(n, assignment="minimal")
+    persistent = sticky_split(n, sticky={"cookie": {"name": "ts-shop"}, "mode": "persistent"})
+    signer = CookieSigner(b"k" * 32)
+    sealed = [f"ts-shop={signer.seal(persistent.key, KEY, persistent.weights.names[0])}"]
+
+    def decide_minimal() -> object:
+        return decide(minimal, cookie_lines=with_cookie, request_id="r", header=no_header, minter=minter)
+
+    def decide_persistent() -> object:
+        return decide(persistent, cookie_lines=sealed, request_id="r", header=no_header, minter=minter, signer=signer)
+
     return {
         "key_hash": ns_per_call(lambda: key_hash(KEY), repeat),
         "pick": ns_per_call(lambda: weights.pick(KEY), repeat),
@@ -84,6 +100,8 @@ def measure(n: int, repeat: int) -> dict[str, float]:
         "decide/cookie": ns_per_call(decide_cookie, repeat),
         "decide/mint": ns_per_call(decide_mint, repeat),
         "decide/failover": ns_per_call(decide_failover, repeat),
+        "decide/minimal": ns_per_call(decide_minimal, repeat),
+        "decide/persistent": ns_per_call(decide_persistent, repeat),
     }
 
 
@@ -113,11 +131,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the figures as JSON (e.g. bench/results/DATE-core.json)")
     args = parser.parse_args()
     load_start = os.getloadavg()
-    columns = ("key_hash", "pick", "cookie+pick", "decide/cookie", "decide/mint", "decide/failover")
-    print(f"{'backends':>8}" + "".join(f"{c:>17}" for c in columns))
+    columns = (
+        "key_hash",
+        "pick",
+        "cookie+pick",
+        "decide/cookie",
+        "decide/mint",
+        "decide/failover",
+        "decide/minimal",
+        "decide/persistent",
+    )
+    print(f"{'backends':>8}" + "".join(f"{c:>19}" for c in columns))
     results = {n: measure(n, args.repeat) for n in SIZES}
     for n, row in results.items():
-        print(f"{n:>8}" + "".join(f"{row[c]:>14.0f} ns" for c in columns))
+        print(f"{n:>8}" + "".join(f"{row[c]:>16.0f} ns" for c in columns))
     two = results[2]
     for case in ("decide/cookie", "decide/mint", "decide/failover"):
         verdict = "within" if two[case] <= TARGET_NS else "ABOVE"

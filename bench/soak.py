@@ -111,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for i in range(2):
                 (root / f"gw-{i}").mkdir()
-                units.append(Dataplane.start(root / f"gw-{i}", backends, message_timeout_ms=200, token=token,
-                                             replica=f"gw-{i}"))  # fmt: skip
+                units.append(
+                    Dataplane.start(root / f"gw-{i}", backends, message_timeout_ms=200, token=token, replica=f"gw-{i}")
+                )
             soak = Soak(units)
             soak.publish_all(WEIGHTS[0])
             loads = [Load(u.port, HOST, concurrency=args.concurrency) for u in units]

@@ -18,7 +18,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def parallel(fn: Callable[[T], R], items: Sequence[T], workers: int = 8) -> list[R]:
+def parallel(fn: Callable[[T], R], items: Sequence[T], workers: int = 4) -> list[R]:
     """fn over items on a few threads (each request opens its own connection), results in input order."""
     with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(fn, items))

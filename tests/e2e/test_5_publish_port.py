@@ -1,5 +1,6 @@
 """The publish port: only the operator may reach it (the chart's NetworkPolicy, enforced by the cluster's policy
-engine), and a caller that gets through the network without the token is refused by the API itself."""
+engine), and a caller that gets through the network without the token is refused by the API itself (mutual TLS
+refuses one without the operator's client certificate even earlier)."""
 
 from __future__ import annotations
 
@@ -25,18 +26,36 @@ except OSError as e:
 print("connected")
 """
 
+# GetHeld over the publish port twice: with the operator's client certificate (so TLS lets it through) but no token,
+# then with no client certificate at all. Prints one gRPC status code per attempt.
+# GetHeld over the publish port twice: with the operator's client certificate (so TLS lets it through) but no token,
+# then with no client certificate at all. Prints one gRPC status code per attempt. The first is retried while the
+# connection is refused: the policy engine admits a new pod's address a moment after the pod starts.
 PUBLISH_WITHOUT_TOKEN = """
-import sys, grpc
+import sys, time, grpc
 from trafficsplit.v1alpha1 import publish_pb2, publish_pb2_grpc
-channel = grpc.insecure_channel(f"{sys.argv[1]}:{sys.argv[2]}")
-stub = publish_pb2_grpc.PublisherStub(channel)
-try:
-    stub.GetHeld(publish_pb2.GetHeldRequest(), timeout=10)
-except grpc.RpcError as e:
-    print("code:", e.code().name)
-    sys.exit(0)
-print("code: OK")
+ip, port, server_name = sys.argv[1:4]
+read = lambda n: open("/tls/" + n, "rb").read()
+options = [("grpc.ssl_target_name_override", server_name)]
+for label, creds, patience in (
+    ("cert-no-token", grpc.ssl_channel_credentials(read("ca.crt"), read("tls.key"), read("tls.crt")), 30),
+    ("no-cert", grpc.ssl_channel_credentials(read("ca.crt")), 0),
+):
+    deadline = time.monotonic() + patience
+    while True:
+        stub = publish_pb2_grpc.PublisherStub(grpc.secure_channel(f"{ip}:{port}", creds, options))
+        try:
+            stub.GetHeld(publish_pb2.GetHeldRequest(), timeout=10)
+            print(label, "OK")
+            break
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.UNAVAILABLE and time.monotonic() < deadline:
+                time.sleep(1)
+                continue
+            print(label, e.code().name, e.details())
+            break
 """
+
 
 RESTRICTED: dict[str, Any] = {
     "allowPrivilegeEscalation": False,
@@ -48,10 +67,12 @@ RESTRICTED: dict[str, Any] = {
 }
 
 
-def _run_pod(cluster: Cluster, namespace: str, image: str, argv: list[str], labels: dict[str, str]) -> tuple[str, int]:
-    """Run one container to completion; returns (its output, its exit code)."""
+def _run_pod(
+    cluster: Cluster, namespace: str, image: str, argv: list[str], labels: dict[str, str], tls_secret: str = ""
+) -> tuple[str, int]:
+    """Run one container to completion (``tls_secret`` mounted at /tls); returns (its output, its exit code)."""
     name = f"probe-{secrets.token_hex(3)}"
-    pod = {
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
@@ -61,6 +82,9 @@ def _run_pod(cluster: Cluster, namespace: str, image: str, argv: list[str], labe
             "containers": [{"name": "probe", "image": image, "command": argv, "securityContext": RESTRICTED}],
         },
     }
+    if tls_secret:
+        pod["spec"]["volumes"] = [{"name": "tls", "secret": {"secretName": tls_secret, "defaultMode": 0o444}}]
+        pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "tls", "mountPath": "/tls", "readOnly": True}]
     cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
     try:
 
@@ -102,7 +126,11 @@ def test_a_pod_the_policy_lets_through_without_the_token_is_refused(shop: Cluste
     labels = {"app.kubernetes.io/name": "trafficsplit", "app.kubernetes.io/instance": shop.release,
               "app.kubernetes.io/component": "operator"}  # fmt: skip
     repo, tag = shop.images["extproc"]
-    out, code = _run_pod(
-        shop, shop.release_namespace, f"{repo}:{tag}", ["python", "-c", PUBLISH_WITHOUT_TOKEN, ip, str(port)], labels
-    )
-    assert code == 0 and "code: UNAUTHENTICATED" in out, out
+    server_name = f"{shop.release}-gateway-publish.{shop.release_namespace}.svc"
+    argv = ["python", "-c", PUBLISH_WITHOUT_TOKEN, ip, str(port), server_name]
+    # The operator's client certificate (the chart's Secret): TLS admits the caller, so only the token is missing.
+    secret = f"{shop.release}-publish-tls-operator"
+    out, code = _run_pod(shop, shop.release_namespace, f"{repo}:{tag}", argv, labels, tls_secret=secret)
+    assert code == 0, out
+    assert "cert-no-token UNAUTHENTICATED" in out, out
+    assert "no-cert OK" not in out and "no-cert " in out, out  # without a client certificate: refused by TLS

@@ -238,6 +238,26 @@ def test_token_secret_uses_the_given_value_or_an_existing_secret(helm: Helm) -> 
         assert vols["publish-token"]["secret"]["secretName"] == "mine"
 
 
+def test_cookie_keys_come_from_the_named_secret_and_reach_the_extproc(helm: Helm) -> None:
+    """sticky.mode persistent's HMAC keys: mounted from an existing Secret, passed as --cookie-key-file, parsed by the
+    extproc's own parser; without the value, no mount and no flag (the gateways refuse persistent splits)."""
+    from trafficsplit.extproc.__main__ import parse_args
+
+    def extproc(*sets: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        gw = find(render(helm, *sets), "Deployment", "rel-gateway")["spec"]["template"]["spec"]
+        return gw, next(c for c in gw["containers"] if c["name"] == "extproc")
+
+    gw, c = extproc("gateway.extproc.cookieKeysSecret=cookie-keys", "gateway.extproc.sessionIdleSeconds=600")
+    args = parse_args([a.replace("$(POD_NAME)", "p") for a in c["args"]])
+    assert str(args.cookie_key_file) == "/etc/trafficsplit/cookie-keys/keys" and args.session_idle_seconds == 600
+    vols = {v["name"]: v for v in gw["volumes"]}
+    assert vols["cookie-keys"]["secret"]["secretName"] == "cookie-keys"
+    assert {m["name"]: m["mountPath"] for m in c["volumeMounts"]}["cookie-keys"] == "/etc/trafficsplit/cookie-keys"
+    gw, c = extproc()
+    assert parse_args([a.replace("$(POD_NAME)", "p") for a in c["args"]]).cookie_key_file is None
+    assert "cookie-keys" not in {v["name"] for v in gw["volumes"]}
+
+
 def test_chart_flags_parse_with_the_real_command_lines(helm: Helm) -> None:
     """The args the chart passes are accepted by `python -m trafficsplit.operator` / `.extproc`'s own parsers, and
     the extproc listens where the bootstrap's clusters point."""

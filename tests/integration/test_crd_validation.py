@@ -66,6 +66,13 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
      ["spec.sticky.cookie.partitioned", "Partitioned requires secure=true"]),
     ("samesite-bogus", edit(_set("sticky.cookie.sameSite", "Sometimes")),
      ["spec.sticky.cookie.sameSite", "Unsupported value"]),
+    ("key-header-uppercase", edit(_set("sticky.header.name", "X-User")), ["spec.sticky.header.name", "should match"]),
+    ("key-header-cookie", edit(_set("sticky.header.name", "cookie")),
+     ["spec.sticky.header.name", "cannot carry a sticky key"]),
+    ("persistent-without-cookie", edit(lambda s: s.update(sticky={"mode": "persistent", "header": {"name": "x-u"}})),
+     ["spec.sticky.mode", "sticky.mode persistent needs sticky.cookie"]),
+    ("sticky-mode-bogus", edit(_set("sticky.mode", "forever")), ["spec.sticky.mode", "Unsupported value"]),
+    ("assignment-bogus", edit(lambda s: s.update(assignment="ring")), ["spec.assignment", "Unsupported value"]),
     ("match-unknown-backend", edit(lambda s: s.update(matches=[{"header": {"name": "x-canary", "value": "1"},
                                                                "backend": "nope"}])),
      ["spec.matches", "must name one of spec.backends"]),
@@ -139,6 +146,7 @@ def test_valid_split_is_accepted_with_defaults(trafficsplit_crd: ControlPlane, n
     [
         edit(lambda s: (s.pop("hosts"), s.update(service="shop"))),  # hosts derived from the root Service
         edit(lambda s: s["sticky"]["cookie"].update(sameSite="None", secure=True)),
+        edit(lambda s: (s.update(assignment="minimal"), s["sticky"].update(mode="persistent", header={"name": "x-u"}))),
         edit(lambda s: s.update(backends=[{"name": f"b{i}", "weight": 1_000_000} for i in range(64)])),
         edit(lambda s: s.update(backends=[{"name": "only", "weight": 1}, {"name": "off", "weight": 0}])),
         edit(
@@ -149,7 +157,14 @@ def test_valid_split_is_accepted_with_defaults(trafficsplit_crd: ControlPlane, n
             )
         ),
     ],
-    ids=["service-only", "samesite-none-secure", "64-backends-max-weights", "zero-weight-allowed", "regex-match"],
+    ids=[
+        "service-only",
+        "samesite-none-secure",
+        "minimal-persistent-header",
+        "64-backends-max-weights",
+        "zero-weight-allowed",
+        "regex-match",
+    ],
 )
 def test_valid_edge_cases_are_accepted(trafficsplit_crd: ControlPlane, namespace: str, spec: dict[str, Any]) -> None:
     apply(trafficsplit_crd, ts_manifest(namespace, "edge", copy.deepcopy(spec)))

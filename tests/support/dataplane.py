@@ -277,8 +277,16 @@ class Processor:
     """`python -m trafficsplit.extproc` as a child process; kill() and start() again keep the same socket path, as a
     container restart in the pod does."""
 
-    def __init__(self, workdir: Path, token: str, replica: str = "test-replica", extra: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        token: str,
+        replica: str = "test-replica",
+        extra: Sequence[str] = (),
+        pythonpath: str = PYTHONPATH,
+    ) -> None:
         self.workdir = workdir
+        self.pythonpath = pythonpath  # bench: another source tree's processor side by side
         self.token = token
         self.token_file = workdir / "token"
         self.token_file.write_text(token + "\n")
@@ -299,7 +307,7 @@ class Processor:
     def start(self) -> Processor:
         self.ports_file.unlink(missing_ok=True)
         self.socket.unlink(missing_ok=True)
-        env = {**os.environ, "PYTHONPATH": PYTHONPATH}
+        env = {**os.environ, "PYTHONPATH": self.pythonpath}
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [
@@ -803,13 +811,18 @@ class Dataplane:
         replica: str = "test-replica",
         bootstrap: Mapping[str, Any] | None = None,
         ads_via: Address | None = None,
+        processor_pythonpath: str = PYTHONPATH,
     ) -> Dataplane:
         """Start the processor, then Envoy bootstrapped onto its socket (the processor is killed if Envoy fails).
         Units of one gateway share `token` and differ by `replica`, which is also Envoy's node id. `bootstrap`: more
         `BootstrapOptions` fields (edge settings such as `xff_num_trusted_hops` or `max_connections`). `ads_via`: Envoy
         reaches ADS at this address instead (a `LinkCutter` in front of the processor's socket)."""
         processor = Processor(
-            workdir, token=token or secrets.token_hex(16), replica=replica, extra=extra_processor_args
+            workdir,
+            token=token or secrets.token_hex(16),
+            replica=replica,
+            extra=extra_processor_args,
+            pythonpath=processor_pythonpath,
         ).start()
         local = Address(path=str(processor.socket))
         config = bootstrap_json(

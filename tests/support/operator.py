@@ -248,7 +248,14 @@ class Gateway:
                 u.stop()
 
 
-def start_gateway(workdir: Path, backends: NameBackends, n: int = 2, publish_host: str = "127.0.0.1") -> Gateway:
+def start_gateway(
+    workdir: Path,
+    backends: NameBackends,
+    n: int = 2,
+    publish_host: str = "127.0.0.1",
+    extra: Sequence[str] = (),
+) -> Gateway:
+    """`n` gateway units sharing a token; `extra`: more extproc arguments for every unit (cookie keys, windows)."""
     token = secrets.token_hex(16)
     units: list[Dataplane] = []
     try:
@@ -265,7 +272,7 @@ def start_gateway(workdir: Path, backends: NameBackends, n: int = 2, publish_hos
                     message_timeout_ms=200,
                     token=token,
                     replica=f"gw-{i}",
-                    extra_processor_args=[f"--publish={publish_host}:0", *plain],
+                    extra_processor_args=[f"--publish={publish_host}:0", *plain, *extra],
                 )
             )
     except BaseException:

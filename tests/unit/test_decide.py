@@ -131,8 +131,8 @@ def test_disclosure_fields() -> None:
     d = run(s, cookies=[f"sid={OK}"])
     assert (d.key_source.value, d.path.value) == ("cookie", "weighted")
     assert d.backend.cluster == "prod/shop/stable"
-    assert {k.value for k in KeySource} == {"cookie", "minted", "request-id"}
-    assert {p.value for p in DecisionPath} == {"weighted", "match", "match-passed-over", "failover"}
+    assert {k.value for k in KeySource} == {"header", "cookie", "minted", "request-id"}
+    assert {p.value for p in DecisionPath} == {"weighted", "match", "match-passed-over", "failover", "pinned"}
 
 
 def test_match_cookie_reading_uses_the_same_reader() -> None:

@@ -15,12 +15,14 @@ import pytest
 
 CORE = Path(__file__).resolve().parents[2] / "src" / "trafficsplit" / "core"
 
-# Standard-library modules that do no I/O of their own (time: the minting clock; secrets: the minter's random start),
-# and re2 (google-re2: the RE2 matching engine, pure computation; core/regex.py says why not `re`).
+# Standard-library modules that do no I/O of their own (time: the minting clock; secrets: the minter's random start;
+# hmac, hashlib, base64: the persistent cookie's seal), and re2 (google-re2: the RE2 matching engine, pure
+# computation; core/regex.py says why not `re`).
 ALLOWED = frozenset(
     {
         "__future__",
         "abc",
+        "base64",
         "bisect",
         "collections",
         "collections.abc",
@@ -29,6 +31,8 @@ ALLOWED = frozenset(
         "enum",
         "fractions",
         "functools",
+        "hashlib",
+        "hmac",
         "itertools",
         "math",
         "operator",

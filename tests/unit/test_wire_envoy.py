@@ -9,9 +9,13 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
-from google.protobuf import json_format
+from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.endpoint.v3 import endpoint_pb2
+from envoy.config.route.v3 import route_pb2
+from google.protobuf import any_pb2, json_format
 from google.protobuf.message import Message
 
 from trafficsplit.core.compiled import Endpoint, Generation, assemble_generation, compile_split
@@ -20,6 +24,7 @@ from trafficsplit.wire import envoy
 from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json
 
 GOLDEN = Path(__file__).parent / "golden"
+M = TypeVar("M", bound=Message)
 
 
 def sample_generation(number: int = 7) -> Generation:
@@ -148,6 +153,56 @@ def test_transition_keeps_old_clusters_and_old_routes() -> None:
     assert set(t.clusters) == set(old.clusters()) | {"prod/api/violet"}
     assert t.routes == envoy.resources(old).routes
     assert envoy.transition(None, new).routes is None  # nothing held: routes wait for the swap
+
+
+def _unpacked(res: envoy.PackedResources) -> envoy.Resources:
+    """The builder's packed resources as messages, to compare with the golden-checked functions' output."""
+
+    def unpack(items: dict[str, any_pb2.Any], cls: type[M]) -> dict[str, M]:
+        out = {}
+        for name, a in items.items():
+            m = cls()
+            assert a.Unpack(m), name
+            out[name] = m
+        return out
+
+    routes = unpack(res.routes, route_pb2.RouteConfiguration) if res.routes is not None else None
+    return envoy.Resources(
+        unpack(res.clusters, cluster_pb2.Cluster), unpack(res.endpoints, endpoint_pb2.ClusterLoadAssignment), routes
+    )
+
+
+def test_resource_builder_reuses_unchanged_splits_and_builds_what_fresh_builds_give() -> None:
+    """The publisher's builder across publishes: every result, unpacked, equals a fresh build (the golden-checked
+    functions; the route configuration is assembled from serialized virtual hosts), an unchanged split's clusters and
+    endpoints are the same packed messages (not rebuilt), a changed split's are rebuilt, and a generation two calls
+    back is no longer held (the cache is bounded)."""
+    one = sample_generation(1)
+    api = compile_split(
+        parse_split("prod", "api", {"hosts": ["api.example"], "backends": [{"name": "blue", "weight": 1}]}),
+        {"blue": [Endpoint("10.1.0.9", 80)]},  # new endpoint: api's cluster content changes
+    )
+    shop = one.split_for("shop.example")
+    assert shop is not None
+    two = Generation(2, (shop, api))
+    b = envoy.ResourceBuilder()
+    assert _unpacked(b.transition(None, one)) == envoy.transition(None, one)
+    first = b.resources(one)
+    assert _unpacked(first) == envoy.resources(one)
+    t = b.transition(one, two)
+    assert _unpacked(t) == envoy.transition(one, two)
+    assert t.routes == first.routes  # the held routes until the swap
+    assert _unpacked(b.serving(two, [one])) == envoy.serving(two, [one])  # one's clusters drain
+    assert _unpacked(b.transition(two, one, [one])) == envoy.transition(two, one, [one])
+    second = b.resources(two)
+    assert _unpacked(second) == envoy.resources(two)
+    assert second.clusters["prod/shop/stable"] is first.clusters["prod/shop/stable"]
+    assert second.endpoints["prod/shop/canary"] is first.endpoints["prod/shop/canary"]
+    assert second.endpoints["prod/api/blue"] is not first.endpoints["prod/api/blue"]
+    assert second.endpoints["prod/api/blue"] != first.endpoints["prod/api/blue"]
+    b.resources(Generation(3, (api,)))  # shop is in neither of the last call's generations: dropped
+    assert b.resources(one).clusters["prod/shop/stable"] is not first.clusters["prod/shop/stable"]
+    assert _unpacked(b.resources(None)) == envoy.resources(None)
 
 
 @pytest.mark.parametrize(

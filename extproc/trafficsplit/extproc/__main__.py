@@ -19,6 +19,9 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.persistent import CookieSigner
+from trafficsplit.core.sessions import DEFAULT_IDLE_SECONDS
 from trafficsplit.extproc.server import DataplaneProcessor, Settings
 from trafficsplit.extproc.tls import ServerTlsFiles
 from trafficsplit.wire.bootstrap import (
@@ -38,6 +41,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--metrics", default="127.0.0.1:9003", help="Prometheus metrics (HOST:PORT)")
     p.add_argument("--health", help="plaintext gRPC health only, for the kubelet's probe (HOST:PORT); default: none")
     p.add_argument("--token-file", type=Path, help="file holding the publish bearer token (required to serve)")
+    p.add_argument(
+        "--cookie-key-file",
+        type=Path,
+        help="HMAC keys of sticky.mode persistent cookies, shared by every replica: the current key on the first line, "
+        "the previous one (accepted during a rotation's grace period) on the second; without it, such splits "
+        "are refused",
+    )
+    p.add_argument(
+        "--session-idle-seconds",
+        type=float,
+        default=DEFAULT_IDLE_SECONDS,
+        help="a persistent split's session counts as live on a backend while served there this recently (Drained)",
+    )
     t = p.add_argument_group("publish TLS", "the publish API over TLS; with --tls-client-ca, mutual TLS")
     t.add_argument("--tls-cert", type=Path, help="PEM certificate (chain) of the publish server")
     t.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
@@ -125,6 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     if not token:
         print(f"{args.token_file} is empty", file=sys.stderr)
         return 2
+    signer = None
+    if args.cookie_key_file is not None:
+        try:
+            signer = CookieSigner.from_text(args.cookie_key_file.read_bytes())
+        except SpecError as exc:
+            print(f"{args.cookie_key_file}: {exc}", file=sys.stderr)
+            return 2
     settings = Settings(
         listen=args.listen,
         publish=args.publish,
@@ -137,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         ports_file=args.ports_file,
         tls=tls,
         health=args.health,
+        signer=signer,
+        session_idle_seconds=args.session_idle_seconds,
     )
     runner = _runner()
     with contextlib.suppress(KeyboardInterrupt):

@@ -31,7 +31,7 @@ from google.protobuf import any_pb2
 from google.protobuf.message import Message
 
 from trafficsplit.extproc.metrics import Metrics
-from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE, Resources
+from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE, PackedResources, Resources
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +92,10 @@ def _snapshot_type(version: int, resources: Mapping[str, Message]) -> TypeSnapsh
     packed: dict[str, any_pb2.Any] = {}
     content = bytearray()
     for name in sorted(resources):
-        a = any_pb2.Any()
-        a.Pack(resources[name], deterministic=True)
+        a = resources[name]
+        if not isinstance(a, any_pb2.Any):  # else packed already (ResourceBuilder), shared and never mutated
+            a = any_pb2.Any()
+            a.Pack(resources[name], deterministic=True)
         packed[name] = a
         content += name.encode() + b"\0" + a.value + b"\0"
     return TypeSnapshot(str(version), packed, bytes(content))
@@ -113,7 +115,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignor
 
     # --- the publish side -----------------------------------------------------------------------------------------
 
-    def set_resources(self, res: Resources, *, generation: int) -> dict[str, str]:
+    def set_resources(self, res: Resources | PackedResources, *, generation: int) -> dict[str, str]:
         """Install a new snapshot for generation number `generation`; returns {type: new version} for the types whose
         content changed (versions: see the module docstring)."""
         changed: dict[str, str] = {}

@@ -16,6 +16,8 @@ from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ep_grpc
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import decide
 from trafficsplit.core.disclosure import affinity_applied
+from trafficsplit.core.persistent import CookieSigner
+from trafficsplit.core.sessions import LiveSessions
 from trafficsplit.core.sketch import SplitBills
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
@@ -25,8 +27,17 @@ log = logging.getLogger(__name__)
 
 
 class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
-    def __init__(self, held: HeldGeneration, metrics: Metrics, minter: AffinityMinter | None = None) -> None:
+    def __init__(
+        self,
+        held: HeldGeneration,
+        metrics: Metrics,
+        minter: AffinityMinter | None = None,
+        signer: CookieSigner | None = None,
+        sessions: LiveSessions | None = None,
+    ) -> None:
         self._held = held
+        self._signer = signer
+        self._sessions = sessions or LiveSessions()  # persistent splits' live sessions per backend (Drained)
         self._metrics = metrics
         self._minter = minter or AffinityMinter()
         self._replies: DecisionReplies | None = None  # for the held generation; replaced when that changes
@@ -76,16 +87,24 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
             self._metrics.undecided.labels("no_split").inc()
             return no_split_response()
         d = decide(
-            split, cookie_lines=view.cookie_lines, request_id=view.request_id, header=view.header, minter=self._minter
+            split,
+            cookie_lines=view.cookie_lines,
+            request_id=view.request_id,
+            header=view.header,
+            minter=self._minter,
+            signer=self._signer,
         )
         self._metrics.count_decision(
             split.key, d.backend.name, d.key_source.value, d.path.value, affinity_applied(split, d)
         )
         if split.sticky:
             self._bills.record(split.key, split.weights.names, d.backend.name, d.key, d.key_hash)
+        if split.persistent:
+            self._sessions.record(split.key, d.backend.name, d.key_hash, time.monotonic())
         if self._replies is None or self._replies.generation is not gen:
             self._replies = DecisionReplies(gen)
             self._bills.retain({s.key for s in gen.splits})
+            self._sessions.retain({s.key for s in gen.splits if s.persistent})
         return self._replies.reply(d, split)
 
 

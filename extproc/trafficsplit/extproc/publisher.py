@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,12 +32,13 @@ import grpc
 
 from trafficsplit.core.compiled import Generation
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.sessions import LiveSessions
 from trafficsplit.extproc.ads import AckError, AdsServer, Nacked
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
-from trafficsplit.wire.envoy import serving, transition
+from trafficsplit.wire.envoy import ResourceBuilder
 from trafficsplit.wire.generation import generation_from_proto
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,8 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         *,
         token: bytes,
         replica: str,
+        can_seal: bool = False,
+        sessions: LiveSessions | None = None,
         ack_timeout: float,
         cluster_drain: float = 5.0,
         on_first_generation: Callable[[], Awaitable[None]] | None = None,
@@ -69,6 +73,8 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self._metrics = metrics
         self._expected = b"Bearer " + token
         self._replica = replica
+        self._can_seal = can_seal  # cookie keys configured: persistent splits can be served
+        self._sessions = sessions  # the processor's live sessions of persistent splits (the Drained signal)
         self._ack_timeout = ack_timeout
         self._on_first = on_first_generation
         self._cluster_drain = cluster_drain
@@ -76,6 +82,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self._draining: list[_Draining] = []
         self._withdraw_task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[pb.PublishReply]] = set()  # shielded publishes (strong references)
+        self._built = ResourceBuilder()  # unchanged splits reuse their Envoy resources from the last publish
 
     async def _authorize(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         given = b""
@@ -91,6 +98,13 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         reply = pb.HeldReply(held_number=self._held.number, replica=self._replica, origin=self._held.origin)
         if request.with_generation and self._held.message is not None:
             reply.generation.CopyFrom(self._held.message)
+        gen = self._held.current
+        if self._sessions is not None and gen is not None:
+            persistent = {s.key: s.weights.names for s in gen.splits if s.persistent}
+            reply.sessions.extend(
+                pb.LiveSessions(split=c.split, backend=c.backend, live=c.live, saturated=c.saturated)
+                for c in self._sessions.counts(persistent, time.monotonic())
+            )
         return reply
 
     async def Publish(self, request: pb.PublishRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.PublishReply:
@@ -130,6 +144,14 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             gen = generation_from_proto(msg)
         except SpecError as exc:
             return self._reply(pb.PublishReply.INVALID, str(exc))
+        unsealable = [s.key for s in gen.splits if s.persistent] if not self._can_seal else []
+        if unsealable:
+            # Refused whole, as any generation this replica cannot serve as published: the operator reports it.
+            return self._reply(
+                pb.PublishReply.INVALID,
+                f"sticky.mode persistent in {', '.join(unsealable)}: this replica has no cookie keys "
+                "(--cookie-key-file)",
+            )
         loop = asyncio.get_running_loop()
         # Both ACK waits end before the caller gives up (a margin for the reply), or it would see a deadline instead
         # of NOT_READY; half each, as the second wait needs its share.
@@ -138,7 +160,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         before = self._ads.snapshot()
         draining = [d.generation for d in self._draining]
         try:
-            versions = self._ads.set_resources(transition(held, gen, draining), generation=gen.number)
+            versions = self._ads.set_resources(self._built.transition(held, gen, draining), generation=gen.number)
             await self._ads.wait_acked(versions, wait)
         except AckError as exc:
             self._ads.restore(before)
@@ -150,7 +172,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             draining.append(held)
             self._draining.append(_Draining(held, loop.time() + self._cluster_drain))
         try:
-            versions = self._ads.set_resources(serving(gen, draining), generation=gen.number)
+            versions = self._ads.set_resources(self._built.serving(gen, draining), generation=gen.number)
             await self._ads.wait_acked(versions, wait)
         except AckError as exc:
             self._held.swap(held, held_origin, held_msg)
@@ -184,7 +206,9 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
                 held = self._held.current
                 if held is None:
                     continue
-                self._ads.set_resources(serving(held, [d.generation for d in self._draining]), generation=held.number)
+                self._ads.set_resources(
+                    self._built.serving(held, [d.generation for d in self._draining]), generation=held.number
+                )
 
     async def close(self) -> None:
         """Stop the drain task (shutdown)."""

@@ -23,6 +23,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined,unused-ignore]
 from prometheus_client import start_http_server
 
+from trafficsplit.core.persistent import CookieSigner
+from trafficsplit.core.sessions import DEFAULT_IDLE_SECONDS, LiveSessions
 from trafficsplit.extproc.ads import AdsServer
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
@@ -49,6 +51,8 @@ class Settings:
     ports_file: Path | None = None
     tls: ServerTlsFiles | None = None  # None: the publish port is plaintext (loopback or an explicit opt-in)
     health: str | None = None  # HOST:PORT of the plaintext health-only server; None: none
+    signer: CookieSigner | None = None  # the cookie keys of sticky.mode persistent; None: such splits are refused
+    session_idle_seconds: float = DEFAULT_IDLE_SECONDS  # a persistent session is live while served this recently
 
 
 class DataplaneProcessor:
@@ -58,12 +62,15 @@ class DataplaneProcessor:
         self.held = HeldGeneration()
         self.ads = AdsServer(self.metrics)
         self.health = health_aio.HealthServicer()
-        self.processor = Processor(self.held, self.metrics)
+        self.sessions = LiveSessions(settings.session_idle_seconds)
+        self.processor = Processor(self.held, self.metrics, signer=settings.signer, sessions=self.sessions)
         self.publisher = Publisher(
             self.held,
             self.ads,
             self.metrics,
             token=settings.token,
+            can_seal=settings.signer is not None,
+            sessions=self.sessions,
             replica=settings.replica,
             ack_timeout=settings.ack_timeout,
             cluster_drain=settings.cluster_drain,

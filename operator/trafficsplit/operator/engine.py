@@ -290,7 +290,15 @@ class Engine:
             slices_by_service(self.store.slices.values()),
             self._last_good,
             static=self.settings.static,
+            held_tables={k: f.table for k, f in self._held_forms().items() if f.table is not None},
         )
+
+    def _held_forms(self) -> Mapping[str, CompiledSplit]:
+        """The forms of the generation the dataplanes hold, converted once per held number."""
+        held = self.fleet.held_generation
+        if held is not None and self._held.number != held.number:
+            self._held = HeldForms(held.number, held_forms(held))
+        return self._held.forms
 
     async def run_pass(self) -> None:
         self.passes += 1
@@ -314,9 +322,7 @@ class Engine:
         held = self.fleet.held_generation
         if not keys or held is None:
             return False
-        if self._held.number != held.number:
-            self._held = HeldForms(held.number, held_forms(held))
-        seeds = seed_last_good(self.store.splits.values(), self._held.forms, keys)
+        seeds = seed_last_good(self.store.splits.values(), self._held_forms(), keys)
         if seeds:
             log.info("last good forms of %s taken from generation %d the dataplanes hold", sorted(seeds), held.number)
             self._last_good.update(seeds)
@@ -357,4 +363,10 @@ class Engine:
 
     def view(self) -> PublishView:
         published = self._publishing
-        return PublishView(published.number, self.fleet.acks(), published.since(), held_back=published.held_back)
+        return PublishView(
+            published.number,
+            self.fleet.acks(),
+            published.since(),
+            held_back=published.held_back,
+            sessions=self.fleet.sessions(),
+        )

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 
 import grpc
 
+from trafficsplit.core.sessions import BackendSessions, sum_replicas
 from trafficsplit.core.status import ReplicaAck
 from trafficsplit.operator.cluster import Replica
 from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient
@@ -44,6 +45,7 @@ class _Worker:
         self.acked = 0
         self.known = False  # answered at least once since it was (re)discovered
         self.refused = 0  # the number of the last generation the replica refused: not offered to it again
+        self.sessions: list[BackendSessions] = []  # its live sessions of persistent splits, from its last GetHeld
         self.wake = asyncio.Event()
         self.client = PublisherClient(replica.address, fleet.token_file, fleet.timeout, fleet.tls)
         self.task = asyncio.create_task(self._run(), name=f"publish:{replica.address}")
@@ -55,6 +57,12 @@ class _Worker:
             self.name = name
         self.fleet.note_held(acked)
         if changed:
+            self.fleet.changed()
+
+    def _note_sessions(self, held: pb.HeldReply) -> None:
+        sessions = [BackendSessions(c.split, c.backend, c.live, c.saturated) for c in held.sessions]
+        if sessions != self.sessions:
+            self.sessions = sessions
             self.fleet.changed()
 
     async def _pause(self, seconds: float) -> None:
@@ -74,6 +82,7 @@ class _Worker:
                     # last good forms from; the periodic poll below needs only the number.
                     held = await self.client.get_held(with_generation=True)
                     self.fleet.note_generation(held)
+                    self._note_sessions(held)
                     self._set(held.held_number, held.replica)
                     continue
                 if target is not None and self.acked < target.number and self.refused != target.number:
@@ -93,6 +102,7 @@ class _Worker:
                     await asyncio.wait_for(self.wake.wait(), self.fleet.poll_interval)
                     continue
                 held = await self.client.get_held()
+                self._note_sessions(held)
                 self._set(held.held_number, held.replica)
             except grpc.aio.AioRpcError as exc:
                 if self.known or self.acked:
@@ -195,6 +205,10 @@ class Fleet:
         self._target = generation
         for w in self._workers.values():
             w.wake.set()
+
+    def sessions(self) -> dict[str, dict[str, BackendSessions]]:
+        """Live sessions of persistent splits summed over the replicas that answered (the Drained condition)."""
+        return sum_replicas([w.sessions for w in self._workers.values() if w.known])
 
     def acks(self) -> tuple[ReplicaAck, ...]:
         return tuple(ReplicaAck(w.name, w.acked) for w in self._workers.values())

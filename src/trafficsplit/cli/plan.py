@@ -11,7 +11,9 @@ from typing import Any, TextIO
 
 from trafficsplit.cli import kplan
 from trafficsplit.cli.common import EXIT_OK, UsageError, add_json_flag, emit_json, fraction_text, pct
+from trafficsplit.core.assignment import SLOTS, minimal_moved_share, rounding_bound
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.persistent import persistent_moved_share
 from trafficsplit.core.plan import Plan, estimate_plan, plan
 from trafficsplit.core.weights import Weights, parse_int, parse_weights
 
@@ -84,6 +86,14 @@ def to_json(p: Plan) -> dict[str, Any]:
         "samples": p.samples,
         "moves": [{"from": m.source, "to": m.target, "share": float(m.share)} for m in p.moves],
         "minimum_share": float(p.minimum_share),
+        # spec.assignment: minimal's figure for the same change (exact: it depends only on the two quotas)
+        "minimal": {
+            "moved_share": float(minimal_moved_share(p.before, p.after)),
+            "slots": SLOTS,
+            "bound": float(rounding_bound(p.before, p.after)),
+        },
+        # sticky.mode: persistent's figure: only sessions of backends set to 0 move
+        "persistent": {"moved_share": float(persistent_moved_share(p.before, p.after))},
         "suggestion": None
         if p.suggestion is None
         else {
@@ -107,6 +117,16 @@ def render(p: Plan, flag: str = "--to") -> str:
     lines += [f"  {m.source} -> {m.target}: {pct(m.share)}" for m in p.moves]
     if not p.moves:
         lines.append("  nothing moves")
+    lines.append(
+        f"side by side: assignment hash moves {pct(p.moved_share)}, assignment minimal moves "
+        f"{pct(minimal_moved_share(p.before, p.after))} (the minimum is {pct(p.minimum_share)}; minimal stays within "
+        f"{pct(rounding_bound(p.before, p.after))} of it over {SLOTS} slots)"
+    )
+    leaving = [n for n, w in p.before.items() if w > 0 and (n not in p.after.names or p.after.weight_of(n) == 0)]
+    lines.append(
+        f"sticky.mode persistent moves {pct(persistent_moved_share(p.before, p.after))} of existing sessions: "
+        + (f"only those of {', '.join(leaving)} (set to 0)" if leaving else "none; new sessions follow the new weights")
+    )
     if p.total_changed:
         lines.append(
             f"warning: the total changes ({p.before.total} -> {p.after.total}): every session's slot is re-drawn, so "

@@ -153,7 +153,11 @@ def render_status(view: Mapping[str, Any]) -> str:
             [b.get("name"), b.get("service"), b.get("port"), b.get("weight"), b.get("share"), _ready(b)]
             for b in backends
         ]
-        lines += table(["NAME", "SERVICE", "PORT", "WEIGHT", "SHARE", "READY"], rows)
+        headers = ["NAME", "SERVICE", "PORT", "WEIGHT", "SHARE", "READY"]
+        if any("liveSessions" in b for b in backends):  # sticky.mode persistent: the Drained signal's counts
+            rows = [[*row, b.get("liveSessions")] for row, b in zip(rows, backends, strict=True)]
+            headers.append("LIVE SESSIONS")
+        lines += table(headers, rows)
     else:
         lines.append(f"  {MISSING}")
     lines += ["", "last displacement:"]

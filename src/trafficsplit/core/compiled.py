@@ -11,10 +11,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from trafficsplit.core.assignment import AssignmentMode, SlotTable, advance
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.host import normalize_host
 from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_GENERATION, MAX_MATCHES, MAX_SPLITS
+from trafficsplit.core.persistent import StickyMode
 from trafficsplit.core.regex import Pattern
 from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS, Ring, endpoint_ring
 from trafficsplit.core.rules import Endpoint as Endpoint  # re-exported: where compiled values are, callers look
@@ -23,6 +25,7 @@ from trafficsplit.core.rules import (
     cluster_problems,
     compile_pattern,
     host_problems,
+    key_header_problems,
     match_name_problems,
     match_value_problems,
     name_problems,
@@ -99,6 +102,12 @@ class CompiledSplit:
     # The TrafficSplit metadata.generation this form was compiled from (0: not from a resource, e.g. a test). It is
     # content: status reports a split published only when a generation carries the form of its current spec.
     observed_generation: int = 0
+    # sticky.header.name: the key comes from this request header when present, before the cookie (lowercase).
+    key_header: str | None = None
+    # spec.assignment: minimal: the slot table the pick reads (core/assignment.py); None: the hash pick (SPEC §2).
+    table: SlotTable | None = None
+    # sticky.mode: persistent (core/persistent.py): sessions keep the backend their sealed cookie names.
+    persistent: bool = False
     weights: Weights = field(init=False)
     # Failover (SPEC §6): the eligible backends' own weights and order, and their indexes in `backends`.
     # None when every backend is eligible (nothing to fail over) or when no eligible backend carries weight.
@@ -111,6 +120,10 @@ class CompiledSplit:
         if not 1 <= self.endpoint_points <= MAX_POINTS:
             raise SpecError([f"endpoint points must be 1..{MAX_POINTS}, got {self.endpoint_points}"])
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
+        if self.key_header is not None:
+            problems += [f"key_header: {q.removeprefix('name: ')}" for q in key_header_problems(self.key_header)]
+        if self.persistent and self.cookie is None:
+            problems.append("persistent: sticky.mode persistent needs sticky.cookie (the cookie carries the backend)")
         if len(self.matches) > MAX_MATCHES:
             problems.append(f"matches: {len(self.matches)} matches, at most {MAX_MATCHES} are allowed")
         for i, m in enumerate(self.matches):
@@ -119,6 +132,10 @@ class CompiledSplit:
         if problems:
             raise SpecError(problems)
         object.__setattr__(self, "weights", Weights.of((b.name, b.weight) for b in self.backends))
+        if self.table is not None:
+            table_problems = self.table.check(self.weights)
+            if table_problems:
+                raise SpecError(table_problems)
         object.__setattr__(self, "failover", _failover_weights(self.backends))
         rings = (
             tuple(endpoint_ring([e.host for e in b.ready_endpoints], self.endpoint_points) for b in self.backends)
@@ -133,7 +150,8 @@ class CompiledSplit:
 
     @property
     def sticky(self) -> bool:
-        return self.cookie is not None
+        """Whether requests carry a sticky key (a cookie, a key header, or both)."""
+        return self.cookie is not None or self.key_header is not None
 
 
 def _failover_weights(backends: Sequence[CompiledBackend]) -> tuple[Weights, tuple[int, ...]] | None:
@@ -146,10 +164,14 @@ def _failover_weights(backends: Sequence[CompiledBackend]) -> tuple[Weights, tup
 
 
 def compile_split(
-    spec: SplitSpec, endpoints: Mapping[str, Sequence[Endpoint]] | None = None, observed_generation: int = 0
+    spec: SplitSpec,
+    endpoints: Mapping[str, Sequence[Endpoint]] | None = None,
+    observed_generation: int = 0,
+    previous_table: SlotTable | None = None,
 ) -> CompiledSplit:
     """Compile a parsed spec. `endpoints` maps backend name → its endpoints with readiness; a backend missing from it
-    uses the spec's static endpoints (local mode), which count as ready."""
+    uses the spec's static endpoints (local mode), which count as ready. `previous_table`: the slot table the split
+    had before (spec.assignment: minimal), which the new weights advance; None builds one from the weights alone."""
     endpoints = endpoints or {}
     index = {b.name: i for i, b in enumerate(spec.backends)}
     backends = tuple(
@@ -184,6 +206,11 @@ def compile_split(
         debug_headers=spec.debug_headers,
         endpoint_points=spec.endpoint_points,
         observed_generation=observed_generation,
+        key_header=spec.key_header,
+        table=advance(previous_table, Weights.of((b.name, b.weight) for b in spec.backends))
+        if spec.assignment is AssignmentMode.MINIMAL
+        else None,
+        persistent=spec.sticky_mode is StickyMode.PERSISTENT,
     )
 
 

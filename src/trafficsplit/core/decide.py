@@ -1,8 +1,9 @@
 """The per-request decision (SPEC §3, §6): which key, which backend, and why.
 
-Order: the key is chosen first (cookie, else minted, else request id); then an explicit match rule decides, else the
-weighted pick over the key's hash; a pick that lands on an ineligible backend is re-picked over the eligible ones
-with the same hash. Every decision carries its path so the dataplane can count and disclose it.
+Order: the key is chosen first (the key header, else the cookie, else minted, else the request id); then an explicit
+match rule decides, else the weighted pick over the key's hash; a pick that lands on an ineligible backend is
+re-picked over the eligible ones with the same hash. Every decision carries its path so the dataplane can count and
+disclose it.
 """
 
 from __future__ import annotations
@@ -11,13 +12,17 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import NamedTuple
 
+from trafficsplit.core.assignment import SLOTS
 from trafficsplit.core.compiled import CompiledBackend, CompiledSplit
 from trafficsplit.core.cookie import AffinityMinter, read_cookie, render_set_cookie
 from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.limits import MAX_KEY_HEADER_VALUE
+from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.core.spec import MatchKind
 
 
 class KeySource(StrEnum):
+    HEADER = "header"  # sticky.header: the client names its own key (a user id, an API key hash)
     COOKIE = "cookie"
     MINTED = "minted"
     REQUEST_ID = "request-id"
@@ -28,6 +33,7 @@ class DecisionPath(StrEnum):
     MATCH = "match"
     MATCH_PASSED_OVER = "match-passed-over"  # a rule matched but its backend was not ready; the pick decided
     FAILOVER = "failover"
+    PINNED = "pinned"  # sticky.mode: persistent: the backend the session's sealed cookie names
 
 
 class Decision(NamedTuple):
@@ -44,8 +50,17 @@ class Decision(NamedTuple):
 
 
 def choose_key(
-    split: CompiledSplit, cookie_lines: Sequence[str], request_id: str, minter: AffinityMinter
+    split: CompiledSplit,
+    cookie_lines: Sequence[str],
+    request_id: str,
+    minter: AffinityMinter,
+    header: Callable[[str], str | None] = lambda _: None,
 ) -> tuple[str, KeySource]:
+    if split.key_header is not None:
+        # An empty or oversized value counts as absent: the request falls back to the cookie (bounded hashing work).
+        value = header(split.key_header)
+        if value and len(value) <= MAX_KEY_HEADER_VALUE:
+            return value, KeySource.HEADER
     if split.cookie is None:
         return request_id, KeySource.REQUEST_ID
     value = read_cookie(cookie_lines, split.cookie.name)
@@ -55,8 +70,9 @@ def choose_key(
 
 
 def pick_backend(split: CompiledSplit, h: int) -> tuple[int, DecisionPath]:
-    """The weighted pick for hash `h`, with SPEC §6 failover: only keys whose backend is ineligible move."""
-    i = split.weights.pick_index(h)
+    """The weighted pick for hash `h` (the slot table under spec.assignment: minimal), with SPEC §6 failover: only
+    keys whose backend is ineligible move."""
+    i = split.weights.pick_index(h) if split.table is None else split.table.owners[h % SLOTS]
     if split.failover is None or split.backends[i].eligible:
         return i, DecisionPath.WEIGHTED
     weights, index = split.failover
@@ -70,9 +86,15 @@ def decide(
     request_id: str,
     header: Callable[[str], str | None],
     minter: AffinityMinter,
+    signer: CookieSigner | None = None,
 ) -> Decision:
-    """Decide one request. `header(name)` returns a request header's value (lowercase name) or None."""
-    key, source = choose_key(split, cookie_lines, request_id, minter)
+    """Decide one request. `header(name)` returns a request header's value (lowercase name) or None. `signer`: the
+    replica's cookie keys, required by persistent splits (the publish receiver refuses them without one)."""
+    if split.persistent:
+        if signer is None:
+            raise ValueError(f"{split.key}: sticky.mode persistent needs the cookie keys (--cookie-key-file)")
+        return _decide_persistent(split, cookie_lines, request_id, header, minter, signer)
+    key, source = choose_key(split, cookie_lines, request_id, minter, header)
     set_cookie = render_set_cookie(split.cookie, key) if source is KeySource.MINTED and split.cookie else None
     h = key_hash(key)
     passed_over = False
@@ -106,6 +128,56 @@ def decide(
         endpoint=_endpoint(split, i, h),
         key_hash=h,
     )
+
+
+def _decide_persistent(
+    split: CompiledSplit,
+    cookie_lines: Sequence[str],
+    request_id: str,
+    header: Callable[[str], str | None],
+    minter: AffinityMinter,
+    signer: CookieSigner,
+) -> Decision:
+    """sticky.mode: persistent (core/persistent.py): a sealed cookie keeps its backend while that backend has weight
+    and is eligible; otherwise, and for new sessions, the weighted pick decides and the cookie is sealed to it. A
+    cookie whose seal fails is re-sessioned. Match rules decide first, as in rehash mode, without re-pinning."""
+    key, source = choose_key(split, cookie_lines, request_id, minter, header)
+    pinned: str | None = None
+    resign = False
+    if source is KeySource.COOKIE:
+        session = signer.open(split.key, key)
+        if session is None:  # tampered, or sealed with a key no longer accepted
+            key, source = minter.mint(), KeySource.MINTED
+        else:
+            key, pinned, resign = session.key, session.backend, session.resign
+    h = key_hash(key)
+    passed_over = False
+    i = -1
+    path = DecisionPath.MATCH
+    for m in split.matches:
+        value = header(m.name) if m.kind is MatchKind.HEADER else read_cookie(cookie_lines, m.name)
+        if m.matches(value):
+            if split.backends[m.backend_index].eligible:
+                i = m.backend_index
+                break
+            passed_over = True
+    if i < 0:
+        at = split.weights.names.index(pinned) if pinned in split.weights.names else -1
+        if at >= 0 and split.backends[at].weight > 0 and split.backends[at].eligible:
+            i, path = at, DecisionPath.PINNED
+        else:
+            i, path = pick_backend(split, h)
+            if passed_over:
+                path = DecisionPath.MATCH_PASSED_OVER
+    set_cookie = None
+    if split.cookie is not None and source is not KeySource.HEADER:
+        # A match decides this request only: the session stays sealed to what the weights (or its pin) give it.
+        seal_to = split.backends[i].name if path is not DecisionPath.MATCH else pinned
+        if seal_to is None:
+            seal_to = split.backends[pick_backend(split, h)[0]].name
+        if source is KeySource.MINTED or resign or seal_to != pinned:
+            set_cookie = render_set_cookie(split.cookie, signer.seal(split.key, key, seal_to))
+    return Decision(split.backends[i], key, source, path, set_cookie, _endpoint(split, i, h), h)
 
 
 def _endpoint(split: CompiledSplit, i: int, h: int) -> str | None:

@@ -24,8 +24,9 @@ NO_KEY = "none"
 
 
 def affinity_applied(split: CompiledSplit, decision: Decision) -> bool:
-    """Whether the sticky key decided the backend: a sticky split, and no match rule decided first."""
-    return split.sticky and decision.path is not DecisionPath.MATCH
+    """Whether the sticky key decided the backend: a sticky split, a sticky key (a header-keyed split without a cookie
+    keys a request without the header by its request id), and no match rule decided first."""
+    return split.sticky and decision.key_source is not KeySource.REQUEST_ID and decision.path is not DecisionPath.MATCH
 
 
 def session_id_present(decision: Decision) -> bool:

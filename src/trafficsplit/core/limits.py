@@ -23,6 +23,9 @@ MAX_COOKIE_NAME = 128
 MAX_COOKIE_PATH = 1024
 MAX_MATCH_NAME = 256
 MAX_MATCH_VALUE = 4096
+# A sticky key taken from a request header (sticky.header): longer values are ignored (the request falls back to the
+# cookie), so a client cannot make the processor hash megabytes per request. The cookie value's own bound.
+MAX_KEY_HEADER_VALUE = 256
 MAX_ORIGIN = 256
 # Generation numbers appear in TrafficSplit status and in kubectl/JSON clients, which read numbers as IEEE doubles:
 # 2^53 - 1 is the largest integer they all keep exact. At one publish a millisecond it lasts 285,000 years, so

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from trafficsplit.core.assignment import AssignmentMode, SlotTable
 from trafficsplit.core.compiled import CompiledSplit, GenerationContent, assemble, compile_split
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.resolve import MissingRef, Resolution, ServiceInfo, SliceInfo, SplitObject, resolve
@@ -53,6 +54,9 @@ class Outcome:
     # says which metadata.generation it was compiled from).
     served: CompiledSplit | None = None
     kept: bool = False  # `served` is the last good form, kept because the current spec cannot be served
+    # spec.assignment: minimal, published before, and no slot table to advance (neither a form here nor a readable
+    # status.assignment): the table was rebuilt from the current weights alone, which may move sessions.
+    table_rebuilt: bool = False
 
     @property
     def missing(self) -> tuple[MissingRef, ...]:
@@ -83,13 +87,16 @@ def desired_state(
     last_good: Mapping[str, CompiledSplit],
     *,
     static: bool = False,
+    held_tables: Mapping[str, SlotTable] | None = None,
 ) -> Desired:
     """Compile every split that can be compiled; fall back to the last good form for those that cannot.
 
-    `static` (local mode): there are no Services; backends use the endpoints the spec lists."""
+    `static` (local mode): there are no Services; backends use the endpoints the spec lists. `held_tables`: the slot
+    tables (spec.assignment: minimal) of the generation the dataplanes hold, the last source of a table's history."""
     candidates: list[tuple[SplitObject, Outcome]] = []
+    held = held_tables or {}
     for obj in _order(splits):
-        candidates.append((obj, _outcome(obj, services, slices, last_good.get(obj.key), static)))
+        candidates.append((obj, _outcome(obj, services, slices, last_good.get(obj.key), static, held.get(obj.key))))
     by_key = {o.served.key: o.served for _, o in candidates if o.served is not None}
     content, rejected = assemble(by_key.values())
     outcomes = {o.key: o for _, o in candidates}
@@ -109,6 +116,7 @@ def _outcome(
     slices: Mapping[tuple[str, str], list[SliceInfo]],
     prev: CompiledSplit | None,
     static: bool,
+    held_table: SlotTable | None = None,
 ) -> Outcome:
     """One split: compiled now, or its last good form `prev` (or a stand-in) with the reason it cannot be."""
     base = Outcome(key=obj.key, observed_generation=obj.generation, accepted=ACCEPTED, resolved=RESOLVED)
@@ -120,8 +128,15 @@ def _outcome(
     # Without a last good form, the unresolved backends get no endpoints: the dataplane then fails their sessions
     # over to the resolved ones (SPEC §6) rather than losing the whole host.
     empty: dict[str, tuple[Endpoint, ...]] = {b.name: () for b in spec.backends}
+    # The slot table's history (spec.assignment: minimal): the form served here, else the one status stored (an
+    # operator that restarted or took over), else the one the dataplanes hold (status lost), so it survives all three.
+    table = prev.table if prev is not None else None
+    table = table or SlotTable.from_status(obj.status.get("assignment")) or held_table
+    if spec.assignment is AssignmentMode.MINIMAL and table is None and obj.status.get("generation"):
+        base = replace(base, table_rebuilt=True)
     try:
-        compiled = compile_split(spec, {**empty, **res.endpoints} if res.missing else res.endpoints, obj.generation)
+        endpoints = {**empty, **res.endpoints} if res.missing else res.endpoints
+        compiled = compile_split(spec, endpoints, obj.generation, table)
     except SpecError as exc:  # what only the resolved endpoints can break (core/limits.py: MAX_ENDPOINTS)
         refused = Verdict(False, Reason.ENDPOINTS_REFUSED, "; ".join(exc.problems))
         return replace(base, resolved=refused, spec=spec, resolution=res, served=prev, kept=prev is not None)

@@ -116,6 +116,21 @@ def match_name_problems(kind: str, name: str) -> list[str]:
     return [f"name: {name[:64]!r} is not a valid {kind} name (a token of at most {MAX_MATCH_NAME})"]
 
 
+# Headers a sticky key must not come from: the cookie (sticky.cookie's job) and the request id Envoy sets per request
+# (every request would be a new session).
+_NOT_KEY_HEADERS = frozenset({"cookie", "x-request-id"})
+
+
+def key_header_problems(name: str) -> list[str]:
+    """sticky.header.name: a lowercase header token the client sends (the processor sees names lowercased)."""
+    problems = match_name_problems("header", name)
+    if not problems and name != name.lower():
+        problems.append(f"name: {name!r} must be lowercase (HTTP/2 and Envoy carry header names lowercased)")
+    elif not problems and name in _NOT_KEY_HEADERS:
+        problems.append(f"name: {name!r} cannot carry a sticky key")
+    return problems
+
+
 def match_value_problems(value: str) -> list[str]:
     if len(value) > MAX_MATCH_VALUE:
         return [f"value: {len(value)} characters, at most {MAX_MATCH_VALUE} are allowed"]

@@ -19,15 +19,18 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from trafficsplit.core.assignment import AssignmentMode
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_MATCHES
+from trafficsplit.core.persistent import StickyMode
 from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS
 from trafficsplit.core.rules import (
     Endpoint,
     backend_problems,
     compile_pattern,
     host_problems,
+    key_header_problems,
     match_name_problems,
     match_value_problems,
     name_problems,
@@ -51,10 +54,13 @@ SPEC_FIELDS: Mapping[str, Any] = MappingProxyType(
                 ),
                 "endpointAffinity": None,
                 "endpointPoints": None,
+                "header": MappingProxyType({"name": None}),
+                "mode": None,
             }
         ),
         "matches": MappingProxyType({"header": _MATCH_CONDITION, "cookie": _MATCH_CONDITION, "backend": None}),
         "debugHeaders": None,
+        "assignment": None,
     }
 )
 
@@ -118,9 +124,16 @@ class SplitSpec:
     matches: tuple[MatchSpec, ...]
     debug_headers: bool
     endpoint_points: int = DEFAULT_POINTS
+    key_header: str | None = None  # sticky.header.name: the request header a sticky key is read from first
+    assignment: AssignmentMode = AssignmentMode.HASH  # spec.assignment: how keys map to backends
+    sticky_mode: StickyMode = StickyMode.REHASH  # sticky.mode: whether a session keeps its backend across changes
 
     def __post_init__(self) -> None:
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
+        if self.key_header is not None:
+            problems += [f"sticky.header.{q}" for q in key_header_problems(self.key_header)]
+        if self.sticky_mode is StickyMode.PERSISTENT and self.cookie is None:
+            problems.append("sticky.mode: persistent needs sticky.cookie (the cookie carries the session's backend)")
         if not 1 <= self.endpoint_points <= MAX_POINTS:
             problems.append(f"sticky.endpointPoints: must be 1..{MAX_POINTS}, got {self.endpoint_points}")
         problems += weight_problems([b.name for b in self.backends], [b.weight for b in self.backends])
@@ -230,8 +243,21 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     sticky = _get(spec, "sticky", Mapping, "spec", p)
     cookie, affinity = _parse_sticky(sticky, p)
     points = _parse_endpoint_points(sticky, p)
+    key_header = _parse_key_header(sticky, p)
+    mode_raw = (_get(sticky, "mode", str, "spec.sticky", p) if sticky is not None else None) or StickyMode.REHASH.value
+    try:
+        sticky_mode = StickyMode(mode_raw)
+    except ValueError:
+        p.add("spec.sticky.mode", f"{mode_raw[:32]!r} must be one of rehash, persistent")
+        sticky_mode = StickyMode.REHASH
     matches = _parse_matches(_get(spec, "matches", list, "spec", p), {b.name for b in backends}, p)
     debug = _get(spec, "debugHeaders", bool, "spec", p) or False
+    assignment_raw = _get(spec, "assignment", str, "spec", p) or AssignmentMode.HASH.value
+    try:
+        assignment = AssignmentMode(assignment_raw)
+    except ValueError:
+        p.add("spec.assignment", f"{assignment_raw[:32]!r} must be one of hash, minimal")
+        assignment = AssignmentMode.HASH
     if p.items:
         raise SpecError(p.items)
     try:
@@ -246,6 +272,9 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
             matches=matches,
             debug_headers=debug,
             endpoint_points=points,
+            key_header=key_header,
+            assignment=assignment,
+            sticky_mode=sticky_mode,
         )
     except SpecError as exc:  # the value's own checks; the ones above report the same rules first, per field
         raise exc.within("spec") from None
@@ -259,6 +288,21 @@ def _parse_endpoint_points(raw: Mapping[str, Any] | None, p: _Problems) -> int:
         p.add("spec.sticky.endpointPoints", f"must be 1..{MAX_POINTS}, got {points}")
         return DEFAULT_POINTS
     return int(points)
+
+
+def _parse_key_header(raw: Mapping[str, Any] | None, p: _Problems) -> str | None:
+    h = _get(raw, "header", Mapping, "spec.sticky", p) if raw is not None else None
+    if h is None:
+        return None
+    name = _get(h, "name", str, "spec.sticky.header", p)
+    if name is None:
+        p.add("spec.sticky.header.name", "required")
+        return None
+    problems = key_header_problems(name)
+    if problems:
+        p.extend("spec.sticky.header", SpecError(problems))
+        return None
+    return str(name)
 
 
 def _parse_hosts(raw: list[Any] | None, service: str | None, namespace: str, p: _Problems) -> tuple[str, ...]:

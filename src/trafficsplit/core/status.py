@@ -11,14 +11,16 @@ server holds back with `SplitStatus.from_dict`, so both sides agree on one defin
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
+from trafficsplit.core.assignment import minimal_moved_share
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.plan import plan
 from trafficsplit.core.reconcile import Outcome, Verdict
 from trafficsplit.core.resolve import SplitObject
+from trafficsplit.core.sessions import BackendSessions
 from trafficsplit.core.vocabulary import ConditionType, EventReason, EventType, Reason
 from trafficsplit.core.weights import Weights, parse_weights
 
@@ -81,9 +83,10 @@ class BackendStatus:
     share: str | None  # "95.00%"
     ready_endpoints: int | None
     endpoints: int | None
+    live_sessions: int | None = None  # sticky.mode persistent: sessions served here within the idle window
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "name": self.name,
             "service": self.service,
             "port": self.port,
@@ -92,6 +95,9 @@ class BackendStatus:
             "readyEndpoints": self.ready_endpoints,
             "endpoints": self.endpoints,
         }
+        if self.live_sessions is not None:
+            out["liveSessions"] = self.live_sessions
+        return out
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> BackendStatus:
@@ -103,6 +109,7 @@ class BackendStatus:
             share=_str(raw.get("share")),
             ready_endpoints=_int(raw.get("readyEndpoints")),
             endpoints=_int(raw.get("endpoints")),
+            live_sessions=_int(raw.get("liveSessions")),
         )
 
 
@@ -152,6 +159,8 @@ class SplitStatus:
     generation: int | None = None  # the dataplane generation that carries the current spec
     backends: tuple[BackendStatus, ...] | None = None
     displacement: Displacement | None = None
+    # spec.assignment: minimal: the slot table served (core/assignment.py's stored form), read back after a restart
+    assignment: Mapping[str, Any] | None = None
 
     def condition(self, type_: ConditionType) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)
@@ -169,6 +178,8 @@ class SplitStatus:
             out["displacement"] = self.displacement.to_dict()
         if self.generation is not None:
             out["generation"] = self.generation
+        if self.assignment is not None:
+            out["assignment"] = dict(self.assignment)
         return out
 
     @classmethod
@@ -188,6 +199,7 @@ class SplitStatus:
             if isinstance(backends, list)
             else None,
             displacement=Displacement.from_dict(displacement) if isinstance(displacement, Mapping) else None,
+            assignment=assignment if isinstance(assignment := raw.get("assignment"), Mapping) else None,
         )
 
 
@@ -205,6 +217,9 @@ class PublishView:
     replicas: tuple[ReplicaAck, ...]
     since: Mapping[str, int] = field(default_factory=dict)  # split key → first number carrying its served form
     held_back: frozenset[str] = frozenset()  # splits that stop publishing until they resolve (engine._publish)
+    _: KW_ONLY
+    # split key → backend → live sessions summed over the replicas (persistent splits; core/sessions.py)
+    sessions: Mapping[str, Mapping[str, BackendSessions]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,11 +292,12 @@ def published_condition(outcome: Outcome, view: PublishView) -> Verdict:
     return Verdict(True, Reason.PUBLISHED, msg)
 
 
-def _backends_status(outcome: Outcome) -> tuple[BackendStatus, ...]:
+def _backends_status(outcome: Outcome, view: PublishView) -> tuple[BackendStatus, ...]:
     if outcome.served is None:
         return ()
     split = outcome.served
     total = split.weights.total
+    live = view.sessions.get(split.key, {}) if split.persistent else {}
     return tuple(
         BackendStatus(
             name=b.name,
@@ -291,8 +307,29 @@ def _backends_status(outcome: Outcome) -> tuple[BackendStatus, ...]:
             share=percent(Fraction(b.weight, total)),
             ready_endpoints=len(b.ready_endpoints),
             endpoints=len(b.endpoints),
+            live_sessions=live[b.name].live if b.name in live else None,
         )
         for b in split.backends
+    )
+
+
+def drained_condition(outcome: Outcome, view: PublishView) -> Verdict | None:
+    """`Drained` (sticky.mode persistent with a backend at weight 0): True once no replica has a live session on any
+    weight-0 backend, the moment its old version is safe to delete. None when the condition does not apply."""
+    split = outcome.served
+    if split is None or not split.persistent or not outcome.serves_current_spec:
+        return None
+    zero = [b.name for b in split.backends if b.weight == 0]
+    if not zero:
+        return None
+    live = view.sessions.get(split.key, {})
+    if not view.replicas or any(n not in live for n in zero):
+        return Verdict(False, Reason.SESSIONS_UNKNOWN, f"{', '.join(zero)}: no dataplane reported its sessions yet")
+    busy = [f"{n}: {live[n].live}{'+' if live[n].saturated else ''} live sessions" for n in zero]
+    if any(live[n].live > 0 or live[n].saturated for n in zero):
+        return Verdict(False, Reason.SESSIONS_LIVE, "; ".join(busy))
+    return Verdict(
+        True, Reason.DRAINED, f"{', '.join(zero)}: weight 0 and no live session on {len(view.replicas)} dataplanes"
     )
 
 
@@ -321,6 +358,16 @@ def displacement(before: Weights, after: Weights) -> tuple[Displacement, str | N
     return d, warning
 
 
+def rebuilt_message(after: Weights) -> str:
+    """The AssignmentRebuilt Warning: no table to continue (the split just switched from hash, or its status and every
+    dataplane's copy were lost), so the sessions' old assignment is unknown and any of them may have moved."""
+    return (
+        "spec.assignment is minimal but no slot table was found (in the operator, status.assignment or the "
+        f"generation the dataplanes hold): rebuilt from the current weights {after.format()}; the old assignment is "
+        "unknown, so up to 100% of sessions moved (a switch from hash moves about as much as a change of total)"
+    )
+
+
 def _previous_weights(status: SplitStatus) -> Weights | None:
     text = status.weights
     if not text:
@@ -336,24 +383,41 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
     prev = SplitStatus.from_dict(obj.status or {})
     gen = obj.generation
     published = published_condition(outcome, view)
-    conditions = (
+    conditions: tuple[Condition, ...] = (
         _condition(ConditionType.ACCEPTED, outcome.accepted, gen, prev, now),
         _condition(ConditionType.RESOLVED_REFS, outcome.resolved, gen, prev, now),
         _condition(ConditionType.PUBLISHED, published, gen, prev, now),
     )
     events: list[EventIntent] = []
+    drained = drained_condition(outcome, view)
+    if drained is not None:
+        conditions += (_condition(ConditionType.DRAINED, drained, gen, prev, now),)
+        prev_drained = prev.condition(ConditionType.DRAINED)
+        if drained.ok and not (prev_drained and prev_drained.ok):
+            events.append(EventIntent(EventType.NORMAL, EventReason.DRAINED, drained.message))
 
     served = outcome.served
     # Without a served form, what the status said about the served weights stays.
-    weights, backends, moved = prev.weights, prev.backends, prev.displacement
+    weights, backends, moved, table = prev.weights, prev.backends, prev.displacement, prev.assignment
     if served is not None:
         after = served.weights
-        weights, backends = after.format(), _backends_status(outcome)
+        weights, backends = after.format(), _backends_status(outcome, view)
+        table = served.table.to_status() if served.table is not None else None
         before = _previous_weights(prev)
         if before is not None and before.items() != after.items():
-            moved, warning = displacement(before, after)
-            if warning is not None and served.sticky:
-                events.append(EventIntent(EventType.WARNING, EventReason.TOTAL_WEIGHT_CHANGED, warning))
+            if served.table is not None:  # a slot table moves the minimum whatever the total: no warning due
+                moved = Displacement(
+                    before=before.format(),
+                    after=after.format(),
+                    total_changed=before.total != after.total,
+                    repinned_share=percent(minimal_moved_share(before, after)),
+                )
+            else:
+                moved, warning = displacement(before, after)
+                if warning is not None and served.sticky:
+                    events.append(EventIntent(EventType.WARNING, EventReason.TOTAL_WEIGHT_CHANGED, warning))
+        if outcome.table_rebuilt and served.table is not None:
+            events.append(EventIntent(EventType.WARNING, EventReason.ASSIGNMENT_REBUILT, rebuilt_message(after)))
     carried = outcome.serves_current_spec and view.number > 0 and outcome.key not in view.held_back
     status = SplitStatus(
         observed_generation=gen,
@@ -362,6 +426,7 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
         generation=view.number if carried else prev.generation,
         backends=backends,
         displacement=moved,
+        assignment=table,
     )
 
     prev_pub = prev.condition(ConditionType.PUBLISHED)

@@ -14,6 +14,7 @@ class ConditionType(StrEnum):
     ACCEPTED = "Accepted"
     RESOLVED_REFS = "ResolvedRefs"
     PUBLISHED = "Published"
+    DRAINED = "Drained"  # sticky.mode persistent: every weight-0 backend has no live session
 
 
 class Reason(StrEnum):
@@ -37,6 +38,10 @@ class Reason(StrEnum):
     HELD = "Held"
     NO_DATAPLANES = "NoDataplanes"
     BEHIND = "Behind"
+    # Drained
+    DRAINED = "Drained"
+    SESSIONS_LIVE = "SessionsLive"
+    SESSIONS_UNKNOWN = "SessionsUnknown"
 
 
 class EventType(StrEnum):
@@ -47,5 +52,7 @@ class EventType(StrEnum):
 class EventReason(StrEnum):
     PUBLISHED = "Published"
     TOTAL_WEIGHT_CHANGED = "TotalWeightChanged"
+    ASSIGNMENT_REBUILT = "AssignmentRebuilt"  # spec.assignment: minimal lost its slot table's history
+    DRAINED = "Drained"  # a weight-0 backend of a persistent split has no live session left
     BACKEND_NOT_FOUND = "BackendNotFound"
     PORT_NOT_FOUND = "PortNotFound"

@@ -80,7 +80,7 @@ class Match(_message.Message):
     def __init__(self, kind: _Optional[_Union[Match.Kind, str]] = ..., name: _Optional[str] = ..., type: _Optional[_Union[Match.Type, str]] = ..., value: _Optional[str] = ..., backend: _Optional[str] = ...) -> None: ...
 
 class Split(_message.Message):
-    __slots__ = ("namespace", "name", "hosts", "backends", "cookie", "endpoint_affinity", "matches", "debug_headers", "observed_generation", "endpoint_points")
+    __slots__ = ("namespace", "name", "hosts", "backends", "cookie", "endpoint_affinity", "matches", "debug_headers", "observed_generation", "endpoint_points", "key_header", "assignment", "persistent")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +91,9 @@ class Split(_message.Message):
     DEBUG_HEADERS_FIELD_NUMBER: _ClassVar[int]
     OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_POINTS_FIELD_NUMBER: _ClassVar[int]
+    KEY_HEADER_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    PERSISTENT_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     hosts: _containers.RepeatedScalarFieldContainer[str]
@@ -101,7 +104,20 @@ class Split(_message.Message):
     debug_headers: bool
     observed_generation: int
     endpoint_points: int
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., backends: _Optional[_Iterable[_Union[Backend, _Mapping]]] = ..., cookie: _Optional[_Union[Cookie, _Mapping]] = ..., endpoint_affinity: _Optional[bool] = ..., matches: _Optional[_Iterable[_Union[Match, _Mapping]]] = ..., debug_headers: _Optional[bool] = ..., observed_generation: _Optional[int] = ..., endpoint_points: _Optional[int] = ...) -> None: ...
+    key_header: str
+    assignment: Assignment
+    persistent: bool
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., backends: _Optional[_Iterable[_Union[Backend, _Mapping]]] = ..., cookie: _Optional[_Union[Cookie, _Mapping]] = ..., endpoint_affinity: _Optional[bool] = ..., matches: _Optional[_Iterable[_Union[Match, _Mapping]]] = ..., debug_headers: _Optional[bool] = ..., observed_generation: _Optional[int] = ..., endpoint_points: _Optional[int] = ..., key_header: _Optional[str] = ..., assignment: _Optional[_Union[Assignment, _Mapping]] = ..., persistent: _Optional[bool] = ...) -> None: ...
+
+class Assignment(_message.Message):
+    __slots__ = ("slots", "owners", "lengths")
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    LENGTHS_FIELD_NUMBER: _ClassVar[int]
+    slots: int
+    owners: _containers.RepeatedScalarFieldContainer[int]
+    lengths: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, slots: _Optional[int] = ..., owners: _Optional[_Iterable[int]] = ..., lengths: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Generation(_message.Message):
     __slots__ = ("number", "splits", "origin")
@@ -150,13 +166,27 @@ class GetHeldRequest(_message.Message):
     def __init__(self, with_generation: _Optional[bool] = ...) -> None: ...
 
 class HeldReply(_message.Message):
-    __slots__ = ("held_number", "replica", "origin", "generation")
+    __slots__ = ("held_number", "replica", "origin", "generation", "sessions")
     HELD_NUMBER_FIELD_NUMBER: _ClassVar[int]
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
     held_number: int
     replica: str
     origin: str
     generation: Generation
-    def __init__(self, held_number: _Optional[int] = ..., replica: _Optional[str] = ..., origin: _Optional[str] = ..., generation: _Optional[_Union[Generation, _Mapping]] = ...) -> None: ...
+    sessions: _containers.RepeatedCompositeFieldContainer[LiveSessions]
+    def __init__(self, held_number: _Optional[int] = ..., replica: _Optional[str] = ..., origin: _Optional[str] = ..., generation: _Optional[_Union[Generation, _Mapping]] = ..., sessions: _Optional[_Iterable[_Union[LiveSessions, _Mapping]]] = ...) -> None: ...
+
+class LiveSessions(_message.Message):
+    __slots__ = ("split", "backend", "live", "saturated")
+    SPLIT_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    SATURATED_FIELD_NUMBER: _ClassVar[int]
+    split: str
+    backend: str
+    live: int
+    saturated: bool
+    def __init__(self, split: _Optional[str] = ..., backend: _Optional[str] = ..., live: _Optional[int] = ..., saturated: _Optional[bool] = ...) -> None: ...

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import ParamSpec, TypeVar
 
+from trafficsplit.core.assignment import SLOTS, Run, SlotTable
 from trafficsplit.core.compiled import CompiledBackend, CompiledMatch, CompiledSplit, Endpoint, Generation
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
@@ -57,7 +58,15 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
         endpoint_points=split.endpoint_points,
         debug_headers=split.debug_headers,
         observed_generation=split.observed_generation,
+        key_header=split.key_header or "",
+        persistent=split.persistent,
     )
+    if split.table is not None:
+        out.assignment.CopyFrom(
+            pb.Assignment(
+                slots=SLOTS, owners=[r.owner for r in split.table.runs], lengths=[r.length for r in split.table.runs]
+            )
+        )
     if split.cookie is not None:
         c = split.cookie
         out.cookie.CopyFrom(
@@ -216,6 +225,7 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
                 )
         else:
             problems.append(f"{mpath}.type: unknown type {m.type}")
+    table = _table_from_proto(s, f"{path}.assignment", problems) if s.HasField("assignment") else None
     if len(problems) > before:
         return None
     return _build(
@@ -232,7 +242,23 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
         debug_headers=s.debug_headers,
         observed_generation=s.observed_generation,
         endpoint_points=s.endpoint_points or DEFAULT_POINTS,
+        key_header=s.key_header or None,
+        table=table,
+        persistent=s.persistent,
     )
+
+
+def _table_from_proto(s: pb.Split, path: str, problems: list[str]) -> SlotTable | None:
+    a = s.assignment
+    if a.slots != SLOTS:
+        problems.append(f"{path}.slots: {a.slots} slots, this dataplane uses {SLOTS}")
+        return None
+    if len(a.owners) != len(a.lengths) or len(a.owners) > SLOTS:
+        problems.append(f"{path}: {len(a.owners)} owners and {len(a.lengths)} lengths (at most {SLOTS} runs)")
+        return None
+    names = tuple(b.name for b in s.backends)
+    runs = tuple(Run(o, n) for o, n in zip(a.owners, a.lengths, strict=True))
+    return _build(problems, path, SlotTable, names, runs)
 
 
 def _cookie_from_proto(c: pb.Cookie, path: str, problems: list[str]) -> CookieSettings | None:

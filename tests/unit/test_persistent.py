@@ -1,0 +1,180 @@
+"""sticky.mode: persistent (core/persistent.py): a sealed cookie keeps its backend while it has weight and is
+eligible; new sessions follow the weights; a tampered seal re-sessions; a rotated key keeps sessions in its grace."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trafficsplit.core.compiled import CompiledSplit, Endpoint, Generation, compile_split
+from trafficsplit.core.cookie import AffinityMinter, is_cookie_value
+from trafficsplit.core.decide import Decision, DecisionPath, KeySource, decide
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.persistent import CookieSigner, persistent_moved_share
+from trafficsplit.core.spec import parse_split
+from trafficsplit.core.weights import Weights
+from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
+
+K1, K2, K3 = b"k" * 32, b"q" * 32, b"z" * 32
+
+
+def split(weights: Mapping[str, int], down: Sequence[str] = (), **extra: Any) -> CompiledSplit:
+    spec = {
+        "hosts": ["app.example"],
+        "backends": [{"name": n, "weight": w} for n, w in weights.items()],
+        "sticky": {"cookie": {"name": "sid"}, "mode": "persistent"},
+        **extra,
+    }
+    eps = {n: [Endpoint("10.0.0.1", 80, ready=n not in down)] for n in weights}
+    return compile_split(parse_split("prod", "app", spec), eps)
+
+
+def run(
+    s: CompiledSplit, signer: CookieSigner, cookie: str | None = None, minter: AffinityMinter | None = None
+) -> Decision:
+    return decide(
+        s,
+        cookie_lines=[f"sid={cookie}"] if cookie else [],
+        request_id="rid",
+        header=lambda _: None,
+        minter=minter or AffinityMinter(lambda: 1),
+        signer=signer,
+    )
+
+
+def cookie_of(d: Decision) -> str:
+    assert d.set_cookie is not None
+    value = d.set_cookie.split(";", 1)[0].split("=", 1)[1]
+    assert is_cookie_value(value)
+    return value
+
+
+def sessions(s: CompiledSplit, signer: CookieSigner, n: int) -> list[str]:
+    minter = AffinityMinter(lambda: 1, 0)
+    return [cookie_of(run(s, signer, minter=minter)) for _ in range(n)]
+
+
+def test_a_ramp_moves_no_existing_session_while_new_ones_follow_the_weights() -> None:
+    signer = CookieSigner(K1)
+    before = split({"blue": 95, "green": 5})
+    cookies = sessions(before, signer, 2000)
+    given_ = [run(before, signer, c).backend.name for c in cookies]
+    after = split({"blue": 50, "green": 50})
+    kept = [run(after, signer, c) for c in cookies]
+    assert [d.backend.name for d in kept] == given_  # nobody moved
+    assert all(d.path is DecisionPath.PINNED and d.set_cookie is None for d in kept)
+    fresh = [run(after, signer, minter=AffinityMinter(lambda: 2, 10**6 + i)) for i in range(2000)]
+    assert all(d.path is DecisionPath.WEIGHTED and d.key_source is KeySource.MINTED for d in fresh)
+    green = sum(d.backend.name == "green" for d in fresh)
+    assert 900 < green < 1100  # the weights decide new sessions (the Envoy test checks it by chi-square)
+
+
+def test_a_flip_moves_every_session_and_reseals_it() -> None:
+    signer = CookieSigner(K1)
+    cookies = sessions(split({"blue": 100, "green": 0}), signer, 200)
+    flipped = [run(split({"blue": 0, "green": 100}), signer, c) for c in cookies]
+    assert all(d.backend.name == "green" and d.path is DecisionPath.WEIGHTED for d in flipped)
+    assert all(".green." in cookie_of(d) for d in flipped)
+
+
+def test_a_pinned_backend_without_ready_endpoints_fails_over_and_the_session_stays_with_its_new_backend() -> None:
+    signer = CookieSigner(K1)
+    s = split({"blue": 50, "green": 50})
+    cookie = next(c for c in sessions(s, signer, 50) if ".blue." in c)
+    d = run(split({"blue": 50, "green": 50}, down=["blue"]), signer, cookie)
+    assert d.backend.name == "green"
+
+
+@given(st.integers(0, 200), st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-_."))
+def test_any_edit_of_a_sealed_cookie_re_sessions(pos: int, ch: str) -> None:
+    signer = CookieSigner(K1)
+    s = split({"blue": 50, "green": 50})
+    cookie = sessions(s, signer, 1)[0]
+    pos %= len(cookie)
+    edited = cookie[:pos] + ch + cookie[pos + 1 :]
+    d = run(s, signer, edited)
+    if edited == cookie:
+        assert d.key_source is KeySource.COOKIE
+    else:
+        assert d.key_source is KeySource.MINTED and d.set_cookie is not None  # a fresh session, a fresh seal
+
+
+def test_choosing_the_backend_by_editing_the_cookie_does_not_work() -> None:
+    signer = CookieSigner(K1)
+    s = split({"blue": 99, "green": 1})
+    cookie = next(c for c in sessions(s, signer, 50) if ".blue." in c)
+    forged = cookie.replace(".blue.", ".green.")
+    d = run(s, signer, forged)
+    assert d.key_source is KeySource.MINTED and d.key != cookie.split(".")[0]
+
+
+def test_rotation_keeps_sessions_in_the_grace_period_then_they_re_session() -> None:
+    s = split({"blue": 50, "green": 50})
+    old = sessions(s, CookieSigner(K1), 100)
+    given_ = [run(s, CookieSigner(K1), c).backend.name for c in old]
+    rotating = CookieSigner(K2, previous=K1)
+    kept = [run(split({"blue": 10, "green": 90}), rotating, c) for c in old]
+    assert [d.backend.name for d in kept] == given_ and all(d.path is DecisionPath.PINNED for d in kept)
+    resealed = [cookie_of(d) for d in kept]  # re-sealed with the current key
+    after_grace = CookieSigner(K3, previous=K2)
+    assert [run(s, after_grace, c).key_source for c in resealed] == [KeySource.COOKIE] * 100
+    assert {run(s, after_grace, c).key_source for c in old} == {KeySource.MINTED}
+
+
+def test_a_plain_rehash_cookie_is_kept_as_the_key_and_sealed_to_its_pick() -> None:
+    signer = CookieSigner(K1)
+    s = split({"blue": 50, "green": 50})
+    d = run(s, signer, "0193f1c2a4b5000000000001")
+    assert d.key == "0193f1c2a4b5000000000001" and d.key_source is KeySource.COOKIE
+    assert cookie_of(d).startswith(f"0193f1c2a4b5000000000001.{d.backend.name}.")
+
+
+def test_persistent_needs_a_cookie_a_signer_and_keys_of_128_bits() -> None:
+    with pytest.raises(SpecError, match=r"spec\.sticky\.mode: persistent needs sticky\.cookie"):
+        parse_split(
+            "prod",
+            "app",
+            {
+                "hosts": ["a.example"],
+                "backends": [{"name": "a", "weight": 1}],
+                "sticky": {"mode": "persistent", "header": {"name": "x-user"}},
+            },
+        )
+    with pytest.raises(SpecError, match="must be one of rehash, persistent"):
+        split({"a": 1}, sticky={"cookie": {"name": "sid"}, "mode": "forever"})
+    with pytest.raises(ValueError, match="needs the cookie keys"):
+        decide(split({"a": 1}), cookie_lines=[], request_id="r", header=lambda _: None, minter=AffinityMinter())
+    with pytest.raises(SpecError, match="at least 16"):
+        CookieSigner(b"short")
+    assert CookieSigner.from_text(b"a" * 16 + b"\n" + b"b" * 16 + b"\n") is not None
+    with pytest.raises(SpecError, match="1 or 2"):
+        CookieSigner.from_text(b"")
+
+
+def test_the_mode_crosses_the_publish_api() -> None:
+    gen = Generation(1, (split({"blue": 1, "green": 1}),))
+    msg = generation_to_proto(gen)
+    assert msg.splits[0].persistent
+    assert generation_from_proto(msg).splits[0].persistent
+    msg.splits[0].ClearField("cookie")
+    with pytest.raises(SpecError, match=r"persistent needs sticky\.cookie"):
+        generation_from_proto(msg)
+
+
+def test_plan_shows_every_mode_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
+    from trafficsplit.cli.main import main
+
+    assert main(["plan", "--from", "a=50,b=30,c=20", "--to", "a=40,b=30,c=30"]) == 0
+    out = capsys.readouterr().out
+    assert "assignment hash moves 20.00%, assignment minimal moves 10.00%" in out
+    assert "sticky.mode persistent moves 0.00% of existing sessions: none" in out
+    assert main(["plan", "--from", "blue=100,green=0", "--to", "blue=0,green=100", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["persistent"]["moved_share"] == 1.0 and doc["minimal"]["moved_share"] == 1.0
+    assert persistent_moved_share(Weights.of([("a", 3), ("b", 1)]), Weights.of([("a", 3), ("c", 1)])) == Fraction(1, 4)
