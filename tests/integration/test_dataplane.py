@@ -24,6 +24,7 @@ from tests.support.dataplane import (
     Load,
     NameBackends,
     Response,
+    decided_by_the_processor,
     fetch_all,
     run_sessions,
     split_doc,
@@ -97,22 +98,38 @@ def _metric_sum(dp: Dataplane, name: str, **labels: str) -> float:
 @pytest.mark.slow
 def test_sticky_sessions_mint_a_cookie_and_stay_on_the_core_pick(dataplane: Dataplane) -> None:
     dataplane.publish([split_doc(HOST, {"stable": 50, "canary": 50}, sticky=True)])
+    # A request Envoy failed open (the processor's reply later than message_timeout: a loaded machine) went to the
+    # fallback route, which pins the cookie by Envoy's own hash, not the core's (docs/dataplane.md). Such requests
+    # are told apart by their decision header and must stay rare; a session whose FIRST request fell back got no
+    # cookie, so it is started again (seen: 1 of 5,000 requests at load average 30 broke the exact check).
     result = sessions(dataplane, [None] * 1000, per_session=5)
+    sent = 5000
+    for _ in range(4):
+        again = [i for i, rs in enumerate(result) if not decided_by_the_processor(rs[0])]
+        if not again:
+            break
+        for i, rs in zip(again, sessions(dataplane, [None] * len(again), per_session=5), strict=True):
+            result[i] = rs
+        sent += 5 * len(again)
     seen = set()
+    fell_back = 0
     for responses in result:
         first = responses[0]
         value = first.cookie("ts")
         assert value is not None and COOKIE_RE.match(value), first.headers
         assert decision(first).endswith("key=minted; path=weighted")
         assert all(r.status == 200 for r in responses)
-        assert {r.backend for r in responses} == {core_pick(dataplane, value)}
+        decided = [r for r in responses if decided_by_the_processor(r)]
+        fell_back += len(responses) - len(decided)
+        assert {r.backend for r in decided} == {core_pick(dataplane, value)}
         assert all(r.cookie("ts") is None for r in responses[1:])  # no re-minting once the session has one
         seen.add(first.backend)
     assert seen == {"stable", "canary"}
+    assert fell_back < sent / 100, fell_back
     # One processor message per request: the cookie rode on dynamic metadata, not a response-phase round trip.
     prefix = "http.trafficsplit.ext_proc.trafficsplit."
-    assert dataplane.envoy.stat(prefix + "stream_msgs_sent") == 5000
-    assert dataplane.envoy.stat(prefix + "streams_started") == 5000
+    assert dataplane.envoy.stat(prefix + "stream_msgs_sent") == sent
+    assert dataplane.envoy.stat(prefix + "streams_started") == sent
 
 
 def test_envoy_holds_the_generation_number_as_its_xds_version(dataplane: Dataplane) -> None:
