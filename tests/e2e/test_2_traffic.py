@@ -74,16 +74,32 @@ def test_1000_sessions_stay_on_one_backend_and_one_pod_across_both_gateway_repli
     gw = shop.client()
     before = _decisions_per_gateway_pod(shop)
 
+    fell_back = Counter[str]()
+
     def session(_: int) -> tuple[str, str, set[tuple[str, str]]]:
-        first = gw.request(host)
+        # A request Envoy failed open (the processor's reply later than message_timeout on a loaded 2-core node) takes
+        # the native fallback route: no cookie is minted, and a cookie is pinned by Envoy's own hash, not the core's
+        # ring (docs/dataplane.md). The decision header tells those apart; they are counted and must stay rare.
+        for _ in range(5):
+            first = gw.request(host)
+            if first.decision.get("path") != "fallback":
+                break
+            fell_back["first"] += 1
         value = first.cookie("e2e-affinity")
         assert first.status == 200 and value, first
         # New connections each time: kube-proxy spreads them over both replicas, which must agree.
-        later = {(r.backend, r.pod) for r in (gw.request(host, cookie=f"e2e-affinity={value}") for _ in range(3))}
+        later = set()
+        for r in (gw.request(host, cookie=f"e2e-affinity={value}") for _ in range(3)):
+            assert r.status == 200, r
+            if r.decision.get("path") == "fallback":
+                fell_back["later"] += 1
+            else:
+                later.add((r.backend, r.pod))
         return first.backend, first.pod, later
 
     results = parallel(session, range(1000))
-    moved = [(b, p, later) for b, p, later in results if later != {(b, p)}]
+    assert sum(fell_back.values()) < 40, fell_back  # < 1% of the 4,000 requests
+    moved = [(b, p, later) for b, p, later in results if later - {(b, p)}]
     assert not moved, f"{len(moved)} of 1000 sessions changed backend or pod: {moved[:5]}"
     backends = Counter(b for b, _, _ in results)
     pods = Counter(p for _, p, _ in results)
@@ -91,5 +107,8 @@ def test_1000_sessions_stay_on_one_backend_and_one_pod_across_both_gateway_repli
     assert len(pods) == 2 * 3, pods  # every pod of both backends got sessions
     after = _decisions_per_gateway_pod(shop)
     served = {name: after[name] - before.get(name, 0) for name in after}
-    print(f"\nsessions per backend {dict(backends)}, per pod {dict(pods)}, requests per gateway replica {served}")
+    print(
+        f"\nsessions per backend {dict(backends)}, per pod {dict(pods)}, requests per gateway replica {served}, "
+        f"failed open {dict(fell_back)}"
+    )
     assert len(served) == 2 and all(n >= 400 for n in served.values()), served  # 4000 requests over two replicas
