@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from trafficsplit.cli.common import EXIT_OK, UsageError, emit_json
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
+from trafficsplit.cli.planview import render, to_json
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.plan import Plan, estimate_plan, plan
 from trafficsplit.core.spec import DeclaredBackend, declared_backends
@@ -114,9 +115,6 @@ def plan_change(
 
 @kube_errors
 def run_live(args: argparse.Namespace, out: TextIO) -> int:
-    # plan.py imports this module to register the live form, so its renderer is imported here, not at the top.
-    from trafficsplit.cli.plan import render, to_json
-
     if args.name is None or args.assignments is None:
         raise UsageError("the live form needs a TrafficSplit NAME and --set NAME=W,...")
     if args.before is not None or args.after is not None:

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from trafficsplit.cli.common import EXIT_OK, UsageError
 from trafficsplit.cli.kplan import changes, format_backends, merge, parse_assignments, plan_change, spec_backends
 from trafficsplit.cli.kube import FIELD_MANAGER, Cluster, Ref, add_kube_arguments, kube_errors
-from trafficsplit.cli.plan import render
+from trafficsplit.cli.planview import render
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.spec import DeclaredBackend
 

@@ -187,44 +187,25 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
             problems.append(f"{mpath}.backend: {m.backend!r} is not a backend of this split")
         elif kind is None:
             problems.append(f"{mpath}.kind: unknown kind {m.kind}")
-        elif m.type == pb.Match.EXACT:
-            name = m.name.lower() if kind is MatchKind.HEADER else m.name
-            matches += filter(
-                None,
-                [
-                    _build(
-                        problems,
-                        mpath,
-                        CompiledMatch,
-                        kind=kind,
-                        name=name,
-                        exact=m.value,
-                        pattern=None,
-                        backend_index=index[m.backend],
-                    )
-                ],
-            )
-        elif m.type == pb.Match.REGULAR_EXPRESSION:
-            pattern = _build(problems, mpath, compile_pattern, m.value)
-            name = m.name.lower() if kind is MatchKind.HEADER else m.name
-            if pattern is not None:
-                matches += filter(
-                    None,
-                    [
-                        _build(
-                            problems,
-                            mpath,
-                            CompiledMatch,
-                            kind=kind,
-                            name=name,
-                            exact=None,
-                            pattern=pattern,
-                            backend_index=index[m.backend],
-                        )
-                    ],
-                )
-        else:
+        elif m.type not in (pb.Match.EXACT, pb.Match.REGULAR_EXPRESSION):
             problems.append(f"{mpath}.type: unknown type {m.type}")
+        else:
+            regex = m.type == pb.Match.REGULAR_EXPRESSION
+            pattern = _build(problems, mpath, compile_pattern, m.value) if regex else None
+            if regex and pattern is None:
+                continue  # the pattern's problem is recorded
+            match = _build(
+                problems,
+                mpath,
+                CompiledMatch,
+                kind=kind,
+                name=m.name.lower() if kind is MatchKind.HEADER else m.name,
+                exact=None if regex else m.value,
+                pattern=pattern,
+                backend_index=index[m.backend],
+            )
+            if match is not None:
+                matches.append(match)
     table = _table_from_proto(s, f"{path}.assignment", problems) if s.HasField("assignment") else None
     if len(problems) > before:
         return None
