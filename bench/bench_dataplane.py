@@ -14,6 +14,8 @@ Configurations (all one Envoy, `--concurrency 1`, the same route configuration `
   go          the same Envoy filter and routes (static), ext_proc served by `bench/refproc` (Go, go-control-plane's
               types, the same FNV-1a pick, cookie read/mint and reply), built by this script into
               ~/.cache/trafficsplit/bench (`go` is needed; the module comes from the Go module proxy).
+  python-grpclib  lever: the same `Processor.handle` and ext_proc stream, served by grpclib (bench/grpclibproc.py)
+              instead of grpc.aio; Envoy as for `go` (the same filter, static routes, a Unix socket).
   python-xN   lever: N processor processes, each published the generation, Envoy's ext_proc cluster with N endpoints
               (Envoy keeps one HTTP/2 connection per endpoint, so one socket alone would not share the load).
 
@@ -274,6 +276,32 @@ class Bench:
         self.cleanups.append(e.stop)
         return e
 
+    def process(self, name: str, argv: list[str], ready: Callable[[], bool]) -> subprocess.Popen[bytes]:
+        """A processor of our own (a lever or the reference) started from `argv`, logging to <name>.log, stopped at
+        cleanup; returns once `ready()` (its socket or port file is there). Python ones see this tree's sources."""
+        log_path = self.work / f"{name}.log"
+        log = log_path.open("wb")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(HERE.parent / d) for d in ("src", "extproc", "."))}
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+        def stop() -> None:
+            proc.terminate()
+            proc.wait(10)
+            log.close()
+
+        self.cleanups.append(stop)
+        deadline = time.monotonic() + 30
+        while not ready():
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.05)
+        return proc
+
+    def generation_file(self) -> Path:
+        """The bench generation serialized, for the levers that are handed it instead of being published to."""
+        path = self.work / "generation.pb"
+        path.write_bytes(generation_to_proto(self.gen, origin="bench").SerializeToString())
+        return path
+
     def native(self) -> Target:
         e = self.envoy("native", static_bootstrap(self.gen))
         return Target("native", "Envoy weighted_clusters, no ext_proc", e.listener_port("bench"), e, [], e.stop)
@@ -338,51 +366,18 @@ class Bench:
         binary = build_refproc()
         sock = self.work / "refproc.sock"
         backends = ",".join(f"{b.cluster}={b.weight}" for b in self.gen.splits[0].backends)
-        log = (self.work / "refproc.log").open("wb")
-        proc = subprocess.Popen(
-            [str(binary), "-listen", f"unix:{sock}", "-host", HOST, "-cookie", COOKIE_NAME, "-backends", backends],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-        def stop() -> None:
-            proc.terminate()
-            proc.wait(10)
-            log.close()
-
-        self.cleanups.append(stop)
-        deadline = time.monotonic() + 30
-        while not sock.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, (self.work / "refproc.log").read_text()
-            time.sleep(0.05)
+        argv = [str(binary), "-listen", f"unix:{sock}", "-host", HOST, "-cookie", COOKIE_NAME, "-backends", backends]
+        proc = self.process("refproc", argv, sock.exists)
         e = self.envoy("go", static_bootstrap(self.gen, [Address(path=str(sock))], self.message_timeout_ms))
         desc = "Envoy + Go reference processor (same pick, cookie, reply)"
         return Target("go", desc, e.listener_port("bench"), e, [proc.pid], e.stop)
 
     def python_http(self) -> Target:
         """Lever: the same Processor.handle behind ext_proc's http_service (bench/httpproc.py)."""
-        gen_file = self.work / "generation.pb"
-        gen_file.write_bytes(generation_to_proto(self.gen, origin="bench").SerializeToString())
+        gen_file = self.generation_file()
         port_file = self.work / "httpproc.port"
-        log = (self.work / "httpproc.log").open("wb")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(HERE.parent / d) for d in ("src", "extproc", "."))}
-        proc = subprocess.Popen(
-            [sys.executable, str(HERE / "httpproc.py"), "--generation", str(gen_file), "--port-file", str(port_file)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-
-        def stop() -> None:
-            proc.terminate()
-            proc.wait(10)
-            log.close()
-
-        self.cleanups.append(stop)
-        deadline = time.monotonic() + 30
-        while not port_file.exists() or not port_file.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, (self.work / "httpproc.log").read_text()
-            time.sleep(0.05)
+        argv = [sys.executable, str(HERE / "httpproc.py"), "--generation", str(gen_file), "--port-file", str(port_file)]
+        proc = self.process("httpproc", argv, lambda: port_file.exists() and bool(port_file.read_text()))
         addr = Address("127.0.0.1", int(port_file.read_text()))
         cfg = json.loads(static_bootstrap(self.gen, [addr], self.message_timeout_ms))
         hcm = cfg["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
@@ -398,6 +393,18 @@ class Bench:
         e = self.envoy("http", json.dumps(cfg))
         desc = "lever: Processor.handle over ext_proc http_service (HTTP/1.1 + JSON, uvloop + httptools)"
         return Target("python-http", desc, e.listener_port("bench"), e, [proc.pid], e.stop)
+
+    def python_grpclib(self) -> Target:
+        """Lever: the same Processor.handle for the same ext_proc stream, served by grpclib instead of grpc.aio
+        (bench/grpclibproc.py); Envoy as for `go`: the filter as shipped, static routes, a Unix socket."""
+        sock = self.work / "grpclibproc.sock"
+        ready = self.work / "grpclibproc.ready"
+        argv = [sys.executable, str(HERE / "grpclibproc.py"), "--socket", str(sock)]
+        argv += ["--generation", str(self.generation_file()), "--ready-file", str(ready)]
+        proc = self.process("grpclibproc", argv, ready.exists)
+        e = self.envoy("grpclib", static_bootstrap(self.gen, [Address(path=str(sock))], self.message_timeout_ms))
+        desc = "lever: Processor.handle over the ext_proc gRPC stream served by grpclib (h2, uvloop, Unix socket)"
+        return Target("python-grpclib", desc, e.listener_port("bench"), e, [proc.pid], e.stop)
 
     def _spec(self) -> dict[str, Any]:
         return split_doc(HOST, WEIGHTS, sticky=True, cookie=COOKIE_NAME, debug=False)
@@ -417,6 +424,8 @@ class Bench:
             return self.python_http()
         if name == "python-google-grpc":
             return self.python_google_grpc()
+        if name == "python-grpclib":
+            return self.python_grpclib()
         m = re.fullmatch(r"python-x(\d+)", name)
         if m:
             return self.python_processes(int(m.group(1)))
@@ -572,7 +581,8 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=5.0, help="seconds per run")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--concurrency", default="1,32,64")
-    configs = "native, python, go, python-xN, python-http, python-google-grpc, python+ENV=VALUE, python@INTERPRETER"
+    configs = "native, python, go, python-xN, python-http, python-grpclib, python-google-grpc, python+ENV=VALUE, "
+    configs += "python@INTERPRETER"
     p.add_argument("--configs", default="native,python,go", help=configs)
     p.add_argument("--message-timeout-ms", type=int, default=200)
     p.add_argument("--out", type=Path, help="JSON path (default bench/results/<date>-dataplane.json)")
