@@ -71,6 +71,10 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
      ["spec.sticky.header.name", "cannot carry a sticky key"]),
     ("persistent-without-cookie", edit(lambda s: s.update(sticky={"mode": "persistent", "header": {"name": "x-u"}})),
      ["spec.sticky.mode", "sticky.mode persistent needs sticky.cookie"]),
+    ("drain-with-weight", edit(lambda s: (s["sticky"].update(mode="persistent"), s["backends"][1].update(drain=True))),
+     ["spec.backends[1].drain", "drain: true needs weight 0"]),
+    ("drain-without-persistent", edit(lambda s: s["backends"][1].update(weight=0, drain=True)),
+     ["spec.backends", "backends[].drain needs spec.sticky.mode: persistent"]),
     ("sticky-mode-bogus", edit(_set("sticky.mode", "forever")), ["spec.sticky.mode", "Unsupported value"]),
     ("assignment-bogus", edit(lambda s: s.update(assignment="ring")), ["spec.assignment", "Unsupported value"]),
     ("match-unknown-backend", edit(lambda s: s.update(matches=[{"header": {"name": "x-canary", "value": "1"},
@@ -149,6 +153,7 @@ def test_valid_split_is_accepted_with_defaults(trafficsplit_crd: ControlPlane, n
         edit(lambda s: (s.update(assignment="minimal"), s["sticky"].update(mode="persistent", header={"name": "x-u"}))),
         edit(lambda s: s.update(backends=[{"name": f"b{i}", "weight": 1_000_000} for i in range(64)])),
         edit(lambda s: s.update(backends=[{"name": "only", "weight": 1}, {"name": "off", "weight": 0}])),
+        edit(lambda s: (s["sticky"].update(mode="persistent"), s["backends"][0].update(weight=0, drain=True))),
         edit(
             lambda s: s.update(
                 matches=[
@@ -163,6 +168,7 @@ def test_valid_split_is_accepted_with_defaults(trafficsplit_crd: ControlPlane, n
         "minimal-persistent-header",
         "64-backends-max-weights",
         "zero-weight-allowed",
+        "persistent-drain",
         "regex-match",
     ],
 )

@@ -167,6 +167,16 @@ def test_flip_swaps_the_weights_and_keeps_everything_else(weights: tuple[int, in
     ]
 
 
+def test_flip_drain_marks_the_side_going_to_0_and_a_flip_back_drops_the_mark() -> None:
+    out = flipped(REF, live(("blue", 100), ("green", 0)), drain=True)
+    assert [(b.name, b.weight, b.drain) for b in out] == [("blue", 0, True), ("green", 100, False)]
+    back = flipped(REF, out)
+    assert [(b.name, b.weight, b.drain) for b in back] == [("blue", 100, False), ("green", 0, False)]
+    assert all("drain" not in b for b in back)  # the API server refuses drain with weight: the mark is gone
+    # set-weights keeps a mark only where the weight stays 0.
+    assert out[0].with_weight(0).drain and not out[0].with_weight(5).drain
+
+
 @pytest.mark.parametrize(
     "pairs",
     [

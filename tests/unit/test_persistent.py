@@ -178,3 +178,71 @@ def test_plan_shows_every_mode_side_by_side(capsys: pytest.CaptureFixture[str]) 
     doc = json.loads(capsys.readouterr().out)
     assert doc["persistent"]["moved_share"] == 1.0 and doc["minimal"]["moved_share"] == 1.0
     assert persistent_moved_share(Weights.of([("a", 3), ("b", 1)]), Weights.of([("a", 3), ("c", 1)])) == Fraction(1, 4)
+
+
+def drained(weights: Mapping[str, int], drain: Sequence[str], down: Sequence[str] = ()) -> CompiledSplit:
+    """The split with the named weight-0 backends marked `drain: true`."""
+    spec = {
+        "hosts": ["app.example"],
+        "backends": [{"name": n, "weight": w, **({"drain": True} if n in drain else {})} for n, w in weights.items()],
+        "sticky": {"cookie": {"name": "sid"}, "mode": "persistent"},
+    }
+    eps = {n: [Endpoint("10.0.0.1", 80, ready=n not in down)] for n in weights}
+    return compile_split(parse_split("prod", "app", spec), eps)
+
+
+def test_a_drain_keeps_every_session_on_the_draining_backend_while_new_ones_follow_the_weights() -> None:
+    signer = CookieSigner(K1)
+    cookies = sessions(split({"blue": 100, "green": 0}), signer, 200)
+    draining = drained({"blue": 0, "green": 100}, drain=["blue"])
+    kept = [run(draining, signer, c) for c in cookies]
+    assert all(d.backend.name == "blue" and d.path is DecisionPath.PINNED and d.set_cookie is None for d in kept)
+    fresh = [run(draining, signer, minter=AffinityMinter(lambda: 2, i)) for i in range(200)]
+    assert {d.backend.name for d in fresh} == {"green"}  # weight 0: no new session goes to blue
+    # A draining backend that loses its endpoints fails its sessions over, as any pinned backend does.
+    gone = [run(drained({"blue": 0, "green": 100}, drain=["blue"], down=["blue"]), signer, c) for c in cookies]
+    assert {d.backend.name for d in gone} == {"green"} and all(".green." in cookie_of(d) for d in gone)
+
+
+def test_drain_needs_weight_0_and_persistent_mode_naming_the_field() -> None:
+    with pytest.raises(SpecError, match=r"spec\.backends\[0\]\.drain: a draining backend needs weight 0, got 10"):
+        drained({"blue": 10, "green": 90}, drain=["blue"])
+    with pytest.raises(SpecError, match=r"spec\.backends\[0\]\.drain: needs spec\.sticky\.mode: persistent"):
+        parse_split(
+            "prod",
+            "app",
+            {
+                "hosts": ["a.example"],
+                "backends": [{"name": "blue", "weight": 0, "drain": True}, {"name": "green", "weight": 1}],
+                "sticky": {"cookie": {"name": "sid"}},
+            },
+        )
+
+
+def test_drain_crosses_the_publish_api_and_the_receiver_checks_it() -> None:
+    gen = Generation(1, (drained({"blue": 0, "green": 100}, drain=["blue"]),))
+    msg = generation_to_proto(gen)
+    assert [b.drain for b in msg.splits[0].backends] == [True, False]
+    assert [b.drain for b in generation_from_proto(msg).splits[0].backends] == [True, False]
+    msg.splits[0].backends[0].weight = 5
+    with pytest.raises(SpecError, match="a draining backend needs weight 0"):
+        generation_from_proto(msg)
+    msg.splits[0].backends[0].weight = 0
+    msg.splits[0].persistent = False
+    with pytest.raises(SpecError, match=r"needs spec\.sticky\.mode: persistent"):
+        generation_from_proto(msg)
+
+
+def test_plan_counts_a_draining_backends_sessions_as_staying(capsys: pytest.CaptureFixture[str]) -> None:
+    from trafficsplit.cli.main import main
+
+    assert main(["plan", "--from", "blue=100,green=0", "--to", "blue=0,green=100", "--drain", "blue"]) == 0
+    out = capsys.readouterr().out
+    assert "sticky.mode persistent moves 0.00% of existing sessions: none" in out
+    assert "blue drain (sessions stay until idle, then Drained=True)" in out
+    assert main(["plan", "--from", "blue=100,green=0", "--to", "blue=0,green=100", "--drain", "green"]) == 2
+    assert "--drain: green must be in --to at weight 0" in capsys.readouterr().err
+    before = Weights.of([("blue", 100), ("green", 0)])
+    after = Weights.of([("blue", 0), ("green", 100)])
+    assert persistent_moved_share(before, after) == 1
+    assert persistent_moved_share(before, after, draining=frozenset({"blue"})) == 0
