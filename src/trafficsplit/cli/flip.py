@@ -4,6 +4,8 @@ Why a command: the flip is the one weight change a blue-green user makes, usuall
 set-weights invites a typo that changes the total (and re-draws every session's slot, SPEC §2). The rule is strict on
 purpose: exactly two backends and one of them at weight 0, so a canary split such as 95/5 is refused rather than
 swapped into a 5/95 nobody asked for. Swapping keeps the total, so the plan shows exactly the old side moving.
+`--drain` (sticky.mode persistent) marks the old side `drain: true`: its sessions stay until they go idle instead
+(docs/displacement.md).
 """
 
 from __future__ import annotations
@@ -22,20 +24,30 @@ from trafficsplit.core.spec import DeclaredBackend
 def register(sub: Any) -> None:
     p = sub.add_parser("flip", help="blue-green: swap the weights of a two-backend split where one side has 0")
     p.add_argument("name", metavar="NAME", help="the TrafficSplit")
+    p.add_argument(
+        "--drain",
+        action="store_true",
+        help="sticky.mode persistent: mark the side going to 0 `drain: true`, so its sessions stay until they go "
+        "idle (then Drained=True) while new sessions go to the other side; without it the flip moves everyone",
+    )
     add_apply_arguments(p)
     add_kube_arguments(p)
     p.set_defaults(handler=run)
 
 
-def flipped(ref: Ref, backends: Sequence[DeclaredBackend]) -> list[DeclaredBackend]:
-    """The two backends with their weights swapped (order and every other field kept); UsageError otherwise."""
+def flipped(ref: Ref, backends: Sequence[DeclaredBackend], drain: bool = False) -> list[DeclaredBackend]:
+    """The two backends with their weights swapped (order and every other field kept), the side going to 0 marked
+    draining if `drain`, the side taking the weight never; UsageError otherwise."""
     weights = [b.weight for b in backends]
     if len(backends) != 2 or sorted(w == 0 for w in weights) != [False, True]:
         raise UsageError(
             f"{ref}: flip needs exactly two backends with one at weight 0; it has {format_backends(backends)}"
         )
     first, second = backends
-    return [first.with_weight(second.weight), second.with_weight(first.weight)]
+    return [
+        first.with_weight(second.weight, drain and second.weight == 0),
+        second.with_weight(first.weight, drain and first.weight == 0),
+    ]
 
 
 @kube_errors
@@ -43,4 +55,4 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     cluster = Cluster.connect(args)
     ref = cluster.ref(args.name)
     obj = cluster.get(args.name)
-    return apply_change(cluster, ref, obj, flipped(ref, spec_backends(ref, obj)), args, out, ask=False)
+    return apply_change(cluster, ref, obj, flipped(ref, spec_backends(ref, obj), args.drain), args, out, ask=False)

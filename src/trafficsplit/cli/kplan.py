@@ -105,6 +105,11 @@ def changes(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, An
     return lines
 
 
+def draining_of(backends: Sequence[DeclaredBackend]) -> frozenset[str]:
+    """The backends marked `drain: true` (persistent mode keeps their sessions at weight 0)."""
+    return frozenset(b.name for b in backends if b.drain)
+
+
 def plan_change(
     before: Sequence[DeclaredBackend], after: Sequence[DeclaredBackend], samples: int | None = None
 ) -> Plan:
@@ -129,7 +134,8 @@ def run_live(args: argparse.Namespace, out: TextIO) -> int:
     except SpecError as exc:
         raise SpecError([f"{ref}: {p}" for p in exc.problems]) from exc
     if args.json:
-        emit_json({"trafficsplit": {"namespace": ref.namespace, "name": ref.name}, **to_json(result)}, out)
+        trafficsplit = {"namespace": ref.namespace, "name": ref.name}
+        emit_json({"trafficsplit": trafficsplit, **to_json(result, draining_of(proposed))}, out)
     else:
-        out.write(f"{ref}\n" + render(result, flag="--set"))
+        out.write(f"{ref}\n" + render(result, flag="--set", draining=draining_of(proposed)))
     return EXIT_OK

@@ -42,6 +42,12 @@ def register(sub: Any) -> None:
         metavar="N",
         help="estimate from N fixed-seed random keys instead of the exact count (a cross-check)",
     )
+    p.add_argument(
+        "--drain",
+        metavar="NAME,...",
+        default="",
+        help="backends --to sets to 0 with drain: true (sticky.mode persistent keeps their sessions until idle)",
+    )
     add_json_flag(p)
     kplan.add_live_arguments(p)  # or NAME --set: plan against the live TrafficSplit
     p.set_defaults(handler=run)
@@ -78,8 +84,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("give --from and --to, or a TrafficSplit NAME and --set")
     before, after = parse_pair(args.before, args.after)
     result = plan(before, after) if args.sample is None else estimate_plan(before, after, samples=args.sample)
+    draining = frozenset(n for n in args.drain.split(",") if n)
+    not_zero = sorted(n for n in draining if n not in after.names or after.weight_of(n) != 0)
+    if not_zero:
+        raise UsageError(f"--drain: {', '.join(not_zero)} must be in --to at weight 0 (only a weight-0 backend drains)")
     if args.json:
-        emit_json(to_json(result), out)
+        emit_json(to_json(result, draining), out)
     else:
-        out.write(render(result))
+        out.write(render(result, draining=draining))
     return EXIT_OK

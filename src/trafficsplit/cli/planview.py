@@ -15,7 +15,8 @@ from trafficsplit.core.persistent import persistent_moved_share
 from trafficsplit.core.plan import Plan
 
 
-def to_json(p: Plan) -> dict[str, Any]:
+def to_json(p: Plan, draining: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """`draining`: the backends the change sets to 0 with `drain: true` (persistent mode keeps their sessions)."""
     return {
         "from": p.before.format(),
         "to": p.after.format(),
@@ -35,8 +36,11 @@ def to_json(p: Plan) -> dict[str, Any]:
             "slots": SLOTS,
             "bound": float(rounding_bound(p.before, p.after)),
         },
-        # sticky.mode: persistent's figure: only sessions of backends set to 0 move
-        "persistent": {"moved_share": float(persistent_moved_share(p.before, p.after))},
+        # sticky.mode: persistent's figure: only sessions of backends set to 0 without drain (or removed) move
+        "persistent": {
+            "moved_share": float(persistent_moved_share(p.before, p.after, draining)),
+            "draining": sorted(draining),
+        },
         "suggestion": None
         if p.suggestion is None
         else {
@@ -47,7 +51,7 @@ def to_json(p: Plan) -> dict[str, Any]:
     }
 
 
-def render(p: Plan, flag: str = "--to") -> str:
+def render(p: Plan, flag: str = "--to", draining: frozenset[str] = frozenset()) -> str:
     how = (
         f"exact over the joint period of {p.period} slots"
         if p.exact
@@ -65,10 +69,14 @@ def render(p: Plan, flag: str = "--to") -> str:
         f"{pct(minimal_moved_share(p.before, p.after))} (the minimum is {pct(p.minimum_share)}; minimal stays within "
         f"{pct(rounding_bound(p.before, p.after))} of it over {SLOTS} slots)"
     )
-    leaving = [n for n, w in p.before.items() if w > 0 and (n not in p.after.names or p.after.weight_of(n) == 0)]
+    zeroed = [n for n, w in p.before.items() if w > 0 and (n not in p.after.names or p.after.weight_of(n) == 0)]
+    leaving = [n for n in zeroed if n not in draining]
+    kept = [n for n in zeroed if n in draining]
     lines.append(
-        f"sticky.mode persistent moves {pct(persistent_moved_share(p.before, p.after))} of existing sessions: "
+        f"sticky.mode persistent moves {pct(persistent_moved_share(p.before, p.after, draining))} of existing "
+        "sessions: "
         + (f"only those of {', '.join(leaving)} (set to 0)" if leaving else "none; new sessions follow the new weights")
+        + (f"; {', '.join(kept)} drain (sessions stay until idle, then Drained=True)" if kept else "")
     )
     if p.total_changed:
         lines.append(

@@ -18,7 +18,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from trafficsplit.cli.common import EXIT_OK, UsageError
-from trafficsplit.cli.kplan import changes, format_backends, merge, parse_assignments, plan_change, spec_backends
+from trafficsplit.cli.kplan import (
+    changes,
+    draining_of,
+    format_backends,
+    merge,
+    parse_assignments,
+    plan_change,
+    spec_backends,
+)
 from trafficsplit.cli.kube import FIELD_MANAGER, Cluster, Ref, add_kube_arguments, kube_errors
 from trafficsplit.cli.planview import render
 from trafficsplit.core.errors import SpecError
@@ -56,7 +64,7 @@ def plan_text(ref: Ref, current: Sequence[DeclaredBackend], proposed: Sequence[D
     """The plan, or why the core cannot compute one (then the API server's validation has the last word)."""
     head = f"{ref}\n"
     try:
-        return head + render(plan_change(current, proposed), flag="--set")
+        return head + render(plan_change(current, proposed), flag="--set", draining=draining_of(proposed))
     except SpecError as exc:
         return head + (
             f"from {format_backends(current)} to {format_backends(proposed)}\n"

@@ -16,7 +16,7 @@ from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.host import normalize_host
 from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_GENERATION, MAX_MATCHES, MAX_SPLITS
-from trafficsplit.core.persistent import StickyMode
+from trafficsplit.core.persistent import StickyMode, drain_mode_problems, drain_problems
 from trafficsplit.core.regex import Pattern
 from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS, Ring, endpoint_ring
 from trafficsplit.core.rules import Endpoint as Endpoint  # re-exported: where compiled values are, callers look
@@ -43,12 +43,17 @@ class CompiledBackend:
     service: str
     port: int
     endpoints: tuple[Endpoint, ...] = ()
+    drain: bool = False  # sticky.mode persistent, weight 0: its sessions stay while it has ready endpoints
     # SPEC §6: a backend with no ready endpoint is not eligible. Derived once here, not per request: decide() reads it
     # for every failover check and every matching rule.
     eligible: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        problems = backend_problems(self.name, self.port, self.service) + cluster_problems(self.cluster)
+        problems = (
+            backend_problems(self.name, self.port, self.service)
+            + cluster_problems(self.cluster)
+            + drain_problems(self.weight, self.drain)
+        )
         if len(self.endpoints) > MAX_ENDPOINTS:
             problems.append(f"endpoints: {len(self.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed")
         if problems:
@@ -124,6 +129,8 @@ class CompiledSplit:
             problems += [f"key_header: {q.removeprefix('name: ')}" for q in key_header_problems(self.key_header)]
         if self.persistent and self.cookie is None:
             problems.append("persistent: sticky.mode persistent needs sticky.cookie (the cookie carries the backend)")
+        mode = StickyMode.PERSISTENT if self.persistent else StickyMode.REHASH
+        problems += drain_mode_problems([b.drain for b in self.backends], mode)
         if len(self.matches) > MAX_MATCHES:
             problems.append(f"matches: {len(self.matches)} matches, at most {MAX_MATCHES} are allowed")
         for i, m in enumerate(self.matches):
@@ -182,6 +189,7 @@ def compile_split(
             service=b.service,
             port=b.port,
             endpoints=tuple(endpoints[b.name]) if b.name in endpoints else b.endpoints,
+            drain=b.drain,
         )
         for b in spec.backends
     )

@@ -139,8 +139,9 @@ def _decide_persistent(
     signer: CookieSigner,
 ) -> Decision:
     """sticky.mode: persistent (core/persistent.py): a sealed cookie keeps its backend while that backend has weight
-    and is eligible; otherwise, and for new sessions, the weighted pick decides and the cookie is sealed to it. A
-    cookie whose seal fails is re-sessioned. Match rules decide first, as in rehash mode, without re-pinning."""
+    (or drains) and is eligible; otherwise, and for new sessions, the weighted pick decides and the cookie is sealed
+    to it. A cookie whose seal fails is re-sessioned. Match rules decide first, as in rehash mode, without
+    re-pinning."""
     key, source = choose_key(split, cookie_lines, request_id, minter, header)
     pinned: str | None = None
     resign = False
@@ -163,7 +164,7 @@ def _decide_persistent(
             passed_over = True
     if i < 0:
         at = split.weights.names.index(pinned) if pinned in split.weights.names else -1
-        if at >= 0 and split.backends[at].weight > 0 and split.backends[at].eligible:
+        if at >= 0 and (split.backends[at].weight > 0 or split.backends[at].drain) and split.backends[at].eligible:
             i, path = at, DecisionPath.PINNED
         else:
             i, path = pick_backend(split, h)

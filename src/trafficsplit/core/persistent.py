@@ -9,6 +9,11 @@ only get what a fresh session gets: a weighted pick.
 Rotation: the signer holds the current key and, for a grace period, the previous one. A cookie signed with the
 previous key is honoured and re-signed with the current key (a Set-Cookie), so live sessions migrate during the grace
 period; once the previous key is removed, the cookies it signed re-session.
+
+Weight 0 moves a backend's sessions (a blue-green flip moves everyone), unless the backend is marked `drain: true`:
+then its sessions stay while it has ready endpoints and only new sessions follow the weights, until they go idle and
+the Drained condition says the old version is safe to delete (GEP-1619's "even if the weight is set to 0", opt-in
+per change so the flip keeps its meaning).
 """
 
 from __future__ import annotations
@@ -31,15 +36,38 @@ _MINTED = re.compile(r"[0-9a-f]{24}")  # core/cookie.py's minted affinity id
 
 class StickyMode(StrEnum):
     REHASH = "rehash"  # the seed's: a session's backend is re-drawn from its key on every weight change
-    PERSISTENT = "persistent"  # a session keeps its backend while it has weight and ready endpoints
+    PERSISTENT = "persistent"  # a session keeps its backend while it has weight (or drains) and ready endpoints
 
 
-def persistent_moved_share(before: Weights, after: Weights) -> Fraction:
-    """What a change moves under sticky.mode persistent: only the sessions of backends the change sets to 0 (or
-    removes), given here by their share under `before` (the sessions' real spread follows their history; a split
-    that has run at these weights for a while converges to it)."""
+def drain_problems(weight: int, drain: bool) -> list[str]:
+    """A backend's own `drain` rule (the split-level one, persistent mode, is `drain_mode_problems`)."""
+    if drain and weight != 0:
+        return [f"drain: a draining backend needs weight 0, got {weight} (a backend with weight keeps its sessions)"]
+    return []
+
+
+def drain_mode_problems(drains: list[bool], mode: StickyMode) -> list[str]:
+    """Per backend index: `drain: true` is for sticky.mode persistent only (a rehash cookie names no backend)."""
+    if mode is StickyMode.PERSISTENT:
+        return []
+    return [
+        f"backends[{i}].drain: needs spec.sticky.mode: persistent (only a sealed cookie says which backend a "
+        "session keeps)"
+        for i, d in enumerate(drains)
+        if d
+    ]
+
+
+def persistent_moved_share(before: Weights, after: Weights, draining: frozenset[str] = frozenset()) -> Fraction:
+    """What a change moves under sticky.mode persistent: only the sessions of backends the change sets to 0 without
+    `drain` (or removes), given here by their share under `before` (the sessions' real spread follows their history;
+    a split that has run at these weights for a while converges to it)."""
     return sum(
-        (Fraction(w, before.total) for n, w in before.items() if n not in after.names or after.weight_of(n) == 0),
+        (
+            Fraction(w, before.total)
+            for n, w in before.items()
+            if n not in after.names or (after.weight_of(n) == 0 and n not in draining)
+        ),
         Fraction(0),
     )
 

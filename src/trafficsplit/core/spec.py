@@ -23,7 +23,7 @@ from trafficsplit.core.assignment import AssignmentMode
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_MATCHES
-from trafficsplit.core.persistent import StickyMode
+from trafficsplit.core.persistent import StickyMode, drain_mode_problems, drain_problems
 from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS
 from trafficsplit.core.rules import (
     Endpoint,
@@ -46,7 +46,9 @@ SPEC_FIELDS: Mapping[str, Any] = MappingProxyType(
     {
         "hosts": None,
         "service": None,
-        "backends": MappingProxyType({"name": None, "service": None, "port": None, "weight": None, "endpoints": None}),
+        "backends": MappingProxyType(
+            {"name": None, "service": None, "port": None, "weight": None, "drain": None, "endpoints": None}
+        ),
         "sticky": MappingProxyType(
             {
                 "cookie": MappingProxyType(
@@ -82,9 +84,10 @@ class BackendSpec:
     port: int
     weight: int  # checked with the others by SplitSpec (Weights: bounds, duplicates, total)
     endpoints: tuple[Endpoint, ...] = ()  # local mode only; in Kubernetes, endpoints come from EndpointSlices
+    drain: bool = False  # sticky.mode persistent: at weight 0, keep its sessions until they go idle
 
     def __post_init__(self) -> None:
-        problems = backend_problems(self.name, self.port, self.service)
+        problems = backend_problems(self.name, self.port, self.service) + drain_problems(self.weight, self.drain)
         if len(self.endpoints) > MAX_ENDPOINTS:
             problems.append(f"endpoints: {len(self.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed")
         if problems:
@@ -137,6 +140,7 @@ class SplitSpec:
         if not 1 <= self.endpoint_points <= MAX_POINTS:
             problems.append(f"sticky.endpointPoints: must be 1..{MAX_POINTS}, got {self.endpoint_points}")
         problems += weight_problems([b.name for b in self.backends], [b.weight for b in self.backends])
+        problems += drain_mode_problems([b.drain for b in self.backends], self.sticky_mode)
         names = {b.name for b in self.backends}
         for i, m in enumerate(self.matches):
             if m.backend not in names:
@@ -166,8 +170,16 @@ class DeclaredBackend(dict[str, Any]):
     def weight(self) -> Any:  # as stored: Weights reports a non-integer
         return self.get("weight", 0)
 
-    def with_weight(self, weight: int) -> DeclaredBackend:
-        return DeclaredBackend({**self, "weight": weight})
+    @property
+    def drain(self) -> bool:
+        return self.get("drain") is True
+
+    def with_weight(self, weight: int, drain: bool | None = None) -> DeclaredBackend:
+        """The entry at `weight`. `drain`: True marks it draining, False drops the mark; None keeps the mark only at
+        weight 0 (a backend given weight again is no longer draining: the API server refuses drain with weight)."""
+        keep = self.drain and weight == 0 if drain is None else drain
+        out = {k: v for k, v in self.items() if k != "drain"}
+        return DeclaredBackend({**out, "weight": weight, **({"drain": True} if keep else {})})
 
 
 def declared_backends(spec: Mapping[str, Any]) -> list[DeclaredBackend]:
@@ -346,6 +358,7 @@ def _parse_backends(raw: list[Any] | None, p: _Problems) -> tuple[BackendSpec, .
         if weight is None and "weight" not in b:
             p.add(f"{path}.weight", "required")
         weights[i] = weight or 0
+        drain = _get(b, "drain", bool, path, p) or False
         endpoints = _parse_static_endpoints(b.get("endpoints"), f"{path}.endpoints", p)
         try:
             out.append(
@@ -355,6 +368,7 @@ def _parse_backends(raw: list[Any] | None, p: _Problems) -> tuple[BackendSpec, .
                     port=80 if port is None else port,
                     weight=weights[i],
                     endpoints=endpoints,
+                    drain=drain,
                 )
             )
         except SpecError as exc:

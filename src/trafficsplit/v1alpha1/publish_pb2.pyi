@@ -18,20 +18,22 @@ class Endpoint(_message.Message):
     def __init__(self, address: _Optional[str] = ..., port: _Optional[int] = ..., ready: _Optional[bool] = ...) -> None: ...
 
 class Backend(_message.Message):
-    __slots__ = ("name", "weight", "cluster", "service", "port", "endpoints")
+    __slots__ = ("name", "weight", "cluster", "service", "port", "endpoints", "drain")
     NAME_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     SERVICE_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
     name: str
     weight: int
     cluster: str
     service: str
     port: int
     endpoints: _containers.RepeatedCompositeFieldContainer[Endpoint]
-    def __init__(self, name: _Optional[str] = ..., weight: _Optional[int] = ..., cluster: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
+    drain: bool
+    def __init__(self, name: _Optional[str] = ..., weight: _Optional[int] = ..., cluster: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ..., drain: _Optional[bool] = ...) -> None: ...
 
 class Cookie(_message.Message):
     __slots__ = ("name", "path", "max_age", "domain", "secure", "http_only", "same_site", "partitioned")

@@ -51,6 +51,7 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
                 service=b.service,
                 port=b.port,
                 endpoints=[pb.Endpoint(address=e.address, port=e.port, ready=e.ready) for e in b.endpoints],
+                drain=b.drain,
             )
             for b in split.backends
         ],
@@ -174,6 +175,7 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
             service=b.service,
             port=b.port,
             endpoints=tuple(e for e in endpoints if e is not None),
+            drain=b.drain,
         )
         if backend is not None:
             backends.append(backend)
