@@ -247,6 +247,50 @@ def test_status_written_on_change_only_with_published_count(tmp_path: Any) -> No
     run(main)
 
 
+def test_a_change_to_one_split_writes_only_its_status(tmp_path: Any) -> None:
+    """With many splits, each flip used to rewrite every split's status (status.generation followed the newest number),
+    and the writes of one pass delay the next pass: 1,000 writes per flip at 1,000 splits. status.generation is the
+    first number carrying the split's current spec, so an unchanged split's status stays as it is."""
+    writes: list[tuple[str, StatusResult]] = []
+
+    async def sink(obj: SplitObject, result: StatusResult) -> None:
+        writes.append((obj.key, result))
+
+    def last(key: str) -> StatusResult | None:
+        return next((r for k, r in reversed(writes) if k == key), None)
+
+    def published(key: str, generation: int) -> bool:
+        r = last(key)
+        return r is not None and any(
+            c.type == "Published" and c.status and c.observed_generation == generation for c in r.status.conditions
+        )
+
+    async def main() -> None:
+        a = await FakeReplica("a").start()
+        engine = make_engine(tmp_path, [a], sink)
+        engine.store.apply("trafficsplit", None, body("s", (100, 0)))
+        engine.store.apply("trafficsplit", None, body("t", (100, 0)))
+        await engine.become_leader()
+        engine.mark_ready()
+        task = asyncio.create_task(engine.run())
+        await until(lambda: published("default/s", 1) and published("default/t", 1))
+        t_writes = sum(k == "default/t" for k, _ in writes)
+        first = a.held
+        engine.apply("trafficsplit", "MODIFIED", body("s", (0, 100), generation=2))
+        await until(lambda: published("default/s", 2))
+        await asyncio.sleep(0.3)
+        assert a.held > first
+        s_status, t_status = last("default/s"), last("default/t")
+        assert s_status is not None and s_status.status.generation == a.held  # the number that carries the change
+        assert t_status is not None and t_status.status.generation == first  # still carried since `first`
+        assert sum(k == "default/t" for k, _ in writes) == t_writes  # t's status was not rewritten
+        task.cancel()
+        await engine.fleet.close()
+        await a.stop()
+
+    run(main)
+
+
 @pytest.mark.parametrize("token", ["", "wrong"])
 def test_wrong_token_never_counts_as_published(tmp_path: Any, token: str) -> None:
     async def main() -> None:

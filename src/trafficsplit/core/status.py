@@ -419,11 +419,14 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
         if outcome.table_rebuilt and served.table is not None:
             events.append(EventIntent(EventType.WARNING, EventReason.ASSIGNMENT_REBUILT, rebuilt_message(after)))
     carried = outcome.serves_current_spec and view.number > 0 and outcome.key not in view.held_back
+    # The first number that carried this spec, not the newest: a later generation that carries it unchanged (another
+    # split's change) leaves this status as it is, so a change to one split among 1,000 writes one status, not 1,000.
+    since = view.since.get(outcome.key, view.number)
     status = SplitStatus(
         observed_generation=gen,
         conditions=conditions,
         weights=weights,
-        generation=view.number if carried else prev.generation,
+        generation=since if carried else prev.generation,
         backends=backends,
         displacement=moved,
         assignment=table,
@@ -431,7 +434,7 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
 
     prev_pub = prev.condition(ConditionType.PUBLISHED)
     if published.ok and not (prev_pub and prev_pub.ok and prev_pub.observed_generation == gen):
-        message = f"generation {view.number} serves this spec on {published.message}"
+        message = f"generation {since} serves this spec on {published.message}"
         events.append(EventIntent(EventType.NORMAL, EventReason.PUBLISHED, message))
     prev_res = prev.condition(ConditionType.RESOLVED_REFS)
     if outcome.missing and not (prev_res and prev_res.message == outcome.resolved.message):
