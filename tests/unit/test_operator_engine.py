@@ -284,6 +284,9 @@ def test_a_change_to_one_split_writes_only_its_status(tmp_path: Any) -> None:
         assert s_status is not None and s_status.status.generation == a.held  # the number that carries the change
         assert t_status is not None and t_status.status.generation == first  # still carried since `first`
         assert sum(k == "default/t" for k, _ in writes) == t_writes  # t's status was not rewritten
+        # The publish carries each split's first number, so the dataplane keeps t's Envoy virtual host as it was.
+        assert a.held_gen is not None
+        assert {x.name: x.first_generation for x in a.held_gen.splits} == {"s": a.held, "t": first}
         task.cancel()
         await engine.fleet.close()
         await a.stop()

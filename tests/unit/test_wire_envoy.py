@@ -286,3 +286,58 @@ def test_trusted_hops_keep_the_clients_forwarded_for_and_none_drop_it() -> None:
 def test_bootstrap_options_refuse_out_of_range_edge_settings(bad: dict[str, int]) -> None:
     with pytest.raises(ValueError):
         BootstrapOptions(node_id="n", listen=Address(), extproc=Address(), ads=Address(), admin=Address(), **bad)  # type: ignore[arg-type]
+
+
+def test_a_split_carried_on_unchanged_keeps_its_virtual_host_and_discloses_its_first_generation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The processor's path: generations arrive with each split's first carrying number. The split that did not
+    change keeps the virtual host it had (not rebuilt for the new number; its fallback routes still disclose the
+    number that first carried it), the changed one gets a new one, and the result equals a fresh build."""
+    from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
+
+    one = sample_generation(1)
+    shop = one.split_for("shop.example")
+    api = compile_split(
+        parse_split("prod", "api", {"hosts": ["api.example"], "backends": [{"name": "blue", "weight": 1}]}),
+        {"blue": [Endpoint("10.1.0.9", 80)]},
+    )
+    assert shop is not None
+    held = generation_from_proto(generation_to_proto(one, first={s.key: 1 for s in one.splits}))
+    new = generation_from_proto(generation_to_proto(Generation(2, (shop, api)), first={shop.key: 1, api.key: 2}))
+    b = envoy.ResourceBuilder()
+    b.resources(held)
+    built: list[str] = []
+    real = envoy.virtual_host
+
+    def counting(split: object, generation: int) -> object:
+        built.append(f"{split.key}@{generation}")  # type: ignore[attr-defined]
+        return real(split, generation)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(envoy, "virtual_host", counting)
+    res = b.transition(held, new)
+    res = b.serving(new, [held])
+    assert built == ["prod/api@2"]  # shop's virtual host is the one generation 1 built
+    routes = _unpacked(res).routes
+    assert routes is not None
+    assert routes == envoy.resources(new).routes
+    fallback = {
+        vh.name: [
+            r.metadata.filter_metadata["trafficsplit"]["generation"] for r in vh.routes if r.metadata.filter_metadata
+        ]
+        for vh in routes["trafficsplit"].virtual_hosts
+        if vh.name != "no-split"
+    }
+    assert set(fallback["prod/shop"]) == {1} and set(fallback["prod/api"]) == {2}
+
+
+def test_first_generation_crosses_the_publish_api_and_is_bounded_by_the_number() -> None:
+    from trafficsplit.core.errors import SpecError
+    from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
+
+    msg = generation_to_proto(sample_generation(5), first={"prod/shop": 3})
+    got = {s.key: s.first_generation for s in generation_from_proto(msg).splits}
+    assert got["prod/shop"] == 3 and set(got.values()) <= {0, 3}
+    msg.splits[0].first_generation = 6
+    with pytest.raises(SpecError, match=r"splits\[0\]\.first_generation: 6 is not in 0\.\.5"):
+        generation_from_proto(msg)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from trafficsplit.core.compiled import Endpoint, assemble_generation, compile_split
+from tests.unit.test_wire_envoy import sample_generation
+from trafficsplit.core.compiled import CompiledSplit, Endpoint, assemble_generation, compile_split
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.spec import parse_split
 from trafficsplit.v1alpha1 import publish_pb2 as pb
-from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
+from trafficsplit.wire.generation import generation_from_proto, generation_to_proto, split_index
 
 
 def _gen() -> pb.Generation:
@@ -100,3 +101,30 @@ def test_bad_generations_are_refused_with_the_reason(mutate: object, expected: s
     with pytest.raises(SpecError) as err:
         generation_from_proto(msg)
     assert expected in str(err.value)
+
+
+def test_a_held_split_carried_unchanged_is_reused_not_compiled_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The receiver's path for a publish that changes one split: the others are the held objects (so the publisher's
+    resource cache hits), only the changed one is converted, and the result equals a conversion from scratch."""
+    from trafficsplit.wire import generation as wire
+
+    held_msg = generation_to_proto(sample_generation(1))
+    assert len(held_msg.splits) >= 2
+    held = generation_from_proto(held_msg)
+    new_msg = pb.Generation()
+    new_msg.CopyFrom(held_msg)
+    new_msg.number = 2
+    new_msg.splits[0].backends[0].weight += 1
+    converted: list[str] = []
+    real = wire._split_from_proto
+
+    def counting(s: pb.Split, path: str, problems: list[str]) -> CompiledSplit | None:
+        converted.append(s.name)
+        return real(s, path, problems)
+
+    monkeypatch.setattr(wire, "_split_from_proto", counting)
+    got = generation_from_proto(new_msg, split_index(held_msg, held))
+    assert converted == [new_msg.splits[0].name]
+    assert all(a is b for a, b in zip(got.splits[1:], held.splits[1:], strict=True))
+    monkeypatch.setattr(wire, "_split_from_proto", real)
+    assert got == generation_from_proto(new_msg)

@@ -39,7 +39,7 @@ from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.envoy import ResourceBuilder
-from trafficsplit.wire.generation import generation_from_proto
+from trafficsplit.wire.generation import generation_from_proto, split_index
 
 log = logging.getLogger(__name__)
 _REPLY_MARGIN = 0.5  # seconds of the caller's deadline kept for the reply to reach it
@@ -141,7 +141,8 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         if msg.number <= self._held.number:
             return self._reply(pb.PublishReply.STALE, f"generation {msg.number} <= held {self._held.number}")
         try:
-            gen = generation_from_proto(msg)
+            # The held splits the message carries unchanged are reused, not parsed and compiled again.
+            gen = generation_from_proto(msg, split_index(held_msg, held) if held and held_msg else None)
         except SpecError as exc:
             return self._reply(pb.PublishReply.INVALID, str(exc))
         unsealable = [s.key for s in gen.splits if s.persistent] if not self._can_seal else []

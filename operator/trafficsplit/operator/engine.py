@@ -359,7 +359,9 @@ class Engine:
         published.record(gen, {o.key: o.uid for o in self.store.splits.values()})
         self._last_good = dict(desired.last_good)
         log.info("generation %d: %d splits", number, len(gen.splits))
-        self.fleet.set_target(generation_to_proto(gen, self.settings.origin))
+        # Each split's first carrying number goes along: the dataplane's fallback routes disclose it, so a split that
+        # did not change keeps its Envoy virtual host (one change among 1,000 splits rebuilds one, not 1,000).
+        self.fleet.set_target(generation_to_proto(gen, self.settings.origin, published.since()))
 
     def view(self) -> PublishView:
         published = self._publishing

@@ -8,7 +8,7 @@ running sums, the eligible-only failover weights, compiled match patterns, the h
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 
 from trafficsplit.core.assignment import AssignmentMode, SlotTable, advance
@@ -113,6 +113,10 @@ class CompiledSplit:
     table: SlotTable | None = None
     # sticky.mode: persistent (core/persistent.py): sessions keep the backend their sealed cookie names.
     persistent: bool = False
+    # The first generation number that carried this split's current spec (status.generation), as the publish message
+    # gives it; 0: unknown (the generation's number stands in). Not content: the same form carried on by later
+    # generations is the same split, and its Envoy resources (the fallback routes disclose this number) are reused.
+    first_generation: int = field(default=0, compare=False)
     weights: Weights = field(init=False)
     # Failover (SPEC §6): the eligible backends' own weights and order, and their indexes in `backends`.
     # None when every backend is eligible (nothing to fail over) or when no eligible backend carries weight.
@@ -120,6 +124,16 @@ class CompiledSplit:
     # Per backend, the ring of its ready endpoints when the split pins pods (SPEC §5), else None. Built here, once per
     # generation, so every replica holding the generation pins the same pod for the same key.
     rings: tuple[Ring | None, ...] = field(init=False, repr=False, compare=False)
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        # Computed once: the publisher's resource cache looks splits up by value on every publish, and hashing a
+        # split walks all of it (backends, endpoints, matches, the slot table).
+        h = self._hash
+        if h is None:
+            h = hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def __post_init__(self) -> None:
         if not 1 <= self.endpoint_points <= MAX_POINTS:
@@ -270,6 +284,8 @@ class Generation:
                 if b.cluster in clusters:
                     problems.append(f"splits[{i}]: cluster {b.cluster!r} is also used by {clusters[b.cluster]}")
                 clusters[b.cluster] = s.key
+            if not 0 <= s.first_generation <= self.number:
+                problems.append(f"splits[{i}].first_generation: {s.first_generation} is not in 0..{self.number}")
         if not 1 <= self.number <= MAX_GENERATION:
             problems.append(f"generation number must be 1..{MAX_GENERATION} (2^53 - 1), got {self.number}")
         if len(self.splits) > MAX_SPLITS:

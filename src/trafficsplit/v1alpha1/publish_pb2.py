@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#trafficsplit/v1alpha1/publish.proto\x12\x15trafficsplit.v1alpha1\"8\n\x08\x45ndpoint\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\x12\r\n\x05ready\x18\x03 \x01(\x08\"\x9a\x01\n\x07\x42\x61\x63kend\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\r\x12\x0f\n\x07\x63luster\x18\x03 \x01(\t\x12\x0f\n\x07service\x18\x04 \x01(\t\x12\x0c\n\x04port\x18\x05 \x01(\r\x12\x32\n\tendpoints\x18\x06 \x03(\x0b\x32\x1f.trafficsplit.v1alpha1.Endpoint\x12\r\n\x05\x64rain\x18\x07 \x01(\x08\"\xa1\x01\n\x06\x43ookie\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x14\n\x07max_age\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x0e\n\x06\x64omain\x18\x04 \x01(\t\x12\x0e\n\x06secure\x18\x05 \x01(\x08\x12\x11\n\thttp_only\x18\x06 \x01(\x08\x12\x11\n\tsame_site\x18\x07 \x01(\t\x12\x13\n\x0bpartitioned\x18\x08 \x01(\x08\x42\n\n\x08_max_age\"\xe2\x01\n\x05Match\x12/\n\x04kind\x18\x01 \x01(\x0e\x32!.trafficsplit.v1alpha1.Match.Kind\x12\x0c\n\x04name\x18\x02 \x01(\t\x12/\n\x04type\x18\x03 \x01(\x0e\x32!.trafficsplit.v1alpha1.Match.Type\x12\r\n\x05value\x18\x04 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\"\x1e\n\x04Kind\x12\n\n\x06HEADER\x10\x00\x12\n\n\x06\x43OOKIE\x10\x01\")\n\x04Type\x12\t\n\x05\x45XACT\x10\x00\x12\x16\n\x12REGULAR_EXPRESSION\x10\x01\"\x8e\x03\n\x05Split\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05hosts\x18\x03 \x03(\t\x12\x30\n\x08\x62\x61\x63kends\x18\x04 \x03(\x0b\x32\x1e.trafficsplit.v1alpha1.Backend\x12-\n\x06\x63ookie\x18\x05 \x01(\x0b\x32\x1d.trafficsplit.v1alpha1.Cookie\x12\x19\n\x11\x65ndpoint_affinity\x18\x06 \x01(\x08\x12-\n\x07matches\x18\x07 \x03(\x0b\x32\x1c.trafficsplit.v1alpha1.Match\x12\x15\n\rdebug_headers\x18\x08 \x01(\x08\x12\x1b\n\x13observed_generation\x18\t \x01(\x03\x12\x17\n\x0f\x65ndpoint_points\x18\n \x01(\r\x12\x12\n\nkey_header\x18\x0b \x01(\t\x12\x35\n\nassignment\x18\x0c \x01(\x0b\x32!.trafficsplit.v1alpha1.Assignment\x12\x12\n\npersistent\x18\r \x01(\x08\"<\n\nAssignment\x12\r\n\x05slots\x18\x01 \x01(\r\x12\x0e\n\x06owners\x18\x02 \x03(\r\x12\x0f\n\x07lengths\x18\x03 \x03(\r\"Z\n\nGeneration\x12\x0e\n\x06number\x18\x01 \x01(\x04\x12,\n\x06splits\x18\x02 \x03(\x0b\x32\x1c.trafficsplit.v1alpha1.Split\x12\x0e\n\x06origin\x18\x03 \x01(\t\"G\n\x0ePublishRequest\x12\x35\n\ngeneration\x18\x01 \x01(\x0b\x32!.trafficsplit.v1alpha1.Generation\"\xd8\x01\n\x0cPublishReply\x12:\n\x06result\x18\x01 \x01(\x0e\x32*.trafficsplit.v1alpha1.PublishReply.Result\x12\x13\n\x0bheld_number\x18\x02 \x01(\x04\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0f\n\x07replica\x18\x04 \x01(\t\"U\n\x06Result\x12\x16\n\x12RESULT_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x41\x43\x43\x45PTED\x10\x01\x12\t\n\x05STALE\x10\x02\x12\x0b\n\x07INVALID\x10\x03\x12\r\n\tNOT_READY\x10\x04\")\n\x0eGetHeldRequest\x12\x17\n\x0fwith_generation\x18\x01 \x01(\x08\"\xaf\x01\n\tHeldReply\x12\x13\n\x0bheld_number\x18\x01 \x01(\x04\x12\x0f\n\x07replica\x18\x02 \x01(\t\x12\x0e\n\x06origin\x18\x03 \x01(\t\x12\x35\n\ngeneration\x18\x04 \x01(\x0b\x32!.trafficsplit.v1alpha1.Generation\x12\x35\n\x08sessions\x18\x05 \x03(\x0b\x32#.trafficsplit.v1alpha1.LiveSessions\"O\n\x0cLiveSessions\x12\r\n\x05split\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x0c\n\x04live\x18\x03 \x01(\x04\x12\x11\n\tsaturated\x18\x04 \x01(\x08\x32\xb6\x01\n\tPublisher\x12U\n\x07Publish\x12%.trafficsplit.v1alpha1.PublishRequest\x1a#.trafficsplit.v1alpha1.PublishReply\x12R\n\x07GetHeld\x12%.trafficsplit.v1alpha1.GetHeldRequest\x1a .trafficsplit.v1alpha1.HeldReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#trafficsplit/v1alpha1/publish.proto\x12\x15trafficsplit.v1alpha1\"8\n\x08\x45ndpoint\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\x12\r\n\x05ready\x18\x03 \x01(\x08\"\x9a\x01\n\x07\x42\x61\x63kend\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\r\x12\x0f\n\x07\x63luster\x18\x03 \x01(\t\x12\x0f\n\x07service\x18\x04 \x01(\t\x12\x0c\n\x04port\x18\x05 \x01(\r\x12\x32\n\tendpoints\x18\x06 \x03(\x0b\x32\x1f.trafficsplit.v1alpha1.Endpoint\x12\r\n\x05\x64rain\x18\x07 \x01(\x08\"\xa1\x01\n\x06\x43ookie\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x14\n\x07max_age\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x0e\n\x06\x64omain\x18\x04 \x01(\t\x12\x0e\n\x06secure\x18\x05 \x01(\x08\x12\x11\n\thttp_only\x18\x06 \x01(\x08\x12\x11\n\tsame_site\x18\x07 \x01(\t\x12\x13\n\x0bpartitioned\x18\x08 \x01(\x08\x42\n\n\x08_max_age\"\xe2\x01\n\x05Match\x12/\n\x04kind\x18\x01 \x01(\x0e\x32!.trafficsplit.v1alpha1.Match.Kind\x12\x0c\n\x04name\x18\x02 \x01(\t\x12/\n\x04type\x18\x03 \x01(\x0e\x32!.trafficsplit.v1alpha1.Match.Type\x12\r\n\x05value\x18\x04 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\"\x1e\n\x04Kind\x12\n\n\x06HEADER\x10\x00\x12\n\n\x06\x43OOKIE\x10\x01\")\n\x04Type\x12\t\n\x05\x45XACT\x10\x00\x12\x16\n\x12REGULAR_EXPRESSION\x10\x01\"\xa8\x03\n\x05Split\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05hosts\x18\x03 \x03(\t\x12\x30\n\x08\x62\x61\x63kends\x18\x04 \x03(\x0b\x32\x1e.trafficsplit.v1alpha1.Backend\x12-\n\x06\x63ookie\x18\x05 \x01(\x0b\x32\x1d.trafficsplit.v1alpha1.Cookie\x12\x19\n\x11\x65ndpoint_affinity\x18\x06 \x01(\x08\x12-\n\x07matches\x18\x07 \x03(\x0b\x32\x1c.trafficsplit.v1alpha1.Match\x12\x15\n\rdebug_headers\x18\x08 \x01(\x08\x12\x1b\n\x13observed_generation\x18\t \x01(\x03\x12\x17\n\x0f\x65ndpoint_points\x18\n \x01(\r\x12\x12\n\nkey_header\x18\x0b \x01(\t\x12\x35\n\nassignment\x18\x0c \x01(\x0b\x32!.trafficsplit.v1alpha1.Assignment\x12\x12\n\npersistent\x18\r \x01(\x08\x12\x18\n\x10\x66irst_generation\x18\x0e \x01(\x04\"<\n\nAssignment\x12\r\n\x05slots\x18\x01 \x01(\r\x12\x0e\n\x06owners\x18\x02 \x03(\r\x12\x0f\n\x07lengths\x18\x03 \x03(\r\"Z\n\nGeneration\x12\x0e\n\x06number\x18\x01 \x01(\x04\x12,\n\x06splits\x18\x02 \x03(\x0b\x32\x1c.trafficsplit.v1alpha1.Split\x12\x0e\n\x06origin\x18\x03 \x01(\t\"G\n\x0ePublishRequest\x12\x35\n\ngeneration\x18\x01 \x01(\x0b\x32!.trafficsplit.v1alpha1.Generation\"\xd8\x01\n\x0cPublishReply\x12:\n\x06result\x18\x01 \x01(\x0e\x32*.trafficsplit.v1alpha1.PublishReply.Result\x12\x13\n\x0bheld_number\x18\x02 \x01(\x04\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0f\n\x07replica\x18\x04 \x01(\t\"U\n\x06Result\x12\x16\n\x12RESULT_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x41\x43\x43\x45PTED\x10\x01\x12\t\n\x05STALE\x10\x02\x12\x0b\n\x07INVALID\x10\x03\x12\r\n\tNOT_READY\x10\x04\")\n\x0eGetHeldRequest\x12\x17\n\x0fwith_generation\x18\x01 \x01(\x08\"\xaf\x01\n\tHeldReply\x12\x13\n\x0bheld_number\x18\x01 \x01(\x04\x12\x0f\n\x07replica\x18\x02 \x01(\t\x12\x0e\n\x06origin\x18\x03 \x01(\t\x12\x35\n\ngeneration\x18\x04 \x01(\x0b\x32!.trafficsplit.v1alpha1.Generation\x12\x35\n\x08sessions\x18\x05 \x03(\x0b\x32#.trafficsplit.v1alpha1.LiveSessions\"O\n\x0cLiveSessions\x12\r\n\x05split\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x0c\n\x04live\x18\x03 \x01(\x04\x12\x11\n\tsaturated\x18\x04 \x01(\x08\x32\xb6\x01\n\tPublisher\x12U\n\x07Publish\x12%.trafficsplit.v1alpha1.PublishRequest\x1a#.trafficsplit.v1alpha1.PublishReply\x12R\n\x07GetHeld\x12%.trafficsplit.v1alpha1.GetHeldRequest\x1a .trafficsplit.v1alpha1.HeldReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,23 +44,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MATCH_TYPE']._serialized_start=627
   _globals['_MATCH_TYPE']._serialized_end=668
   _globals['_SPLIT']._serialized_start=671
-  _globals['_SPLIT']._serialized_end=1069
-  _globals['_ASSIGNMENT']._serialized_start=1071
-  _globals['_ASSIGNMENT']._serialized_end=1131
-  _globals['_GENERATION']._serialized_start=1133
-  _globals['_GENERATION']._serialized_end=1223
-  _globals['_PUBLISHREQUEST']._serialized_start=1225
-  _globals['_PUBLISHREQUEST']._serialized_end=1296
-  _globals['_PUBLISHREPLY']._serialized_start=1299
-  _globals['_PUBLISHREPLY']._serialized_end=1515
-  _globals['_PUBLISHREPLY_RESULT']._serialized_start=1430
-  _globals['_PUBLISHREPLY_RESULT']._serialized_end=1515
-  _globals['_GETHELDREQUEST']._serialized_start=1517
-  _globals['_GETHELDREQUEST']._serialized_end=1558
-  _globals['_HELDREPLY']._serialized_start=1561
-  _globals['_HELDREPLY']._serialized_end=1736
-  _globals['_LIVESESSIONS']._serialized_start=1738
-  _globals['_LIVESESSIONS']._serialized_end=1817
-  _globals['_PUBLISHER']._serialized_start=1820
-  _globals['_PUBLISHER']._serialized_end=2002
+  _globals['_SPLIT']._serialized_end=1095
+  _globals['_ASSIGNMENT']._serialized_start=1097
+  _globals['_ASSIGNMENT']._serialized_end=1157
+  _globals['_GENERATION']._serialized_start=1159
+  _globals['_GENERATION']._serialized_end=1249
+  _globals['_PUBLISHREQUEST']._serialized_start=1251
+  _globals['_PUBLISHREQUEST']._serialized_end=1322
+  _globals['_PUBLISHREPLY']._serialized_start=1325
+  _globals['_PUBLISHREPLY']._serialized_end=1541
+  _globals['_PUBLISHREPLY_RESULT']._serialized_start=1456
+  _globals['_PUBLISHREPLY_RESULT']._serialized_end=1541
+  _globals['_GETHELDREQUEST']._serialized_start=1543
+  _globals['_GETHELDREQUEST']._serialized_end=1584
+  _globals['_HELDREPLY']._serialized_start=1587
+  _globals['_HELDREPLY']._serialized_end=1762
+  _globals['_LIVESESSIONS']._serialized_start=1764
+  _globals['_LIVESESSIONS']._serialized_end=1843
+  _globals['_PUBLISHER']._serialized_start=1846
+  _globals['_PUBLISHER']._serialized_end=2028
 # @@protoc_insertion_point(module_scope)

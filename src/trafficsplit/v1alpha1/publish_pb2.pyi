@@ -82,7 +82,7 @@ class Match(_message.Message):
     def __init__(self, kind: _Optional[_Union[Match.Kind, str]] = ..., name: _Optional[str] = ..., type: _Optional[_Union[Match.Type, str]] = ..., value: _Optional[str] = ..., backend: _Optional[str] = ...) -> None: ...
 
 class Split(_message.Message):
-    __slots__ = ("namespace", "name", "hosts", "backends", "cookie", "endpoint_affinity", "matches", "debug_headers", "observed_generation", "endpoint_points", "key_header", "assignment", "persistent")
+    __slots__ = ("namespace", "name", "hosts", "backends", "cookie", "endpoint_affinity", "matches", "debug_headers", "observed_generation", "endpoint_points", "key_header", "assignment", "persistent", "first_generation")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +96,7 @@ class Split(_message.Message):
     KEY_HEADER_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     PERSISTENT_FIELD_NUMBER: _ClassVar[int]
+    FIRST_GENERATION_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     hosts: _containers.RepeatedScalarFieldContainer[str]
@@ -109,7 +110,8 @@ class Split(_message.Message):
     key_header: str
     assignment: Assignment
     persistent: bool
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., backends: _Optional[_Iterable[_Union[Backend, _Mapping]]] = ..., cookie: _Optional[_Union[Cookie, _Mapping]] = ..., endpoint_affinity: _Optional[bool] = ..., matches: _Optional[_Iterable[_Union[Match, _Mapping]]] = ..., debug_headers: _Optional[bool] = ..., observed_generation: _Optional[int] = ..., endpoint_points: _Optional[int] = ..., key_header: _Optional[str] = ..., assignment: _Optional[_Union[Assignment, _Mapping]] = ..., persistent: _Optional[bool] = ...) -> None: ...
+    first_generation: int
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., backends: _Optional[_Iterable[_Union[Backend, _Mapping]]] = ..., cookie: _Optional[_Union[Cookie, _Mapping]] = ..., endpoint_affinity: _Optional[bool] = ..., matches: _Optional[_Iterable[_Union[Match, _Mapping]]] = ..., debug_headers: _Optional[bool] = ..., observed_generation: _Optional[int] = ..., endpoint_points: _Optional[int] = ..., key_header: _Optional[str] = ..., assignment: _Optional[_Union[Assignment, _Mapping]] = ..., persistent: _Optional[bool] = ..., first_generation: _Optional[int] = ...) -> None: ...
 
 class Assignment(_message.Message):
     __slots__ = ("slots", "owners", "lengths")

@@ -314,7 +314,9 @@ def _fallback_clusters(split: CompiledSplit, generation: int, key: str) -> route
 
 def route_configuration(gen: Generation | None) -> route_pb2.RouteConfiguration:
     """The one route configuration; `None` (no generation held yet) gives only the 404 default host."""
-    return _route_configuration([virtual_host(s, gen.number) for s in gen.splits] if gen is not None else [])
+    if gen is None:
+        return _route_configuration([])
+    return _route_configuration([virtual_host(s, s.first_generation or gen.number) for s in gen.splits])
 
 
 def _route_configuration(vhosts: list[route_components_pb2.VirtualHost]) -> route_pb2.RouteConfiguration:
@@ -473,10 +475,11 @@ class ResourceBuilder:
     """`resources`, `serving` and `transition` for the publisher, packed, reusing what it built for an equal compiled
     split (content-addressed: the key is the `CompiledSplit` value, so a split whose compiled form did not change
     costs a dictionary lookup). A split's clusters and endpoints depend on its form only; its virtual host also on
-    the generation number (the fallback routes disclose it), so those are reused within a publish (transition, then
-    the swap) and for the held generation of the next publish. Each call keeps only what it used (the held, new and
-    draining generations), and it keeps packed bytes, the same objects the ADS snapshot holds. The packed messages
-    are shared between results and must not be mutated. Unpacked, a result equals the plain function's."""
+    the generation number the fallback routes disclose (the split's first carrying generation, else the
+    generation's own), so a split carried on unchanged keeps its virtual host across publishes. Each call keeps only
+    what it used (the held, new and draining generations), and it keeps packed bytes, the same objects the ADS
+    snapshot holds. The packed messages are shared between results and must not be mutated. Unpacked, a result
+    equals the plain function's."""
 
     def __init__(self) -> None:
         self._last = _Used()
@@ -521,10 +524,10 @@ class ResourceBuilder:
         if gen is not None:
             self._add_clusters(gen, used, clusters, endpoints)
             for s in gen.splits:
-                key = (s, gen.number)
+                key = (s, s.first_generation or gen.number)
                 vh = used.vhosts.get(key) or self._last.vhosts.get(key)
                 if vh is None:
-                    vh = virtual_host(s, gen.number).SerializeToString(deterministic=True)
+                    vh = virtual_host(s, key[1]).SerializeToString(deterministic=True)
                 used.vhosts[key] = vh
                 hosts.append(vh)
         return PackedResources(clusters, endpoints, {ROUTE_CONFIG_NAME: _packed_routes(hosts)})

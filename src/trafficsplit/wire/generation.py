@@ -11,7 +11,7 @@ checked before anything is built (counts of core/limits.py, the gateway's own cl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import ParamSpec, TypeVar
 
@@ -32,10 +32,15 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 
-def generation_to_proto(gen: Generation, origin: str = "") -> pb.Generation:
+def generation_to_proto(gen: Generation, origin: str = "", first: Mapping[str, int] | None = None) -> pb.Generation:
     """The publish payload for a numbered generation (the operator's side); the one way a generation leaves the
-    operator, and `generation_from_proto` the one way back (the dataplane's receiver, the operator's seeding)."""
-    return pb.Generation(number=gen.number, splits=[split_to_proto(s) for s in gen.splits], origin=origin)
+    operator, and `generation_from_proto` the one way back (the dataplane's receiver, the operator's seeding).
+    `first`: per split key, the first generation number that carried its current spec (else the split's own)."""
+    msg = pb.Generation(number=gen.number, splits=[split_to_proto(s) for s in gen.splits], origin=origin)
+    if first:
+        for m, s in zip(msg.splits, gen.splits, strict=True):
+            m.first_generation = first.get(s.key, 0)
+    return msg
 
 
 def split_to_proto(split: CompiledSplit) -> pb.Split:
@@ -61,6 +66,7 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
         observed_generation=split.observed_generation,
         key_header=split.key_header or "",
         persistent=split.persistent,
+        first_generation=split.first_generation,
     )
     if split.table is not None:
         out.assignment.CopyFrom(
@@ -96,10 +102,19 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
     return out
 
 
-def generation_from_proto(msg: pb.Generation) -> Generation:
+def split_index(msg: pb.Generation, gen: Generation) -> dict[bytes, CompiledSplit]:
+    """Each split of a generation by its message's bytes, for `generation_from_proto(..., known=)`: the held
+    generation's splits, which the next publish mostly carries unchanged. `gen` must be `msg`'s own conversion."""
+    return {m.SerializeToString(deterministic=True): s for m, s in zip(msg.splits, gen.splits, strict=True)}
+
+
+def generation_from_proto(msg: pb.Generation, known: Mapping[bytes, CompiledSplit] | None = None) -> Generation:
     """The core generation a publish carries; raises SpecError naming every problem (the dataplane's side).
 
-    Counts are checked before items, so a hostile message costs time proportional to the limits, not to its size."""
+    Counts are checked before items, so a hostile message costs time proportional to the limits, not to its size.
+    `known` (`split_index` of the held generation): a split whose bytes are a held split's is that split, already
+    checked and compiled, so a publish that changes one split among 1,000 compiles one (the generation-wide checks
+    still run on the whole)."""
     if len(msg.splits) > MAX_SPLITS:
         raise SpecError([f"splits: {len(msg.splits)} splits, at most {MAX_SPLITS} are allowed"])
     problems: list[str] = []
@@ -107,7 +122,9 @@ def generation_from_proto(msg: pb.Generation) -> Generation:
         problems.append(f"origin: {len(msg.origin)} characters, at most {MAX_ORIGIN} are allowed")
     splits: list[CompiledSplit] = []
     for i, s in enumerate(msg.splits):
-        split = _split_from_proto(s, f"splits[{i}]", problems)
+        split = known.get(s.SerializeToString(deterministic=True)) if known else None
+        if split is None:
+            split = _split_from_proto(s, f"splits[{i}]", problems)
         if split is not None:
             splits.append(split)
     if problems:
@@ -228,6 +245,7 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
         key_header=s.key_header or None,
         table=table,
         persistent=s.persistent,
+        first_generation=s.first_generation,
     )
 
 
