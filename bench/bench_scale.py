@@ -83,7 +83,9 @@ def one_publish(dp: Dataplane, number: int, n: int, changed: int | None, timeout
     t0 = time.perf_counter()
     gen = compile_all(number, n, dp.backends, changed)
     t1 = time.perf_counter()
-    msg = generation_to_proto(gen, origin="bench")
+    # As the operator sends it: each split's first carrying number (the changed one's is this number).
+    first = {s.key: number if i == changed else 1 for i, s in enumerate(gen.splits)}
+    msg = generation_to_proto(gen, origin="bench", first=first)
     assert dp.envoy.proc is not None
     cpu0 = (cpu_s(dp.processor.pid), cpu_s(dp.envoy.proc.pid))
     t2 = time.perf_counter()
