@@ -377,3 +377,38 @@ def test_a_held_generation_seeds_last_good_forms_only_for_the_same_split() -> No
     d = desired_state([ts("a", spec(), 3, carried)], services, slices, seeded)
     assert d.unsure == () and d.content.splits == (forms["shop/a"],) and d.outcomes["shop/a"].kept
     assert d.last_good == {"shop/a": forms["shop/a"]}
+
+
+def test_a_pass_recompiles_only_the_splits_whose_inputs_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the engine's memo, a flip of one split among several compiles that one (and an endpoint change compiles
+    the splits that use it), and the result equals a pass without the memo."""
+    from trafficsplit.core import reconcile
+    from trafficsplit.core.compiled import compile_split as real
+
+    compiled: list[str] = []
+
+    def counting(spec: Any, *args: Any) -> Any:
+        compiled.append(spec.name)
+        return real(spec, *args)
+
+    monkeypatch.setattr(reconcile, "compile_split", counting)
+    services, slices = full_world()
+    hosts = {n: [f"{n}.example"] for n in ("a", "b", "c")}
+    objs = [ts(n, spec(hosts=hosts[n])) for n in ("a", "b", "c")]
+    memo = reconcile.CompileMemo()
+    first = desired_state(objs, services, slices, {}, memo=memo)
+    assert sorted(compiled) == ["a", "b", "c"]
+    compiled.clear()
+    objs[1] = ts("b", spec("stable=0,canary=100", hosts=hosts["b"]), generation=2)
+    second = desired_state(objs, services, slices, first.last_good, memo=memo)
+    assert compiled == ["b"]
+    assert second.content == desired_state(objs, services, slices, first.last_good).content
+    compiled.clear()
+    services, slices = world(
+        svc("shop-stable"),
+        svc("shop-canary"),
+        eps("shop-stable", {"10.0.0.1": True, "10.0.0.2": True}),  # 10.0.0.2 became ready: every split uses it
+        eps("shop-canary", {"10.0.1.1": True}),
+    )
+    desired_state(objs, services, slices, second.last_good, memo=memo)
+    assert sorted(compiled) == ["a", "b", "c"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from trafficsplit.core.compiled import CompiledSplit, Generation, GenerationContent
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.reconcile import Desired, desired_state, seed_last_good
+from trafficsplit.core.reconcile import CompileMemo, Desired, desired_state, seed_last_good
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, SplitObject, referenced_services, slices_by_service
 from trafficsplit.core.status import EventIntent, PublishView, SplitStatus, StatusResult, compute_status
 from trafficsplit.operator.cluster import (
@@ -191,6 +191,7 @@ class Engine:
         self._publishing = Publishing()
         self._last_good: dict[str, CompiledSplit] = {}
         self._held = HeldForms()
+        self._memo = CompileMemo()  # a pass recompiles only the splits whose spec, endpoints or table changed
         self._status = StatusWriter(status_sink) if status_sink is not None else None
         self._replicas: tuple[Replica, ...] | None = None
         self._dirty = asyncio.Event()
@@ -291,6 +292,7 @@ class Engine:
             self._last_good,
             static=self.settings.static,
             held_tables={k: f.table for k, f in self._held_forms().items() if f.table is not None},
+            memo=self._memo,
         )
 
     def _held_forms(self) -> Mapping[str, CompiledSplit]:

@@ -75,6 +75,34 @@ class Desired:
     unsure: tuple[str, ...]  # split keys the replicas may hold in a better form than `served` gives them
 
 
+_MemoKey = tuple[SplitSpec, tuple[tuple[str, tuple[Endpoint, ...]], ...], int, SlotTable | None]
+
+
+class CompileMemo:
+    """`compile_split` results of the last pass by their inputs (spec value, endpoints, metadata.generation, slot
+    table): a pass recompiles only the splits whose inputs changed, so one flip among 1,000 splits compiles one. The
+    engine owns one; each pass keeps only what it used (bounded by the splits there are)."""
+
+    __slots__ = ("_last", "_used")
+
+    def __init__(self) -> None:
+        self._last: dict[_MemoKey, CompiledSplit] = {}
+        self._used: dict[_MemoKey, CompiledSplit] = {}
+
+    def compile(
+        self, spec: SplitSpec, endpoints: Mapping[str, tuple[Endpoint, ...]], generation: int, table: SlotTable | None
+    ) -> CompiledSplit:
+        key = (spec, tuple(endpoints.items()), generation, table)
+        got = self._used.get(key) or self._last.get(key)
+        if got is None:
+            got = compile_split(spec, endpoints, generation, table)
+        self._used[key] = got
+        return got
+
+    def end_pass(self) -> None:
+        self._last, self._used = self._used, {}
+
+
 def _order(splits: Iterable[SplitObject]) -> list[SplitObject]:
     # The oldest split keeps a contested host (as Gateway API resolves conflicts); the key breaks ties.
     return sorted(splits, key=lambda s: (s.created, s.key))
@@ -88,15 +116,20 @@ def desired_state(
     *,
     static: bool = False,
     held_tables: Mapping[str, SlotTable] | None = None,
+    memo: CompileMemo | None = None,
 ) -> Desired:
     """Compile every split that can be compiled; fall back to the last good form for those that cannot.
 
     `static` (local mode): there are no Services; backends use the endpoints the spec lists. `held_tables`: the slot
-    tables (spec.assignment: minimal) of the generation the dataplanes hold, the last source of a table's history."""
+    tables (spec.assignment: minimal) of the generation the dataplanes hold, the last source of a table's history.
+    `memo`: the previous pass's compiled forms, reused where the inputs are equal (the result is the same)."""
     candidates: list[tuple[SplitObject, Outcome]] = []
     held = held_tables or {}
+    memo = memo or CompileMemo()
     for obj in _order(splits):
-        candidates.append((obj, _outcome(obj, services, slices, last_good.get(obj.key), static, held.get(obj.key))))
+        prev = last_good.get(obj.key)
+        candidates.append((obj, _outcome(obj, services, slices, prev, static, held.get(obj.key), memo)))
+    memo.end_pass()
     by_key = {o.served.key: o.served for _, o in candidates if o.served is not None}
     content, rejected = assemble(by_key.values())
     outcomes = {o.key: o for _, o in candidates}
@@ -116,7 +149,8 @@ def _outcome(
     slices: Mapping[tuple[str, str], list[SliceInfo]],
     prev: CompiledSplit | None,
     static: bool,
-    held_table: SlotTable | None = None,
+    held_table: SlotTable | None,
+    memo: CompileMemo,
 ) -> Outcome:
     """One split: compiled now, or its last good form `prev` (or a stand-in) with the reason it cannot be."""
     base = Outcome(key=obj.key, observed_generation=obj.generation, accepted=ACCEPTED, resolved=RESOLVED)
@@ -136,7 +170,7 @@ def _outcome(
         base = replace(base, table_rebuilt=True)
     try:
         endpoints = {**empty, **res.endpoints} if res.missing else res.endpoints
-        compiled = compile_split(spec, endpoints, obj.generation, table)
+        compiled = memo.compile(spec, endpoints, obj.generation, table)
     except SpecError as exc:  # what only the resolved endpoints can break (core/limits.py: MAX_ENDPOINTS)
         refused = Verdict(False, Reason.ENDPOINTS_REFUSED, "; ".join(exc.problems))
         return replace(base, resolved=refused, spec=spec, resolution=res, served=prev, kept=prev is not None)
