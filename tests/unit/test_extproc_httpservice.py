@@ -196,7 +196,7 @@ def test_a_processor_error_is_a_500_counted_as_over_grpc() -> None:
         def broken(*args: object, **kw: object) -> None:
             raise RuntimeError("bug")
 
-        processor._decide = broken  # type: ignore[method-assign,assignment]
+        processor._decide = broken  # type: ignore[method-assign]
         await c.send(post(body_for()))
         assert (await c.response())[0] == 500  # Envoy fails open on it (failure_mode_allow)
         await c.send(post(body_for()))

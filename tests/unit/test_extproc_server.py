@@ -91,11 +91,11 @@ def test_the_http_transport_serves_ext_proc_on_its_own_socket_and_leaves_ads_and
             writer.close()
             # ext_proc is not served twice: the gRPC socket answers ADS and health, not ExternalProcessor.
             async with grpc.aio.insecure_channel(f"unix:{sock}") as ch:
-                call = ch.stream_unary("/envoy.service.ext_proc.v3.ExternalProcessor/Process")
+                call = ch.stream_unary("/envoy.service.ext_proc.v3.ExternalProcessor/Process", None, None)
                 with pytest.raises(grpc.aio.AioRpcError) as err:
                     await call(iter([b""]))
                 assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
-                health = ch.unary_unary("/grpc.health.v1.Health/Check")
+                health = ch.unary_unary("/grpc.health.v1.Health/Check", None, None)
                 assert await health(health_pb2.HealthCheckRequest().SerializeToString()) is not None
             sample = dp.metrics.registry.get_sample_value
             assert sample("trafficsplit_extproc_transport", {"transport": "http"}) == 1
