@@ -101,7 +101,7 @@ def _metric_sum(dp: Dataplane, name: str, **labels: str) -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_sticky_sessions_mint_a_cookie_and_stay_on_the_core_pick(dataplane: Dataplane) -> None:
+def test_sticky_sessions_mint_a_cookie_and_stay_on_the_core_pick(dataplane: Dataplane, transport: str) -> None:
     dataplane.publish([split_doc(HOST, {"stable": 50, "canary": 50}, sticky=True)])
     # A request Envoy failed open (the processor's reply later than message_timeout: a loaded machine) went to the
     # fallback route, which pins the cookie by Envoy's own hash, not the core's (docs/dataplane.md). Such requests
@@ -134,7 +134,8 @@ def test_sticky_sessions_mint_a_cookie_and_stay_on_the_core_pick(dataplane: Data
     # One processor message per request: the cookie rode on dynamic metadata, not a response-phase round trip.
     prefix = "http.trafficsplit.ext_proc.trafficsplit."
     assert dataplane.envoy.stat(prefix + "stream_msgs_sent") == sent
-    assert dataplane.envoy.stat(prefix + "streams_started") == sent
+    if transport == "grpc":  # http_service has no streams: one POST per message
+        assert dataplane.envoy.stat(prefix + "streams_started") == sent
 
 
 def test_envoy_holds_the_generation_number_as_its_xds_version(dataplane: Dataplane) -> None:
@@ -439,7 +440,9 @@ def test_a_first_generation_envoy_rejects_is_refused_on_every_retry(dataplane: D
 
 @pytest.mark.slow
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_hung_processor_fails_open_within_the_message_timeout_and_resumes_on_sigcont(dataplane: Dataplane) -> None:
+def test_a_hung_processor_fails_open_within_the_message_timeout_and_resumes_on_sigcont(
+    dataplane: Dataplane, transport: str
+) -> None:
     """SIGSTOP: the processor holds its sockets but answers nothing. Envoy waits `message_timeout` per request, then
     routes it by the native fallback; no request fails. On SIGCONT the processor decides again."""
     dataplane.publish([split_doc(HOST, {"stable": 70, "canary": 30}, sticky=True)])
@@ -458,7 +461,10 @@ def test_a_hung_processor_fails_open_within_the_message_timeout_and_resumes_on_s
     assert {s for _, s, _, _ in load.results} == {200}
     stopped = [d for t, _, _, d in load.results if t_stopped + 1.5 < t < t_resumed]
     assert stopped and all(d is not None and d.endswith("path=fallback") for d in stopped), stopped[:3]
-    assert dataplane.envoy.stat("http.trafficsplit.ext_proc.trafficsplit.message_timeouts") >= len(stopped)
+    # Over gRPC each is a message timeout; over http_service the POST's own timeout (the same value) often fires
+    # first (Envoy counts a 504, `http_not_ok_resp_received`): both are failing open.
+    counter = "message_timeouts" if transport == "grpc" else "failure_mode_allowed"
+    assert dataplane.envoy.stat(f"http.trafficsplit.ext_proc.trafficsplit.{counter}") >= len(stopped)
     last = [d for _, _, _, d in load.results[-200:]]
     assert all(d is not None and d.endswith("path=weighted") for d in last)
 
