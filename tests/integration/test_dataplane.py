@@ -19,6 +19,7 @@ import pytest
 from scipy.stats import binomtest, chisquare
 
 from tests.support.dataplane import (
+    TRANSPORTS,
     Dataplane,
     LinkCutter,
     Load,
@@ -34,7 +35,9 @@ from trafficsplit.core.decide import pick_backend
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.plan import plan
 from trafficsplit.core.weights import Weights
+from trafficsplit.extproc.httpservice import DEFAULT_MAX_BODY_BYTES
 from trafficsplit.v1alpha1 import publish_pb2 as pb
+from trafficsplit.wire.bootstrap import EXTPROC_HTTP_PATH
 
 pytestmark = [pytest.mark.envoy]
 
@@ -63,6 +66,7 @@ def core_pick(dp: Dataplane, key: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_non_sticky_split_follows_the_weights(dataplane: Dataplane) -> None:
     dataplane.publish([split_doc(HOST, {"stable": 90, "canary": 10}, debug=False)])
     n = 20_000
@@ -96,7 +100,8 @@ def _metric_sum(dp: Dataplane, name: str, **labels: str) -> float:
 
 
 @pytest.mark.slow
-def test_sticky_sessions_mint_a_cookie_and_stay_on_the_core_pick(dataplane: Dataplane) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_sticky_sessions_mint_a_cookie_and_stay_on_the_core_pick(dataplane: Dataplane, transport: str) -> None:
     dataplane.publish([split_doc(HOST, {"stable": 50, "canary": 50}, sticky=True)])
     # A request Envoy failed open (the processor's reply later than message_timeout: a loaded machine) went to the
     # fallback route, which pins the cookie by Envoy's own hash, not the core's (docs/dataplane.md). Such requests
@@ -129,7 +134,8 @@ def test_sticky_sessions_mint_a_cookie_and_stay_on_the_core_pick(dataplane: Data
     # One processor message per request: the cookie rode on dynamic metadata, not a response-phase round trip.
     prefix = "http.trafficsplit.ext_proc.trafficsplit."
     assert dataplane.envoy.stat(prefix + "stream_msgs_sent") == sent
-    assert dataplane.envoy.stat(prefix + "streams_started") == sent
+    if transport == "grpc":  # http_service has no streams: one POST per message
+        assert dataplane.envoy.stat(prefix + "streams_started") == sent
 
 
 def test_envoy_holds_the_generation_number_as_its_xds_version(dataplane: Dataplane) -> None:
@@ -220,6 +226,7 @@ def test_clusters_added_and_withdrawn_repeatedly_under_load_have_no_errors(datap
     assert not failed, [min((abs(t - m), what, round(t - m, 3)) for what, m in marks)[1:] for t in failed]
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_bad_cookies_re_session_and_duplicates_take_the_first_valid(dataplane: Dataplane) -> None:
     dataplane.publish([split_doc(HOST, {"stable": 50, "canary": 50}, sticky=True)])
     bad = ["ts=", "ts=" + "a" * 300, 'ts="x', "ts=a,b", "ts=a b", "ts", "ts=\\x"]
@@ -236,6 +243,7 @@ def test_bad_cookies_re_session_and_duplicates_take_the_first_valid(dataplane: D
 
 
 @pytest.mark.parametrize("processor_up", [True, False])
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_forged_routing_header_is_ignored(dataplane: Dataplane, processor_up: bool) -> None:
     dataplane.publish([split_doc(HOST, {"stable": 100, "canary": 0}, sticky=True, endpoint_affinity=True)])
     if not processor_up:
@@ -256,6 +264,7 @@ def test_a_forged_routing_header_is_ignored(dataplane: Dataplane, processor_up: 
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_processor_killed_under_load_fails_open_by_weight_and_restart_resumes_stickiness(
     dataplane: Dataplane,
 ) -> None:
@@ -331,6 +340,7 @@ def test_invalid_and_envoy_rejected_generations_are_refused_whole(dataplane: Dat
     assert {dataplane.get(HOST).backend for _ in range(10)} == {"canary"}
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_health_and_metrics(dataplane: Dataplane) -> None:
     proc = dataplane.processor
     assert proc.health() == 2  # NOT_SERVING: no generation held yet
@@ -429,7 +439,10 @@ def test_a_first_generation_envoy_rejects_is_refused_on_every_retry(dataplane: D
 
 
 @pytest.mark.slow
-def test_a_hung_processor_fails_open_within_the_message_timeout_and_resumes_on_sigcont(dataplane: Dataplane) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_hung_processor_fails_open_within_the_message_timeout_and_resumes_on_sigcont(
+    dataplane: Dataplane, transport: str
+) -> None:
     """SIGSTOP: the processor holds its sockets but answers nothing. Envoy waits `message_timeout` per request, then
     routes it by the native fallback; no request fails. On SIGCONT the processor decides again."""
     dataplane.publish([split_doc(HOST, {"stable": 70, "canary": 30}, sticky=True)])
@@ -448,7 +461,10 @@ def test_a_hung_processor_fails_open_within_the_message_timeout_and_resumes_on_s
     assert {s for _, s, _, _ in load.results} == {200}
     stopped = [d for t, _, _, d in load.results if t_stopped + 1.5 < t < t_resumed]
     assert stopped and all(d is not None and d.endswith("path=fallback") for d in stopped), stopped[:3]
-    assert dataplane.envoy.stat("http.trafficsplit.ext_proc.trafficsplit.message_timeouts") >= len(stopped)
+    # Over gRPC each is a message timeout; over http_service the POST's own timeout (the same value) often fires
+    # first (Envoy counts a 504, `http_not_ok_resp_received`): both are failing open.
+    counter = "message_timeouts" if transport == "grpc" else "failure_mode_allowed"
+    assert dataplane.envoy.stat(f"http.trafficsplit.ext_proc.trafficsplit.{counter}") >= len(stopped)
     last = [d for _, _, _, d in load.results[-200:]]
     assert all(d is not None and d.endswith("path=weighted") for d in last)
 
@@ -490,3 +506,46 @@ def test_a_broken_ads_stream_fails_no_request_and_a_publish_meanwhile_is_not_rea
     late = [(b, d or "") for t, _, b, d in load.results if t > t_taken + 0.2]
     assert late and {b for b, _ in late} <= {"stable", "fresh"} and all(new in d for _, d in late), late[:3]
     assert "fresh" not in {b for t, _, b, _ in load.results if t < t_taken - 1}
+
+
+@pytest.mark.parametrize("transport", ["http"])
+def test_http_service_bounds_hold_and_a_refused_caller_disturbs_no_request(dataplane: Dataplane) -> None:
+    """The experimental http_service transport: a client's largest headers still reach the processor and are decided;
+    a caller on the processor's socket that is not Envoy (bad JSON, an oversized body, wrong method, garbage) is
+    refused and counted, and the gateway keeps deciding meanwhile."""
+    dataplane.publish([split_doc(HOST, {"stable": 50, "canary": 50}, sticky=True)])
+    # Near Envoy's own 60 KiB header limit: base64 in JSON, still within the processor's body bound.
+    big = dataplane.get(HOST, headers={"x-filler": "f" * 50_000, "cookie": "other=" + "c" * 4000})
+    assert big.status == 200 and decision(big).endswith("key=minted; path=weighted"), big.headers
+    minted = big.cookie("ts")
+    assert minted is not None and big.backend == core_pick(dataplane, minted)
+
+    async def misbehave() -> list[bytes]:
+        path = EXTPROC_HTTP_PATH.encode()
+        sent = [
+            b"POST %s HTTP/1.1\r\ncontent-length: 5\r\n\r\n{nope" % path,
+            b"POST %s HTTP/1.1\r\ncontent-length: %d\r\n\r\n" % (path, 2 * DEFAULT_MAX_BODY_BYTES),
+            b"GET %s HTTP/1.1\r\n\r\n" % path,
+            b"\x00\x01 garbage\r\n\r\n",
+        ]
+        answers = []
+        for data in sent:
+            reader, writer = await asyncio.open_unix_connection(str(dataplane.processor.http_socket))
+            writer.write(data)
+            await writer.drain()
+            answers.append((await asyncio.wait_for(reader.readline(), 10)).strip())
+            writer.close()
+        return answers
+
+    assert asyncio.run(misbehave()) == [
+        b"HTTP/1.1 400 Bad Request",
+        b"HTTP/1.1 413 Content Too Large",
+        b"HTTP/1.1 405 Method Not Allowed",
+        b"",  # closed unanswered
+    ]
+    for reason in ("bad_request", "too_large", "method_not_allowed", "malformed_http"):
+        assert _metric_sum(dataplane, "trafficsplit_extproc_http_rejected_total", reason=reason) == 1, reason
+    r = dataplane.get(HOST, headers={"cookie": f"ts={minted}"})
+    assert (r.status, r.backend) == (200, core_pick(dataplane, minted))
+    assert decision(r).endswith("key=cookie; path=weighted")
+    assert dataplane.envoy.stat("http.trafficsplit.ext_proc.trafficsplit.failure_mode_allowed") == 0

@@ -57,7 +57,7 @@ from trafficsplit.core.spec import parse_split
 from trafficsplit.operator.publisher import ClientTlsFiles
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
-from trafficsplit.wire.bootstrap import LISTENER_NAME, Address, BootstrapOptions, bootstrap_json
+from trafficsplit.wire.bootstrap import LISTENER_NAME, Address, BootstrapOptions, ExtProcTransport, bootstrap_json
 from trafficsplit.wire.command import envoy_args, local_envoy
 from trafficsplit.wire.envoy import DECISION_HEADER, ROUTING_HEADER
 from trafficsplit.wire.generation import generation_to_proto
@@ -284,8 +284,11 @@ class Processor:
         replica: str = "test-replica",
         extra: Sequence[str] = (),
         pythonpath: str = PYTHONPATH,
+        transport: str = "grpc",
     ) -> None:
         self.workdir = workdir
+        self.transport = ExtProcTransport(transport)  # how Envoy reaches ext_proc: gRPC, or http_service (experimental)
+        self.http_socket = workdir / "extproc-http.sock"
         self.pythonpath = pythonpath  # bench: another source tree's processor side by side
         self.token = token
         self.token_file = workdir / "token"
@@ -304,9 +307,21 @@ class Processor:
     def listen(self) -> str:
         return f"unix:{self.socket}"
 
+    @property
+    def extproc_address(self) -> Address:
+        """Where Envoy sends ext_proc: the gRPC socket, or the http_service server's beside it."""
+        http = self.transport is ExtProcTransport.HTTP
+        return Address(path=str(self.http_socket if http else self.socket))
+
+    def _transport_args(self) -> list[str]:
+        if self.transport is ExtProcTransport.GRPC:
+            return []
+        return ["--ext-proc-transport", "http", "--ext-proc-http-listen", f"unix:{self.http_socket}"]
+
     def start(self) -> Processor:
         self.ports_file.unlink(missing_ok=True)
         self.socket.unlink(missing_ok=True)
+        self.http_socket.unlink(missing_ok=True)
         env = {**os.environ, "PYTHONPATH": self.pythonpath}
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
@@ -328,6 +343,7 @@ class Processor:
                     str(self.ports_file),
                     "--drain-seconds",
                     "0",
+                    *self._transport_args(),
                     *self.extra,
                 ],
                 stdout=log,
@@ -812,28 +828,32 @@ class Dataplane:
         bootstrap: Mapping[str, Any] | None = None,
         ads_via: Address | None = None,
         processor_pythonpath: str = PYTHONPATH,
+        transport: str = "grpc",
     ) -> Dataplane:
         """Start the processor, then Envoy bootstrapped onto its socket (the processor is killed if Envoy fails).
         Units of one gateway share `token` and differ by `replica`, which is also Envoy's node id. `bootstrap`: more
         `BootstrapOptions` fields (edge settings such as `xff_num_trusted_hops` or `max_connections`). `ads_via`: Envoy
-        reaches ADS at this address instead (a `LinkCutter` in front of the processor's socket)."""
+        reaches ADS at this address instead (a `LinkCutter` in front of the processor's socket). `transport`: how Envoy
+        calls ext_proc (grpc, or http: the experimental http_service)."""
         processor = Processor(
             workdir,
             token=token or secrets.token_hex(16),
             replica=replica,
             extra=extra_processor_args,
             pythonpath=processor_pythonpath,
+            transport=transport,
         ).start()
         local = Address(path=str(processor.socket))
         config = bootstrap_json(
             BootstrapOptions(
                 node_id=replica,
                 listen=Address("127.0.0.1", 0),
-                extproc=local,
+                extproc=processor.extproc_address,
                 ads=ads_via or local,
                 admin=Address("127.0.0.1", 0),
                 message_timeout_ms=message_timeout_ms,
                 access_log=str(workdir / "gateway.access.log"),
+                extproc_transport=processor.transport,
                 **(bootstrap or {}),
             )
         )
@@ -863,9 +883,19 @@ def name_backends() -> Iterator[NameBackends]:
 
 
 @pytest.fixture
-def dataplane(name_backends: NameBackends) -> Iterator[Dataplane]:
+def transport() -> str:
+    """The `dataplane` fixture's ext_proc transport; a test runs over both with
+    `@pytest.mark.parametrize("transport", TRANSPORTS)`."""
+    return "grpc"
+
+
+TRANSPORTS = ("grpc", "http")
+
+
+@pytest.fixture
+def dataplane(name_backends: NameBackends, transport: str) -> Iterator[Dataplane]:
     with tempfile.TemporaryDirectory(prefix="ts-dataplane-") as d:
-        dp = Dataplane.start(Path(d), name_backends)
+        dp = Dataplane.start(Path(d), name_backends, transport=transport)
         try:
             yield dp
         finally:

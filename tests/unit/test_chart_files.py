@@ -112,12 +112,26 @@ def test_defaults_validate_against_the_schema_and_a_bad_value_does_not() -> None
         jsonschema.validate(values, schema)
 
 
-def test_chart_bootstrap_is_what_the_extproc_prints(tmp_path: Path) -> None:
-    # One place configures Envoy and the extproc together (trafficsplit.wire.bootstrap); the chart ships its output.
-    fresh = tmp_path / "envoy-bootstrap.json"
-    subprocess.run(["bash", str(ROOT / "hack/gen-chart-bootstrap.sh"), str(fresh)], check=True)
-    committed = CHART / "files/envoy-bootstrap.json"
-    assert committed.read_text() == fresh.read_text(), "stale: run hack/gen-chart-bootstrap.sh"
+@pytest.mark.parametrize(
+    ("transport", "name"), [("grpc", "envoy-bootstrap.json"), ("http", "envoy-bootstrap-http.json")]
+)
+def test_chart_bootstrap_is_what_the_extproc_prints(tmp_path: Path, transport: str, name: str) -> None:
+    # One place configures Envoy and the extproc together (trafficsplit.wire.bootstrap); the chart ships its output,
+    # once per ext_proc transport (gateway.extproc.transport picks the file).
+    fresh = tmp_path / name
+    subprocess.run(["bash", str(ROOT / "hack/gen-chart-bootstrap.sh"), str(fresh), transport], check=True)
+    committed = CHART / "files" / name
+    assert committed.read_text() == fresh.read_text(), f"stale: run hack/gen-chart-bootstrap.sh '' {transport}"
+
+
+def test_chart_transport_default_is_grpc_and_its_choices_the_extprocs() -> None:
+    from trafficsplit.wire.bootstrap import BootstrapOptions, ExtProcTransport
+
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert values["gateway"]["extproc"]["transport"] == BootstrapOptions.extproc_transport.value == "grpc"
+    enum = schema["properties"]["gateway"]["properties"]["extproc"]["properties"]["transport"]["enum"]
+    assert enum == [t.value for t in ExtProcTransport]
 
 
 def test_examples_are_valid_splits() -> None:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import urllib.parse
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from envoy.config.cluster.v3 import cluster_pb2
@@ -21,7 +22,15 @@ from google.protobuf.message import Message
 from trafficsplit.core.compiled import Endpoint, Generation, assemble_generation, compile_split
 from trafficsplit.core.spec import parse_split
 from trafficsplit.wire import envoy
-from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json
+from trafficsplit.wire.bootstrap import (
+    EXTPROC_HTTP_PATH,
+    EXTPROC_HTTP_URI,
+    Address,
+    BootstrapOptions,
+    ExtProcTransport,
+    bootstrap_json,
+)
+from trafficsplit.wire.reserved import ADS_CLUSTER, EXTPROC_CLUSTER
 
 GOLDEN = Path(__file__).parent / "golden"
 M = TypeVar("M", bound=Message)
@@ -341,3 +350,55 @@ def test_first_generation_crosses_the_publish_api_and_is_bounded_by_the_number()
     msg.splits[0].first_generation = 6
     with pytest.raises(SpecError, match=r"splits\[0\]\.first_generation: 6 is not in 0\.\.5"):
         generation_from_proto(msg)
+
+
+def test_the_http_transport_changes_only_the_filters_service_and_the_processors_cluster() -> None:
+    """Everything that makes ext_proc fail open and cost one message is the same for both transports; only how Envoy
+    reaches the processor differs: http_service to an HTTP/1.1 cluster, with the message timeout as its own."""
+    base = {"node_id": "n", "listen": Address(), "ads": Address(path="/s/extproc.sock"), "admin": Address()}
+    grpc_doc = json.loads(bootstrap_json(BootstrapOptions(**base, extproc=Address(path="/s/extproc.sock"))))  # type: ignore[arg-type]
+    http_opts = BootstrapOptions(
+        **base,  # type: ignore[arg-type]
+        extproc=Address(path="/s/extproc-http.sock"),
+        extproc_transport=ExtProcTransport.HTTP,
+        message_timeout_ms=250,
+    )
+    http_doc = json.loads(bootstrap_json(http_opts))
+
+    def ext_proc(doc: dict[str, Any]) -> dict[str, Any]:
+        hcm = doc["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        f: dict[str, Any] = hcm["http_filters"][0]["typed_config"]
+        return f
+
+    g, h = ext_proc(grpc_doc), ext_proc(http_doc)
+    assert g.pop("grpc_service") == {"envoy_grpc": {"cluster_name": EXTPROC_CLUSTER}}
+    assert h.pop("http_service") == {
+        "http_service": {"http_uri": {"uri": EXTPROC_HTTP_URI, "cluster": EXTPROC_CLUSTER, "timeout": "0.250s"}}
+    }
+    assert h.pop("message_timeout") == "0.250s" and g.pop("message_timeout") == "0.200s"
+    assert g == h and h["failure_mode_allow"] is True
+    clusters = {c["name"]: c for c in http_doc["static_resources"]["clusters"]}
+    extproc = clusters[EXTPROC_CLUSTER]
+    assert "typed_extension_protocol_options" not in extproc  # HTTP/1.1
+    endpoint = extproc["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
+    assert endpoint == {"pipe": {"path": "/s/extproc-http.sock"}}
+    assert "http2_protocol_options" in json.dumps(clusters[ADS_CLUSTER])  # ADS stays gRPC
+    grpc_clusters = {c["name"]: c for c in grpc_doc["static_resources"]["clusters"]}
+    assert grpc_clusters[EXTPROC_CLUSTER]["circuit_breakers"] == extproc["circuit_breakers"]
+    assert urllib.parse.urlsplit(EXTPROC_HTTP_URI).path == EXTPROC_HTTP_PATH
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], None),
+        (["--ext-proc-transport", "http", "--listen", "unix:/run/ts/extproc.sock"], "unix:/run/ts/extproc-http.sock"),
+        (["--ext-proc-transport", "http", "--listen", "unix:/run/ts/sock"], "unix:/run/ts/sock-http.sock"),
+        (["--ext-proc-transport", "http", "--listen", "127.0.0.1:9001"], "127.0.0.1:9005"),
+        (["--ext-proc-transport", "http", "--ext-proc-http-listen", "unix:/x"], "unix:/x"),
+    ],
+)
+def test_the_http_socket_sits_beside_the_grpc_one_unless_given(argv: list[str], expected: str | None) -> None:
+    from trafficsplit.extproc.__main__ import ext_proc_http_listen, parse_args
+
+    assert ext_proc_http_listen(parse_args(argv)) == expected

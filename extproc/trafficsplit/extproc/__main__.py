@@ -22,6 +22,7 @@ from typing import Any
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.core.sessions import DEFAULT_IDLE_SECONDS
+from trafficsplit.extproc.httpservice import require_httptools
 from trafficsplit.extproc.server import DataplaneProcessor, Settings
 from trafficsplit.extproc.tls import ServerTlsFiles
 from trafficsplit.wire.bootstrap import (
@@ -30,13 +31,29 @@ from trafficsplit.wire.bootstrap import (
     DEFAULT_MESSAGE_TIMEOUT_MS,
     Address,
     BootstrapOptions,
+    ExtProcTransport,
     bootstrap_json,
 )
+
+# The http_service server's address when --listen is TCP (the chart's): beside 9001-9004, loopback only.
+DEFAULT_EXT_PROC_HTTP_TCP = "127.0.0.1:9005"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m trafficsplit.extproc", description=__doc__.splitlines()[0])
     p.add_argument("--listen", default="127.0.0.1:9001", help="ext_proc + ADS for Envoy: unix:/path or HOST:PORT")
+    p.add_argument(
+        "--ext-proc-transport",
+        choices=[t.value for t in ExtProcTransport],
+        default=ExtProcTransport.GRPC.value,
+        help="how Envoy calls ext_proc: grpc (default), or http: Envoy's http_service, one HTTP/1.1 POST per message "
+        "(experimental: Envoy marks it work-in-progress; docs/dataplane.md); ADS and publish stay on gRPC",
+    )
+    p.add_argument(
+        "--ext-proc-http-listen",
+        help="the http_service server (with --ext-proc-transport http): unix:/path or HOST:PORT; default: the "
+        f"socket beside --listen's (NAME-http.sock) for a Unix --listen, else {DEFAULT_EXT_PROC_HTTP_TCP}",
+    )
     p.add_argument("--publish", default="0.0.0.0:9002", help="publish API + health (HOST:PORT, 0 = any free port)")
     p.add_argument("--metrics", default="127.0.0.1:9003", help="Prometheus metrics (HOST:PORT)")
     p.add_argument("--health", help="plaintext gRPC health only, for the kubelet's probe (HOST:PORT); default: none")
@@ -85,6 +102,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def ext_proc_http_listen(args: argparse.Namespace) -> str | None:
+    """Where the http_service server listens (None with the gRPC transport): given, or beside the gRPC socket."""
+    if args.ext_proc_transport != ExtProcTransport.HTTP.value:
+        return None
+    if args.ext_proc_http_listen:
+        return str(args.ext_proc_http_listen)
+    grpc_listen = Address.parse(args.listen)
+    if grpc_listen.path is None:
+        return DEFAULT_EXT_PROC_HTTP_TCP
+    sock = Path(grpc_listen.path)
+    suffix = sock.suffix or ".sock"
+    return f"unix:{sock.with_name(f'{sock.stem}-http{suffix}')}"
+
+
 def publish_tls(args: argparse.Namespace) -> ServerTlsFiles | None:
     """The publish API's TLS files, or None for plaintext; a plaintext API beyond loopback only when asked for."""
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -115,6 +146,8 @@ async def _serve(settings: Settings) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    transport = ExtProcTransport(args.ext_proc_transport)
+    http_listen = ext_proc_http_listen(args)
     if args.print_bootstrap:
         local = Address.parse(args.listen)
         sys.stdout.write(
@@ -122,17 +155,20 @@ def main(argv: list[str] | None = None) -> int:
                 BootstrapOptions(
                     node_id=args.replica,
                     listen=Address.parse(args.envoy_listen),
-                    extproc=local,
+                    extproc=local if http_listen is None else Address.parse(http_listen),
                     ads=local,
                     admin=Address.parse(args.envoy_admin),
                     message_timeout_ms=args.message_timeout_ms,
                     xff_num_trusted_hops=args.xff_num_trusted_hops,
                     max_heap_bytes=args.max_heap_bytes,
                     max_connections=args.max_connections,
+                    extproc_transport=transport,
                 )
             )
         )
         return 0
+    if transport is ExtProcTransport.HTTP:
+        require_httptools()
     tls = publish_tls(args)
     if args.token_file is None:
         print("--token-file is required: the publish API refuses unauthenticated callers", file=sys.stderr)
@@ -162,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         health=args.health,
         signer=signer,
         session_idle_seconds=args.session_idle_seconds,
+        ext_proc_transport=transport,
+        ext_proc_http_listen=http_listen,
     )
     runner = _runner()
     with contextlib.suppress(KeyboardInterrupt):

@@ -52,6 +52,21 @@ class Metrics:
         self.processor_errors = Counter(
             "trafficsplit_processor_errors", "ext_proc messages the processor could not answer", registry=r
         )
+        # ext_proc over http_service (--ext-proc-transport http): what the server refused before or instead of
+        # `Processor.handle` (decisions, undecided, processor_seconds and processor_errors count as over gRPC).
+        self.extproc_transport = Gauge(
+            "trafficsplit_extproc_transport", "1 for the transport ext_proc is served over", ["transport"], registry=r
+        )
+        self.extproc_http_rejected = Counter(
+            "trafficsplit_extproc_http_rejected",
+            "ext_proc http_service requests refused: bad_request (400), not_found (404), method_not_allowed (405), "
+            "too_large (413), malformed_http (connection closed)",
+            ["reason"],
+            registry=r,
+        )
+        self.extproc_http_connections = Gauge(
+            "trafficsplit_extproc_http_connections", "Open ext_proc http_service connections from Envoy", registry=r
+        )
         # Set to a callback by the server (it needs the running loop): a leak of tasks shows here (the soak reads it).
         self.asyncio_tasks = Gauge("trafficsplit_asyncio_tasks", "asyncio tasks alive in the processor", registry=r)
         self._decided: dict[tuple[str, str, str, str, str], Counter] = {}

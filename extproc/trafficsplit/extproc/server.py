@@ -5,6 +5,10 @@ to us, on a Unix socket or loopback; the publish one (Publisher + health) is for
 and requires the token, over TLS (mTLS with a client CA) when certificates are given. A third, optional, serves only
 gRPC health in plaintext, for the kubelet's probe, which cannot speak TLS. Metrics have their own HTTP port. Health
 is NOT_SERVING until a generation is held, and again from SIGTERM on, while in-flight calls drain.
+
+With `ext_proc_transport` http (experimental), ext_proc leaves the local gRPC server for an HTTP/1.1 server of its
+own (`httpservice`), on its own socket; ADS, the publish API and health stay on gRPC. The ext_proc health service
+then stands for that server: it is listening before SERVING is reported and drains after NOT_SERVING.
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.core.sessions import DEFAULT_IDLE_SECONDS, LiveSessions
 from trafficsplit.extproc.ads import AdsServer
 from trafficsplit.extproc.held import HeldGeneration
+from trafficsplit.extproc.httpservice import HttpExtProcServer
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor, add_to_server
 from trafficsplit.extproc.publisher import Publisher
 from trafficsplit.extproc.tls import ReloadingServerCredentials, ServerTlsFiles
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
-from trafficsplit.wire.bootstrap import Address
+from trafficsplit.wire.bootstrap import Address, ExtProcTransport
 
 log = logging.getLogger(__name__)
 _SERVICES = ("", "trafficsplit.v1alpha1.Publisher", "envoy.service.ext_proc.v3.ExternalProcessor")
@@ -53,6 +58,12 @@ class Settings:
     health: str | None = None  # HOST:PORT of the plaintext health-only server; None: none
     signer: CookieSigner | None = None  # the cookie keys of sticky.mode persistent; None: such splits are refused
     session_idle_seconds: float = DEFAULT_IDLE_SECONDS  # a persistent session is live while served this recently
+    ext_proc_transport: ExtProcTransport = ExtProcTransport.GRPC
+    ext_proc_http_listen: str | None = None  # unix:/path or HOST:PORT of the http_service server (transport http)
+
+    def __post_init__(self) -> None:
+        if self.ext_proc_transport is ExtProcTransport.HTTP and self.ext_proc_http_listen is None:
+            raise ValueError("the http ext_proc transport needs ext_proc_http_listen")
 
 
 class DataplaneProcessor:
@@ -79,6 +90,10 @@ class DataplaneProcessor:
         self._local = grpc.aio.server(options=[("grpc.max_concurrent_streams", 10_000)])
         self._public = grpc.aio.server()
         self._health = grpc.aio.server() if settings.health is not None else None
+        self._http: HttpExtProcServer | None = None
+        if settings.ext_proc_transport is ExtProcTransport.HTTP:
+            self._http = HttpExtProcServer(self.processor, self.metrics)
+        self.metrics.extproc_transport.labels(settings.ext_proc_transport.value).set(1)
         self._tls = ReloadingServerCredentials(settings.tls) if settings.tls is not None else None
         self._metrics_server: Any = None
         self.ports: dict[str, int | str] = {}
@@ -96,7 +111,8 @@ class DataplaneProcessor:
         # Read from the metrics thread: all_tasks copes with the set changing meanwhile (it retries).
         self.metrics.asyncio_tasks.set_function(lambda: len(asyncio.all_tasks(loop)))
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
-        add_to_server(self.processor, self._local)
+        if self._http is None:
+            add_to_server(self.processor, self._local)
         ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(self.ads, self._local)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._local)
         pb_grpc.add_PublisherServicer_to_server(self.publisher, self._public)
@@ -108,6 +124,8 @@ class DataplaneProcessor:
             public_port = self._public.add_insecure_port(s.publish)
         await self._local.start()
         await self._public.start()
+        if self._http is not None and s.ext_proc_http_listen is not None:
+            self.ports["ext_proc_http"] = await self._http.start(s.ext_proc_http_listen)
         if self._health is not None and s.health is not None:
             health_pb2_grpc.add_HealthServicer_to_server(self.health, self._health)
             self.ports["health"] = self._health.add_insecure_port(s.health)
@@ -134,7 +152,8 @@ class DataplaneProcessor:
         await self.health.enter_graceful_shutdown()
         await asyncio.sleep(self.settings.drain_seconds)
         servers = [self._public, self._local, *([self._health] if self._health is not None else [])]
-        await asyncio.gather(*(srv.stop(1.0) for srv in servers))
+        http = [self._http.stop(1.0)] if self._http is not None else []
+        await asyncio.gather(*(srv.stop(1.0) for srv in servers), *http)
         await self.publisher.close()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()

@@ -1,7 +1,8 @@
 """Envoy's static bootstrap for one dataplane unit, as a plain function.
 
 Static on purpose and minimal: the HTTP listener (HTTP connection manager → ext_proc → router, routes from RDS), the
-processor cluster and the ADS cluster (both HTTP/2: gRPC), and admin on loopback. Everything a generation changes
+processor cluster and the ADS cluster (both HTTP/2: gRPC; the processor's is HTTP/1.1 with the experimental
+`http_service` transport, `ExtProcTransport.HTTP`), and admin on loopback. Everything a generation changes
 (backend clusters, endpoints, routes) comes over ADS, so a new backend needs no Envoy restart.
 
 Choices (docs/dataplane.md says why in full):
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from enum import StrEnum
 
 from envoy.config.accesslog.v3 import accesslog_pb2
 from envoy.config.bootstrap.v3 import bootstrap_pb2
@@ -34,6 +36,8 @@ from envoy.config.core.v3 import (
     base_pb2,
     config_source_pb2,
     grpc_service_pb2,
+    http_service_pb2,
+    http_uri_pb2,
     protocol_pb2,
     substitution_format_string_pb2,
 )
@@ -59,6 +63,20 @@ LISTENER_NAME = "trafficsplit_http"
 HCM_STAT_PREFIX = "trafficsplit"
 EXTPROC_STAT_PREFIX = "trafficsplit"
 DEFAULT_MESSAGE_TIMEOUT_MS = 200
+# ext_proc over http_service: the path Envoy posts each message to, and the Host it names (never resolved: the
+# cluster says where the processor is).
+EXTPROC_HTTP_PATH = "/envoy.service.ext_proc.v3.ExternalProcessor/Process"
+EXTPROC_HTTP_URI = f"http://trafficsplit-extproc{EXTPROC_HTTP_PATH}"
+
+
+class ExtProcTransport(StrEnum):
+    """How Envoy calls the processor's ext_proc: gRPC (the default, Envoy's stable API), or one HTTP/1.1 POST per
+    message (`http_service`: experimental, Envoy marks it work-in-progress; docs/dataplane.md)."""
+
+    GRPC = "grpc"
+    HTTP = "http"
+
+
 DEFAULT_ACCESS_LOG = "/dev/stdout"
 
 
@@ -146,6 +164,7 @@ class BootstrapOptions:
     xff_num_trusted_hops: int = 0
     max_heap_bytes: int = DEFAULT_MAX_HEAP_BYTES
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    extproc_transport: ExtProcTransport = ExtProcTransport.GRPC
 
     def __post_init__(self) -> None:
         if not 0 <= self.xff_num_trusted_hops <= 16:
@@ -164,11 +183,11 @@ def _pack(msg: object) -> any_pb2.Any:
 
 def grpc_cluster(name: str, addr: Address) -> cluster_pb2.Cluster:
     """A cluster for a gRPC server of ours: HTTP/2 is mandatory (without it every ext_proc call fails with 500)."""
-    opts = http_protocol_options_pb2.HttpProtocolOptions(
-        explicit_http_config=http_protocol_options_pb2.HttpProtocolOptions.ExplicitHttpConfig(
-            http2_protocol_options=protocol_pb2.Http2ProtocolOptions()
-        )
-    )
+    return _local_cluster(name, addr, http2=True)
+
+
+def _local_cluster(name: str, addr: Address, *, http2: bool) -> cluster_pb2.Cluster:
+    """A cluster for one server of ours in the pod; HTTP/1.1 (Envoy's default) unless `http2`."""
     c = cluster_pb2.Cluster(
         name=name,
         type=cluster_pb2.Cluster.STATIC,
@@ -195,16 +214,33 @@ def grpc_cluster(name: str, addr: Address) -> cluster_pb2.Cluster:
             ]
         ),
     )
-    c.typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].Pack(opts)
+    if http2:
+        opts = http_protocol_options_pb2.HttpProtocolOptions(
+            explicit_http_config=http_protocol_options_pb2.HttpProtocolOptions.ExplicitHttpConfig(
+                http2_protocol_options=protocol_pb2.Http2ProtocolOptions()
+            )
+        )
+        c.typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].Pack(opts)
     return c
 
 
-def ext_proc_filter(message_timeout_ms: int) -> ext_proc_pb2.ExternalProcessor:
+def extproc_cluster(addr: Address, transport: ExtProcTransport) -> cluster_pb2.Cluster:
+    """The processor's ext_proc cluster: gRPC (HTTP/2), or HTTP/1.1 for http_service, whose client sends one request
+    at a time per connection (the pool opens as many as requests in flight, bounded by the circuit breakers)."""
+    return _local_cluster(EXTPROC_CLUSTER, addr, http2=transport is ExtProcTransport.GRPC)
+
+
+def _duration_ms(ms: int) -> duration_pb2.Duration:
+    return duration_pb2.Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def ext_proc_filter(
+    message_timeout_ms: int, transport: ExtProcTransport = ExtProcTransport.GRPC
+) -> ext_proc_pb2.ExternalProcessor:
+    """The filter; its failure mode, timeout and processing mode are the same for both transports. Over http_service
+    the HTTP request's own timeout is the message timeout too, so a stalled processor costs the same either way."""
     pm = processing_mode_pb2.ProcessingMode
-    return ext_proc_pb2.ExternalProcessor(
-        grpc_service=grpc_service_pb2.GrpcService(
-            envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=EXTPROC_CLUSTER)
-        ),
+    f = ext_proc_pb2.ExternalProcessor(
         failure_mode_allow=True,
         processing_mode=pm(
             request_header_mode=pm.SEND,
@@ -214,14 +250,20 @@ def ext_proc_filter(message_timeout_ms: int) -> ext_proc_pb2.ExternalProcessor:
             request_trailer_mode=pm.SKIP,
             response_trailer_mode=pm.SKIP,
         ),
-        message_timeout=duration_pb2.Duration(
-            seconds=message_timeout_ms // 1000, nanos=(message_timeout_ms % 1000) * 1_000_000
-        ),
+        message_timeout=_duration_ms(message_timeout_ms),
         stat_prefix=EXTPROC_STAT_PREFIX,
         metadata_options=ext_proc_pb2.MetadataOptions(
             receiving_namespaces=ext_proc_pb2.MetadataOptions.MetadataNamespaces(untyped=[METADATA_NAMESPACE])
         ),
     )
+    if transport is ExtProcTransport.HTTP:
+        uri = http_uri_pb2.HttpUri(
+            uri=EXTPROC_HTTP_URI, cluster=EXTPROC_CLUSTER, timeout=_duration_ms(message_timeout_ms)
+        )
+        f.http_service.http_service.CopyFrom(http_service_pb2.HttpService(http_uri=uri))
+    else:
+        f.grpc_service.envoy_grpc.cluster_name = EXTPROC_CLUSTER
+    return f
 
 
 def access_log(path: str) -> accesslog_pb2.AccessLog:
@@ -285,7 +327,8 @@ def http_listener(opts: BootstrapOptions) -> listener_pb2.Listener:
         stream_idle_timeout=_seconds(300),
         http_filters=[
             hcm_pb2.HttpFilter(
-                name="envoy.filters.http.ext_proc", typed_config=_pack(ext_proc_filter(opts.message_timeout_ms))
+                name="envoy.filters.http.ext_proc",
+                typed_config=_pack(ext_proc_filter(opts.message_timeout_ms, opts.extproc_transport)),
             ),
             hcm_pb2.HttpFilter(name="envoy.filters.http.router", typed_config=_pack(router_pb2.Router())),
         ],
@@ -350,7 +393,7 @@ def bootstrap(opts: BootstrapOptions) -> bootstrap_pb2.Bootstrap:
         admin=bootstrap_pb2.Admin(address=opts.admin.proto()),
         static_resources=bootstrap_pb2.Bootstrap.StaticResources(
             listeners=[http_listener(opts)],
-            clusters=[grpc_cluster(EXTPROC_CLUSTER, opts.extproc), grpc_cluster(ADS_CLUSTER, opts.ads)],
+            clusters=[extproc_cluster(opts.extproc, opts.extproc_transport), grpc_cluster(ADS_CLUSTER, opts.ads)],
         ),
         dynamic_resources=bootstrap_pb2.Bootstrap.DynamicResources(
             ads_config=config_source_pb2.ApiConfigSource(

@@ -1,0 +1,211 @@
+"""ext_proc messages ↔ the proto-JSON bodies of Envoy's `http_service` transport, by hand.
+
+Envoy's HTTP client posts each `ProcessingRequest` as proto-JSON (proto field names, header values base64 in
+`raw_value`) and reads the reply body as a JSON `ProcessingResponse`. `google.protobuf.json_format` does both, but at
+~60 µs a message, most of what this transport saves over gRPC, so the few shapes the processor reads and writes are
+converted here directly. tests/unit/test_extproc_httpcodec.py checks both directions against json_format for every
+reply kind `Processor.handle` makes, so this cannot drift from the proto.
+
+Trust: the request body comes from Envoy, but its header keys and values are the client's bytes. They only reach
+`Processor.handle` as a `ProcessingRequest` (the same as over gRPC); the reply's header values come from the held
+generation, and `encode_response` refuses to write one Envoy would read as more than one header.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from typing import Any
+
+from envoy.config.core.v3 import base_pb2
+from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
+from envoy.type.v3 import http_status_pb2
+from google.protobuf import struct_pb2
+
+# Envoy sends at most `max_request_headers_count` (100 by default) headers; far above that is not Envoy.
+MAX_HEADERS = 1024
+# The phases a ProcessingRequest can carry, in both of proto-JSON's spellings (Envoy writes the proto names).
+_PHASES = (
+    ("request_headers", "requestHeaders"),
+    ("response_headers", "responseHeaders"),
+    ("request_body", "requestBody"),
+    ("response_body", "responseBody"),
+    ("request_trailers", "requestTrailers"),
+    ("response_trailers", "responseTrailers"),
+)
+# RFC 9110 field-value characters (visible ASCII, space, tab, obs-text): no CR, LF or NUL, so a value stays one
+# header. Names: RFC 9110 tokens, lowercase as HTTP/2 requires, or a pseudo-header.
+_FIELD_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
+_FIELD_NAME = re.compile(r":?[a-z0-9!#$%&'*+.^_`|~-]+")
+_APPEND_ACTIONS = base_pb2.HeaderValueOption.HeaderAppendAction
+_STATUS_NAMES = http_status_pb2.StatusCode
+
+
+class CodecError(ValueError):
+    """A body that is not a ProcessingRequest this processor can read (the server answers 400)."""
+
+
+class EncodeError(ValueError):
+    """A reply this codec cannot write faithfully (the server answers 500, and Envoy fails open)."""
+
+
+def _b64decode(text: object, where: str) -> bytes:
+    if not isinstance(text, str):
+        raise CodecError(f"{where}: not a base64 string")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise CodecError(f"{where}: invalid base64") from exc
+
+
+def _get(doc: dict[str, Any], proto_name: str, json_name: str) -> Any:
+    value = doc.get(proto_name)
+    return doc.get(json_name) if value is None else value
+
+
+def decode_request(body: bytes) -> ep.ProcessingRequest:
+    """A ProcessingRequest from its proto-JSON: the request headers in full (key, value, raw_value); any other phase
+    as present but empty (the processor answers those with a pass-through). Every other field (attributes,
+    protocol_config, ...) is not read by the processor and is skipped. Raises CodecError for anything else."""
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise CodecError(f"not JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise CodecError("not a JSON object")
+    req = ep.ProcessingRequest()
+    for proto_name, json_name in _PHASES:
+        phase = _get(doc, proto_name, json_name)
+        if phase is None:
+            continue
+        if not isinstance(phase, dict):
+            raise CodecError(f"{proto_name}: not an object")
+        if proto_name == "request_headers":
+            _decode_headers(phase, req.request_headers)
+        else:
+            getattr(req, proto_name).SetInParent()
+        return req
+    raise CodecError("no processing phase")
+
+
+def _decode_headers(phase: dict[str, Any], out: ep.HttpHeaders) -> None:
+    out.SetInParent()
+    end = _get(phase, "end_of_stream", "endOfStream")
+    if end is not None:
+        if not isinstance(end, bool):
+            raise CodecError("end_of_stream: not a boolean")
+        out.end_of_stream = end
+    headers = phase.get("headers")
+    if headers is None:
+        return
+    if not isinstance(headers, dict):
+        raise CodecError("request_headers.headers: not an object")
+    entries = headers.get("headers", [])
+    if not isinstance(entries, list):
+        raise CodecError("request_headers.headers.headers: not a list")
+    if len(entries) > MAX_HEADERS:
+        raise CodecError(f"more than {MAX_HEADERS} headers")
+    target = out.headers.headers
+    for h in entries:
+        if not isinstance(h, dict):
+            raise CodecError("a header is not an object")
+        key = h.get("key", "")
+        value = h.get("value", "")
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise CodecError("a header's key or value is not a string")
+        raw = _get(h, "raw_value", "rawValue")
+        target.add(key=key, value=value, raw_value=b"" if raw is None else _b64decode(raw, key))
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _value(v: struct_pb2.Value) -> Any:
+    kind = v.WhichOneof("kind")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "number_value":
+        return v.number_value
+    if kind == "struct_value":
+        return {k: _value(x) for k, x in v.struct_value.fields.items()}
+    if kind == "null_value":
+        return None
+    if kind == "list_value":
+        return [_value(x) for x in v.list_value.values]
+    raise EncodeError("a metadata value with no kind")
+
+
+def _set_header(o: base_pb2.HeaderValueOption) -> dict[str, Any]:
+    h = o.header
+    if not _FIELD_NAME.fullmatch(h.key):
+        raise EncodeError(f"header name {h.key!r} is not a lowercase token")
+    raw = h.raw_value or h.value.encode()
+    if not _FIELD_VALUE.fullmatch(raw):
+        raise EncodeError(f"header {h.key}: the value has a control character")
+    out: dict[str, Any] = {"header": {"key": h.key, "raw_value": _b64(raw)}}
+    if o.append_action:
+        out["append_action"] = _APPEND_ACTIONS.Name(o.append_action)
+    return out
+
+
+def _common(common: ep.CommonResponse) -> dict[str, Any]:
+    if common.status or common.HasField("body_mutation") or common.HasField("trailers"):
+        raise EncodeError("the codec writes header mutations and clear_route_cache only")
+    out: dict[str, Any] = {}
+    if common.HasField("header_mutation"):
+        m = common.header_mutation
+        mutation: dict[str, Any] = {}
+        if m.set_headers:
+            mutation["set_headers"] = [_set_header(o) for o in m.set_headers]
+        if m.remove_headers:
+            for name in m.remove_headers:
+                if not _FIELD_NAME.fullmatch(name):
+                    raise EncodeError(f"header name {name!r} is not a lowercase token")
+            mutation["remove_headers"] = list(m.remove_headers)
+        out["header_mutation"] = mutation
+    if common.clear_route_cache:
+        out["clear_route_cache"] = True
+    return out
+
+
+def _immediate(ir: ep.ImmediateResponse) -> dict[str, Any]:
+    if ir.HasField("headers") or ir.HasField("grpc_status"):
+        raise EncodeError("the codec writes an immediate response's status, body and details only")
+    out: dict[str, Any] = {}
+    if ir.HasField("status"):
+        out["status"] = {"code": _STATUS_NAMES.Name(ir.status.code)} if ir.status.code else {}
+    if ir.body:
+        out["body"] = _b64(ir.body)
+    if ir.details:
+        out["details"] = ir.details
+    return out
+
+
+def encode_response(reply: ep.ProcessingResponse) -> bytes:
+    """The reply as the proto-JSON json_format writes (proto field names, enums by name, bytes base64). Raises
+    EncodeError for a field it does not write rather than dropping it."""
+    out: dict[str, Any] = {}
+    which = reply.WhichOneof("response")
+    if which == "immediate_response":
+        out[which] = _immediate(reply.immediate_response)
+    elif which in ("request_headers", "response_headers"):
+        headers: ep.HeadersResponse = getattr(reply, which)
+        out[which] = {"response": _common(headers.response)} if headers.HasField("response") else {}
+    elif which is not None:
+        # A body or trailers phase: only ever the empty pass-through (bodies and trailers are never asked for).
+        if getattr(reply, which).ByteSize():
+            raise EncodeError(f"a non-empty {which} reply")
+        out[which] = {}
+    if reply.HasField("dynamic_metadata"):
+        out["dynamic_metadata"] = {k: _value(v) for k, v in reply.dynamic_metadata.fields.items()}
+    if reply.HasField("mode_override") or reply.request_drain or reply.HasField("override_message_timeout"):
+        raise EncodeError("the codec does not write mode_override, request_drain or override_message_timeout")
+    try:
+        return json.dumps(out, separators=(",", ":"), allow_nan=False).encode()
+    except ValueError as exc:  # a NaN or infinite metadata number: not JSON
+        raise EncodeError(str(exc)) from exc

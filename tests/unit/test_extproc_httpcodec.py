@@ -1,0 +1,206 @@
+"""The http_service codec against protobuf's own JSON mapping: every reply kind `Processor.handle` makes encodes to
+what json_format writes, and every ProcessingRequest json_format writes decodes to the same headers.
+
+The replies come from the real processor (sticky and not, minted and kept cookies, match rules, endpoint affinity,
+debug headers, persistent sealed cookies, a host without a split, no generation, every phase not asked for), so a
+field the processor starts to set shows here before it can be dropped on the wire.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from envoy.config.core.v3 import base_pb2
+from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
+from google.protobuf import json_format
+
+from tests.unit.test_extproc_processor import generation
+from trafficsplit.core.compiled import Endpoint, Generation, compile_split
+from trafficsplit.core.cookie import AffinityMinter
+from trafficsplit.core.persistent import CookieSigner
+from trafficsplit.core.spec import parse_split
+from trafficsplit.extproc.held import HeldGeneration
+from trafficsplit.extproc.httpcodec import MAX_HEADERS, CodecError, EncodeError, decode_request, encode_response
+from trafficsplit.extproc.metrics import Metrics
+from trafficsplit.extproc.processor import Processor
+from trafficsplit.wire.envoy import METADATA_NAMESPACE
+
+KEY = b"k" * 32
+PHASES = (
+    "request_headers",
+    "response_headers",
+    "request_body",
+    "response_body",
+    "request_trailers",
+    "response_trailers",
+)
+
+
+def headers_request(*pairs: tuple[str, bytes]) -> ep.ProcessingRequest:
+    req = ep.ProcessingRequest()
+    for k, v in pairs:
+        req.request_headers.headers.headers.add(key=k, raw_value=v)
+    req.request_headers.end_of_stream = True
+    return req
+
+
+def plain_generation() -> Generation:
+    spec = parse_split(
+        "ns",
+        "plain",
+        {"hosts": ["plain.example"], "backends": [{"name": "stable", "weight": 50}, {"name": "canary", "weight": 50}]},
+    )
+    persistent = parse_split(
+        "ns",
+        "kept",
+        {
+            "hosts": ["kept.example"],
+            "backends": [{"name": "blue", "weight": 50}, {"name": "green", "weight": 50}],
+            "sticky": {"cookie": {"name": "sid"}, "mode": "persistent"},
+        },
+    )
+    sticky = generation(7).splits[0]
+    eps = {n: [Endpoint("10.0.1.1", 80)] for n in ("stable", "canary", "blue", "green")}
+    return Generation(7, (sticky, compile_split(spec, eps), compile_split(persistent, eps)))
+
+
+def replies() -> Iterator[tuple[str, ep.ProcessingResponse]]:
+    """(what, reply) for every kind of reply the processor makes, through `Processor.handle` itself."""
+    held = HeldGeneration()
+    processor = Processor(held, Metrics(), AffinityMinter(clock_ms=lambda: 1, start=0), signer=CookieSigner(KEY))
+    yield "no generation: pass through", processor.handle(headers_request((":authority", b"shop.example")))
+    held.swap(plain_generation(), "test")
+    minted = processor.handle(headers_request((":authority", b"shop.example")))
+    yield "sticky, cookie minted, endpoint affinity, debug header", minted
+    cookie = minted.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value.fields["set_cookie"].string_value
+    kept = headers_request((":authority", b"shop.example"), ("cookie", cookie.split(";")[0].encode()))
+    yield "sticky, cookie kept", processor.handle(kept)
+    beta = headers_request((":authority", b"shop.example"), ("x-beta", b"yes"))
+    yield "match rule", processor.handle(beta)
+    yield "not sticky, no debug header", processor.handle(headers_request((":authority", b"plain.example")))
+    sealed = processor.handle(headers_request((":authority", b"kept.example")))
+    yield "persistent, sealed cookie minted", sealed
+    yield "no split: 404", processor.handle(headers_request((":authority", b"nowhere.example")))
+    for phase in PHASES[1:]:
+        req = ep.ProcessingRequest()
+        getattr(req, phase).SetInParent()
+        yield f"{phase}: pass through", processor.handle(req)
+
+
+REPLIES = list(replies())
+
+
+def reference(reply: ep.ProcessingResponse) -> Any:
+    return json.loads(json_format.MessageToJson(reply, preserving_proto_field_name=True))
+
+
+@pytest.mark.parametrize(("what", "reply"), REPLIES, ids=[w for w, _ in REPLIES])
+def test_every_reply_kind_encodes_as_json_format_does(what: str, reply: ep.ProcessingResponse) -> None:
+    encoded = encode_response(reply)
+    assert json.loads(encoded) == reference(reply)
+    # And Envoy's direction: the proto parsed back from our JSON is the reply.
+    assert json_format.Parse(encoded, ep.ProcessingResponse()) == reply
+
+
+def test_the_replies_cover_every_kind() -> None:
+    # No kind goes missing from REPLIES unnoticed: immediate, headers with a mutation, every pass-through phase,
+    # metadata with strings, numbers and booleans, a Set-Cookie.
+    kinds = {r.WhichOneof("response") for _, r in REPLIES}
+    assert kinds == {"immediate_response", *PHASES}
+    values = {
+        v.WhichOneof("kind")
+        for _, r in REPLIES
+        for ns in r.dynamic_metadata.fields.values()
+        for v in ns.struct_value.fields.values()
+    }
+    assert values == {"string_value", "number_value", "bool_value"}
+    assert (
+        sum(
+            "set_cookie" in json.loads(encode_response(r)).get("dynamic_metadata", {}).get(METADATA_NAMESPACE, {})
+            for _, r in REPLIES
+        )
+        >= 2
+    )
+
+
+@pytest.mark.parametrize("preserving", [True, False], ids=["proto names (Envoy)", "json names"])
+def test_requests_decode_as_json_format_writes_them(preserving: bool) -> None:
+    req = headers_request(
+        (":authority", b"shop.example"),
+        (":path", b"/a?b=c"),
+        ("cookie", b"ts=1; other=\xff\x00"),  # not UTF-8, a NUL: bytes, as the client sent them
+        ("cookie", b"second-line"),
+        ("x-empty", b""),
+    )
+    req.request_headers.headers.headers.add(key="x-value-only", value="v")
+    req.request_headers.attributes["envoy.filters.http.ext_proc"].SetInParent()  # skipped: not read by the processor
+    req.protocol_config.request_body_mode = 1
+    got = decode_request(json_format.MessageToJson(req, preserving_proto_field_name=preserving).encode())
+    assert got.request_headers.headers == req.request_headers.headers
+    assert got.request_headers.end_of_stream
+    for phase in PHASES[1:]:
+        other = ep.ProcessingRequest()
+        getattr(other, phase).SetInParent()
+        assert decode_request(json_format.MessageToJson(other, preserving_proto_field_name=preserving).encode()) == (
+            other
+        )
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"", "not JSON"),
+        (b"\xff", "not JSON"),
+        (b"[1]", "not a JSON object"),
+        (b"{}", "no processing phase"),
+        (b'{"request_headers": 1}', "not an object"),
+        (b'{"request_headers": {"headers": {"headers": {}}}}', "not a list"),
+        (b'{"request_headers": {"headers": {"headers": [1]}}}', "not an object"),
+        (b'{"request_headers": {"headers": {"headers": [{"key": 1}]}}}', "not a string"),
+        (b'{"request_headers": {"headers": {"headers": [{"key": "a", "raw_value": "%%%"}]}}}', "invalid base64"),
+        (b'{"request_headers": {"headers": {"headers": [{"key": "a", "raw_value": 5}]}}}', "not a base64 string"),
+        (b'{"request_headers": {"end_of_stream": "yes"}}', "not a boolean"),
+    ],
+)
+def test_a_body_that_is_not_a_processing_request_is_refused(body: bytes, message: str) -> None:
+    with pytest.raises(CodecError, match=message):
+        decode_request(body)
+
+
+def test_the_header_count_is_bounded() -> None:
+    entry = {"key": "a", "raw_value": base64.b64encode(b"b").decode()}
+    ok = json.dumps({"request_headers": {"headers": {"headers": [entry] * MAX_HEADERS}}}).encode()
+    assert len(decode_request(ok).request_headers.headers.headers) == MAX_HEADERS
+    with pytest.raises(CodecError, match="more than"):
+        decode_request(json.dumps({"request_headers": {"headers": {"headers": [entry] * (MAX_HEADERS + 1)}}}).encode())
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("x-a", b"one\r\nset-cookie: evil=1"), ("x-a", b"nul\x00"), ("x-a", b"lf\n"), ("X-Upper", b"v"), ("a b", b"v")],
+)
+def test_a_header_envoy_would_split_or_misread_is_never_written(key: str, value: bytes) -> None:
+    reply = ep.ProcessingResponse()
+    reply.request_headers.response.header_mutation.set_headers.append(
+        base_pb2.HeaderValueOption(header=base_pb2.HeaderValue(key=key, raw_value=value))
+    )
+    with pytest.raises(EncodeError):
+        encode_response(reply)
+
+
+def test_a_field_the_codec_does_not_write_is_refused_not_dropped() -> None:
+    for reply in (
+        ep.ProcessingResponse(request_drain=True),
+        ep.ProcessingResponse(immediate_response=ep.ImmediateResponse(headers=ep.HeaderMutation(remove_headers=["a"]))),
+        ep.ProcessingResponse(request_body=ep.BodyResponse(response=ep.CommonResponse(clear_route_cache=True))),
+    ):
+        with pytest.raises(EncodeError):
+            encode_response(reply)
+    nan = ep.ProcessingResponse()
+    nan.dynamic_metadata.fields["ns"].number_value = float("nan")
+    with pytest.raises(EncodeError):
+        encode_response(nan)
