@@ -7,10 +7,11 @@ generation to `python -m trafficsplit.extproc`, which waits for Envoy's ACK of t
 product does). Not a test: nothing is asserted; the output is `bench/results/<date>-scale.json`.
 
     PYTHONPATH=src:extproc:operator:. python bench/bench_scale.py [--splits 1000,10000] [--out PATH]
-        [--processor LABEL=TREE ...] [--rounds N]
+        [--processor LABEL=TREE ...] [--rounds N] [--no-backend-cluster-stats]
 
 `--processor LABEL=TREE` runs the processor from another source tree (e.g. `git archive main | tar -x -C /tmp/base`)
 beside this one (`this`), alternating per size and round, so a change is measured before/after under the same load.
+`--no-backend-cluster-stats` bootstraps Envoy without the split clusters' stats (gateway.envoy.backendClusterStats).
 
 Figures per size: `compile_s` (parse + compile + assemble, the core), `to_proto_s`, `publish_s` (the Publish call:
 processor translation, ADS to Envoy, both ACKs), the processor's and Envoy's RSS after it (VmRSS), and the same times
@@ -107,18 +108,28 @@ def one_publish(dp: Dataplane, number: int, n: int, changed: int | None, timeout
     }
 
 
-def measure(n: int, timeout: float, pythonpath: str) -> dict[str, Any]:
+def measure(n: int, timeout: float, pythonpath: str, backend_cluster_stats: bool = True) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ts-scale-") as d:
         work = Path(d)
         backends = NameBackends.start(work / "", names=NAMES)
         dp = Dataplane.start(
-            work, backends, extra_processor_args=["--ack-timeout", str(timeout)], processor_pythonpath=pythonpath
+            work,
+            backends,
+            extra_processor_args=["--ack-timeout", str(timeout)],
+            processor_pythonpath=pythonpath,
+            bootstrap={"backend_cluster_stats": backend_cluster_stats},
         )
         try:
             idle = rss_mb(dp.processor.pid)
             first = one_publish(dp, 1, n, None, timeout)
             changed = one_publish(dp, 2, n, n // 2, timeout)
-            return {"splits": n, "processor_rss_idle_mb": idle, "first": first, "one_changed": changed}
+            return {
+                "splits": n,
+                "backend_cluster_stats": backend_cluster_stats,
+                "processor_rss_idle_mb": idle,
+                "first": first,
+                "one_changed": changed,
+            }
         finally:
             dp.stop()
             backends.envoy.stop()
@@ -148,6 +159,12 @@ def main() -> None:
     p.add_argument("--out", type=Path)
     p.add_argument("--processor", action="append", default=[], metavar="LABEL=TREE", help="another source tree")
     p.add_argument("--rounds", type=int, default=1, help="alternating rounds per size")
+    p.add_argument(
+        "--no-backend-cluster-stats",
+        dest="backend_cluster_stats",
+        action="store_false",
+        help="Envoy without the split clusters' stats",
+    )
     args = p.parse_args()
     trees = {"this": PYTHONPATH}
     for item in args.processor:
@@ -160,7 +177,11 @@ def main() -> None:
     for n in (int(x) for x in args.splits.split(",")):
         for rnd in range(args.rounds):
             for label, pythonpath in trees.items():
-                r = {"processor": label, "round": rnd, **measure(n, args.timeout, pythonpath)}
+                r = {
+                    "processor": label,
+                    "round": rnd,
+                    **measure(n, args.timeout, pythonpath, args.backend_cluster_stats),
+                }
                 print(json.dumps(r), flush=True)
                 results.append(r)
                 write(out, results, {"loadavg_start": [round(x, 2) for x in load_start]})  # each row as it comes

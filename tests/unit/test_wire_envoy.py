@@ -402,3 +402,52 @@ def test_the_http_socket_sits_beside_the_grpc_one_unless_given(argv: list[str], 
     from trafficsplit.extproc.__main__ import ext_proc_http_listen, parse_args
 
     assert ext_proc_http_listen(parse_args(argv)) == expected
+
+
+def _stats_patterns(opts: BootstrapOptions) -> list[str] | None:
+    doc = json.loads(bootstrap_json(opts))
+    if "stats_config" not in doc:
+        return None
+    return [p["safe_regex"]["regex"] for p in doc["stats_config"]["stats_matcher"]["exclusion_list"]["patterns"]]
+
+
+def test_backend_cluster_stats_are_kept_by_default_and_off_exclude_the_split_clusters_only() -> None:
+    from trafficsplit.core.compiled import cluster_name
+
+    base = {"node_id": "n", "listen": Address(), "extproc": Address(), "ads": Address(), "admin": Address()}
+    assert _stats_patterns(BootstrapOptions(**base)) is None  # type: ignore[arg-type]
+    patterns = _stats_patterns(BootstrapOptions(**base, backend_cluster_stats=False))  # type: ignore[arg-type]
+    assert patterns is not None and len(patterns) == 1
+    # Envoy matches the whole stat name (RE2 full match; Python's fullmatch agrees for this pattern).
+    excluded = re.compile(patterns[0])
+    split_clusters = [
+        cluster_name("default", "shop", "blue"),
+        cluster_name("a", "x.y-z", "canary-2"),
+        cluster_name("team-1", "s", "b"),
+        cluster_name("n" * 63, "s" * 253, "b" * 63),
+    ]
+    for cluster in split_clusters:
+        for stat in ("upstream_rq_total", "outlier_detection.ejections_active", "circuit_breakers.default.rq_open"):
+            assert excluded.fullmatch(f"cluster.{cluster}.{stat}"), cluster
+    kept = [
+        f"cluster.{EXTPROC_CLUSTER}.upstream_rq_total",
+        f"cluster.{ADS_CLUSTER}.upstream_cx_active",
+        "cluster_manager.cds.update_success",
+        "cluster_manager.active_clusters",
+        "http.trafficsplit.downstream_rq_total",
+        "http.trafficsplit.ext_proc.trafficsplit.streams_started",
+        "listener.0.0.0.0_8080.downstream_cx_total",
+        "server.memory_allocated",
+    ]
+    assert [s for s in kept if excluded.fullmatch(s)] == []
+
+
+@pytest.mark.parametrize(("argv", "off"), [([], False), (["--no-backend-cluster-stats"], True)])
+def test_the_printed_bootstrap_drops_backend_cluster_stats_only_when_asked(
+    capsys: pytest.CaptureFixture[str], argv: list[str], off: bool
+) -> None:
+    from trafficsplit.extproc.__main__ import main
+
+    assert main(["--print-bootstrap", "--log-level", "WARNING", *argv]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert ("stats_config" in doc) is off

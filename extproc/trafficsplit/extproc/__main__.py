@@ -99,6 +99,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     b.add_argument("--xff-num-trusted-hops", type=int, default=0, help="trusted proxies in front of the gateway")
     b.add_argument("--max-heap-bytes", type=int, default=DEFAULT_MAX_HEAP_BYTES, help="overload manager heap ceiling")
     b.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS, help="downstream connection limit")
+    b.add_argument(
+        "--no-backend-cluster-stats",
+        dest="backend_cluster_stats",
+        action="store_false",
+        help="no Envoy stats for the splits' backend clusters (many splits: less Envoy CPU and memory per publish)",
+    )
     return p.parse_args(argv)
 
 
@@ -163,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                     max_heap_bytes=args.max_heap_bytes,
                     max_connections=args.max_connections,
                     extproc_transport=transport,
+                    backend_cluster_stats=args.backend_cluster_stats,
                 )
             )
         )
