@@ -24,10 +24,19 @@ from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.core.spec import parse_split
 from trafficsplit.extproc.held import HeldGeneration
-from trafficsplit.extproc.httpcodec import MAX_HEADERS, CodecError, EncodeError, decode_request, encode_response
+from trafficsplit.extproc.httpcodec import (
+    MAX_HEADERS,
+    CodecError,
+    EncodeError,
+    JsonReplies,
+    decode_request,
+    decode_request_view,
+    encode_response,
+)
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor
 from trafficsplit.wire.envoy import METADATA_NAMESPACE
+from trafficsplit.wire.processing import request_view
 
 KEY = b"k" * 32
 PHASES = (
@@ -204,3 +213,65 @@ def test_a_field_the_codec_does_not_write_is_refused_not_dropped() -> None:
     nan.dynamic_metadata.fields["ns"].number_value = float("nan")
     with pytest.raises(EncodeError):
         encode_response(nan)
+
+
+def test_the_json_path_answers_exactly_what_the_grpc_path_answers() -> None:
+    """`JsonReplies` (the constant part encoded once, per-request metadata appended) against `encode_response` of the
+    gRPC reply, for the same requests through two processors with the same deterministic minter: the same JSON."""
+
+    def processor(held: HeldGeneration) -> Processor:
+        return Processor(held, Metrics(), AffinityMinter(clock_ms=lambda: 1, start=0), signer=CookieSigner(KEY))
+
+    held_a, held_b = HeldGeneration(), HeldGeneration()
+    grpc_path, json_path, rendered = processor(held_a), processor(held_b), JsonReplies()
+
+    def both(req: ep.ProcessingRequest) -> tuple[Any, Any]:
+        body = json_format.MessageToJson(req, preserving_proto_field_name=True).encode()
+        view = decode_request_view(body)
+        got = rendered.pass_through(view) if isinstance(view, str) else json_path.respond(lambda: view, rendered.render)
+        return json.loads(got), json.loads(encode_response(grpc_path.handle(req)))
+
+    pairs = [both(headers_request((":authority", b"shop.example")))]  # no generation yet
+    for h in (held_a, held_b):
+        h.swap(plain_generation(), "test")
+    minted = headers_request((":authority", b"shop.example"))
+    got, want = both(minted)
+    pairs.append((got, want))
+    cookie = want["dynamic_metadata"][METADATA_NAMESPACE]["set_cookie"].split(";")[0].encode()
+    for req in (
+        headers_request((":authority", b"shop.example"), ("cookie", cookie)),
+        headers_request((":authority", b"shop.example"), ("x-beta", b"yes")),
+        headers_request((":authority", b"plain.example")),
+        headers_request((":authority", b"kept.example")),
+        headers_request((":authority", b"nowhere.example")),
+        headers_request((":authority", b"shop.example"), ("cookie", b"ts=\x01bad")),
+    ):
+        pairs.append(both(req))
+    for phase in PHASES[1:]:
+        req = ep.ProcessingRequest()
+        getattr(req, phase).SetInParent()
+        pairs.append(both(req))
+    for got, want in pairs:
+        assert got == want
+    # Covered: a minted Set-Cookie, an endpoint, the debug header, the 404 and a pass-through, on the JSON path.
+    fields = {k for got, _ in pairs for k in got.get("dynamic_metadata", {}).get(METADATA_NAMESPACE, {})}
+    assert {"set_cookie", "endpoint", "decision"} <= fields
+    assert any("immediate_response" in got for got, _ in pairs)
+
+
+@pytest.mark.parametrize("preserving", [True, False], ids=["proto names (Envoy)", "json names"])
+def test_the_view_decoder_reads_what_the_message_decoder_reads(preserving: bool) -> None:
+    req = headers_request(
+        (":authority", b"shop.example"),
+        ("cookie", b"ts=1; other=\xff\x00"),
+        ("cookie", b"second-line"),
+        ("x-request-id", b"r-1"),
+        ("x-empty", b""),
+    )
+    req.request_headers.headers.headers.add(key="x-value-only", value="v")
+    body = json_format.MessageToJson(req, preserving_proto_field_name=preserving).encode()
+    assert decode_request_view(body) == request_view(decode_request(body).request_headers.headers.headers)
+    for phase in PHASES[1:]:
+        other = ep.ProcessingRequest()
+        getattr(other, phase).SetInParent()
+        assert decode_request_view(json_format.MessageToJson(other).encode()) == phase

@@ -19,7 +19,7 @@ from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.httpcodec import encode_response
 from trafficsplit.extproc.httpservice import MAX_HEAD_BYTES, HttpExtProcServer
 from trafficsplit.extproc.metrics import Metrics
-from trafficsplit.extproc.processor import Processor
+from trafficsplit.extproc.processor import Decided, Processor
 from trafficsplit.wire.bootstrap import EXTPROC_HTTP_PATH
 
 MAX_BODY = 4096
@@ -193,7 +193,7 @@ def test_an_upgrade_closes_the_connection() -> None:
 
 def test_a_processor_error_is_a_500_counted_as_over_grpc() -> None:
     async def scenario(c: Client, processor: Processor, metrics: Metrics) -> None:
-        def broken(*args: object, **kw: object) -> None:
+        def broken(view: object) -> Decided:
             raise RuntimeError("bug")
 
         processor._decide = broken  # type: ignore[method-assign]

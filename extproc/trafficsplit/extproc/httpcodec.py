@@ -17,12 +17,17 @@ import base64
 import binascii
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.type.v3 import http_status_pb2
 from google.protobuf import struct_pb2
+
+from trafficsplit.extproc.processor import Decided, Undecided, protobuf_reply
+from trafficsplit.wire.envoy import METADATA_NAMESPACE
+from trafficsplit.wire.processing import DecisionReplies, RequestView, pass_through, request_view_of
 
 # Envoy sends at most `max_request_headers_count` (100 by default) headers; far above that is not Envoy.
 MAX_HEADERS = 1024
@@ -65,17 +70,23 @@ def _get(doc: dict[str, Any], proto_name: str, json_name: str) -> Any:
     return doc.get(json_name) if value is None else value
 
 
-def decode_request(body: bytes) -> ep.ProcessingRequest:
-    """A ProcessingRequest from its proto-JSON: the request headers in full (key, value, raw_value); any other phase
-    as present but empty (the processor answers those with a pass-through). Every other field (attributes,
-    protocol_config, ...) is not read by the processor and is skipped. Raises CodecError for anything else."""
+@dataclass(frozen=True, slots=True)
+class _Message:
+    """A checked ProcessingRequest body: its phase and, for request headers, (key, value, raw_value) per header."""
+
+    phase: str
+    headers: list[tuple[str, str, bytes]]
+    end_of_stream: bool | None
+
+
+def _read(body: bytes) -> _Message:
+    """Every check of a request body, once, for both readings of it (`decode_request`, `decode_request_view`)."""
     try:
         doc = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         raise CodecError(f"not JSON: {exc}") from exc
     if not isinstance(doc, dict):
         raise CodecError("not a JSON object")
-    req = ep.ProcessingRequest()
     for proto_name, json_name in _PHASES:
         phase = _get(doc, proto_name, json_name)
         if phase is None:
@@ -83,23 +94,18 @@ def decode_request(body: bytes) -> ep.ProcessingRequest:
         if not isinstance(phase, dict):
             raise CodecError(f"{proto_name}: not an object")
         if proto_name == "request_headers":
-            _decode_headers(phase, req.request_headers)
-        else:
-            getattr(req, proto_name).SetInParent()
-        return req
+            return _read_headers(phase)
+        return _Message(proto_name, [], None)
     raise CodecError("no processing phase")
 
 
-def _decode_headers(phase: dict[str, Any], out: ep.HttpHeaders) -> None:
-    out.SetInParent()
+def _read_headers(phase: dict[str, Any]) -> _Message:
     end = _get(phase, "end_of_stream", "endOfStream")
-    if end is not None:
-        if not isinstance(end, bool):
-            raise CodecError("end_of_stream: not a boolean")
-        out.end_of_stream = end
+    if end is not None and not isinstance(end, bool):
+        raise CodecError("end_of_stream: not a boolean")
     headers = phase.get("headers")
     if headers is None:
-        return
+        return _Message("request_headers", [], end)
     if not isinstance(headers, dict):
         raise CodecError("request_headers.headers: not an object")
     entries = headers.get("headers", [])
@@ -107,7 +113,7 @@ def _decode_headers(phase: dict[str, Any], out: ep.HttpHeaders) -> None:
         raise CodecError("request_headers.headers.headers: not a list")
     if len(entries) > MAX_HEADERS:
         raise CodecError(f"more than {MAX_HEADERS} headers")
-    target = out.headers.headers
+    out: list[tuple[str, str, bytes]] = []
     for h in entries:
         if not isinstance(h, dict):
             raise CodecError("a header is not an object")
@@ -116,7 +122,36 @@ def _decode_headers(phase: dict[str, Any], out: ep.HttpHeaders) -> None:
         if not isinstance(key, str) or not isinstance(value, str):
             raise CodecError("a header's key or value is not a string")
         raw = _get(h, "raw_value", "rawValue")
-        target.add(key=key, value=value, raw_value=b"" if raw is None else _b64decode(raw, key))
+        out.append((key, value, b"" if raw is None else _b64decode(raw, key)))
+    return _Message("request_headers", out, end)
+
+
+def decode_request(body: bytes) -> ep.ProcessingRequest:
+    """A ProcessingRequest from its proto-JSON: the request headers in full (key, value, raw_value); any other phase
+    as present but empty (the processor answers those with a pass-through). Every other field (attributes,
+    protocol_config, ...) is not read by the processor and is skipped. Raises CodecError for anything else."""
+    msg = _read(body)
+    req = ep.ProcessingRequest()
+    if msg.phase != "request_headers":
+        getattr(req, msg.phase).SetInParent()
+        return req
+    out = req.request_headers
+    out.SetInParent()
+    if msg.end_of_stream is not None:
+        out.end_of_stream = msg.end_of_stream
+    target = out.headers.headers
+    for key, value, raw in msg.headers:
+        target.add(key=key, value=value, raw_value=raw)
+    return req
+
+
+def decode_request_view(body: bytes) -> RequestView | str:
+    """What `request_view(decode_request(body)...)` reads, without building the protobuf message (the transport's
+    hot path): the request headers' view, or the name of the other phase the body carries."""
+    msg = _read(body)
+    if msg.phase != "request_headers":
+        return msg.phase
+    return request_view_of((k, raw.decode("utf-8", "replace") if raw else v) for k, v, raw in msg.headers)
 
 
 def _b64(data: bytes) -> str:
@@ -209,3 +244,57 @@ def encode_response(reply: ep.ProcessingResponse) -> bytes:
         return json.dumps(out, separators=(",", ":"), allow_nan=False).encode()
     except ValueError as exc:  # a NaN or infinite metadata number: not JSON
         raise EncodeError(str(exc)) from exc
+
+
+class JsonReplies:
+    """This transport's rendering of a processing (`Processor.respond`), the JSON twin of `protobuf_reply`.
+
+    Each reply's constant part is `encode_response` of the gRPC path's own constant part (`DecisionReplies.routed`),
+    encoded once per (split, backend, key source, path) and generation, so every check `encode_response` makes is
+    made and the two transports cannot answer differently; per request only the dynamic metadata the gRPC path adds
+    (`DecisionReplies.per_request`: the pod, the cookie, the debug header) is appended, JSON-escaped. The pass-through
+    and 404 replies are encoded once."""
+
+    __slots__ = ("_fixed", "_for", "_routed")
+
+    def __init__(self) -> None:
+        self._for: DecisionReplies | None = None
+        self._routed: dict[tuple[str, str, str, str], tuple[bytes, bytes]] = {}
+        self._fixed: dict[str, bytes] = {}
+
+    def pass_through(self, phase: str) -> bytes:
+        got = self._fixed.get(phase)
+        if got is None:
+            got = self._fixed[phase] = encode_response(pass_through(phase))
+        return got
+
+    def render(self, out: Decided | Undecided) -> bytes:
+        if not isinstance(out, Decided):
+            got = self._fixed.get(out.value)
+            if got is None:
+                got = self._fixed[out.value] = encode_response(protobuf_reply(out))
+            return got
+        replies, d, split = out.replies, out.decision, out.split
+        if replies is not self._for:  # a new generation: its replies differ (the generation number is in them)
+            self._for, self._routed = replies, {}
+        key = replies.key(d, split)
+        parts = self._routed.get(key)
+        if parts is None:
+            parts = self._routed[key] = _open_metadata(encode_response(replies.routed(d, split)))
+        extra = replies.per_request(d, split)
+        if not extra:
+            return parts[0] + parts[1]
+        fields = b"".join(b",%s:%s" % (json.dumps(k).encode(), json.dumps(v).encode()) for k, v in extra.items())
+        return parts[0] + fields + parts[1]
+
+
+def _open_metadata(encoded: bytes) -> tuple[bytes, bytes]:
+    """A routed reply split where more fields of its metadata namespace go: `encode_response` writes
+    `dynamic_metadata` last, with our one namespace, so the JSON ends with that object's `}` and two more."""
+    doc = json.loads(encoded)
+    keys = list(doc)
+    if keys[-1:] != ["dynamic_metadata"] or list(doc["dynamic_metadata"]) != [METADATA_NAMESPACE]:
+        raise EncodeError("a routed reply without its metadata namespace last")
+    if not doc["dynamic_metadata"][METADATA_NAMESPACE] or not encoded.endswith(b"}}}"):
+        raise EncodeError("a routed reply whose metadata namespace is empty")
+    return encoded[:-3], b"}}}"

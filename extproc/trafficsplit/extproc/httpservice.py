@@ -18,7 +18,7 @@ import contextlib
 import logging
 from typing import Any
 
-from trafficsplit.extproc.httpcodec import CodecError, EncodeError, decode_request, encode_response
+from trafficsplit.extproc.httpcodec import CodecError, JsonReplies, decode_request_view
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor
 from trafficsplit.wire.bootstrap import EXTPROC_HTTP_PATH, Address
@@ -148,19 +148,18 @@ class _Connection(asyncio.Protocol):
 
     def _answer(self, body: bytes) -> tuple[int, bytes]:
         try:
-            req = decode_request(body)
+            view = decode_request_view(body)
         except CodecError as exc:
             self._metrics.extproc_http_rejected.labels("bad_request").inc()
             return 400, str(exc).encode()[:200]
+        replies = self._server.replies
+        if isinstance(view, str):  # a phase the processing mode never asks for: the empty pass-through
+            return 200, replies.pass_through(view)
         try:
-            reply = self._processor.handle(req)  # counts its own errors (processor_errors) and logs them
+            # The same decision as over gRPC, rendered as JSON. Processor.respond counts and logs any error (an
+            # EncodeError included); Envoy fails open on the 500.
+            return 200, self._processor.respond(lambda: view, replies.render)
         except Exception:
-            return 500, b""
-        try:
-            return 200, encode_response(reply)
-        except EncodeError:
-            self._metrics.processor_errors.inc()
-            log.exception("ext_proc http_service: cannot encode a reply")
             return 500, b""
 
     def _count_head(self, n: int) -> None:
@@ -218,6 +217,7 @@ class HttpExtProcServer:
         self.path = path.encode()
         self.max_body_bytes = max_body_bytes
         self.connections: set[_Connection] = set()
+        self.replies = JsonReplies()  # the encoded replies' constant parts, shared by the connections
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self, listen: str) -> int | str:

@@ -8,22 +8,34 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TypeVar
 
 import grpc
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ep_grpc
 
+from trafficsplit.core.compiled import CompiledSplit
 from trafficsplit.core.cookie import AffinityMinter
-from trafficsplit.core.decide import decide
+from trafficsplit.core.decide import Decision, decide
 from trafficsplit.core.disclosure import affinity_applied
 from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.core.sessions import LiveSessions
 from trafficsplit.core.sketch import SplitBills
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
-from trafficsplit.wire.processing import DecisionReplies, no_split_response, pass_through, request_view
+from trafficsplit.wire.processing import (
+    DecisionReplies,
+    RequestView,
+    no_split_response,
+    pass_through,
+    request_view,
+)
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
@@ -59,33 +71,38 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         return self.handle(req)
 
     def handle(self, req: ep.ProcessingRequest) -> ep.ProcessingResponse:
+        """The gRPC transport's answer to one message."""
         phase = req.WhichOneof("request")
         if phase != "request_headers":
             return pass_through(phase or "request_headers")
+        return self.respond(lambda: request_view(req.request_headers.headers.headers), protobuf_reply)
+
+    def respond(self, read: Callable[[], RequestView], render: Callable[[Decided | Undecided], T]) -> T:
+        """Decide the request whose headers `read` gives, and answer with `render`, the transport's encoding (the
+        same decision whichever transport asked), timed and counted as one processing."""
         started = time.perf_counter()
         try:
-            reply = self._decide(req)
+            out = render(self._decide(read()))
         except Exception:
-            # The stream ends with the error and Envoy fails open onto the native weighted route: a processor bug
-            # never fails the request.
+            # The stream ends with the error (over http_service: a 500) and Envoy fails open onto the native weighted
+            # route: a processor bug never fails the request.
             self._metrics.processor_errors.inc()
             log.exception("processor error")
             raise
         self._metrics.processor_seconds.observe(time.perf_counter() - started)
-        return reply
+        return out
 
-    def _decide(self, req: ep.ProcessingRequest) -> ep.ProcessingResponse:
+    def _decide(self, view: RequestView) -> Decided | Undecided:
         gen = self._held.current
         if gen is None:
             # A restarted processor before its first publish: Envoy keeps its last routes, so leaving the request
             # undecided routes it by native weights (not sticky) instead of failing it.
             self._metrics.undecided.labels("no_generation").inc()
-            return pass_through("request_headers")
-        view = request_view(req.request_headers.headers.headers)
+            return Undecided.NO_GENERATION
         split = gen.split_for(view.authority)
         if split is None:
             self._metrics.undecided.labels("no_split").inc()
-            return no_split_response()
+            return Undecided.NO_SPLIT
         d = decide(
             split,
             cookie_lines=view.cookie_lines,
@@ -105,7 +122,30 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
             self._replies = DecisionReplies(gen)
             self._bills.retain({s.key for s in gen.splits})
             self._sessions.retain({s.key for s in gen.splits if s.persistent})
-        return self._replies.reply(d, split)
+        return Decided(d, split, self._replies)
+
+
+class Undecided(StrEnum):
+    """A request the processor leaves to Envoy: no generation held yet (native weights), or no split for its host."""
+
+    NO_GENERATION = "no_generation"
+    NO_SPLIT = "no_split"
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A decision, with the split and the generation's replies a transport renders it from."""
+
+    decision: Decision
+    split: CompiledSplit
+    replies: DecisionReplies
+
+
+def protobuf_reply(out: Decided | Undecided) -> ep.ProcessingResponse:
+    """The gRPC transport's rendering of a processing."""
+    if isinstance(out, Decided):
+        return out.replies.reply(out.decision, out.split)
+    return pass_through("request_headers") if out is Undecided.NO_GENERATION else no_split_response()
 
 
 def add_to_server(processor: Processor, server: grpc.aio.Server) -> None:

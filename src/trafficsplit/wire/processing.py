@@ -47,14 +47,18 @@ class RequestView:
 
 def request_view(headers: Iterable[base_pb2.HeaderValue]) -> RequestView:
     """Collect the headers once; Cookie may come as several lines, every other header keeps its first value."""
+    return request_view_of((h.key, h.raw_value.decode("utf-8", "replace") if h.raw_value else h.value) for h in headers)
+
+
+def request_view_of(pairs: Iterable[tuple[str, str]]) -> RequestView:
+    """`request_view` over (name, value) pairs: the one reading of the headers, whichever transport carried them."""
     by_name: dict[str, str] = {}
     cookies: list[str] = []
-    for h in headers:
-        value = h.raw_value.decode("utf-8", "replace") if h.raw_value else h.value
-        if h.key == "cookie":
+    for key, value in pairs:
+        if key == "cookie":
             cookies.append(value)
         else:
-            by_name.setdefault(h.key, value)
+            by_name.setdefault(key, value)
     return RequestView(
         authority=by_name.get(":authority") or by_name.get("host", ""),
         cookie_lines=tuple(cookies),
@@ -104,21 +108,38 @@ class DecisionReplies:
         self.generation = gen
         self._routed: dict[tuple[str, str, str, str], ep.ProcessingResponse] = {}
 
-    def reply(self, decision: Decision, split: CompiledSplit) -> ep.ProcessingResponse:
-        key = (split.key, decision.backend.cluster, decision.key_source.value, decision.path.value)
+    @staticmethod
+    def key(decision: Decision, split: CompiledSplit) -> tuple[str, str, str, str]:
+        """What the constant part of a reply depends on."""
+        return (split.key, decision.backend.cluster, decision.key_source.value, decision.path.value)
+
+    def routed(self, decision: Decision, split: CompiledSplit) -> ep.ProcessingResponse:
+        """The reply's constant part, shared: copy it before changing it."""
+        key = self.key(decision, split)
         routed = self._routed.get(key)
         if routed is None:
             routed = self._routed[key] = _routed(decision, split, self.generation.number)
+        return routed
+
+    def per_request(self, decision: Decision, split: CompiledSplit) -> dict[str, str]:
+        """The dynamic metadata this request adds to the constant part: the pod, the cookie, the debug header."""
+        out: dict[str, str] = {}
+        if decision.endpoint is not None:
+            out[META_ENDPOINT] = decision.endpoint
+        if decision.set_cookie is not None:
+            out[META_SET_COOKIE] = decision.set_cookie
+        if split.debug_headers:
+            out[META_DECISION] = disclosure(decision, self.generation.number)
+        return out
+
+    def reply(self, decision: Decision, split: CompiledSplit) -> ep.ProcessingResponse:
         reply = ep.ProcessingResponse()
-        reply.CopyFrom(routed)
-        if decision.set_cookie is not None or split.debug_headers or decision.endpoint is not None:
+        reply.CopyFrom(self.routed(decision, split))
+        extra = self.per_request(decision, split)
+        if extra:
             ns = reply.dynamic_metadata.fields[METADATA_NAMESPACE].struct_value
-            if decision.endpoint is not None:
-                ns.fields[META_ENDPOINT].string_value = decision.endpoint
-            if decision.set_cookie is not None:
-                ns.fields[META_SET_COOKIE].string_value = decision.set_cookie
-            if split.debug_headers:
-                ns.fields[META_DECISION].string_value = disclosure(decision, self.generation.number)
+            for name, value in extra.items():
+                ns.fields[name].string_value = value
         return reply
 
 
