@@ -82,7 +82,7 @@ class _Message:
 def _read(body: bytes) -> _Message:
     """Every check of a request body, once, for both readings of it (`decode_request`, `decode_request_view`)."""
     try:
-        doc = json.loads(body)
+        doc = json.loads(body.decode("utf-8"))  # a str: json.loads skips guessing the encoding of bytes
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         raise CodecError(f"not JSON: {exc}") from exc
     if not isinstance(doc, dict):
