@@ -247,7 +247,10 @@ def test_restarted_operator_with_a_missing_backend_keeps_what_the_replicas_hold(
     assert resolved is not None and resolved["status"] == "False"
     service_with_slice(env.kube, env.ns, "shop-green", [env.pods["green"].ip], target_port=env.pods["green"].port)
     obj = wait_condition(env.kube, env.ns, "shop", "Published", "True", "^2/2 dataplanes$", timeout=30)
-    assert env.gateway.held() == [obj["status"]["generation"]] * 2
+    # status.generation is the first generation carrying shop as served now: the form seeded from the replicas, which
+    # the resolved Service compiles to again; both replicas hold that generation or the later one of other's change.
+    held_now = env.gateway.held()
+    assert held_now[0] == held_now[1] >= obj["status"]["generation"] > held[0], (held_now, obj["status"])
     assert sample(env, 1, 20) == {"green": 20}
 
 

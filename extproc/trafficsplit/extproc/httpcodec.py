@@ -4,11 +4,12 @@ Envoy's HTTP client posts each `ProcessingRequest` as proto-JSON (proto field na
 `raw_value`) and reads the reply body as a JSON `ProcessingResponse`. `google.protobuf.json_format` does both, but at
 ~60 µs a message, most of what this transport saves over gRPC, so the few shapes the processor reads and writes are
 converted here directly. tests/unit/test_extproc_httpcodec.py checks both directions against json_format for every
-reply kind `Processor.handle` makes, so this cannot drift from the proto.
+reply kind the processor makes, so this cannot drift from the proto, and checks that the hot path (`decode_request_view`
++ `JsonReplies`, no protobuf message in between) answers exactly what encoding the gRPC path's reply gives.
 
-Trust: the request body comes from Envoy, but its header keys and values are the client's bytes. They only reach
-`Processor.handle` as a `ProcessingRequest` (the same as over gRPC); the reply's header values come from the held
-generation, and `encode_response` refuses to write one Envoy would read as more than one header.
+Trust: the request body comes from Envoy, but its header keys and values are the client's bytes. They only reach the
+decision as the same header view the gRPC path builds (`request_view_of`); the reply's header values come from the
+held generation, and `encode_response` refuses to write one Envoy would read as more than one header.
 """
 
 from __future__ import annotations

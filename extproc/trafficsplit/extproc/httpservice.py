@@ -1,4 +1,4 @@
-"""Envoy's ext_proc over `http_service`: one HTTP/1.1 POST per ext_proc message, answered by `Processor.handle`.
+"""Envoy's ext_proc over `http_service`: one HTTP/1.1 POST per ext_proc message, answered by `Processor.respond`.
 
 Experimental and opt-in (`--ext-proc-transport http`; gRPC stays the default): Envoy marks `http_service`
 work-in-progress, outside its threat model (docs/dataplane.md, "The http_service transport"). Why offer it: over gRPC

@@ -53,7 +53,7 @@ class Metrics:
             "trafficsplit_processor_errors", "ext_proc messages the processor could not answer", registry=r
         )
         # ext_proc over http_service (--ext-proc-transport http): what the server refused before or instead of
-        # `Processor.handle` (decisions, undecided, processor_seconds and processor_errors count as over gRPC).
+        # `Processor.respond` (decisions, undecided, processor_seconds and processor_errors count as over gRPC).
         self.extproc_transport = Gauge(
             "trafficsplit_extproc_transport", "1 for the transport ext_proc is served over", ["transport"], registry=r
         )

@@ -100,12 +100,14 @@ class EngineSettings:
 
 @dataclass(frozen=True, slots=True)
 class Carried:
-    """The first number that carried one split's served form. Keyed by the object's uid too: a recreated split (new
-    uid, metadata.generation 1 again) is not counted as published by a number that carried its predecessor."""
+    """The first number that carried one split's served form (its spec and its endpoints: an endpoint change is
+    published, and shown in status.generation, as a spec change is). Keyed by the object's uid too: a recreated split
+    (new uid, metadata.generation 1 again) is not counted as published by a number that carried its predecessor."""
 
     uid: str
     observed_generation: int
     number: int
+    form: CompiledSplit | None = None  # the served form that number carried (an endpoint change is a new form)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +135,9 @@ class Publishing:
         for s in gen.splits:
             uid = uids.get(s.key, "")
             prev = self.carried.get(s.key)
-            if prev is None or (prev.uid, prev.observed_generation) != (uid, s.observed_generation):
-                self.carried[s.key] = Carried(uid, s.observed_generation, gen.number)
+            same_form = prev is not None and (prev.form is s or prev.form == s)
+            if prev is None or (prev.uid, prev.observed_generation) != (uid, s.observed_generation) or not same_form:
+                self.carried[s.key] = Carried(uid, s.observed_generation, gen.number, s)
 
 
 @dataclass(frozen=True, slots=True)

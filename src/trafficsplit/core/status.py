@@ -419,8 +419,9 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
         if outcome.table_rebuilt and served.table is not None:
             events.append(EventIntent(EventType.WARNING, EventReason.ASSIGNMENT_REBUILT, rebuilt_message(after)))
     carried = outcome.serves_current_spec and view.number > 0 and outcome.key not in view.held_back
-    # The first number that carried this spec, not the newest: a later generation that carries it unchanged (another
-    # split's change) leaves this status as it is, so a change to one split among 1,000 writes one status, not 1,000.
+    # The first number that carried this split's served form (spec and endpoints), not the newest: a later
+    # generation that carries it unchanged (another split's change) leaves this status as it is, so a change to one
+    # split among 1,000 writes one status, not 1,000.
     since = view.since.get(outcome.key, view.number)
     status = SplitStatus(
         observed_generation=gen,
