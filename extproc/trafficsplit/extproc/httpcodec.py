@@ -3,9 +3,9 @@
 Envoy's HTTP client posts each `ProcessingRequest` as proto-JSON (proto field names, header values base64 in
 `raw_value`) and reads the reply body as a JSON `ProcessingResponse`. `google.protobuf.json_format` does both, but at
 ~60 µs a message, most of what this transport saves over gRPC, so the few shapes the processor reads and writes are
-converted here directly. tests/unit/test_extproc_httpcodec.py checks both directions against json_format for every
-reply kind the processor makes, so this cannot drift from the proto, and checks that the hot path (`decode_request_view`
-+ `JsonReplies`, no protobuf message in between) answers exactly what encoding the gRPC path's reply gives.
+converted here directly. tests/unit/test_extproc_httpcodec.py checks both directions against json_format: every
+reply kind the processor makes encodes as json_format writes it, `JsonReplies` answers exactly what encoding the gRPC
+path's reply gives, and `decode_request_view` reads what `request_view` reads from the message json_format parses.
 
 Trust: the request body comes from Envoy, but its header keys and values are the client's bytes. They only reach the
 decision as the same header view the gRPC path builds (`request_view_of`); the reply's header values come from the
@@ -73,15 +73,15 @@ def _get(doc: dict[str, Any], proto_name: str, json_name: str) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class _Message:
-    """A checked ProcessingRequest body: its phase and, for request headers, (key, value, raw_value) per header."""
+    """A checked ProcessingRequest body: its phase and, for request headers, (name, value) per header, the value read
+    as `request_view` reads a message's (`raw_value` as UTF-8, else `value`)."""
 
     phase: str
-    headers: list[tuple[str, str, bytes]]
-    end_of_stream: bool | None
+    headers: list[tuple[str, str]]
 
 
 def _read(body: bytes) -> _Message:
-    """Every check of a request body, once, for both readings of it (`decode_request`, `decode_request_view`)."""
+    """Every check of a request body, once."""
     try:
         doc = json.loads(body.decode("utf-8"))  # a str: json.loads skips guessing the encoding of bytes
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
@@ -96,7 +96,7 @@ def _read(body: bytes) -> _Message:
             raise CodecError(f"{proto_name}: not an object")
         if proto_name == "request_headers":
             return _read_headers(phase)
-        return _Message(proto_name, [], None)
+        return _Message(proto_name, [])
     raise CodecError("no processing phase")
 
 
@@ -106,7 +106,7 @@ def _read_headers(phase: dict[str, Any]) -> _Message:
         raise CodecError("end_of_stream: not a boolean")
     headers = phase.get("headers")
     if headers is None:
-        return _Message("request_headers", [], end)
+        return _Message("request_headers", [])
     if not isinstance(headers, dict):
         raise CodecError("request_headers.headers: not an object")
     entries = headers.get("headers", [])
@@ -114,7 +114,7 @@ def _read_headers(phase: dict[str, Any]) -> _Message:
         raise CodecError("request_headers.headers.headers: not a list")
     if len(entries) > MAX_HEADERS:
         raise CodecError(f"more than {MAX_HEADERS} headers")
-    out: list[tuple[str, str, bytes]] = []
+    out: list[tuple[str, str]] = []
     for h in entries:
         if not isinstance(h, dict):
             raise CodecError("a header is not an object")
@@ -123,36 +123,21 @@ def _read_headers(phase: dict[str, Any]) -> _Message:
         if not isinstance(key, str) or not isinstance(value, str):
             raise CodecError("a header's key or value is not a string")
         raw = _get(h, "raw_value", "rawValue")
-        out.append((key, value, b"" if raw is None else _b64decode(raw, key)))
-    return _Message("request_headers", out, end)
-
-
-def decode_request(body: bytes) -> ep.ProcessingRequest:
-    """A ProcessingRequest from its proto-JSON: the request headers in full (key, value, raw_value); any other phase
-    as present but empty (the processor answers those with a pass-through). Every other field (attributes,
-    protocol_config, ...) is not read by the processor and is skipped. Raises CodecError for anything else."""
-    msg = _read(body)
-    req = ep.ProcessingRequest()
-    if msg.phase != "request_headers":
-        getattr(req, msg.phase).SetInParent()
-        return req
-    out = req.request_headers
-    out.SetInParent()
-    if msg.end_of_stream is not None:
-        out.end_of_stream = msg.end_of_stream
-    target = out.headers.headers
-    for key, value, raw in msg.headers:
-        target.add(key=key, value=value, raw_value=raw)
-    return req
+        data = b"" if raw is None else _b64decode(raw, key)
+        out.append((key, data.decode("utf-8", "replace") if data else value))
+    return _Message("request_headers", out)
 
 
 def decode_request_view(body: bytes) -> RequestView | str:
-    """What `request_view(decode_request(body)...)` reads, without building the protobuf message (the transport's
-    hot path): the request headers' view, or the name of the other phase the body carries."""
+    """The request headers of a ProcessingRequest's proto-JSON as the decision's view, exactly as `request_view` reads
+    them from the message over gRPC, without building the protobuf message (the transport's hot path); or the name
+    of the other phase the body carries (the processor answers those with a pass-through). Every other field
+    (attributes, protocol_config, ...) is not read by the processor and is skipped. Raises CodecError for a body
+    that is not a ProcessingRequest this processor can read."""
     msg = _read(body)
     if msg.phase != "request_headers":
         return msg.phase
-    return request_view_of((k, raw.decode("utf-8", "replace") if raw else v) for k, v, raw in msg.headers)
+    return request_view_of(msg.headers)
 
 
 def _b64(data: bytes) -> str:

@@ -105,9 +105,8 @@ class Carried:
     (new uid, metadata.generation 1 again) is not counted as published by a number that carried its predecessor."""
 
     uid: str
-    observed_generation: int
     number: int
-    form: CompiledSplit | None = None  # the served form that number carried (an endpoint change is a new form)
+    form: CompiledSplit  # the served form that number carried (its observed_generation says which spec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +134,10 @@ class Publishing:
         for s in gen.splits:
             uid = uids.get(s.key, "")
             prev = self.carried.get(s.key)
-            same_form = prev is not None and (prev.form is s or prev.form == s)
-            if prev is None or (prev.uid, prev.observed_generation) != (uid, s.observed_generation) or not same_form:
-                self.carried[s.key] = Carried(uid, s.observed_generation, gen.number, s)
+            # The form is content (its metadata.generation included), and the pass's memo hands back the same object
+            # for an unchanged split, so `is` settles most of them.
+            if prev is None or prev.uid != uid or not (prev.form is s or prev.form == s):
+                self.carried[s.key] = Carried(uid, gen.number, s)
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,8 +113,8 @@ class CompiledSplit:
     table: SlotTable | None = None
     # sticky.mode: persistent (core/persistent.py): sessions keep the backend their sealed cookie names.
     persistent: bool = False
-    # The first generation number that carried this split's current spec (status.generation), as the publish message
-    # gives it; 0: unknown (the generation's number stands in). Not content: the same form carried on by later
+    # The first generation number that carried this split as it is (status.generation), as the publish message gives
+    # it; 0: unknown (the generation's number stands in). Not content: the same form carried on by later
     # generations is the same split, and its Envoy resources (the fallback routes disclose this number) are reused.
     first_generation: int = field(default=0, compare=False)
     weights: Weights = field(init=False)

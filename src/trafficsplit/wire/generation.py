@@ -35,7 +35,7 @@ P = ParamSpec("P")
 def generation_to_proto(gen: Generation, origin: str = "", first: Mapping[str, int] | None = None) -> pb.Generation:
     """The publish payload for a numbered generation (the operator's side); the one way a generation leaves the
     operator, and `generation_from_proto` the one way back (the dataplane's receiver, the operator's seeding).
-    `first`: per split key, the first generation number that carried its current spec (else the split's own)."""
+    `first`: per split key, the first generation number that carried it as it is (else 0: the generation's own)."""
     msg = pb.Generation(number=gen.number, splits=[split_to_proto(s) for s in gen.splits], origin=origin)
     if first:
         for m, s in zip(msg.splits, gen.splits, strict=True):
