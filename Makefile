@@ -2,9 +2,9 @@
 .PHONY: demo test e2e soak
 
 # Runs the product locally on loopback: Envoy + extproc + operator (file source on examples/) + sample backends.
+# Needs Python 3.11+; installs into the project's venv (.venv, hack/venv.sh), never into the system Python.
 demo:
-	python3 -m pip install -q --disable-pip-version-check .
-	python3 -m trafficsplit.cli demo
+	@bin=$$(bash hack/venv.sh demo | tail -n 1) && exec "$$bin/python" -m trafficsplit.cli demo
 
 # Installs everything, builds (or reuses) the control plane, runs static checks and every test tier.
 test:

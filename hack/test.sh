@@ -8,7 +8,16 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+# Each step prints its start time and the previous step's duration, so a cold run's log says where the time went.
+STEP_NAME="" STEP_T0=$(date +%s) RUN_T0=$(date +%s)
+step() {
+  local now
+  now=$(date +%s)
+  [[ -n "$STEP_NAME" ]] && printf '== took %ss: %s\n' "$((now - STEP_T0))" "$STEP_NAME"
+  STEP_NAME="$1" STEP_T0=$now
+  printf '\n== %s (%s, %ss into the run)\n' "$1" "$(date -u +%H:%M:%S)" "$((now - RUN_T0))"
+}
+trap 'step "end (exit $?)"' EXIT
 
 E2E_ONLY=0
 [[ "${1:-}" == "--e2e" ]] && { E2E_ONLY=1; shift; }
@@ -35,8 +44,14 @@ if ((${#missing[@]})); then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 
-step "python packages"
-python3 -m pip install -q --disable-pip-version-check -e ".[test,fast]"
+step "python packages (the project's venv: hack/venv.sh)"
+# Everything below runs inside the project's own venv, built from the declared extras only: a package installed on
+# the machine by hand cannot satisfy an import here. TRAFFICSPLIT_VENV moves it (CI and a fresh clone use .venv).
+venv_bin=$(bash hack/venv.sh test,bench | tail -n 1)
+export PATH="$venv_bin:$PATH"
+export VIRTUAL_ENV="${venv_bin%/bin}"
+hash -r
+[[ "$(command -v python3)" == "$venv_bin/python3" ]] || { echo "test.sh: python3 is not the venv's" >&2; exit 1; }
 
 step "control plane (kube-apiserver, etcd, helm)"
 bash hack/build-controlplane.sh

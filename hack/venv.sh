@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The project's own Python environment: `make test` and `make demo` run inside it, never in the machine's Python, so
+# a package that happens to be installed system-wide cannot satisfy an import that pyproject.toml does not declare,
+# and a PEP 668 ("externally-managed-environment") system Python is never written to.
+#
+# Usage: hack/venv.sh EXTRAS      e.g. hack/venv.sh test,bench  or  hack/venv.sh demo
+# Prints the venv's bin directory on its last line (stdout); progress goes to stderr.
+#
+# The venv is ${TRAFFICSPLIT_VENV:-<repo>/.venv}. It is (re)installed when pyproject.toml or the extras changed since
+# the last install (a stamp inside the venv), so a warm run takes well under a second.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+extras="${1:?usage: hack/venv.sh EXTRAS (comma-separated, e.g. test,bench)}"
+venv="${TRAFFICSPLIT_VENV:-$root/.venv}"
+log() { echo "venv: $*" >&2; }
+
+# The Python that creates the venv: PYTHON, else python3.13 … python3.11, else python3; it must be 3.11 or newer.
+pick_python() {
+  local c
+  for c in ${PYTHON:-} python3.13 python3.12 python3.11 python3; do
+    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+      command -v "$c"
+      return 0
+    fi
+  done
+  return 1
+}
+
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import sys' 2>/dev/null; then
+  py=$(pick_python) || {
+    log "trafficsplit needs Python 3.11 or newer (python3 here: $(python3 --version 2>&1 || echo none))."
+    log "Install one (Debian/Ubuntu: apt-get install python3 python3-venv) or set PYTHON=/path/to/python3.11+."
+    exit 1
+  }
+  log "creating $venv with $py ($("$py" --version 2>&1))"
+  rm -rf "$venv"
+  if ! "$py" -m venv "$venv" 2>/dev/null; then
+    # Debian and Ubuntu split venv's pip bootstrap into python3-venv; as root, install it and try again.
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+      ver=$("$py" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+      log "installing python$ver-venv (Debian splits venv out of Python)"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python$ver-venv" >&2
+      rm -rf "$venv"
+      "$py" -m venv "$venv"
+    else
+      log "'$py -m venv' failed: on Debian/Ubuntu install python3-venv (sudo apt-get install python3-venv)."
+      exit 1
+    fi
+  fi
+fi
+
+stamp="$venv/.trafficsplit-installed"
+want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1) $extras $root"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+  log "up to date ($venv, extras: $extras)"
+else
+  log "installing trafficsplit[$extras] into $venv (first time: a minute or two; pip prints each package)"
+  rm -f "$stamp"
+  "$venv/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >&2
+  # Not -q: a first install downloads ~300 MB, and a silent minute looks like a hang.
+  set +o pipefail
+  "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off -e "$root[$extras]" 2>&1 |
+    grep -E --line-buffered -v '^ *(Requirement already satisfied|Using cached|Downloading|Obtaining|Installing|Preparing|Getting|Building|Created|Stored|Checking|Attempting|Found existing|Uninstalling|  )' >&2
+  rc=${PIPESTATUS[0]}
+  set -o pipefail
+  ((rc == 0)) || { log "pip install failed (exit $rc)"; exit "$rc"; }
+  "$venv/bin/python" -m pip check >&2 || { log "pip check failed"; exit 1; }
+  "$venv/bin/python" -c 'import trafficsplit.core' || { log "the install did not take"; exit 1; }
+  echo "$want" >"$stamp"
+  log "installed"
+fi
+echo "$venv/bin"
