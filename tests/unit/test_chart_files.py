@@ -204,3 +204,17 @@ def test_chart_backend_cluster_stats_default_and_pattern_are_the_bootstraps_own(
     assert envoy["backendClusterStats"] is BootstrapOptions.backend_cluster_stats is True
     template = (CHART / "templates/gateway-bootstrap-configmap.yaml").read_text()
     assert f'"regex" `{BACKEND_CLUSTER_STATS_REGEX}`' in template
+
+
+def test_schema_accepts_the_global_values_of_a_parent_chart() -> None:
+    # As a subchart (an umbrella chart, Argo CD, Flux), Helm hands the chart its parent's `global` values and validates
+    # them against this schema: a root that refuses `global` makes the chart unusable there (helm/helm#10392).
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    jsonschema.validate(
+        {**values, "global": {"imageRegistry": "registry.example.com", "anything": [1, {"x": 2}]}}, schema
+    )
+    # The root still refuses a typo.
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**values, "gatway": {}}, schema)

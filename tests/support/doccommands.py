@@ -1,0 +1,196 @@
+"""The shell commands the user-facing text tells a new user to run, extracted so that tests check and run them
+verbatim: the README's "On a cluster" block and the chart's NOTES.txt as `helm install` prints it.
+
+Two tiers use this: tests/unit/test_doc_commands.py checks, without a cluster, that every `kubectl trafficsplit` and
+`kubectl patch trafficsplit` command names a namespace, a split and backends that examples/kubernetes/ creates and
+that the CLI's own rules accept; tests/e2e/test_7_readme.py runs them on a real node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import re
+import shlex
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+EXAMPLES = ROOT / "examples" / "kubernetes"
+CLUSTER_SECTION = "On a cluster"
+# What a NOTES.txt command line starts with (after its indentation); prose lines never start with these words.
+NOTES_COMMAND_WORDS = ("kubectl ", "curl ", "export ", "trafficsplit ", "helm ")
+# A NOTES.txt is a few dozen lines; anything much larger is not the chart's notes.
+MAX_NOTES_CHARS = 64_000
+
+
+def markdown_section(markdown: str, heading: str) -> str:
+    """The text under `## heading` up to the next heading of level 1 or 2."""
+    m = re.search(rf"^## {re.escape(heading)}\s*$", markdown, flags=re.MULTILINE)
+    if m is None:
+        raise ValueError(f"no '## {heading}' section")
+    rest = markdown[m.end() :]
+    end = re.search(r"^#{1,2} ", rest, flags=re.MULTILINE)
+    return rest[: end.start()] if end else rest
+
+
+def first_sh_block(text: str) -> list[str]:
+    """The non-empty lines of the first ```sh fenced block, one command each."""
+    m = re.search(r"^```sh\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+    if m is None:
+        raise ValueError("no ```sh block")
+    return [line.strip() for line in m.group(1).splitlines() if line.strip()]
+
+
+def readme_cluster_commands(readme: Path = README) -> list[str]:
+    return first_sh_block(markdown_section(readme.read_text(encoding="utf-8"), CLUSTER_SECTION))
+
+
+def notes_commands(notes: str) -> list[str]:
+    """The command lines of rendered notes: indented lines that start with a command word (see NOTES_COMMAND_WORDS)."""
+    if len(notes) > MAX_NOTES_CHARS:
+        raise ValueError(f"notes of {len(notes)} characters: not a NOTES.txt")
+    return [
+        line.strip()
+        for line in notes.splitlines()
+        if line.startswith("  ") and line.strip().startswith(NOTES_COMMAND_WORDS)
+    ]
+
+
+def words(command: str) -> list[str]:
+    """A command line as the shell splits it, without its trailing comment and background `&`."""
+    parts = shlex.split(command, comments=True)
+    return parts[:-1] if parts and parts[-1] == "&" else parts
+
+
+def option(argv: Sequence[str], *names: str) -> str | None:
+    """The value of `-n X`, `--namespace X` or `--namespace=X` style options, else None."""
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if name.startswith("--") and arg.startswith(name + "="):
+                return arg[len(name) + 1 :]
+    return None
+
+
+# --- what examples/kubernetes/ creates -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Examples:
+    """The objects examples/kubernetes/*.yaml create, keyed by (namespace, name)."""
+
+    splits: Mapping[tuple[str, str], Mapping[str, Any]]
+    services: frozenset[tuple[str, str]]
+    namespaces: frozenset[str]
+
+
+def load_examples(directory: Path = EXAMPLES) -> Examples:
+    splits: dict[tuple[str, str], Mapping[str, Any]] = {}
+    services: set[tuple[str, str]] = set()
+    namespaces: set[str] = set()
+    for path in sorted(directory.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if not doc:
+                continue
+            meta = doc["metadata"]
+            if doc["kind"] == "Namespace":
+                namespaces.add(meta["name"])
+            elif doc["kind"] == "Service":
+                services.add((meta["namespace"], meta["name"]))
+            elif doc["kind"] == "TrafficSplit":
+                splits[(meta["namespace"], meta["name"])] = doc
+    return Examples(splits=splits, services=frozenset(services), namespaces=frozenset(namespaces))
+
+
+# --- checking a command against the examples -------------------------------------------------------------------------
+
+
+def _json_patch_replace(doc: Any, ops: Iterable[Mapping[str, Any]]) -> Any:
+    """The `test` and `replace` operations of an RFC 6902 patch (all a weight change needs); others are refused."""
+    doc = json.loads(json.dumps(doc))
+    for op in ops:
+        *parents, last = [p for p in str(op["path"]).split("/")[1:]]
+        node = doc
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        key: int | str = int(last) if isinstance(node, list) else last
+        if op["op"] == "test":
+            if node[key] != op["value"]:  # type: ignore[index]
+                raise ValueError(f"test {op['path']}: {node[key]!r} != {op['value']!r}")  # type: ignore[index]
+        elif op["op"] == "replace":
+            node[key] = op["value"]  # type: ignore[index]
+        else:
+            raise ValueError(f"op {op['op']!r}: only test and replace are checked here")
+    return doc
+
+
+def _plugin_args(argv: Sequence[str]) -> argparse.Namespace | str:
+    """The kubectl plugin's arguments as its own parser reads them, or why it refuses them."""
+    from trafficsplit.cli.main import build_parser
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return build_parser().parse_args(list(argv))
+    except SystemExit:
+        return " ".join(err.getvalue().split()) or "refused by the CLI's parser"
+
+
+def split_problems(command: str, examples: Examples) -> Iterator[str]:
+    """Why a `kubectl trafficsplit ...` or `kubectl patch trafficsplit ...` line would fail on the examples (nothing
+    for other commands). The CLI's own functions judge the plugin's arguments, so the rules cannot differ."""
+    from trafficsplit.cli.common import UsageError
+    from trafficsplit.cli.flip import flipped
+    from trafficsplit.cli.kplan import merge, parse_assignments, spec_backends
+    from trafficsplit.cli.kube import Ref
+    from trafficsplit.core.errors import SpecError
+
+    argv = words(command)
+    if argv[:2] == ["kubectl", "trafficsplit"]:
+        parsed = _plugin_args(argv[2:])
+        if isinstance(parsed, str):
+            yield f"{command!r}: {parsed}"
+            return
+        verb, name, namespace = parsed.command, parsed.name, parsed.namespace
+    elif argv[:1] == ["kubectl"] and "patch" in argv and "trafficsplit" in argv:
+        verb, name, namespace = "patch", argv[argv.index("trafficsplit") + 1], option(argv, "-n", "--namespace")
+    else:
+        return
+    if namespace is None:
+        yield f"{command!r}: no -n NAMESPACE (examples/kubernetes/ is in namespace(s) {sorted(examples.namespaces)})"
+        return
+    doc = examples.splits.get((namespace, name))
+    if doc is None:
+        yield f"{command!r}: examples/kubernetes/ creates no TrafficSplit {namespace}/{name}"
+        return
+    ref = Ref(namespace, name)
+    before = spec_backends(ref, doc)
+    try:
+        if verb == "flip":
+            after = flipped(ref, before)
+        elif verb in ("plan", "set-weights"):
+            if parsed.assignments is None:
+                yield f"{command!r}: no weights given"
+                return
+            after = merge(ref, before, parse_assignments(parsed.assignments), option="weights")
+        elif verb == "patch":
+            patched = _json_patch_replace(doc, json.loads(option(argv, "-p", "--patch") or "[]"))
+            after = spec_backends(ref, patched)
+        else:
+            return
+    except (UsageError, SpecError, ValueError, KeyError, IndexError) as exc:
+        yield f"{command!r}: {exc}"
+        return
+    total_before, total_after = sum(b.weight for b in before), sum(b.weight for b in after)
+    if total_after != total_before:
+        # The documented advice (docs/displacement.md): a change of the total re-draws every session's slot.
+        yield f"{command!r}: changes the total weight {total_before} -> {total_after}"
