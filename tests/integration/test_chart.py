@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests.support.controlplane import ControlPlane, ensure_binaries
+from tests.support.doccommands import load_examples, notes_commands, split_problems, words
 from trafficsplit.wire.reserved import EXTPROC_CLUSTER
 
 pytestmark = pytest.mark.k8s
@@ -379,6 +380,141 @@ def test_envoy_accepts_the_rendered_bootstrap(helm: Helm, tmp_path: Path, transp
     assert "OK" in proc.stdout + proc.stderr
 
 
+# --- the ecosystem's conventions: names, identities, subcharts ----------------------------------------------------
+
+
+def names(docs: Docs) -> set[tuple[str, str]]:
+    return {(d["kind"], d["metadata"]["name"]) for d in docs}
+
+
+def pod_specs(docs: Docs) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d["spec"]["template"] for d in docs if d["kind"] == "Deployment"}
+
+
+def test_fullname_override_renames_every_object_and_every_reference(helm: Helm) -> None:
+    docs = render(helm, "fullnameOverride=shop-ts")
+    assert names(docs) >= {(kind, name.replace("rel-", "shop-ts-", 1)) for kind, name in EXPECTED}
+    leftover = [n for n in names(docs) if n[1].startswith("rel")]
+    assert leftover == []
+    # What one object says about another follows: the operator's discovery, Lease and TLS name, RBAC subjects.
+    args = find(docs, "Deployment", "shop-ts-operator")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--gateway-service=shop-ts-gateway-publish" in args
+    assert "--lease-name=shop-ts-operator" in args
+    assert "--tls-server-name=shop-ts-gateway-publish.ts-system.svc" in args
+    binding = find(docs, "ClusterRoleBinding", "shop-ts-operator")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "shop-ts-operator", "namespace": "ts-system"}]
+    # The instance label stays the release's (helm and `kubectl get -l app.kubernetes.io/instance=rel` find them).
+    assert all(
+        d["metadata"]["labels"]["app.kubernetes.io/instance"] == "rel" for d in docs if "labels" in d["metadata"]
+    )
+    # Cut so the longest Service name stays a 63-character DNS label.
+    long = render(helm, "fullnameOverride=" + "x" * 63)
+    assert max(len(n) for k, n in names(long) if k == "Service") <= 63
+
+
+def test_name_override_sets_the_name_label_and_the_prefix(helm: Helm) -> None:
+    docs = render(helm, "nameOverride=edge")
+    assert ("Deployment", "rel-edge-gateway") in names(docs)
+    for name, template in pod_specs(docs).items():
+        assert template["metadata"]["labels"]["app.kubernetes.io/name"] == "edge", name
+    gw = find(docs, "Deployment", "rel-edge-gateway")
+    selector = gw["spec"]["selector"]["matchLabels"]
+    assert selector["app.kubernetes.io/name"] == "edge"
+    for kind, name in (("Service", "rel-edge-gateway"), ("Service", "rel-edge-gateway-publish")):
+        assert find(docs, kind, name)["spec"]["selector"] == selector
+    # A release name that already holds the override is not repeated.
+    assert ("Deployment", "rel-operator") in names(render(helm, "nameOverride=rel"))
+
+
+def test_service_accounts_are_created_annotated_or_brought(helm: Helm) -> None:
+    role = "eks.amazonaws.com/role-arn"
+    docs = render(
+        helm,
+        "operator.serviceAccount.annotations." + role.replace(".", "\\.") + "=arn:aws:iam::1:role/ts",
+        "gateway.serviceAccount.annotations.iam\\.gke\\.io/gcp-service-account=ts@p.iam.gserviceaccount.com",
+    )
+    op_sa = find(docs, "ServiceAccount", "rel-operator")
+    assert op_sa["metadata"]["annotations"] == {role: "arn:aws:iam::1:role/ts"}
+    assert op_sa["automountServiceAccountToken"] is True
+    gw_sa = find(docs, "ServiceAccount", "rel-gateway")
+    assert gw_sa["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": "ts@p.iam.gserviceaccount.com"}
+    assert gw_sa["automountServiceAccountToken"] is False
+    pods = pod_specs(docs)
+    assert pods["rel-operator"]["spec"]["serviceAccountName"] == "rel-operator"
+    assert pods["rel-gateway"]["spec"]["serviceAccountName"] == "rel-gateway"
+
+    # Brought: no ServiceAccount rendered, the pods and every operator binding use the named one.
+    docs = render(
+        helm,
+        "operator.serviceAccount.create=false",
+        "operator.serviceAccount.name=ops-identity",
+        "gateway.serviceAccount.create=false",
+        "watchNamespaces={shop}",
+    )
+    assert [d for d in docs if d["kind"] == "ServiceAccount"] == []
+    pods = pod_specs(docs)
+    assert pods["rel-operator"]["spec"]["serviceAccountName"] == "ops-identity"
+    # The operator needs its token even when the account's own default says otherwise; the gateway never.
+    assert pods["rel-operator"]["spec"]["automountServiceAccountToken"] is True
+    assert pods["rel-gateway"]["spec"]["serviceAccountName"] == "default"
+    assert pods["rel-gateway"]["spec"]["automountServiceAccountToken"] is False
+    bindings = [d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    assert len(bindings) == 3  # shop, the release namespace, and the Lease's Role
+    for b in bindings:
+        assert [s["name"] for s in b["subjects"]] == ["ops-identity"], b["metadata"]["name"]
+
+    # A name for a created account.
+    docs = render(helm, "operator.serviceAccount.name=ts-op")
+    assert pod_specs(docs)["rel-operator"]["spec"]["serviceAccountName"] == "ts-op"
+    assert ("ServiceAccount", "ts-op") in names(docs)
+
+
+def test_pod_annotations_pull_secrets_and_priority_classes_reach_both_pods(helm: Helm) -> None:
+    docs = render(
+        helm,
+        "imagePullSecrets[0].name=regcred",
+        "operator.podAnnotations.a=op",
+        "gateway.podAnnotations.a=gw",
+        "operator.priorityClassName=ops-critical",
+        "gateway.priorityClassName=edge-critical",
+    )
+    pods = pod_specs(docs)
+    for name, annotation, priority in (("rel-operator", "op", "ops-critical"), ("rel-gateway", "gw", "edge-critical")):
+        assert pods[name]["metadata"]["annotations"]["a"] == annotation
+        assert pods[name]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+        assert pods[name]["spec"]["priorityClassName"] == priority
+
+
+def test_the_chart_works_as_a_subchart_with_global_values(helm: Helm, tmp_path: Path) -> None:
+    # An umbrella chart (the shape of an Argo CD or Flux setup) hands its subcharts `global`, which Helm validates
+    # against each subchart's schema (helm/helm#10392): a schema that refuses `global` fails the whole install.
+    umbrella = tmp_path / "umbrella"
+    (umbrella / "charts").mkdir(parents=True)
+    shutil.copytree(CHART, umbrella / "charts" / "trafficsplit")
+    (umbrella / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: umbrella\nversion: 0.1.0\ndependencies:\n  - name: trafficsplit\n    version: 0.1.0\n"
+    )
+    (umbrella / "values.yaml").write_text(
+        "global:\n  imageRegistry: registry.example.com\ntrafficsplit:\n  gateway:\n    replicas: 3\n"
+    )
+    args = ["template", "rel", str(umbrella), "-n", "ts-system", "--kube-version", KUBE_VERSIONS[-1]]
+    docs = [d for d in yaml.load_all(helm(*args).stdout, Loader=StrictLoader) if d]
+    assert find(docs, "Deployment", "rel-gateway")["spec"]["replicas"] == 3
+    # The schema still refuses a typo next to `global`.
+    bad = helm(*args, "--set", "trafficsplit.gatway.replicas=3", check=False)
+    assert bad.returncode != 0 and "gatway" in bad.stderr, bad.stderr
+
+
+def test_chart_metadata_for_registries_and_artifact_hub(helm: Helm) -> None:
+    meta = yaml.safe_load(helm("show", "chart", str(CHART)).stdout)
+    assert meta["home"].startswith("https://") and meta["icon"].startswith("https://")
+    assert meta["sources"] and all(s.startswith("https://") for s in meta["sources"])
+    assert meta["maintainers"] and all(m["name"] for m in meta["maintainers"])
+    assert meta["kubeVersion"] == ">=1.30.0-0"
+    # The icon is a file of this repository, at the path the URL names.
+    assert (ROOT / meta["icon"].split("/main/", 1)[1]).is_file()
+
+
 def notes(kube: ControlPlane, *sets: str) -> str:
     # A dry run renders NOTES.txt (helm template does not); helm 3.20 wants a reachable cluster even client-side.
     args = ["install", "rel", str(CHART), "-n", "ts-system", "--dry-run=client"]
@@ -392,13 +528,30 @@ def notes(kube: ControlPlane, *sets: str) -> str:
 def test_notes_tell_how_to_send_traffic_and_flip(kube: ControlPlane) -> None:
     text = notes(kube)
     assert "port-forward service/rel-gateway 8080:80" in text
-    assert "curl -si -H 'Host: shop.example.com' http://127.0.0.1:8080/" in text
-    assert "kubectl patch trafficsplit shop --type=json" in text and "Blue-green flip" in text
+    assert "-H 'Host: shop.example.com' http://127.0.0.1:8080/" in text
+    assert "kubectl -n shop patch trafficsplit shop --type=json" in text
+    assert "kubectl -n shop patch trafficsplit shop-bluegreen --type=json" in text
     assert "secret/rel-publish-token" in text
     node_port = notes(kube, "gateway.service.type=NodePort", "gateway.service.nodePort=30080")
     assert "NODE_PORT=$(kubectl -n ts-system get service rel-gateway" in node_port
     assert "port-forward" not in node_port
     assert "WARNING" in notes(kube, "gateway.networkPolicy.enabled=false")
+    assert "service/shop-ts-gateway" in notes(kube, "fullnameOverride=shop-ts")
+
+
+@pytest.mark.parametrize("service_type", ["ClusterIP", "NodePort", "LoadBalancer"])
+def test_notes_commands_work_on_the_examples(kube: ControlPlane, service_type: str) -> None:
+    # Every command NOTES prints names a namespace, split and backends examples/kubernetes/ creates, with changes the
+    # CLI's own rules accept (tests/e2e/test_7_readme.py runs them on a real node). One command per line: nothing a
+    # user pastes line by line may be half a heredoc.
+    examples = load_examples()
+    commands = notes_commands(notes(kube, f"gateway.service.type={service_type}"))
+    assert len(commands) >= 7, commands
+    assert [p for c in commands for p in split_problems(c, examples)] == []
+    assert not [c for c in commands if "<<" in c]
+    assert "kubectl apply -f examples/kubernetes/" in commands
+    patched = {words(c)[words(c).index("trafficsplit") + 1] for c in commands if " patch trafficsplit " in c}
+    assert patched == {"shop", "shop-bluegreen"}
 
 
 # --- against the real API server -------------------------------------------------------------------------------------
