@@ -1,5 +1,5 @@
 # The README's two commands. Both install what they need on a fresh machine.
-.PHONY: demo test e2e soak
+.PHONY: demo test e2e soak images kind
 
 # Runs the product locally on loopback: Envoy + extproc + operator (file source on examples/) + sample backends.
 # Needs Python 3.11+; installs into the project's venv (.venv, hack/venv.sh), never into the system Python.
@@ -19,3 +19,13 @@ soak:
 # Builds the node binaries and images it lacks (cached in ~/.cache/trafficsplit).
 e2e:
 	bash hack/test.sh --e2e
+
+# The operator, extproc and Envoy images from this repository, with docker, podman or buildah (hack/images.sh says
+# where each builder leaves them). REGISTRY=... TAG=... PUSH=1 push them for a cluster to pull (docs/helm.md).
+images:
+	bash hack/images.sh
+
+# A kind cluster with the chart installed from this repository and the images built here loaded into it (needs
+# Docker or Podman, kind, kubectl and helm): then `kubectl apply -f examples/kubernetes/` as in the README.
+kind:
+	bash hack/kind.sh

@@ -30,6 +30,8 @@ missing=()
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+# actionlint runs it on the workflows' run: blocks (hack/lint-chart.sh).
+command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
 if ((NODE)); then
   # The local node's runtime and image builders, from Debian (LOCAL-NODE-NOTES; tests/support/localnode.py).
   for pair in containerd:containerd runc:runc /usr/lib/cni/bridge:containernetworking-plugins \
@@ -76,6 +78,8 @@ ruff format --check .
 mypy
 # The tree on disk, not whatever `trafficsplit` an editable install points at.
 PYTHONPATH=src:operator:extproc lint-imports
+# actionlint on the workflows, the chart README fresh from helm-docs, helm lint --strict (tools built once, cached).
+bash hack/lint-chart.sh
 
 step "tests"
 # -p no:cacheprovider: a CI clone stays clean.

@@ -1,41 +1,80 @@
 {{/*
-Names are <release>-<component>: the operator's RBAC (operator-rbac.yaml) uses the same rule for its ServiceAccount,
-so the two files agree without sharing a helper. Helm caps release names at 53 characters, so every suffix here fits
-in a 63-character name.
+Names are <prefix>-<component>. The prefix is the release name, so a release "ts" makes ts-operator, ts-gateway, …
+(the component says what an object is; the chart's name would only repeat it). fullnameOverride replaces the
+prefix; nameOverride follows Helm's usual rule (<release>-<nameOverride>, or the release name alone when it already
+contains nameOverride) and also sets the app.kubernetes.io/name label. The prefix is cut to 47 characters, so the
+longest Service name (<prefix>-gateway-publish) stays a 63-character DNS label.
 */}}
 
+{{- define "trafficsplit.name" -}}
+{{ .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "trafficsplit.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{ .Values.fullnameOverride | trunc 47 | trimSuffix "-" }}
+{{- else if and .Values.nameOverride (not (contains .Values.nameOverride .Release.Name)) -}}
+{{ printf "%s-%s" .Release.Name .Values.nameOverride | trunc 47 | trimSuffix "-" }}
+{{- else -}}
+{{ .Release.Name | trunc 47 | trimSuffix "-" }}
+{{- end -}}
+{{- end }}
+
 {{- define "trafficsplit.operatorName" -}}
-{{ .Release.Name }}-operator
+{{ include "trafficsplit.fullname" . }}-operator
 {{- end }}
 
 {{- define "trafficsplit.gatewayName" -}}
-{{ .Release.Name }}-gateway
+{{ include "trafficsplit.fullname" . }}-gateway
 {{- end }}
 
 {{- define "trafficsplit.publishServiceName" -}}
-{{ .Release.Name }}-gateway-publish
+{{ include "trafficsplit.fullname" . }}-gateway-publish
 {{- end }}
 
 {{- define "trafficsplit.bootstrapName" -}}
-{{ .Release.Name }}-gateway-bootstrap
+{{ include "trafficsplit.fullname" . }}-gateway-bootstrap
+{{- end }}
+
+{{/*
+The ServiceAccounts. serviceAccount.create (default): the chart creates <prefix>-<component>, or serviceAccount.name
+if given. create false: the pods run as serviceAccount.name, an account you manage (with the identity annotations of
+IRSA or Workload Identity, say), else the namespace's "default". The operator's RBAC binds whichever it is.
+*/}}
+{{- define "trafficsplit.operatorServiceAccountName" -}}
+{{- $sa := .Values.operator.serviceAccount -}}
+{{- if $sa.create -}}
+{{ $sa.name | default (include "trafficsplit.operatorName" .) }}
+{{- else -}}
+{{ $sa.name | default "default" }}
+{{- end -}}
+{{- end }}
+
+{{- define "trafficsplit.gatewayServiceAccountName" -}}
+{{- $sa := .Values.gateway.serviceAccount -}}
+{{- if $sa.create -}}
+{{ $sa.name | default (include "trafficsplit.gatewayName" .) }}
+{{- else -}}
+{{ $sa.name | default "default" }}
+{{- end -}}
 {{- end }}
 
 {{- define "trafficsplit.tokenSecretName" -}}
 {{- if .Values.publish.token.existingSecret -}}
 {{ .Values.publish.token.existingSecret }}
 {{- else -}}
-{{ .Release.Name }}-publish-token
+{{ include "trafficsplit.fullname" . }}-publish-token
 {{- end -}}
 {{- end }}
 
 {{- define "trafficsplit.leaseName" -}}
-{{ .Values.operator.leaderElection.leaseName | default (printf "%s-operator" .Release.Name) }}
+{{ .Values.operator.leaderElection.leaseName | default (include "trafficsplit.operatorName" .) }}
 {{- end }}
 
 {{/* Labels every object carries. */}}
 {{- define "trafficsplit.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
-app.kubernetes.io/name: trafficsplit
+app.kubernetes.io/name: {{ include "trafficsplit.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
@@ -45,7 +84,7 @@ app.kubernetes.io/part-of: trafficsplit
 {{/* Selector labels: stable across upgrades (a Deployment's selector is immutable). Call with (list $ "component"). */}}
 {{- define "trafficsplit.selectorLabels" -}}
 {{- $root := index . 0 -}}
-app.kubernetes.io/name: trafficsplit
+app.kubernetes.io/name: {{ include "trafficsplit.name" $root }}
 app.kubernetes.io/instance: {{ $root.Release.Name }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
@@ -90,11 +129,11 @@ podAntiAffinity:
 
 {{/* The publish API's TLS Secrets: the user's (publish.tls.*Secret) or the chart-generated ones. */}}
 {{- define "trafficsplit.publishTlsGatewaySecret" -}}
-{{ .Values.publish.tls.gatewaySecret | default (printf "%s-publish-tls-gateway" .Release.Name) }}
+{{ .Values.publish.tls.gatewaySecret | default (printf "%s-publish-tls-gateway" (include "trafficsplit.fullname" .)) }}
 {{- end }}
 
 {{- define "trafficsplit.publishTlsOperatorSecret" -}}
-{{ .Values.publish.tls.operatorSecret | default (printf "%s-publish-tls-operator" .Release.Name) }}
+{{ .Values.publish.tls.operatorSecret | default (printf "%s-publish-tls-operator" (include "trafficsplit.fullname" .)) }}
 {{- end }}
 
 {{/* The DNS name in the gateways' publish certificate, which the operator checks (it dials pod IPs). */}}
