@@ -124,10 +124,10 @@ def _json_patch_replace(doc: Any, ops: Iterable[Mapping[str, Any]]) -> Any:
             node = node[int(part)] if isinstance(node, list) else node[part]
         key: int | str = int(last) if isinstance(node, list) else last
         if op["op"] == "test":
-            if node[key] != op["value"]:  # type: ignore[index]
-                raise ValueError(f"test {op['path']}: {node[key]!r} != {op['value']!r}")  # type: ignore[index]
+            if node[key] != op["value"]:
+                raise ValueError(f"test {op['path']}: {node[key]!r} != {op['value']!r}")
         elif op["op"] == "replace":
-            node[key] = op["value"]  # type: ignore[index]
+            node[key] = op["value"]
         else:
             raise ValueError(f"op {op['op']!r}: only test and replace are checked here")
     return doc
@@ -161,8 +161,10 @@ def split_problems(command: str, examples: Examples) -> Iterator[str]:
             yield f"{command!r}: {parsed}"
             return
         verb, name, namespace = parsed.command, parsed.name, parsed.namespace
+        assignments: str | None = getattr(parsed, "assignments", None)
     elif argv[:1] == ["kubectl"] and "patch" in argv and "trafficsplit" in argv:
         verb, name, namespace = "patch", argv[argv.index("trafficsplit") + 1], option(argv, "-n", "--namespace")
+        assignments = None
     else:
         return
     if namespace is None:
@@ -178,10 +180,10 @@ def split_problems(command: str, examples: Examples) -> Iterator[str]:
         if verb == "flip":
             after = flipped(ref, before)
         elif verb in ("plan", "set-weights"):
-            if parsed.assignments is None:
+            if assignments is None:
                 yield f"{command!r}: no weights given"
                 return
-            after = merge(ref, before, parse_assignments(parsed.assignments), option="weights")
+            after = merge(ref, before, parse_assignments(assignments), option="weights")
         elif verb == "patch":
             patched = _json_patch_replace(doc, json.loads(option(argv, "-p", "--patch") or "[]"))
             after = spec_backends(ref, patched)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.doccommands import (
+    Examples,
     load_examples,
     notes_commands,
     readme_cluster_commands,
@@ -18,11 +19,11 @@ from tests.support.doccommands import (
 
 
 @pytest.fixture(scope="module")
-def examples():  # type: ignore[no-untyped-def]
+def examples() -> Examples:
     return load_examples()
 
 
-def test_the_checker_finds_the_mistakes_the_readme_once_had(examples) -> None:  # type: ignore[no-untyped-def]
+def test_the_checker_finds_the_mistakes_the_readme_once_had(examples: Examples) -> None:
     # The README's first cluster block: no namespace, backends the example does not have, flip on three backends.
     assert list(split_problems("kubectl trafficsplit set-weights shop stable=90,canary=10", examples))
     assert list(split_problems("kubectl trafficsplit plan shop -n shop --set stable=90,canary=10", examples))
@@ -43,7 +44,7 @@ def test_the_checker_finds_the_mistakes_the_readme_once_had(examples) -> None:  
     assert list(split_problems(ramp.replace('"value":"blue"', '"value":"stable"'), examples))
 
 
-def test_readme_cluster_commands_name_what_the_examples_create(examples) -> None:  # type: ignore[no-untyped-def]
+def test_readme_cluster_commands_name_what_the_examples_create(examples: Examples) -> None:
     commands = readme_cluster_commands()
     plugin = [c for c in commands if words(c)[:2] == ["kubectl", "trafficsplit"]]
     assert {words(c)[2] for c in plugin} >= {"plan", "set-weights", "flip", "status"}, commands
@@ -62,7 +63,7 @@ def test_readme_cluster_block_installs_the_chart_and_applies_the_examples() -> N
     assert ["kubectl", "apply", "-f", "examples/kubernetes/"] in commands
 
 
-def test_examples_name_only_services_they_create(examples) -> None:  # type: ignore[no-untyped-def]
+def test_examples_name_only_services_they_create(examples: Examples) -> None:
     for (ns, name), doc in examples.splits.items():
         assert ns in examples.namespaces, name
         for b in doc["spec"]["backends"]:

@@ -40,8 +40,8 @@ def lookup(tree: Mapping[str, Any], dotted: str) -> Any:
     return node
 
 
-def workflow() -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(WORKFLOW.read_text())
+def workflow() -> dict[Any, Any]:
+    doc: dict[Any, Any] = yaml.safe_load(WORKFLOW.read_text())
     return doc
 
 
