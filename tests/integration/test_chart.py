@@ -588,7 +588,7 @@ def test_install_is_accepted_by_the_api_server(kube: ControlPlane, namespace: st
     kube.kubectl("get", "crd", "trafficsplits.trafficsplit.dev")
     status = json.loads(kube.helm("status", release, "-n", namespace, "-o", "json").stdout)
     assert status["info"]["status"] == "deployed"
-    assert "Blue-green flip" in status["info"]["notes"]
+    assert "flip the blue-green split" in status["info"]["notes"]
 
 
 def test_upgrade_keeps_the_generated_token(kube: ControlPlane, namespace: str, release: str) -> None:
