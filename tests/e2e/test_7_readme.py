@@ -12,22 +12,24 @@ Runs after test_6 (which uninstalls the session's release), or alone; any releas
 
 from __future__ import annotations
 
-import os
-import pty
 import re
 import shlex
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.e2e.cluster import EXAMPLES, REPO_ROOT, Cluster
-from tests.support.doccommands import notes_commands, readme_cluster_commands, words
+from tests.e2e.cluster import REPO_ROOT, Cluster
+from tests.support.doccommands import (
+    Ran,
+    example_deployments,
+    notes_commands,
+    readme_cluster_commands,
+    run_line,
+    user_env,
+    words,
+)
 
 pytestmark = [pytest.mark.e2e]
 
@@ -37,36 +39,8 @@ COMMAND_TIMEOUT_S = 420
 NOTES_TIMEOUT_S = 900
 
 
-@dataclass(frozen=True)
-class Ran:
-    command: str
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def __str__(self) -> str:
-        return f"$ {self.command}\n(exit {self.returncode})\n{self.stdout}\n{self.stderr}"
-
-
 def shell_env(cluster: Cluster) -> dict[str, str]:
-    """The user's shell: kubectl and helm of this cluster first on PATH, then the venv's `trafficsplit` and
-    `kubectl-trafficsplit` (the plugin kubectl finds on PATH), importing this tree's code."""
-    env = cluster.env()
-    path = [str(Path(cluster.kubectl_bin).parent), str(Path(cluster.helm_bin).parent), str(Path(sys.executable).parent)]
-    env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
-    env["PYTHONPATH"] = os.pathsep.join(str(REPO_ROOT / p) for p in ("src", "operator", "extproc", "."))
-    return env
-
-
-def example_deployments() -> list[tuple[str, str, str]]:
-    """(namespace, deployment, container) of every Deployment in examples/kubernetes/."""
-    out = []
-    for path in sorted(EXAMPLES.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc["kind"] == "Deployment":
-                for c in doc["spec"]["template"]["spec"]["containers"]:
-                    out.append((doc["metadata"]["namespace"], doc["metadata"]["name"], c["name"]))
-    return out
+    return user_env(cluster.env(), cluster.kubectl_bin, cluster.helm_bin)
 
 
 def image_swap_commands(cluster: Cluster) -> list[str]:
@@ -77,28 +51,7 @@ def image_swap_commands(cluster: Cluster) -> list[str]:
 
 
 def run(command: str, env: dict[str, str], answer: str | None = None) -> Ran:
-    """One command line in bash, from the repository root; `answer` is typed on a pseudo-terminal as its stdin."""
-    if answer is None:
-        proc = subprocess.run(
-            ["bash", "-c", command], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=COMMAND_TIMEOUT_S
-        )
-        return Ran(command, proc.returncode, proc.stdout, proc.stderr)
-    primary, secondary = pty.openpty()
-    try:
-        os.write(primary, answer.encode())
-        proc = subprocess.run(
-            ["bash", "-c", command],
-            stdin=secondary,
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=REPO_ROOT,
-            timeout=COMMAND_TIMEOUT_S,
-        )
-    finally:
-        os.close(secondary)
-        os.close(primary)
-    return Ran(command, proc.returncode, proc.stdout, proc.stderr)
+    return run_line(command, env, COMMAND_TIMEOUT_S, answer)
 
 
 def weights(cluster: Cluster, name: str) -> dict[str, int]:

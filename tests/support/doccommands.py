@@ -12,8 +12,12 @@ import argparse
 import contextlib
 import io
 import json
+import os
+import pty
 import re
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +83,68 @@ def option(argv: Sequence[str], *names: str) -> str | None:
             if name.startswith("--") and arg.startswith(name + "="):
                 return arg[len(name) + 1 :]
     return None
+
+
+# --- running them as a user's shell would ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ran:
+    command: str
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def __str__(self) -> str:
+        return f"$ {self.command}\n(exit {self.returncode})\n{self.stdout}\n{self.stderr}"
+
+
+def user_env(base: Mapping[str, str], kubectl_bin: str | Path, helm_bin: str | Path) -> dict[str, str]:
+    """A user's shell for `base` (its KUBECONFIG and helm homes): this kubectl and helm first on PATH, then the
+    running Python's `trafficsplit` and `kubectl-trafficsplit` (the plugin kubectl finds on PATH), importing this
+    tree's code."""
+    env = dict(base)
+    path = [str(Path(kubectl_bin).parent), str(Path(helm_bin).parent), str(Path(sys.executable).parent)]
+    env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / p) for p in ("src", "operator", "extproc", "."))
+    return env
+
+
+def run_line(command: str, env: Mapping[str, str], timeout: float, answer: str | None = None) -> Ran:
+    """One command line in bash from the repository root. `answer` is typed on a pseudo-terminal given as stdin (a
+    command that asks before it acts, as set-weights does, sees a terminal, as it would for a user)."""
+    if answer is None:
+        proc = subprocess.run(
+            ["bash", "-c", command], capture_output=True, text=True, env=dict(env), cwd=ROOT, timeout=timeout
+        )
+        return Ran(command, proc.returncode, proc.stdout, proc.stderr)
+    primary, secondary = pty.openpty()
+    try:
+        os.write(primary, answer.encode())
+        proc = subprocess.run(
+            ["bash", "-c", command],
+            stdin=secondary,
+            capture_output=True,
+            text=True,
+            env=dict(env),
+            cwd=ROOT,
+            timeout=timeout,
+        )
+    finally:
+        os.close(secondary)
+        os.close(primary)
+    return Ran(command, proc.returncode, proc.stdout, proc.stderr)
+
+
+def example_deployments(directory: Path = EXAMPLES) -> list[tuple[str, str, str]]:
+    """(namespace, deployment, container) of every Deployment the examples create."""
+    out = []
+    for path in sorted(directory.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if doc and doc["kind"] == "Deployment":
+                for c in doc["spec"]["template"]["spec"]["containers"]:
+                    out.append((doc["metadata"]["namespace"], doc["metadata"]["name"], c["name"]))
+    return out
 
 
 # --- what examples/kubernetes/ creates -------------------------------------------------------------------------------
