@@ -104,7 +104,9 @@ def user_env(base: Mapping[str, str], kubectl_bin: str | Path, helm_bin: str | P
     running Python's `trafficsplit` and `kubectl-trafficsplit` (the plugin kubectl finds on PATH), importing this
     tree's code."""
     env = dict(base)
-    path = [str(Path(kubectl_bin).parent), str(Path(helm_bin).parent), str(Path(sys.executable).parent)]
+    # A bare name (kind's runner: `kubectl` from PATH) adds no directory.
+    tools = [Path(b) for b in (kubectl_bin, helm_bin) if Path(b).is_absolute()]
+    path = [*(str(t.parent) for t in tools), str(Path(sys.executable).parent)]
     env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join(str(ROOT / p) for p in ("src", "operator", "extproc", "."))
     return env
