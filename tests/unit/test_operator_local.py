@@ -233,3 +233,125 @@ def test_local_mode_logs_why_a_split_is_not_served(caplog: pytest.LogCaptureFixt
     (record,) = [r for r in caplog.records if "default/late" in r.getMessage()]
     assert "b.yaml" in record.getMessage() and "HostConflict" in record.getMessage()
     assert "shop.local: default/shop has it" in record.getMessage()
+
+
+# --- reads the source cannot trust never withdraw a split ------------------------------------------------------------
+
+COMMENTS = "# the shop's split\n# (a generator writes the rest)\n"
+
+
+@pytest.mark.parametrize(("content", "state"), [("", "empty"), (COMMENTS, "comment-only"), ("---\n", "empty")])
+def test_an_empty_or_comment_only_read_keeps_the_last_good_splits_and_names_the_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: str, state: str
+) -> None:
+    """`gen > shop.yaml` with a slow generator: the file is empty, then holds only its leading comments, for longer
+    than the settle window. That is a file being written, not a request to withdraw its split."""
+    clock = Clock()
+    src = FileSource(tmp_path, clock=clock)
+    f = tmp_path / "shop.yaml"
+    _put(f, GOOD, clock.now - 5)
+    assert src.reload() and list(src.splits()) == [("default", "shop")]
+    _put(f, content, clock.now)
+    for _ in range(6):  # 3 s of scans, well past the settle window
+        clock.now += 0.5
+        assert not src.reload()
+        assert list(src.splits()) == [("default", "shop")]
+    assert src.pending
+    messages = [r.getMessage() for r in caplog.records if "shop.yaml" in r.getMessage()]
+    assert any("empty" in m and "default/shop" in m and "keep" in m for m in messages), messages
+    assert len([m for m in messages if "empty" in m]) == 1  # said once, not every scan
+    _put(f, COMMENTS + GOOD.replace("weight: 95", "weight: 90"), clock.now)
+    for _ in range(4):
+        clock.now += 0.5
+        src.reload()
+    assert src.splits()[("default", "shop")].spec["backends"][0]["weight"] == 90 and not src.pending
+    assert any("shop.yaml" in r.getMessage() and "again" in r.getMessage() for r in caplog.records)
+
+
+def test_a_truncation_seen_with_the_old_mtime_is_not_read_as_the_new_content(tmp_path: Path) -> None:
+    """ext4 during an in-place rewrite (`cp`, an editor): the new size with the old mtime, which passes a settle
+    check on mtime alone. A changed stamp is read only once it held still for a scan."""
+    clock = Clock()
+    src = FileSource(tmp_path, clock=clock)
+    f = tmp_path / "shop.yaml"
+    whole = GOOD.split("---")[0]
+    _put(f, whole, clock.now - 5)
+    src.reload()
+    half = whole[: whole.index("    - {name: canary")]  # valid on its own: one backend at weight 95
+    _put(f, half, clock.now - 5)  # the half-written file, still showing the old mtime
+    clock.now += 0.5
+    assert not src.reload() and src.pending
+    assert len(src.splits()[("default", "shop")].spec["backends"]) == 2
+    _put(f, whole, clock.now - 5)  # the rest written
+    clock.now += 0.5
+    src.reload()
+    clock.now += 0.5
+    src.reload()
+    assert len(src.splits()[("default", "shop")].spec["backends"]) == 2 and not src.pending
+
+
+def test_a_file_that_changes_while_it_is_read_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import trafficsplit.operator.filesource as filesource
+
+    clock = Clock()
+    src = FileSource(tmp_path, settle=0, clock=clock)
+    f = tmp_path / "shop.yaml"
+    whole = GOOD.split("---")[0]
+    _put(f, whole, clock.now - 5)
+    reads: list[int] = []
+    real = filesource.read_bytes
+
+    def racing(path: Path) -> bytes:
+        reads.append(1)
+        if len(reads) == 1:  # a writer finishes while the first read is under way: that read saw half the file
+            _put(path, whole, clock.now)
+            return whole[: whole.index("    - {name: canary")].encode()
+        return real(path)
+
+    monkeypatch.setattr(filesource, "read_bytes", racing)
+    assert src.reload()
+    assert len(reads) == 2 and len(src.splits()[("default", "shop")].spec["backends"]) == 2
+
+
+def test_a_file_empty_for_the_empty_grace_is_withdrawn_with_a_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    src = FileSource(tmp_path, clock=clock, empty_grace=60)
+    f = tmp_path / "shop.yaml"
+    _put(f, GOOD, clock.now - 5)
+    src.reload()
+    _put(f, "", clock.now)
+    clock.now += 59
+    src.reload()
+    src.reload()
+    assert ("default", "shop") in src.splits()
+    clock.now += 2
+    assert src.reload() and src.splits() == {}
+    assert any(
+        "shop.yaml" in r.getMessage() and "withdraw" in r.getMessage() and "60" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_a_deleted_file_is_withdrawn_and_the_log_names_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    src = FileSource(tmp_path, clock=clock)
+    f = tmp_path / "shop.yaml"
+    _put(f, GOOD, clock.now - 5)
+    src.reload()
+    f.unlink()
+    clock.now += 0.5
+    src.reload()
+    clock.now += 1.0
+    assert src.reload() and src.splits() == {}
+    assert any(
+        "shop.yaml" in r.getMessage() and "deleted" in r.getMessage() and "default/shop" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_a_yaml_error_names_the_file_line_and_column_on_one_line() -> None:
+    (problem,) = parse_documents("spec:\n  hosts: [a\n  backends: x: y\n", "shop.yaml").problems
+    assert problem.startswith("shop.yaml:3:"), problem
+    assert "\n" not in problem
