@@ -250,10 +250,8 @@ class FileSource:
                 self._log_changes(p, f.good, ())
                 changed = True
         for p, stamp in stamps.items():
-            f = self._files.get(p)
-            first = f is None
-            if f is None:
-                f = self._files[p] = _File()
+            first = p not in self._files
+            f = self._files.setdefault(p, _File())
             seen, f.seen = f.seen, stamp
             if f.stamp == stamp:
                 changed = self._empty_for_long(p, f, now) or changed
