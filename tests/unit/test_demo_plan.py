@@ -261,6 +261,17 @@ def test_a_persistent_two_backend_split_gets_the_drain_recipe_too() -> None:
     assert "`drain: true` on blue" in lines[2]
     assert lines[3] == "preview: trafficsplit plan --from blue=100,green=0 --to blue=0,green=100 --drain blue"
     assert len(flip_recipe(load_examples({"s.yaml": BLUE_GREEN}).splits[0], "examples")) == 2  # rehash: no drain
+    text = ready_text(
+        listen_host="127.0.0.1",
+        port=1,
+        examples=load_examples({"t.yaml": persistent}),
+        examples_arg="e",
+        workdir="/w",
+        admin="a",
+        metrics_port=2,
+        pids={},
+    )
+    assert "the cookie s=<24 hex>.<backend>.<seal> (sealed with /w/cookie-keys)" in text
 
 
 def test_the_shipped_examples_include_a_persistent_two_backend_split_to_flip_and_drain() -> None:

@@ -282,8 +282,12 @@ def ready_text(
         lines.append(f"  try:    {curl}")
         if s.spec.cookie is not None:
             c = s.spec.cookie.name
+            if s.spec.sticky_mode is StickyMode.PERSISTENT:  # the cookie carries its backend, sealed with a key
+                value = f"<24 hex>.<backend>.<seal> (sealed with {workdir}/{COOKIE_KEY_FILE})"
+            else:
+                value = "<24 hex>"
             lines.append(
-                f"  sticky: the first answer sets the cookie {c}=<24 hex>; send it back to stay on one backend:"
+                f"  sticky: the first answer sets the cookie {c}={value}; send it back to stay on one backend:"
             )
             lines.append(f"          {curl} -b {shlex.quote(c + '=<value from Set-Cookie>')}")
             lines.append(f"          or keep a jar: {curl} -c /tmp/jar -b /tmp/jar")
