@@ -666,3 +666,39 @@ def test_in_place_rewrites_with_cp_never_publish_a_generation_without_the_split(
     assert traffic.rate() > RATE / 2, f"the loop did not run at a useful rate: {traffic.rate():.0f} req/s"
     assert len([n for n in held.seen if n > first]) >= 5, held.seen  # the rewrites were published
     assert all(split in keys for keys in held.seen.values()), held.seen
+
+
+@pytest.mark.envoy
+@pytest.mark.slow
+def test_persistent_sessions_stay_on_the_drained_side_and_the_console_says_what_moved(
+    running_demo: tuple[Demo, ExampleCopy],
+) -> None:
+    """The demo's cookie key makes the persistent example work: the drain edit (what `flip --drain` writes) keeps the
+    old sessions on blue while new ones go to green, and the console names the change with persistent mode's figure."""
+    demo, ex = running_demo
+    path = ex.directory / "tickets.yaml"
+    docs = list(yaml.safe_load_all(path.read_text()))
+    split = next(d for d in docs if d and d.get("kind") == "TrafficSplit")
+    host, cookie_name = split["spec"]["hosts"][0], split["spec"]["sticky"]["cookie"]["name"]
+    assert [(b["name"], b["weight"]) for b in split["spec"]["backends"]] == [("blue", 100), ("green", 0)]
+
+    status, headers, _ = demo.get(host)
+    assert (status, headers["x-backend"]) == (200, "blue"), headers
+    m = re.match(rf"^{cookie_name}=([0-9a-f]{{24}}\.blue\.[\w-]+);", headers["set-cookie"])
+    assert m is not None, headers["set-cookie"]  # sealed with the demo's key: KEY.BACKEND.MAC
+    cookie = f"{cookie_name}={m.group(1)}"
+
+    blue, green = split["spec"]["backends"]
+    blue["weight"], blue["drain"], green["weight"] = 0, True, 100
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    demo.wait_for_line(
+        "trafficsplit demo:   tickets.yaml default/tickets: blue 100 → 0, green 0 → 100; moves 0.00% of existing "
+        "sessions (persistent); blue draining",
+        FLIP_TIMEOUT,
+    )
+    poll(lambda: demo.get(host)[1]["x-backend"] == "green", FLIP_TIMEOUT, "new sessions on green")
+    for _ in range(5):
+        assert demo.get(host)[1]["x-backend"] == "green"  # every new session
+        status, headers, _ = demo.get(host, cookie)
+        assert (status, headers["x-backend"]) == (200, "blue"), headers  # the old one stays while blue drains
+        assert "set-cookie" not in headers
