@@ -381,3 +381,31 @@ def test_a_file_rewritten_through_empty_states_for_longer_than_the_grace_is_not_
             clock.now += 0.5
             src.reload()
         assert ("default", "shop") in src.splits(), i
+
+
+def test_a_file_rewritten_between_the_scan_and_the_read_is_not_published_from_that_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trafficsplit.operator.filesource as filesource
+
+    clock = Clock()
+    src = FileSource(tmp_path, clock=clock)
+    f = tmp_path / "shop.yaml"
+    whole = GOOD.split("---")[0]
+    half = whole[: whole.index("    - {name: canary")]  # valid on its own: one backend at weight 95
+    _put(f, whole, clock.now - 5)
+    src.reload()
+    _put(f, whole.replace("weight: 95", "weight: 90"), clock.now - 3)  # an edit, settled and seen by two scans
+    clock.now += 0.5
+    src.reload()
+    real_scan = filesource.scan
+
+    def racing_scan(directory: Path) -> dict[Path, filesource.Stamp]:
+        out = real_scan(directory)
+        _put(f, half, clock.now)  # a writer starts an in-place rewrite right after the scan
+        return out
+
+    monkeypatch.setattr(filesource, "scan", racing_scan)
+    clock.now += 0.5
+    assert not src.reload() and src.pending
+    assert len(src.splits()[("default", "shop")].spec["backends"]) == 2  # the half was not published

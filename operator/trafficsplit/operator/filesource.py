@@ -259,20 +259,23 @@ class FileSource:
             if self.settle > 0 and (now - stamp.mtime_ns / 1e9 < self.settle or (not first and seen != stamp)):
                 self._pending.add(p)  # being written, just written, or changed since the previous scan: wait
                 continue
-            changed = self._read(p, f, now) or changed
+            changed = self._read(p, f, stamp, now) or changed
         if changed:
             self._resolve()
         return changed
 
-    def _read(self, p: Path, f: _File, now: float) -> bool:
-        """Read one changed file; True when its good content changed."""
+    def _read(self, p: Path, f: _File, scanned: Stamp, now: float) -> bool:
+        """Read one changed file (`scanned`: the stamp the scan saw); True when its good content changed."""
         try:
             read = read_stable(p)
         except OSError as exc:
             read, loaded = None, Loaded((), (f"{p.name}: cannot read: {exc}",))
         else:
-            if read is None:
-                log.info("%s: changed while being read %d times; read again on the next scan", p.name, READ_ATTEMPTS)
+            if read is None or (self.settle > 0 and read[1] != scanned):
+                # A writer got in between the scan and the read: what was read has not settled; the next scans
+                # read it once it has held still (`seen`).
+                f.seen = read[1] if read is not None else None
+                log.info("%s: changed while being read; read again once it holds still", p.name)
                 self._pending.add(p)
                 return False
             loaded = load_bytes(read[0], p.name)
