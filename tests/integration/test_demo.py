@@ -501,7 +501,7 @@ def test_ctrl_c_while_starting_stops_what_already_started(examples_copy: Example
 # --- the file source under rewrites: a read it cannot trust never withdraws the split -----------------------------
 
 RATE = 200  # requests per second through the gateway, over LOAD_THREADS keep-alive connections
-LOAD_THREADS = 8
+LOAD_THREADS = 12
 
 
 def leading_comments() -> str:
