@@ -233,7 +233,7 @@ def flip_recipe(split: DemoSplit, examples_arg: str) -> list[str]:
     backends = split.spec.backends
     path = f"{examples_arg}/{split.source}"
     if len(backends) < 2:
-        return [f"edit {path}: change the weights; the demo reloads it within a second"]
+        return [f"edit {path}: change the weights; the demo reloads it within 2 s"]
     src = max(backends, key=lambda b: b.weight)
     idle = [b for b in backends if b.weight == 0 and b.name != src.name]
     if idle:
@@ -248,7 +248,7 @@ def flip_recipe(split: DemoSplit, examples_arg: str) -> list[str]:
     )
     lines = [
         f"{kind}: edit {path}: {src.name} weight {src.weight} → {src.weight - amount}, "
-        f"{dst.name} weight {dst.weight} → {dst.weight + amount}; saved changes are served within a second",
+        f"{dst.name} weight {dst.weight} → {dst.weight + amount}; saved changes are served within 2 s",
         f"preview who moves: trafficsplit plan --from {before} --to {after}",
     ]
     if split.spec.sticky_mode is StickyMode.PERSISTENT and amount == src.weight:
