@@ -702,3 +702,5 @@ def test_persistent_sessions_stay_on_the_drained_side_and_the_console_says_what_
         status, headers, _ = demo.get(host, cookie)
         assert (status, headers["x-backend"]) == (200, "blue"), headers  # the old one stays while blue drains
         assert "set-cookie" not in headers
+    # The demo's idle window is 30 s: once blue's session has been idle that long, the console says it drained.
+    demo.wait_for_line("trafficsplit demo: operator: default/tickets (tickets.yaml[0]): Drained: blue:", 60)

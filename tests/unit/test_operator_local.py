@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from trafficsplit.core.resolve import SplitObject
-from trafficsplit.core.status import Condition, SplitStatus, StatusResult
+from trafficsplit.core.status import Condition, EventIntent, SplitStatus, StatusResult
+from trafficsplit.core.vocabulary import EventReason, EventType
 from trafficsplit.operator.config import parse_config
 from trafficsplit.operator.filesource import FileSource, log_status, parse_documents
 from trafficsplit.operator.leader import lease_decision, micro_time
@@ -409,3 +410,17 @@ def test_a_file_rewritten_between_the_scan_and_the_read_is_not_published_from_th
     clock.now += 0.5
     assert not src.reload() and src.pending
     assert len(src.splits()[("default", "shop")].spec["backends"]) == 2  # the half was not published
+
+
+def test_local_mode_logs_the_events_a_cluster_would_get_but_not_each_publish(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    obj = SplitObject(
+        namespace="default", name="t", uid="file:t.yaml#0", generation=1, created="t.yaml#0000", spec={}, status={}
+    )
+    events = (
+        EventIntent(EventType.NORMAL, EventReason.DRAINED, "blue: weight 0 and no live session on 1 dataplanes"),
+        EventIntent(EventType.NORMAL, EventReason.PUBLISHED, "generation 2 serves this spec on 1/1 dataplanes"),
+    )
+    asyncio.run(log_status(obj, StatusResult(SplitStatus(), events)))
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == ["default/t (t.yaml[0]): Drained: blue: weight 0 and no live session on 1 dataplanes"]

@@ -40,7 +40,7 @@ import yaml
 from trafficsplit.core.change import describe_change
 from trafficsplit.core.resolve import SplitObject
 from trafficsplit.core.status import StatusResult
-from trafficsplit.core.vocabulary import ConditionType
+from trafficsplit.core.vocabulary import ConditionType, EventReason, EventType
 
 log = logging.getLogger("trafficsplit.operator.filesource")
 changes_log = logging.getLogger("trafficsplit.operator.filesource.changes")
@@ -389,7 +389,13 @@ def _where(s: SplitObject) -> str:
 
 async def log_status(obj: SplitObject, result: StatusResult) -> None:
     """Local mode's status sink: there is no API server to write status to, so a split that is not served (a host
-    another split already serves, ...) says why in the log, once per change (the engine writes only changes)."""
+    another split already serves, ...) says why in the log, once per change (the engine writes only changes), and
+    the Events a cluster would get are log lines (e.g. `Drained` once a draining backend's sessions went idle)."""
     accepted = result.status.condition(ConditionType.ACCEPTED)
     if accepted is not None and not accepted.ok:
         log.error("%s (%s) is not served: %s: %s", obj.key, _where(obj), accepted.reason, accepted.message)
+    for event in result.events:
+        if event.reason is EventReason.PUBLISHED:  # the fleet logs each generation a dataplane holds
+            continue
+        level = logging.WARNING if event.type is EventType.WARNING else logging.INFO
+        log.log(level, "%s (%s): %s: %s", obj.key, _where(obj), event.reason, event.message)

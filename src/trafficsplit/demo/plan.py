@@ -25,6 +25,7 @@ NODE_ID = "demo-gateway"
 EXTPROC_SOCKET = "extproc.sock"
 TOKEN_FILE = "token"
 COOKIE_KEY_FILE = "cookie-keys"  # sticky.mode persistent's HMAC key, generated per run: the demo's sessions are its own
+SESSION_IDLE_SECONDS = 30  # a drained backend's sessions count as gone after this idle time (1800 in a cluster)
 PORTS_FILE = "extproc.ports.json"
 ENVOY_CONFIG = "envoy.json"
 ENVOY_ADMIN_FILE = "envoy.admin"
@@ -147,6 +148,7 @@ def extproc_argv(python: str, workdir: str) -> list[str]:
         "--metrics", "127.0.0.1:0",
         "--token-file", f"{workdir}/{TOKEN_FILE}",
         "--cookie-key-file", f"{workdir}/{COOKIE_KEY_FILE}",
+        "--session-idle-seconds", str(SESSION_IDLE_SECONDS),  # so `Drained` comes within a demo, not in 30 min
         "--replica", NODE_ID,
         "--ports-file", f"{workdir}/{PORTS_FILE}",
         "--drain-seconds", "0",  # nobody load-balances away from a demo; stop at once
