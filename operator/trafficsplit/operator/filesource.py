@@ -29,7 +29,7 @@ import yaml
 
 from trafficsplit.core.resolve import SplitObject
 from trafficsplit.core.status import StatusResult
-from trafficsplit.core.vocabulary import ConditionType
+from trafficsplit.core.vocabulary import ConditionType, Reason
 
 log = logging.getLogger("trafficsplit.operator.filesource")
 
@@ -252,3 +252,8 @@ async def log_status(obj: SplitObject, result: StatusResult) -> None:
     accepted = result.status.condition(ConditionType.ACCEPTED)
     if accepted is not None and not accepted.ok:
         log.error("%s (%s) is not served: %s: %s", obj.key, _where(obj), accepted.reason, accepted.message)
+        return
+    # A replica that cannot serve this split (isolation: the others are published) is this split's to report.
+    published = result.status.condition(ConditionType.PUBLISHED)
+    if published is not None and published.reason in (Reason.UNSERVABLE, Reason.REFUSED):
+        log.error("%s (%s) is not published: %s: %s", obj.key, _where(obj), published.reason, published.message)
