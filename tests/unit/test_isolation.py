@@ -252,3 +252,38 @@ def test_a_replica_without_keys_refuses_the_persistent_split_alone_and_a_far_num
         assert (both.result, list(both.refused), both.capabilities.cookie_keys) == (pb.PublishReply.ACCEPTED, [], True)
 
     asyncio.run(main())
+
+
+# --- reconcile: what is left out, what is kept ---------------------------------------------------------------------
+
+
+def test_an_unservable_split_keeps_a_last_good_form_every_replica_can_serve_else_is_left_out() -> None:
+    from trafficsplit.core.reconcile import desired_state
+    from trafficsplit.operator.cluster import split_from_body
+
+    def obj(name: str, generation: int, persistent: bool) -> SplitObject:
+        b = body(name, (1, 1), generation=generation)
+        if persistent:
+            b["spec"]["sticky"] = {"mode": "persistent", "cookie": {"name": "ts"}}
+        return split_from_body(b)
+
+    fleet = {"gw-0": Capabilities(cookie_keys=True), "gw-1": Capabilities(cookie_keys=False)}
+    before = desired_state([obj("p", 1, False), obj("t", 1, False)], {}, {}, {}, static=True, capabilities=fleet)
+    # p switches to sticky.mode persistent: gw-1 cannot serve it, so the cookie form it had stays, named.
+    after = desired_state(
+        [obj("p", 2, True), obj("t", 1, False)], {}, {}, before.last_good, static=True, capabilities=fleet
+    )
+    p = after.outcomes["default/p"]
+    assert p.unservable is not None and p.unservable.reason == Reason.UNSERVABLE
+    assert p.unservable.message.startswith("dataplane gw-1: no cookie keys"), p.unservable.message
+    assert p.kept and p.served is not None and p.served.observed_generation == 1 and not p.served.persistent
+    assert after.outcomes["default/t"].unservable is None
+    assert [s.key for s in after.content.splits] == ["default/p", "default/t"]
+    # A new persistent split has no servable form: left out, and nothing else changes.
+    fresh = desired_state([obj("q", 1, True), obj("t", 1, False)], {}, {}, {}, static=True, capabilities=fleet)
+    assert fresh.outcomes["default/q"].served is None and [s.key for s in fresh.content.splits] == ["default/t"]
+    # Every replica with keys (or none reported yet): published as usual.
+    keyed = {"gw-0": Capabilities(cookie_keys=True)}
+    for caps in (keyed, {}):
+        ok = desired_state([obj("q", 1, True)], {}, {}, {}, static=True, capabilities=caps)
+        assert ok.outcomes["default/q"].unservable is None and [s.key for s in ok.content.splits] == ["default/q"]
