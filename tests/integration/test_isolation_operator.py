@@ -106,17 +106,18 @@ def test_a_split_one_replica_cannot_serve_is_named_in_its_own_status_and_the_oth
     assert not any(e["reason"] in ("Unservable", "Refused") for e in events(kube, ns, "shop"))
     # The other split's weight change, under load on both units.
     with (
-        Load(gw.units[0].port, "shop.example", concurrency=4) as l0,
-        Load(gw.units[1].port, "shop.example", concurrency=4) as l1,
+        Load(gw.units[0].port, "shop.example", concurrency=2) as l0,
+        Load(gw.units[1].port, "shop.example", concurrency=2) as l1,
     ):
         l0.wait_for(50)
         l1.wait_for(50)
-        t0 = time.monotonic()
         obj = get_ts(kube, ns, "shop")
         obj["spec"]["backends"][0]["weight"], obj["spec"]["backends"][1]["weight"] = 0, 100
+        t0 = time.monotonic()
         apply(kube, ts_manifest(ns, "shop", obj["spec"]))
-        poll(lambda: all(_seen(gw, u, "shop.example", 5) == {"green": 5} for u in (0, 1)), 20, "green on both")
-        flipped = time.monotonic() - t0
+        t1 = time.monotonic()  # kubectl (a process start on a loaded machine) is not the operator's time
+        poll(lambda: all(_seen(gw, u, "shop.example", 5) == {"green": 5} for u in (0, 1)), 30, "green on both")
+        flipped = time.monotonic() - t1
         generation = int(get_ts(kube, ns, "shop")["metadata"]["generation"])
         wait_condition(kube, ns, "shop", "Published", "True", "^2/2 dataplanes$", timeout=20, generation=generation)
         l0.wait_for(50)
@@ -125,6 +126,7 @@ def test_a_split_one_replica_cannot_serve_is_named_in_its_own_status_and_the_oth
     failed = len(l0.errors) + len(l1.errors) + sum(1 for _, status, _, _ in results if status != 200)
     print(
         f"isolation through the API server: cart Published=False/{reason}: {message!r}; shop's weight change served "
-        f"by both units in {flipped:.2f}s, {len(results)} requests during it, {failed} failed"
+        f"by both units {flipped:.2f}s after kubectl apply returned ({t1 - t0:.2f}s), {len(results)} requests during "
+        f"it, {failed} failed"
     )
     assert failed == 0
