@@ -296,6 +296,7 @@ class Engine:
             static=self.settings.static,
             held_tables={k: f.table for k, f in self._held_forms().items() if f.table is not None},
             memo=self._memo,
+            capabilities=self.fleet.capabilities(),
         )
 
     def _held_forms(self) -> Mapping[str, CompiledSplit]:
@@ -376,4 +377,5 @@ class Engine:
             published.since(),
             held_back=published.held_back,
             sessions=self.fleet.sessions(),
+            refused=self.fleet.refusals(),
         )

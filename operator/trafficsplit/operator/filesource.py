@@ -40,7 +40,7 @@ import yaml
 from trafficsplit.core.change import describe_change
 from trafficsplit.core.resolve import SplitObject
 from trafficsplit.core.status import StatusResult
-from trafficsplit.core.vocabulary import ConditionType, EventReason, EventType
+from trafficsplit.core.vocabulary import ConditionType, EventReason, EventType, Reason
 
 log = logging.getLogger("trafficsplit.operator.filesource")
 changes_log = logging.getLogger("trafficsplit.operator.filesource.changes")
@@ -394,8 +394,14 @@ async def log_status(obj: SplitObject, result: StatusResult) -> None:
     accepted = result.status.condition(ConditionType.ACCEPTED)
     if accepted is not None and not accepted.ok:
         log.error("%s (%s) is not served: %s: %s", obj.key, _where(obj), accepted.reason, accepted.message)
+    else:
+        # A replica that cannot serve this split (isolation: the others are published) is this split's to report.
+        published = result.status.condition(ConditionType.PUBLISHED)
+        if published is not None and published.reason in (Reason.UNSERVABLE, Reason.REFUSED):
+            log.error("%s (%s) is not published: %s: %s", obj.key, _where(obj), published.reason, published.message)
     for event in result.events:
-        if event.reason is EventReason.PUBLISHED:  # the fleet logs each generation a dataplane holds
+        # The fleet logs each generation a dataplane holds; a refusal was logged above from the condition.
+        if event.reason in (EventReason.PUBLISHED, EventReason.UNSERVABLE, EventReason.REFUSED):
             continue
         level = logging.WARNING if event.type is EventType.WARNING else logging.INFO
         log.log(level, "%s (%s): %s: %s", obj.key, _where(obj), event.reason, event.message)

@@ -10,6 +10,10 @@ that restarted or took over), the replicas may hold a better form than the stand
 The engine then seeds its last good form from the generation the replicas hold (`seed_last_good`), and only when no
 replica reports a form of it does it fall back to publishing nothing it has not published itself until the split
 resolves. The generation number is the engine's business.
+
+Tenant isolation: a split some dataplane replica cannot serve (core/capabilities.py, from what the replicas report)
+is that split's problem alone. It keeps its last good form when that one can be served, else it is left out, and
+`Outcome.unservable` says why; every other split is published as usual.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from trafficsplit.core.assignment import AssignmentMode, SlotTable
+from trafficsplit.core.capabilities import Capabilities, fleet_refusal
 from trafficsplit.core.compiled import CompiledSplit, GenerationContent, assemble, compile_split
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.resolve import MissingRef, Resolution, ServiceInfo, SliceInfo, SplitObject, resolve
@@ -57,6 +62,9 @@ class Outcome:
     # spec.assignment: minimal, published before, and no slot table to advance (neither a form here nor a readable
     # status.assignment): the table was rebuilt from the current weights alone, which may move sessions.
     table_rebuilt: bool = False
+    # Some replica cannot serve the compiled form (e.g. sticky.mode persistent without cookie keys): not published,
+    # `served` is the last good form when every replica can serve that one, else None.
+    unservable: Verdict | None = None
 
     @property
     def missing(self) -> tuple[MissingRef, ...]:
@@ -117,12 +125,14 @@ def desired_state(
     static: bool = False,
     held_tables: Mapping[str, SlotTable] | None = None,
     memo: CompileMemo | None = None,
+    capabilities: Mapping[str, Capabilities] | None = None,
 ) -> Desired:
     """Compile every split that can be compiled; fall back to the last good form for those that cannot.
 
     `static` (local mode): there are no Services; backends use the endpoints the spec lists. `held_tables`: the slot
     tables (spec.assignment: minimal) of the generation the dataplanes hold, the last source of a table's history.
-    `memo`: the previous pass's compiled forms, reused where the inputs are equal (the result is the same)."""
+    `memo`: the previous pass's compiled forms, reused where the inputs are equal (the result is the same).
+    `capabilities`: replica name → what it reported it can serve; a split one of them cannot serve is not published."""
     candidates: list[tuple[SplitObject, Outcome]] = []
     held = held_tables or {}
     memo = memo or CompileMemo()
@@ -130,6 +140,13 @@ def desired_state(
         prev = last_good.get(obj.key)
         candidates.append((obj, _outcome(obj, services, slices, prev, static, held.get(obj.key), memo)))
     memo.end_pass()
+    for i, (obj, o) in enumerate(candidates):
+        why = fleet_refusal(o.served, capabilities) if o.served is not None and capabilities else None
+        if why is not None and capabilities:
+            prev = last_good.get(obj.key)
+            form = prev if prev is not None and fleet_refusal(prev, capabilities) is None else None
+            unservable = Verdict(False, Reason.UNSERVABLE, why)
+            candidates[i] = (obj, replace(o, unservable=unservable, served=form, kept=form is not None))
     by_key = {o.served.key: o.served for _, o in candidates if o.served is not None}
     content, rejected = assemble(by_key.values())
     outcomes = {o.key: o for _, o in candidates}

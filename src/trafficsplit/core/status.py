@@ -220,6 +220,8 @@ class PublishView:
     _: KW_ONLY
     # split key → backend → live sessions summed over the replicas (persistent splits; core/sessions.py)
     sessions: Mapping[str, Mapping[str, BackendSessions]] = field(default_factory=dict)
+    # split key → (replica, message) for each replica that refused that split alone (it serves the rest)
+    refused: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +276,10 @@ def published_condition(outcome: Outcome, view: PublishView) -> Verdict:
         elif served is not None:
             keep = "; the dataplanes keep serving its last resolved endpoints"
         return Verdict(False, Reason.UNRESOLVED_REFS, f"not published: {outcome.resolved.message}{keep}")
+    if outcome.unservable is not None:
+        served = outcome.served
+        keep = f"; the dataplanes keep serving metadata.generation {served.observed_generation}" if served else ""
+        return Verdict(False, Reason.UNSERVABLE, f"not published: {outcome.unservable.message}{keep}")
     if not outcome.serves_current_spec:
         return Verdict(False, Reason.NOT_SERVED, "not published")
     if view.number <= 0:
@@ -283,6 +289,11 @@ def published_condition(outcome: Outcome, view: PublishView) -> Verdict:
         return Verdict(False, Reason.HELD, f"not published: nothing is published until {held_back} is fixed")
     if not view.replicas:
         return Verdict(False, Reason.NO_DATAPLANES, "0 dataplanes found")
+    refused = view.refused.get(outcome.key, ())
+    if refused:
+        who = "; ".join(f"{name}: {message}" for name, message in refused)
+        n = len(view.replicas)
+        return Verdict(False, Reason.REFUSED, f"{max(0, n - len(refused))}/{n} dataplanes; refused by {who}")
     since = view.since.get(outcome.key, view.number)
     behind = [r.name for r in view.replicas if r.acked < since]
     done = len(view.replicas) - len(behind)
@@ -437,6 +448,11 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
     if published.ok and not (prev_pub and prev_pub.ok and prev_pub.observed_generation == gen):
         message = f"generation {since} serves this spec on {published.message}"
         events.append(EventIntent(EventType.NORMAL, EventReason.PUBLISHED, message))
+    # Not served because of a replica (this split's problem alone): a Warning on this split, once per message.
+    if published.reason in (Reason.UNSERVABLE, Reason.REFUSED) and not (
+        prev_pub and prev_pub.reason == published.reason and prev_pub.message == published.message
+    ):
+        events.append(EventIntent(EventType.WARNING, EventReason(published.reason.value), published.message))
     prev_res = prev.condition(ConditionType.RESOLVED_REFS)
     if outcome.missing and not (prev_res and prev_res.message == outcome.resolved.message):
         for ref in outcome.missing:
