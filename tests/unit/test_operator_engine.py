@@ -285,7 +285,7 @@ def test_a_change_to_one_split_writes_only_its_status(tmp_path: Any) -> None:
     def published(key: str, generation: int) -> bool:
         r = last(key)
         return r is not None and any(
-            c.type == "Published" and c.status and c.observed_generation == generation for c in r.status.conditions
+            c.type == "Published" and c.ok and c.observed_generation == generation for c in r.status.conditions
         )
 
     async def main() -> None:
