@@ -100,9 +100,8 @@ def spec(weights: dict[str, int], **extra: Any) -> dict[str, Any]:
 
 
 def table_of(env: Env) -> SlotTable:
-    t = SlotTable.from_status(get_ts(env.kube, env.ns, "shop")["status"].get("assignment"))
-    assert t is not None
-    return t
+    obj = get_ts(env.kube, env.ns, "shop")
+    return SlotTable.from_status(obj["status"].get("assignment"), obj["metadata"]["uid"])
 
 
 def test_an_operator_restart_between_two_changes_keeps_the_assignment(env: Env) -> None:
