@@ -221,3 +221,58 @@ def test_200_tampered_splits_are_each_read_once_however_many_passes(tmp_path: An
         o.key: SlotTable.from_status(r.status.to_dict()["assignment"], o.uid) for o, r in written if o.key in warned
     }
     assert all(t == fresh for t in tables.values())
+
+
+@pytest.mark.parametrize("leading_at_start", [True, False])
+def test_a_restarted_or_new_leader_continues_the_dataplanes_table_not_a_tampered_status(
+    tmp_path: Any, leading_at_start: bool
+) -> None:
+    """Through the engine and a replica: operator 1 publishes W1 (the replica holds t1) and writes status; the status's
+    runs are reversed and the weights change to W2 while no operator runs. Operator 2, leading at once or standing by
+    first (a take-over), publishes advance(t1, W2), the same table an operator that never stopped would, and says
+    what moved."""
+    written: list[tuple[SplitObject, StatusResult]] = []
+
+    async def sink(o: SplitObject, result: StatusResult) -> None:
+        written.append((o, result))
+
+    async def main() -> None:
+        replica = await FakeReplica("a").start()
+        first = make_engine(tmp_path, [replica], sink)
+        body = split_body(0, {}, "minimal")
+        body["metadata"]["generation"], body["spec"] = 1, {**spec(W1), "hosts": ["s0.example"]}
+        first.store.apply("trafficsplit", None, body)
+        await first.become_leader()
+        await first.run_pass()
+        await until(lambda: replica.held == first.number)
+        await first.fleet.close()
+        (_, result), *_ = written
+        status = result.status.to_dict()
+        t1 = SlotTable.from_status(status["assignment"], "u-0")
+
+        second = make_engine(tmp_path, [replica], sink)
+        second.store.apply(
+            "trafficsplit",
+            None,
+            split_body(0, {**status, "assignment": reversed_runs(status["assignment"])}, "minimal"),
+        )
+        if not leading_at_start:
+            for _ in range(2):
+                await second.run_pass()  # standing by: no dataplanes' copy to continue from
+        await second.become_leader()
+        await second.run_pass()
+        await until(lambda: replica.held == second.number)
+        await second.fleet.close()
+        await replica.stop()
+        assert replica.held_gen is not None
+        (held,) = replica.held_gen.splits
+        expected = advance(t1, Weights.of(W2.items()))
+        assert [(r.owner, r.length) for r in expected.runs] == list(
+            zip(held.assignment.owners, held.assignment.lengths, strict=True)
+        )
+        (_, last) = written[-1]
+        (warning,) = rebuilt(last.events)
+        assert f"{percent(moved_share(t1, expected))} of sessions moved" in warning.message
+        assert SlotTable.from_status(last.status.to_dict()["assignment"], "u-0") == expected
+
+    run(main)
