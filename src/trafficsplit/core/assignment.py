@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.limits import MAX_BACKEND_NAME, MAX_BACKENDS
@@ -199,8 +199,7 @@ def stored_fields(raw: Any) -> StoredFields | list[str]:
         problems.append(f"status.assignment.digest: {_DIGEST_PREFIX} and 64 lowercase hex digits")
     if problems:
         return problems
-    assert isinstance(names, list) and isinstance(weights, list) and isinstance(text, str) and isinstance(digest, str)
-    return tuple(names), tuple(weights), text, digest
+    return tuple(cast(list[str], names)), tuple(cast(list[int], weights)), cast(str, text), cast(str, digest)
 
 
 def status_digest(uid: str, names: tuple[str, ...], weights: tuple[int, ...], runs: str) -> str:

@@ -196,19 +196,19 @@ def _outcome(
     # verifies (an operator that restarted or took over), else the one the dataplanes hold (status lost or refused),
     # so it survives all three. A hash split has no table to continue: its status is not read.
     table = prev.table if prev is not None else None
-    refused: tuple[str, ...] = ()
+    table_refused: tuple[str, ...] = ()
     if table is None and spec.assignment is AssignmentMode.MINIMAL:
         raw = obj.status.get("assignment")
         if raw is not None:
-            table, refused = memo.stored_table(obj.uid, raw)
+            table, table_refused = memo.stored_table(obj.uid, raw)
         table = table or held_table
-        if table is None and (refused or obj.status.get("generation")):
+        if table is None and (table_refused or obj.status.get("generation")):
             base = replace(base, table_rebuilt=True)
-        base = replace(base, table_refused=refused)
+        base = replace(base, table_refused=table_refused)
     try:
         endpoints = {**empty, **res.endpoints} if res.missing else res.endpoints
         compiled = memo.compile(spec, endpoints, obj.generation, table)
-        if refused and table is not None and compiled.table is not None:
+        if table_refused and table is not None and compiled.table is not None:
             base = replace(base, table_moved=moved_share(table, compiled.table))
     except SpecError as exc:  # what only the resolved endpoints can break (core/limits.py: MAX_ENDPOINTS)
         refused = Verdict(False, Reason.ENDPOINTS_REFUSED, "; ".join(exc.problems))
