@@ -146,6 +146,18 @@ def test_an_untampered_table_is_adopted_without_a_warning() -> None:
     assert served.table == advance(t1, Weights.of(W2.items())) and not rebuilt(events)
 
 
+def test_a_table_stored_before_the_digest_is_refused_once_and_the_dataplanes_copy_moves_nothing() -> None:
+    """An upgrade: the previous operator stored slots, backends and runs only. The new one refuses it (no digest),
+    continues the dataplanes' copy, says 0.00% moved, and writes the table back with its digest."""
+    t1, status = written_status(W1)
+    legacy = {k: v for k, v in status["assignment"].items() if k in ("slots", "backends", "runs")}
+    served, after, events = one_pass(obj(W1, 1, {**status, "assignment": legacy}), {}, {"shop/web": t1})
+    assert served.table == t1
+    (warning,) = rebuilt(events)
+    assert "status.assignment.digest" in warning.message and "0.00% of sessions moved" in warning.message
+    assert SlotTable.from_status(after["assignment"], "uid-1") == t1
+
+
 # --- the engine: 200 tampered splits, each stored value read once ----------------------------------------------------
 
 
