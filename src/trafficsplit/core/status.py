@@ -379,6 +379,25 @@ def rebuilt_message(after: Weights) -> str:
     )
 
 
+MAX_REFUSAL = 512  # how much of the reader's problems an AssignmentRebuilt message quotes
+
+
+def refused_message(problems: tuple[str, ...], moved: Fraction | None, after: Weights) -> str:
+    """The AssignmentRebuilt Warning when status.assignment was refused (edited, copied from another object, junk): what
+    the table was taken from instead and what that moved, exactly when the dataplanes' copy was known."""
+    why = "; ".join(problems)
+    why = why if len(why) <= MAX_REFUSAL else why[: MAX_REFUSAL - 1] + "…"
+    if moved is not None:
+        return (
+            f"status.assignment was refused ({why}): the slot table continues from the generation the dataplanes "
+            f"hold, advanced to the weights {after.format()}: {percent(moved)} of sessions moved"
+        )
+    return (
+        f"status.assignment was refused ({why}) and the dataplanes hold no copy: rebuilt from the current weights "
+        f"{after.format()}; the old assignment is unknown, so up to 100% of sessions moved"
+    )
+
+
 def _previous_weights(status: SplitStatus) -> Weights | None:
     text = status.weights
     if not text:
@@ -413,7 +432,7 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
     if served is not None:
         after = served.weights
         weights, backends = after.format(), _backends_status(outcome, view)
-        table = served.table.to_status() if served.table is not None else None
+        table = served.table.to_status(obj.uid, after) if served.table is not None else None
         before = _previous_weights(prev)
         if before is not None and before.items() != after.items():
             if served.table is not None:  # a slot table moves the minimum whatever the total: no warning due
@@ -421,13 +440,19 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
                     before=before.format(),
                     after=after.format(),
                     total_changed=before.total != after.total,
-                    repinned_share=percent(minimal_moved_share(before, after)),
+                    # What the table served moved against the dataplanes' copy, when status.assignment was refused.
+                    repinned_share=percent(
+                        outcome.table_moved if outcome.table_moved is not None else minimal_moved_share(before, after)
+                    ),
                 )
             else:
                 moved, warning = displacement(before, after)
                 if warning is not None and served.sticky:
                     events.append(EventIntent(EventType.WARNING, EventReason.TOTAL_WEIGHT_CHANGED, warning))
-        if outcome.table_rebuilt and served.table is not None:
+        if outcome.table_refused and served.table is not None:
+            message = refused_message(outcome.table_refused, outcome.table_moved, after)
+            events.append(EventIntent(EventType.WARNING, EventReason.ASSIGNMENT_REBUILT, message))
+        elif outcome.table_rebuilt and served.table is not None:
             events.append(EventIntent(EventType.WARNING, EventReason.ASSIGNMENT_REBUILT, rebuilt_message(after)))
     carried = outcome.serves_current_spec and view.number > 0 and outcome.key not in view.held_back
     # The first number that carried this split's served form (spec and endpoints), not the newest: a later
