@@ -176,7 +176,7 @@ def scan(directory: Path) -> dict[Path, Stamp]:
     return out
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _File:
     """What the source took from one file: the stamp it last read, the stamp the previous scan saw, its last good
     splits, what is wrong with it now, and since when it is missing or empty."""
