@@ -234,3 +234,26 @@ def test_stop_closes_an_idle_connection_and_refuses_new_ones() -> None:
         writer.close()
 
     asyncio.run(main())
+
+
+def test_an_endless_header_value_closes_the_connection_at_the_head_bound() -> None:
+    """httptools hands a header to `on_header` only once its value ends: the bound must hold while it streams, not
+    after (before: the value was buffered without end, and concatenated quadratically)."""
+    head = f"POST {EXTPROC_HTTP_PATH} HTTP/1.1\r\nx-endless: ".encode()
+    chunk = b"a" * 4096
+
+    async def scenario(c: Client, processor: Processor, metrics: Metrics) -> None:
+        await c.send(head)
+        sent = len(head)
+        while sent <= 4 * MAX_HEAD_BYTES:
+            try:
+                await c.send(chunk)
+            except ConnectionError:
+                break
+            sent += len(chunk)
+            if c.reader.at_eof():
+                break
+            await asyncio.sleep(0)
+        assert await c.closed()
+
+    assert value(run(scenario), "trafficsplit_extproc_http_rejected_total", reason="head_too_large") == 1
