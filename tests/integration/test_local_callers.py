@@ -12,13 +12,15 @@ import asyncio
 import time
 from pathlib import Path
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.support.dataplane import Dataplane, Load, NameBackends, split_doc
+from tests.support.dataplane import Dataplane, Load, NameBackends, Processor, split_doc
+from trafficsplit.extproc.health import MAX_HEALTH_WATCHES
 from trafficsplit.extproc.httpservice import MAX_HEAD_BYTES
 from trafficsplit.wire.bootstrap import EXTPROC_HTTP_PATH
 
-pytestmark = [pytest.mark.envoy]
 
 HOST = "shop.example"
 MiB = 1024 * 1024
@@ -69,6 +71,7 @@ async def stream_endless_header(dp: Dataplane, limit: int = 64 * MiB, seconds: f
     return sent, closed, max(peak, dp.processor.rss_bytes())
 
 
+@pytest.mark.envoy
 def test_an_endless_header_on_the_http_socket_is_closed_at_the_bound_rss_flat_nothing_fails_open(
     tmp_path: Path, name_backends: NameBackends
 ) -> None:
@@ -100,3 +103,66 @@ def test_an_endless_header_on_the_http_socket_is_closed_at_the_bound_rss_flat_no
     assert not load.errors and {s for _, s, _, _ in load.results} == {200}
     assert fail_open == 0
     assert rejected == 1
+
+
+async def open_watches(target: str, n: int, channels: int = 20) -> tuple[int, dict[str, int], list[grpc.aio.Call]]:
+    """`n` Health.Watch streams over `channels` connections; returns (streams answered, refusals by code, the open
+    calls, to be cancelled by the caller)."""
+    chans = [grpc.aio.insecure_channel(target) for _ in range(channels)]
+    calls = []
+    answered = 0
+    refused: dict[str, int] = {}
+
+    async def one(i: int) -> None:
+        nonlocal answered
+        call = health_pb2_grpc.HealthStub(chans[i % channels]).Watch(health_pb2.HealthCheckRequest(service=""))
+        calls.append(call)
+        try:
+            await asyncio.wait_for(call.read(), 30)
+            answered += 1
+        except grpc.aio.AioRpcError as exc:
+            refused[exc.code().name] = refused.get(exc.code().name, 0) + 1
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+    return answered, refused, calls + chans  # type: ignore[operator]
+
+
+def test_health_watch_streams_past_the_cap_are_refused_and_rss_stays_flat(tmp_path: Path) -> None:
+    """The plaintext health port (the chart's 9004, for the kubelet) is unauthenticated: before, 2,000 Watch streams
+    were all held (+46 MB, not returned after they closed)."""
+    proc = Processor(tmp_path, token="t" * 32, extra=["--health", "127.0.0.1:0"]).start()
+    try:
+        target = f"127.0.0.1:{proc.ports['health']}"
+        with grpc.insecure_channel(target) as ch:  # the kubelet's probe: Check
+            assert health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+        before = proc.rss_bytes()
+
+        async def scenario() -> tuple[int, dict[str, int], int, int]:
+            answered, refused, held = await open_watches(target, 2000)
+            peak = proc.rss_bytes()
+            # While they are held, the kubelet's Check is still answered.
+            async with grpc.aio.insecure_channel(target) as ch:
+                check = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
+            for c in held:
+                if isinstance(c, grpc.aio.Channel):
+                    await c.close()
+            return answered, refused, peak, int(check.status)
+
+        answered, refused, peak, checked = asyncio.run(scenario())
+        time.sleep(1)
+        after = proc.rss_bytes()
+        refused_metric = sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in proc.metrics_text().splitlines()
+            if line.startswith("trafficsplit_health_watches_refused_total")
+        )
+    finally:
+        proc.terminate()
+    print(
+        f"2000 Watch streams: {answered} held, refused {refused}; processor RSS {before / MiB:.1f} -> peak "
+        f"{peak / MiB:.1f} -> {after / MiB:.1f} MiB after they closed"
+    )
+    assert checked == health_pb2.HealthCheckResponse.NOT_SERVING  # no generation held: the probe's answer
+    assert answered <= MAX_HEALTH_WATCHES and refused == {"RESOURCE_EXHAUSTED": 2000 - answered}
+    assert refused_metric == 2000 - answered
+    assert peak - before < 16 * MiB and after - before < 8 * MiB, (before, peak, after)
