@@ -99,3 +99,16 @@ def test_ext_proc_beyond_loopback_only_when_asked_for() -> None:
     local_listens(args)  # no SystemExit
     for listen in ("127.0.0.1:9001", "[::1]:9001", "localhost:9001", "unix:/run/x.sock"):
         local_listens(parse_args([*TOKEN, f"--listen={listen}", "--ext-proc-transport=http"]))
+
+
+@pytest.mark.parametrize(
+    ("given", "target"),
+    [
+        ("10.1.2.3:9004", "10.1.2.3:9004"),
+        ("fd00::a:9004", "[fd00::a]:9004"),  # $(POD_IP):PORT on an IPv6 pod
+        ("[fd00::a]:9004", "[fd00::a]:9004"),
+        ("unix:/run/x.sock", "unix:/run/x.sock"),
+    ],
+)
+def test_address_target_is_what_grpc_binds(given: str, target: str) -> None:
+    assert Address.parse(given).target == target

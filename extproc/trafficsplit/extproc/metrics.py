@@ -68,6 +68,16 @@ class Metrics:
         self.extproc_http_connections = Gauge(
             "trafficsplit_extproc_http_connections", "Open ext_proc http_service connections from Envoy", registry=r
         )
+        # Health.Watch streams per server (local, publish, health): capped, the excess refused (extproc.health).
+        self.health_watches = Gauge(
+            "trafficsplit_health_watches", "Health.Watch streams open, by server", ["server"], registry=r
+        )
+        self.health_watches_refused = Counter(
+            "trafficsplit_health_watches_refused",
+            "Health.Watch streams refused past the per-server cap (RESOURCE_EXHAUSTED), by server",
+            ["server"],
+            registry=r,
+        )
         # Set to a callback by the server (it needs the running loop): a leak of tasks shows here (the soak reads it).
         self.asyncio_tasks = Gauge("trafficsplit_asyncio_tasks", "asyncio tasks alive in the processor", registry=r)
         self._decided: dict[tuple[str, str, str, str, str], Counter] = {}

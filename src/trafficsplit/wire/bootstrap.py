@@ -145,6 +145,14 @@ class Address:
         return cls(host=host.strip("[]"), port=int(port))
 
     @property
+    def target(self) -> str:
+        """The form gRPC binds: `unix:/path`, `HOST:PORT`, or `[V6]:PORT` (also for a v6 host given bare, as
+        `$(POD_IP):PORT` is on an IPv6 pod)."""
+        if self.path is not None:
+            return f"unix:{self.path}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
     def loopback(self) -> bool:
         """A Unix socket or a loopback address: reachable from this host (this pod) only."""
         if self.path is not None:
