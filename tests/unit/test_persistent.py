@@ -16,7 +16,7 @@ from trafficsplit.core.compiled import CompiledSplit, Endpoint, Generation, comp
 from trafficsplit.core.cookie import AffinityMinter, is_cookie_value
 from trafficsplit.core.decide import Decision, DecisionPath, KeySource, decide
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.persistent import CookieSigner, persistent_moved_share
+from trafficsplit.core.persistent import MAX_SAME_NAME_COOKIES, CookieSigner, persistent_moved_share
 from trafficsplit.core.spec import parse_split
 from trafficsplit.core.weights import Weights
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
@@ -299,3 +299,24 @@ def test_a_stale_same_name_cookie_before_a_valid_sealed_one_does_not_re_session(
         signer=signer,
     )
     assert d.key_source is KeySource.MINTED and d.set_cookie is not None
+
+
+def test_same_name_cookies_past_the_bound_are_not_tried() -> None:
+    """Each candidate costs an HMAC: a Cookie header of thousands of duplicates must not multiply the work."""
+    signer = CookieSigner(K1)
+    s = split({"blue": 50, "green": 50})
+    cookie = sessions(s, signer, 1)[0]
+    lines = ["; ".join([*(f"sid=stale{i}" for i in range(MAX_SAME_NAME_COOKIES)), f"sid={cookie}"])]
+    d = decide(
+        s, cookie_lines=lines, request_id="r", header=lambda _: None, minter=AffinityMinter(lambda: 1), signer=signer
+    )
+    assert d.key_source is KeySource.MINTED
+    d = decide(
+        s,
+        cookie_lines=lines[0].split("; ", 1)[1:],
+        request_id="r",
+        header=lambda _: None,
+        minter=AffinityMinter(lambda: 1),
+        signer=signer,
+    )
+    assert (d.key_source, d.path) == (KeySource.COOKIE, DecisionPath.PINNED)
