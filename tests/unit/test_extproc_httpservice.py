@@ -307,3 +307,21 @@ def test_a_head_at_the_bound_is_served() -> None:
         assert (await c.response())[0] == 200
 
     assert value(run(scenario), "trafficsplit_extproc_http_rejected_total", reason="head_too_large") == 0
+
+
+def test_deeply_nested_json_is_a_counted_400_and_the_connection_kept(caplog: pytest.LogCaptureFixture) -> None:
+    """json.loads raises RecursionError past ~1,000 levels: before, it escaped the parser callback and the connection
+    closed unanswered and uncounted."""
+    nested = b"[" * 2000 + b"]" * 2000
+
+    async def scenario(c: Client, processor: Processor, metrics: Metrics) -> None:
+        await c.send(post(nested))
+        status, _, body = await c.response()
+        assert status == 400 and b"nested" in body
+        await c.send(post(body_for()))  # the same connection still serves
+        assert (await c.response())[0] == 200
+
+    with caplog.at_level("WARNING"):
+        metrics = run(scenario)
+    assert value(metrics, "trafficsplit_extproc_http_rejected_total", reason="bad_request") == 1
+    assert any("nested" in r.getMessage() for r in caplog.records), caplog.records
