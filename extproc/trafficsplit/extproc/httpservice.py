@@ -98,8 +98,11 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             self._feed(memoryview(data))
-        except httptools.HttpParserCallbackError:  # an _Abort: already answered or counted
-            self._transport.close()
+        except httptools.HttpParserCallbackError as exc:
+            if not isinstance(exc.__context__, _Abort):  # not ours: a bug, never a silent close
+                log.error("http_service: closing the connection on an unexpected error", exc_info=exc.__context__)
+                self._metrics.extproc_http_rejected.labels("internal_error").inc()
+            self._transport.close()  # an _Abort: already answered or counted
         except (httptools.HttpParserError, httptools.HttpParserUpgrade):  # malformed, or an upgrade: no answer
             self._metrics.extproc_http_rejected.labels("malformed_http").inc()
             self._transport.close()
@@ -174,6 +177,8 @@ class _Connection(asyncio.Protocol):
         try:
             view = decode_request_view(body)
         except CodecError as exc:
+            # Envoy never sends one: a 400 is a caller that is not Envoy (or a codec bug), worth a line.
+            log.warning("http_service: 400: %s", exc)
             self._metrics.extproc_http_rejected.labels("bad_request").inc()
             return 400, str(exc).encode()[:200]
         replies = self._server.replies

@@ -61,7 +61,7 @@ class Metrics:
             "trafficsplit_extproc_http_rejected",
             "ext_proc http_service requests refused: bad_request (400), not_found (404), method_not_allowed (405), "
             "too_large (413), malformed_http and head_too_large (request line and headers over 16 KiB): connection "
-            "closed",
+            "closed; internal_error: closed on an unexpected error (logged)",
             ["reason"],
             registry=r,
         )
