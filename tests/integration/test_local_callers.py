@@ -17,57 +17,11 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.support.dataplane import Dataplane, Load, NameBackends, Processor, split_doc
+from tests.support.hostile import FAIL_OPEN, MiB, metric, open_watches, stream_endless_header
 from trafficsplit.extproc.health import MAX_HEALTH_WATCHES
 from trafficsplit.extproc.httpservice import MAX_HEAD_BYTES
-from trafficsplit.wire.bootstrap import EXTPROC_HTTP_PATH
 
 HOST = "shop.example"
-MiB = 1024 * 1024
-FAIL_OPEN = "http.trafficsplit.ext_proc.trafficsplit.failure_mode_allowed"
-
-
-def metric(dp: Dataplane, name: str, **labels: str) -> float:
-    total = 0.0
-    for line in dp.processor.metrics_text().splitlines():
-        named = line.startswith(name + "{") or line.startswith(name + " ")
-        if named and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
-async def stream_endless_header(dp: Dataplane, limit: int = 64 * MiB, seconds: float = 20) -> tuple[int, bool, int]:
-    """One header value that never ends, 64 KiB per write, until the processor closes the connection (or `limit`
-    bytes / `seconds` pass). Returns (bytes written when the close was seen, closed, peak processor RSS)."""
-    reader, writer = await asyncio.open_unix_connection(str(dp.processor.http_socket))
-    eof = asyncio.create_task(reader.read())  # b"" (or an answer) once the server closes
-    writer.write(b"POST %s HTTP/1.1\r\nhost: trafficsplit-extproc\r\nx-endless: " % EXTPROC_HTTP_PATH.encode())
-    chunk = b"a" * 65536
-    sent, closed, peak = 0, False, dp.processor.rss_bytes()
-    deadline = time.monotonic() + seconds
-    try:
-        while sent < limit and time.monotonic() < deadline:
-            if eof.done():
-                closed = True
-                break
-            writer.write(chunk)
-            try:
-                await asyncio.wait_for(writer.drain(), max(0.1, deadline - time.monotonic()))
-            except (ConnectionError, TimeoutError):
-                closed = isinstance(eof, asyncio.Task) and eof.done()
-                break
-            sent += len(chunk)
-            if sent % MiB == 0:
-                peak = max(peak, dp.processor.rss_bytes())
-        if not closed:
-            try:
-                await asyncio.wait_for(asyncio.shield(eof), 1)
-                closed = True
-            except TimeoutError:
-                pass
-    finally:
-        eof.cancel()
-        writer.close()
-    return sent, closed, max(peak, dp.processor.rss_bytes())
 
 
 @pytest.mark.envoy
@@ -104,28 +58,6 @@ def test_an_endless_header_on_the_http_socket_is_closed_at_the_bound_rss_flat_no
     assert rejected == 1
 
 
-async def open_watches(target: str, n: int, channels: int = 20) -> tuple[int, dict[str, int], list[grpc.aio.Call]]:
-    """`n` Health.Watch streams over `channels` connections; returns (streams answered, refusals by code, the open
-    calls, to be cancelled by the caller)."""
-    chans = [grpc.aio.insecure_channel(target) for _ in range(channels)]
-    calls = []
-    answered = 0
-    refused: dict[str, int] = {}
-
-    async def one(i: int) -> None:
-        nonlocal answered
-        call = health_pb2_grpc.HealthStub(chans[i % channels]).Watch(health_pb2.HealthCheckRequest(service=""))
-        calls.append(call)
-        try:
-            await asyncio.wait_for(call.read(), 30)
-            answered += 1
-        except grpc.aio.AioRpcError as exc:
-            refused[exc.code().name] = refused.get(exc.code().name, 0) + 1
-
-    await asyncio.gather(*(one(i) for i in range(n)))
-    return answered, refused, calls + chans  # type: ignore[operator]
-
-
 def test_health_watch_streams_past_the_cap_are_refused_and_rss_stays_flat(tmp_path: Path) -> None:
     """The plaintext health port (the chart's 9004, for the kubelet) is unauthenticated: before, 2,000 Watch streams
     were all held (+46 MB, not returned after they closed)."""
@@ -143,8 +75,7 @@ def test_health_watch_streams_past_the_cap_are_refused_and_rss_stays_flat(tmp_pa
             async with grpc.aio.insecure_channel(target) as ch:
                 check = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
             for c in held:
-                if isinstance(c, grpc.aio.Channel):
-                    await c.close()
+                await c.close(None)
             return answered, refused, peak, int(check.status)
 
         answered, refused, peak, checked = asyncio.run(scenario())

@@ -20,7 +20,7 @@ from trafficsplit.extproc.metrics import Metrics
 MAX_HEALTH_WATCHES = 8
 
 
-class BoundedHealth(health_pb2_grpc.HealthServicer):
+class BoundedHealth(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
     """One server's view of the shared health status (`inner`), with its own Watch cap; `name` labels the metrics."""
 
     def __init__(
