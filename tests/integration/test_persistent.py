@@ -98,6 +98,21 @@ def test_a_tampered_cookie_is_re_sessioned(sealed: tuple[Dataplane, Path]) -> No
     assert sum(r.backend == "canary" for r in rs) < 10  # the weights decide, not the edit (1 % of ~198)
 
 
+def test_a_stale_same_name_cookie_on_a_narrower_path_does_not_shadow_the_sealed_one(
+    sealed: tuple[Dataplane, Path],
+) -> None:
+    """A browser sends the cookie of the longer Path first: `ts=<stale>; ts=<sealed>` keeps the session pinned, with
+    no new cookie (before: re-sessioned on every request)."""
+    dp, _ = sealed
+    _publish(dp, {"blue": 50, "canary": 50})
+    cookies, given = _new_sessions(dp, 50)
+    stale = cookies[0].split(".")[0] + ".blue.AAAAAAAAAAAAAAAAAAAAAA"  # a seal that fails
+    for cookie, backend in zip(cookies, given, strict=True):
+        r = dp.get(HOST, headers={"cookie": f"ts={stale}; ts={cookie}"})
+        assert (r.backend, r.cookie("ts")) == (backend, None), r.headers
+        assert "key=cookie; path=pinned" in (r.header(DECISION) or ""), r.headers
+
+
 def _restart_with_keys(dp: Dataplane, keys: Path, text: str, weights: dict[str, int]) -> None:
     keys.write_text(text)
     dp.processor.kill()
