@@ -1,0 +1,270 @@
+"""The Gateway API translation's rules one at a time (the golden files in tests/testdata/gatewayapi show them together):
+hostname intersection, bounds at parse time, durations, precedence, the split is a TrafficSplit's split, status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from trafficsplit.core.compiled import compile_split
+from trafficsplit.core.cookie import AffinityMinter
+from trafficsplit.core.decide import decide
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_objects import (
+    MAX_ROUTE_HOSTNAMES,
+    MAX_RULE_MATCHES,
+    parse_duration,
+    parse_gateway,
+    parse_gateway_class,
+    parse_httproute,
+)
+from trafficsplit.core.gateway_translate import Inputs, Translation, intersect_hostnames, translate
+from trafficsplit.core.resolve import ServiceInfo, ServicePort
+from trafficsplit.core.spec import parse_split
+
+CLASS = parse_gateway_class(
+    {"metadata": {"name": "ts"}, "spec": {"controllerName": "trafficsplit.dev/gateway-controller"}}
+)
+
+
+def gateway(*listeners: dict[str, Any]) -> dict[str, Any]:
+    items = list(listeners) or [{"name": "http", "port": 80, "protocol": "HTTP"}]
+    return {"metadata": {"name": "gw", "namespace": "ns"}, "spec": {"gatewayClassName": "ts", "listeners": items}}
+
+
+def route(name: str = "r", created: str = "2026-01-01T00:00:00Z", **spec: Any) -> dict[str, Any]:
+    spec.setdefault("parentRefs", [{"name": "gw"}])
+    spec.setdefault("hostnames", ["a.example.com"])
+    return {"metadata": {"name": name, "namespace": "ns", "creationTimestamp": created, "generation": 2}, "spec": spec}
+
+
+def service(name: str, namespace: str = "ns") -> ServiceInfo:
+    return ServiceInfo(namespace, name, (ServicePort("http", 80, 8080),))
+
+
+def run(
+    *routes: dict[str, Any], gw: dict[str, Any] | None = None, services: tuple[str, ...] = ("a", "b")
+) -> Translation:
+    return translate(
+        Inputs(
+            classes=(CLASS,),
+            gateways=(parse_gateway(gw or gateway()),),
+            routes=tuple(parse_httproute(r) for r in routes),
+            services={("ns", s): service(s) for s in services},
+        )
+    )
+
+
+def conditions(t: Translation, route_key: str = "ns/r") -> dict[str, tuple[str, str]]:
+    (r,) = [x for x in t.routes if x.route == route_key]
+    return {c.type: (c.status, c.reason) for c in r.parents[0].conditions}
+
+
+@pytest.mark.parametrize(
+    ("listener", "route_hosts", "served"),
+    [
+        (None, [], ()),
+        (None, ["a.example.com"], ("a.example.com",)),
+        ("a.example.com", [], ("a.example.com",)),
+        ("a.example.com", ["a.example.com", "b.example.com"], ("a.example.com",)),
+        ("*.example.com", ["a.example.com", "x.example.net"], ("a.example.com",)),
+        ("*.example.com", ["a.b.example.com"], ("a.b.example.com",)),
+        ("*.example.com", ["example.com"], None),
+        ("a.example.com", ["*.example.com"], ("a.example.com",)),
+        ("*.example.com", ["*.example.com"], ("*.example.com",)),
+        ("*.example.com", ["*.b.example.com"], ("*.b.example.com",)),
+        ("*.b.example.com", ["*.example.com"], ("*.b.example.com",)),
+        ("*.example.com", ["*.example.net"], None),
+        ("*.example.com", ["*.xexample.com", "a.xexample.com"], None),  # a suffix of labels, not of characters
+    ],
+)
+def test_hostname_intersection(listener: str | None, route_hosts: list[str], served: tuple[str, ...] | None) -> None:
+    assert intersect_hostnames(listener, route_hosts) == served
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1h", 3600), ("1h30m", 5400), ("10s", 10), ("1500ms", 2), ("1ms", 1), ("0s", 0), ("1h1m1s1ms", 3662)],
+)
+def test_durations(text: str, seconds: int) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "1", "1d", "h", "123456s", "1h1m1s1ms1h", "-1s", "1.5s", "١s"])
+def test_bad_durations(text: str) -> None:
+    assert parse_duration(text) is None
+
+
+def test_lists_over_the_crd_bounds_are_refused_while_parsing() -> None:
+    hosts = [f"h{i}.example.com" for i in range(MAX_ROUTE_HOSTNAMES + 1)]
+    with pytest.raises(SpecError, match=r"spec\.hostnames: 17 items, at most 16"):
+        parse_httproute(route(hostnames=hosts))
+    matches = [{"path": {"value": f"/{i}"}} for i in range(MAX_RULE_MATCHES + 1)]
+    with pytest.raises(SpecError, match=r"spec\.rules\[0\]\.matches: 65 items, at most 64"):
+        parse_httproute(route(rules=[{"matches": matches}]))
+    with pytest.raises(SpecError, match=r"value: 4097 characters"):
+        parse_httproute(route(rules=[{"matches": [{"headers": [{"name": "x", "value": "v" * 4097}]}]}]))
+
+
+def test_a_rule_is_the_split_a_trafficsplit_with_the_same_backends_compiles_to() -> None:
+    """Same backends, same weights, same cookie → the same backend for every session key (the FNV-1a pick)."""
+    t = run(
+        route(
+            rules=[
+                {
+                    "backendRefs": [{"name": "a", "port": 80, "weight": 70}, {"name": "b", "port": 80, "weight": 30}],
+                    "sessionPersistence": {"sessionName": "sid"},
+                }
+            ]
+        )
+    )
+    (action,) = t.actions
+    assert action.split is not None
+    ts = compile_split(
+        parse_split(
+            "ns",
+            "ts",
+            {
+                "hosts": ["a.example.com"],
+                "backends": [{"name": "a", "port": 80, "weight": 70}, {"name": "b", "port": 80, "weight": 30}],
+                "sticky": {"cookie": {"name": "sid"}},
+            },
+        )
+    )
+    minter = AffinityMinter()
+    picks = {"a": 0, "b": 0}
+    for k in range(2000):
+        lines = [f"sid=key-{k}"]
+        mine = decide(action.split, cookie_lines=lines, request_id="", header=lambda _: None, minter=minter)
+        theirs = decide(ts, cookie_lines=lines, request_id="", header=lambda _: None, minter=minter)
+        assert mine.backend.name == theirs.backend.name
+        picks[mine.backend.name] += 1
+    assert 1300 < picks["a"] < 1500  # 70 % of 2000, give or take the hash's spread
+
+
+def test_without_session_persistence_the_key_is_the_request_id() -> None:
+    t = run(route(rules=[{"backendRefs": [{"name": "a", "port": 80}]}]))
+    (action,) = t.actions
+    assert action.split is not None and action.split.cookie is None and not action.split.sticky
+
+
+def test_the_split_checks_apply_a_session_name_that_is_no_cookie_name_drops_the_rule() -> None:
+    t = run(
+        route(
+            rules=[
+                {"backendRefs": [{"name": "a", "port": 80}], "sessionPersistence": {"sessionName": "a b"}},
+                {"matches": [{"path": {"value": "/ok"}}], "backendRefs": [{"name": "a", "port": 80}]},
+            ]
+        )
+    )
+    assert [a.rule for a in t.actions] == [1]
+    (parent,) = t.routes[0].parents
+    partly = next(c for c in parent.conditions if c.type == "PartiallyInvalid")
+    assert partly.message.startswith("Dropped Rule")
+    assert "sessionName: 'a b' is not an RFC 6265 cookie name" in partly.message
+
+
+def test_precedence_across_routes() -> None:
+    older = route(
+        "older",
+        "2026-01-01T00:00:00Z",
+        rules=[
+            {
+                "matches": [
+                    {"path": {"type": "PathPrefix", "value": "/"}},
+                    {"path": {"type": "PathPrefix", "value": "/api"}},
+                    {"path": {"type": "PathPrefix", "value": "/api"}, "headers": [{"name": "X", "value": "1"}]},
+                ],
+                "backendRefs": [{"name": "a", "port": 80}],
+            }
+        ],
+    )
+    newer = route(
+        "newer",
+        "2026-02-01T00:00:00Z",
+        rules=[
+            {
+                "matches": [
+                    {"path": {"type": "Exact", "value": "/api/x"}},
+                    {"path": {"type": "PathPrefix", "value": "/api"}},
+                    {"path": {"type": "PathPrefix", "value": "/api"}, "method": "GET"},
+                    {"path": {"type": "PathPrefix", "value": "/api"}, "queryParams": [{"name": "q", "value": "1"}]},
+                ],
+                "backendRefs": [{"name": "b", "port": 80}],
+            }
+        ],
+    )
+    for order in ((older, newer), (newer, older)):  # the input order does not matter
+        t = run(*order)
+        (lr,) = t.listeners
+        (vh,) = lr.hosts
+        assert [(e.route, e.match_index) for e in vh.entries] == [
+            ("ns/newer", 0),  # Exact
+            ("ns/newer", 2),  # the longest prefix, with a method
+            ("ns/older", 2),  # then more headers
+            ("ns/newer", 3),  # then more query params
+            ("ns/older", 1),  # then the older route
+            ("ns/newer", 1),
+            ("ns/older", 0),  # the shortest prefix last
+        ]
+
+
+def test_unresolved_refs_keep_their_share_as_errors() -> None:
+    t = run(
+        route(rules=[{"backendRefs": [{"name": "a", "port": 80, "weight": 3}, {"name": "gone", "port": 80}]}]),
+        services=("a",),
+    )
+    (action,) = t.actions
+    assert action.error_weight == 1 and action.split is not None
+    assert [b.name for b in action.split.backends] == ["a"]
+    assert conditions(t)["ResolvedRefs"] == ("False", "BackendNotFound")
+    assert conditions(t)["Accepted"] == ("True", "Accepted")
+
+
+def test_listeners_on_one_port_with_two_protocols_conflict() -> None:
+    t = run(
+        route(),
+        gw=gateway(
+            {"name": "a", "port": 80, "protocol": "HTTP", "hostname": "a.example.com"},
+            {"name": "b", "port": 80, "protocol": "TCP"},
+        ),
+    )
+    (gs,) = t.gateways
+    for ls in gs.listeners:
+        conflicted = next(c for c in ls.conditions if c.type == "Conflicted")
+        assert (conflicted.status, conflicted.reason) == ("True", "ProtocolConflict")
+        assert ls.attached_routes == 0
+    assert conditions(t)["Accepted"] == ("False", "NotAllowedByListeners")
+
+
+def test_attached_routes_count_accepted_routes_only() -> None:
+    t = run(
+        route("r"),
+        route("s", hostnames=["b.example.com"]),
+        route("u", hostnames=["c.example.com"], rules=[{"filters": [{"type": "CORS"}]}]),
+    )
+    (gs,) = t.gateways
+    assert gs.listeners[0].attached_routes == 2
+    assert conditions(t, "ns/u")["Accepted"] == ("False", "UnsupportedValue")
+
+
+def test_routes_of_other_controllers_get_no_status_from_us() -> None:
+    other = parse_gateway_class({"metadata": {"name": "other"}, "spec": {"controllerName": "example.com/x"}})
+    gw = gateway()
+    gw["spec"]["gatewayClassName"] = "other"
+    t = translate(Inputs(classes=(CLASS, other), gateways=(parse_gateway(gw),), routes=(parse_httproute(route()),)))
+    assert t.routes == () and t.gateways == () and t.listeners == ()
+    assert [c.name for c in t.classes] == ["ts"]
+
+
+def test_two_parent_refs_to_one_listener_attach_the_route_once() -> None:
+    """attachedRoutes counts routes, and a request must meet each of a route's matches once, however many of its
+    parentRefs reach the same listener (here: the whole Gateway, and the listener by its sectionName)."""
+    t = run(route(parentRefs=[{"name": "gw"}, {"name": "gw", "sectionName": "http"}]))
+    (gs,) = t.gateways
+    assert gs.listeners[0].attached_routes == 1
+    (lr,) = t.listeners
+    (vh,) = lr.hosts
+    assert [(e.route, e.rule, e.match_index) for e in vh.entries] == [("ns/r", 0, 0)]
+    assert conditions(t)["Accepted"] == ("True", "Accepted")
