@@ -515,6 +515,9 @@ def translate(inputs: Inputs) -> Translation:
                 route_actions.append(action)
 
         statuses: list[ParentStatus] = []
+        # Two parentRefs can reach one listener (the Gateway, and the listener by sectionName): it takes the route
+        # once, and counts it once.
+        reached: set[tuple[str, str]] = set()
         for ref, refused, atts in parents:
             if refused is None and hosts and not route_actions:
                 refused = _cond(
@@ -541,6 +544,9 @@ def translate(inputs: Inputs) -> Translation:
             if refused is not None:
                 continue
             for a in atts:
+                if (a.gateway, a.listener) in reached:
+                    continue
+                reached.add((a.gateway, a.listener))
                 attached_count[(a.gateway, a.listener)] = attached_count.get((a.gateway, a.listener), 0) + 1
                 table = tables.setdefault((a.gateway, a.listener), {})
                 for action in route_actions:
