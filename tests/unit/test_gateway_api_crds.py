@@ -22,6 +22,7 @@ import yaml
 
 from tests.unit.test_gatewayapi_golden import supported_paths
 from trafficsplit.core import gateway_objects as g
+from trafficsplit.core.weights import MAX_WEIGHT
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "hack" / "build-gateway-api.sh"
@@ -105,7 +106,7 @@ def test_every_supported_field_is_a_field_of_the_crd() -> None:
         ("httproutes", "rules.matches.headers.name", "maxLength", g.MAX_HEADER_NAME),
         ("httproutes", "rules.matches.queryParams.value", "maxLength", g.MAX_QUERY_VALUE),
         ("httproutes", "rules.sessionPersistence.sessionName", "maxLength", g.MAX_SESSION_NAME),
-        ("httproutes", "rules.backendRefs.weight", "maximum", g.MAX_WEIGHT),
+        ("httproutes", "rules.backendRefs.weight", "maximum", MAX_WEIGHT),
         ("gateways", "listeners", "maxItems", g.MAX_LISTENERS),
         ("gateways", "listeners.allowedRoutes.kinds", "maxItems", g.MAX_ALLOWED_KINDS),
         ("referencegrants", "from", "maxItems", g.MAX_GRANT_ENTRIES),

@@ -1,5 +1,6 @@
 """Gateway API objects → the split model and the status they imply, against the files beside each input
-(tests/unit/gatewayapi.py). After an intended change, regenerate with `python -m tests.gen_golden` and review the diff."""
+(tests/unit/gatewayapi.py). After an intended change, regenerate with `python -m tests.gen_golden` and review the
+diff."""
 
 from __future__ import annotations
 
