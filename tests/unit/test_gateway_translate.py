@@ -268,3 +268,49 @@ def test_two_parent_refs_to_one_listener_attach_the_route_once() -> None:
     (vh,) = lr.hosts
     assert [(e.route, e.rule, e.match_index) for e in vh.entries] == [("ns/r", 0, 0)]
     assert conditions(t)["Accepted"] == ("True", "Accepted")
+
+
+def test_requests_meet_the_rules_in_precedence_order() -> None:
+    """The precedence golden case read by requests: each request reaches the match the spec gives it."""
+    from tests.unit.gatewayapi import inputs_of, load
+    from trafficsplit.core.gateway_match import RouteTable
+
+    inputs, _ = inputs_of(load("precedence"))
+    (listener,) = translate(inputs).listeners
+    table = RouteTable(listener)
+
+    def hit(path: str, method: str = "GET", headers: dict[str, str] | None = None, **query: str) -> str | None:
+        h = headers or {}
+        e = table.select("WWW.example.com:80", path, method, lambda n: h.get(n), query)
+        return None if e is None else f"{e.route}#{e.match_index}"
+
+    assert hit("/api/health") == "web/older#1"  # Exact beats every prefix
+    assert hit("/api/v2/items") == "web/older#3"  # the regex, ranked before prefixes
+    assert hit("/api", "POST") == "web/newer#1"  # a method beats headers at the same prefix
+    assert hit("/api/x", headers={"x-version": "2", "x-tier": "gold"}) == "web/newer#2"  # more headers
+    assert hit("/api/x", headers={"x-version": "2", "x-tier": "bronze"}) == "other/a-same-age#0"  # regex fails
+    assert hit("/api/x", debug="1", beta="yes") == "web/older#2"  # query params
+    # /api prefix, equal matches: the older routes first, and of two as old, other/… before web/…
+    assert hit("/api/x") == "other/a-same-age#0"
+    assert hit("/apis") == "web/older#4"  # /api matches whole segments only: falls to "/"
+    assert hit("/") == "web/older#4"
+    assert table.select("other.example.com", "/") is None  # no virtual host: the spec's 404
+
+
+def test_wildcard_virtual_hosts_take_the_longest_suffix() -> None:
+    from tests.unit.gatewayapi import inputs_of, load
+    from trafficsplit.core.gateway_match import RouteTable
+
+    inputs, _ = inputs_of(load("hostnames"))
+    wild = next(lr for lr in translate(inputs).listeners if lr.listener == "wild")
+    table = RouteTable(wild)
+
+    def route_of(host: str) -> str | None:
+        e = table.select(host, "/")
+        return None if e is None else e.route
+
+    assert route_of("foo.example.com") == "web/exact-and-foreign"
+    assert route_of("x.deep.example.com") == "web/wildcards"
+    assert route_of("bar.example.com") == "web/wildcards"
+    assert route_of("example.com") is None
+    assert route_of(".example.com") is None
