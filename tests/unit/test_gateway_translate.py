@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trafficsplit.core.compiled import compile_split
 from trafficsplit.core.cookie import AffinityMinter
@@ -314,3 +316,88 @@ def test_wildcard_virtual_hosts_take_the_longest_suffix() -> None:
     assert route_of("bar.example.com") == "web/wildcards"
     assert route_of("example.com") is None
     assert route_of(".example.com") is None
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.text(max_size=12)
+    | st.sampled_from(
+        ["Exact", "PathPrefix", "RegularExpression", "/", "gw", "a", "Cookie", "Header", "Permanent", "1h", "HTTP"]
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.text(max_size=8)
+            | st.sampled_from(
+                [
+                    "path",
+                    "type",
+                    "value",
+                    "name",
+                    "port",
+                    "weight",
+                    "matches",
+                    "backendRefs",
+                    "headers",
+                    "sessionPersistence",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=20,
+)
+_PLACES = ("spec", "rules", "rule", "match", "backendRef", "parentRef", "session", "hostnames")
+
+
+@settings(max_examples=200, deadline=None)
+@given(place=st.sampled_from(_PLACES), value=_JSON)
+def test_hostile_route_bodies_are_refused_by_name_or_translated(place: str, value: Any) -> None:
+    """Whatever a body holds where, parsing raises SpecError or gives a value that translates; nothing else."""
+    rule: dict[str, Any] = {"matches": [{"path": {"value": "/"}}], "backendRefs": [{"name": "a", "port": 80}]}
+    body = route(rules=[rule])
+    if place == "spec":
+        body["spec"] = value
+    elif place == "rules":
+        body["spec"]["rules"] = value
+    elif place == "rule":
+        body["spec"]["rules"] = [value]
+    elif place == "match":
+        rule["matches"] = [value]
+    elif place == "backendRef":
+        rule["backendRefs"] = [value]
+    elif place == "parentRef":
+        body["spec"]["parentRefs"] = [value]
+    elif place == "session":
+        rule["sessionPersistence"] = value
+    else:
+        body["spec"]["hostnames"] = value
+    try:
+        parsed = parse_httproute(body)
+    except SpecError as exc:
+        assert exc.problems and all(isinstance(p, str) and ":" in p for p in exc.problems)
+        return
+    translate(Inputs(classes=(CLASS,), gateways=(parse_gateway(gateway()),), routes=(parsed,)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(place=st.sampled_from(("spec", "listeners", "listener", "allowedRoutes")), value=_JSON)
+def test_hostile_gateway_bodies_are_refused_by_name_or_translated(place: str, value: Any) -> None:
+    body = gateway()
+    if place == "spec":
+        body["spec"] = value
+    elif place == "listeners":
+        body["spec"]["listeners"] = value
+    elif place == "listener":
+        body["spec"]["listeners"] = [value]
+    else:
+        body["spec"]["listeners"][0]["allowedRoutes"] = value
+    try:
+        parsed = parse_gateway(body)
+    except SpecError as exc:
+        assert exc.problems and all(isinstance(p, str) and ":" in p for p in exc.problems)
+        return
+    translate(Inputs(classes=(CLASS,), gateways=(parsed,), routes=(parse_httproute(route()),)))
