@@ -521,7 +521,11 @@ def translate(inputs: Inputs) -> Translation:
         for ref, refused, atts in parents:
             if refused is None and hosts and not route_actions:
                 refused = _cond(
-                    "Accepted", False, RouteReason.UNSUPPORTED_VALUE, "no rule can be served: " + "; ".join(dropped), g
+                    "Accepted",
+                    False,
+                    RouteReason.UNSUPPORTED_VALUE,
+                    "no rule can be served: " + ("; ".join(dropped) or "the route has none"),
+                    g,
                 )
             conds = [refused or _cond("Accepted", True, RouteReason.ACCEPTED, "", g)]
             if ref_problems:
