@@ -401,3 +401,15 @@ def test_hostile_gateway_bodies_are_refused_by_name_or_translated(place: str, va
         assert exc.problems and all(isinstance(p, str) and ":" in p for p in exc.problems)
         return
     translate(Inputs(classes=(CLASS,), gateways=(parsed,), routes=(parse_httproute(route()),)))
+
+
+def test_a_gateway_that_is_not_accepted_takes_no_route() -> None:
+    gw = gateway()
+    gw["spec"]["addresses"] = [{"type": "IPAddress", "value": "192.0.2.1"}]
+    t = run(route(), gw=gw)
+    (gs,) = t.gateways
+    accepted = gs.conditions[0]
+    assert (accepted.type, accepted.status, accepted.reason) == ("Accepted", "False", "UnsupportedAddress")
+    assert gs.listeners[0].attached_routes == 0
+    assert t.listeners == () and t.actions == ()
+    assert conditions(t)["Accepted"] == ("False", "NotAllowedByListeners")
