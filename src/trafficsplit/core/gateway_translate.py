@@ -306,7 +306,8 @@ def _listener_views(gw: Gateway) -> list[_ListenerView]:
             conflict = _cond("Conflicted", False, ListenerReason.NO_CONFLICTS, "", g)
         conds.append(conflict)
         conds.append(_cond("Programmed", None, ListenerReason.PENDING, _PENDING_MESSAGE, g))
-        usable = accepted.ok and not conflict.ok and HTTPROUTE_KIND in kinds
+        # A Gateway we do not accept serves nothing, so none of its listeners takes a route.
+        usable = not gw.problems and accepted.ok and not conflict.ok and HTTPROUTE_KIND in kinds
         views.append(_ListenerView(lis, kinds, tuple(conds), usable))
     return views
 
@@ -604,7 +605,7 @@ def _attach(
         ), []
     allowed = [v for v in candidates if v.usable and _allows(v.listener, gw, route, labels)]
     if not allowed:
-        why = "; ".join(_refusal(v, route) for v in candidates)
+        why = "; ".join(_refusal(v, route, gw) for v in candidates)
         return _cond("Accepted", False, RouteReason.NOT_ALLOWED_BY_LISTENERS, f"Gateway {gw.meta.key}: {why}", g), []
     attachments: list[_Attachment] = []
     for v in allowed:
@@ -631,9 +632,11 @@ def _attach(
     return None, attachments
 
 
-def _refusal(v: _ListenerView, route: HTTPRoute) -> str:
+def _refusal(v: _ListenerView, route: HTTPRoute, gw: Gateway) -> str:
     """Why one listener takes no route of this kind from this namespace."""
     name = f"listener {v.listener.name}"
+    if gw.problems:
+        return f"{name}: the Gateway is not accepted"
     if HTTPROUTE_KIND not in v.supported_kinds:
         return f"{name} does not take HTTPRoutes"
     if not v.usable:
