@@ -413,3 +413,20 @@ def test_a_gateway_that_is_not_accepted_takes_no_route() -> None:
     assert gs.listeners[0].attached_routes == 0
     assert t.listeners == () and t.actions == ()
     assert conditions(t)["Accepted"] == ("False", "NotAllowedByListeners")
+
+
+def test_status_echoes_the_parent_ref_as_written() -> None:
+    """A status entry names its parentRef as the spec holds it (the API server defaults group and kind, not the
+    namespace): the conformance suite compares them field by field, and a namespace we add is a mismatch."""
+    t = run(route(parentRefs=[{"name": "gw"}, {"name": "gw", "namespace": "ns", "sectionName": "http"}]))
+    (r,) = t.routes
+    assert [p.parent.to_dict() for p in r.parents] == [
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"},
+        {
+            "group": "gateway.networking.k8s.io",
+            "kind": "Gateway",
+            "namespace": "ns",
+            "name": "gw",
+            "sectionName": "http",
+        },
+    ]
