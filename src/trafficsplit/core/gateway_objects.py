@@ -536,10 +536,15 @@ class ParentRef:
     name: str
     section_name: str | None = None
     port: int | None = None
+    namespace_written: bool = True  # whether the spec names the namespace (the status echoes the ref as written)
 
     def to_dict(self) -> dict[str, Any]:
-        """As the route's status echoes it (`status.parents[].parentRef`)."""
-        out: dict[str, Any] = {"group": self.group, "kind": self.kind, "namespace": self.namespace, "name": self.name}
+        """As the route's status echoes it (`status.parents[].parentRef`): as written, with the group and kind the
+        API server defaults."""
+        out: dict[str, Any] = {"group": self.group, "kind": self.kind}
+        if self.namespace_written:
+            out["namespace"] = self.namespace
+        out["name"] = self.name
         if self.section_name is not None:
             out["sectionName"] = self.section_name
         if self.port is not None:
@@ -623,13 +628,15 @@ def parse_httproute(body: Mapping[str, Any]) -> HTTPRoute:
             r.add(p, "expected an object")
             continue
         name = r.text(raw, "name", p, 253, required=True)
+        written_ns = r.text(raw, "namespace", p, 63)
         ref = ParentRef(
             group=r.text(raw, "group", p, MAX_GROUP) or GATEWAY_GROUP,
             kind=r.text(raw, "kind", p, MAX_KIND) or "Gateway",
-            namespace=r.text(raw, "namespace", p, 63) or meta.namespace,
+            namespace=written_ns or meta.namespace,
             name=name or "",
             section_name=r.text(raw, "sectionName", p, MAX_SECTION_NAME),
             port=r.integer(raw, "port", p, 1, 65535),
+            namespace_written=written_ns is not None,
         )
         if name is not None:
             parents.append(ref)
