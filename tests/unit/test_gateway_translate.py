@@ -430,3 +430,23 @@ def test_status_echoes_the_parent_ref_as_written() -> None:
             "sectionName": "http",
         },
     ]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"matches": 5},  # counted against the route-wide bound before the rule is read
+        {"backendRefs": "abc"},  # read for filters before the rule is read
+        {"backendRefs": [{"name": "a", "port": 80, "filters": 7}]},
+    ],
+)
+def test_mistyped_rule_fields_are_named_problems(rule: dict[str, Any]) -> None:
+    with pytest.raises(SpecError, match=r"spec\.rules\[0\]\."):
+        parse_httproute(route(rules=[rule]))
+
+
+def test_an_oversized_backend_ref_list_is_refused_before_it_is_walked() -> None:
+    refs = [{"name": "a", "port": 80, "filters": [{"type": "CORS"}]}] * 10_000
+    with pytest.raises(SpecError) as info:
+        parse_httproute(route(rules=[{"backendRefs": refs}]))
+    assert info.value.problems == ("spec.rules[0].backendRefs: 10000 items, at most 16 are allowed",)
