@@ -648,7 +648,8 @@ def parse_httproute(body: Mapping[str, Any]) -> HTTPRoute:
     raw_rules = r.items(spec, "rules", "spec", MAX_RULES)
     if not raw_rules and "rules" not in spec:
         raw_rules = [{}]  # the CRD's default: one rule matching every request, with no backend
-    total = sum(len(x.get("matches") or []) for x in raw_rules if isinstance(x, Mapping))
+    # The CRD's route-wide bound; a rule whose matches are no list is reported where the rule is read.
+    total = sum(len(m) for x in raw_rules if isinstance(x, Mapping) and isinstance(m := x.get("matches"), list))
     if total > MAX_ROUTE_MATCHES:
         r.add("spec.rules", f"{total} matches across the rules, at most {MAX_ROUTE_MATCHES} are allowed")
         raw_rules = []
@@ -675,9 +676,6 @@ def _rule(index: int, raw: Any, namespace: str, r: _Reader) -> RouteRule:
         if ".filters:" not in q
     ]
     unsupported += _filters(raw.get("filters"), "filters", r, p)
-    for j, b in enumerate(raw.get("backendRefs") or []):
-        if isinstance(b, Mapping):
-            unsupported += _filters(b.get("filters"), f"backendRefs[{j}].filters", r, p)
     name = r.text(raw, "name", p, MAX_SECTION_NAME)
     raw_matches = r.items(raw, "matches", p, MAX_RULE_MATCHES) or [{}]
     matches = tuple(_match(f"{p}.matches[{j}]", m, r, unsupported) for j, m in enumerate(raw_matches))
@@ -687,6 +685,7 @@ def _rule(index: int, raw: Any, namespace: str, r: _Reader) -> RouteRule:
         if not isinstance(b, Mapping):
             r.add(bp, "expected an object")
             continue
+        unsupported += _filters(b.get("filters"), f"backendRefs[{j}].filters", r, p)
         ref_name = r.text(b, "name", bp, 253, required=True)
         group = r.text(b, "group", bp, MAX_GROUP)
         kind = r.text(b, "kind", bp, MAX_KIND)
