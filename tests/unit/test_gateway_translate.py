@@ -450,3 +450,10 @@ def test_an_oversized_backend_ref_list_is_refused_before_it_is_walked() -> None:
     with pytest.raises(SpecError) as info:
         parse_httproute(route(rules=[{"backendRefs": refs}]))
     assert info.value.problems == ("spec.rules[0].backendRefs: 10000 items, at most 16 are allowed",)
+
+
+def test_top_level_problems_name_the_field_from_the_root() -> None:
+    with pytest.raises(SpecError) as info:
+        parse_httproute({"metadata": 5, "spec": []})
+    assert info.value.problems[0] == "metadata: expected an object"
+    assert "spec: expected an object" in info.value.problems

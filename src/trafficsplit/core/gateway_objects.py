@@ -161,6 +161,10 @@ def unknown_fields(value: Any, fields: Mapping[str, Any], path: str) -> list[str
 # --- small readers: each returns the value or records a problem under its path ----------------------------------------
 
 
+def _at(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
 class _Reader:
     """Collects every shape problem of one body, so a user fixes them all at once."""
 
@@ -175,7 +179,7 @@ class _Reader:
         if value is None:
             return {}
         if not isinstance(value, Mapping):
-            self.add(f"{path}.{key}", "expected an object")
+            self.add(_at(path, key), "expected an object")
             return {}
         return value
 
@@ -184,10 +188,10 @@ class _Reader:
         if value is None:
             return []
         if not isinstance(value, list):
-            self.add(f"{path}.{key}", "expected a list")
+            self.add(_at(path, key), "expected a list")
             return []
         if len(value) > bound:
-            self.add(f"{path}.{key}", f"{len(value)} items, at most {bound} are allowed")
+            self.add(_at(path, key), f"{len(value)} items, at most {bound} are allowed")
             return []
         return value
 
@@ -195,13 +199,13 @@ class _Reader:
         value = raw.get(key)
         if value is None:
             if required:
-                self.add(f"{path}.{key}", "required")
+                self.add(_at(path, key), "required")
             return None
         if not isinstance(value, str):
-            self.add(f"{path}.{key}", f"expected a string, got {type(value).__name__}")
+            self.add(_at(path, key), f"expected a string, got {type(value).__name__}")
             return None
         if len(value) > bound:
-            self.add(f"{path}.{key}", f"{len(value)} characters, at most {bound} are allowed")
+            self.add(_at(path, key), f"{len(value)} characters, at most {bound} are allowed")
             return None
         return value
 
@@ -210,10 +214,10 @@ class _Reader:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            self.add(f"{path}.{key}", f"expected an integer, got {type(value).__name__}")
+            self.add(_at(path, key), f"expected an integer, got {type(value).__name__}")
             return None
         if not low <= value <= high:
-            self.add(f"{path}.{key}", f"must be {low}..{high}, got {value}")
+            self.add(_at(path, key), f"must be {low}..{high}, got {value}")
             return None
         return value
 
@@ -224,7 +228,7 @@ class _Reader:
         try:
             return kind(value)
         except ValueError:
-            self.add(f"{path}.{key}", f"{value!r} must be one of {', '.join(k.value for k in kind)}")
+            self.add(_at(path, key), f"{value!r} must be one of {', '.join(k.value for k in kind)}")
             return default
 
     def done(self) -> None:
