@@ -51,9 +51,43 @@ fi
 
 stamp="$venv/.trafficsplit-installed"
 want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1) $extras $root"
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+# Every requirement of trafficsplit[extras], followed through the self-referencing extras, must be installed at a
+# version that satisfies it; prints what is not (a package removed from the venv by hand, a half-finished install).
+unmet() {
+  "$venv/bin/python" - "$extras" <<'PY'
+import sys
+from importlib import metadata
+from packaging.requirements import Requirement
+
+def walk(extras, seen):
+    for raw in metadata.requires("trafficsplit") or []:
+        req = Requirement(raw)
+        wanted = [e for e in extras if req.marker is None or req.marker.evaluate({"extra": e})]
+        if req.marker is not None and not wanted and req.marker.evaluate({"extra": ""}) is False:
+            continue
+        if req.name == "trafficsplit":
+            new = set(req.extras) - seen
+            seen |= new
+            yield from walk(sorted(new), seen)
+            continue
+        try:
+            version = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            yield f"{req.name} (not installed)"
+            continue
+        if req.specifier and not req.specifier.contains(version, prereleases=True):
+            yield f"{req.name} {version} (needs {req.specifier})"
+
+extras = [e for e in sys.argv[1].split(",") if e]
+for problem in sorted(set(walk(extras, set(extras)))):
+    print(problem)
+PY
+}
+
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && missing=$(unmet) && [[ -z "$missing" ]]; then
   log "up to date ($venv, extras: $extras)"
 else
+  [[ -n "${missing:-}" ]] && log "declared but not in the venv, reinstalling: $(echo "$missing" | paste -sd, -)"
   log "installing trafficsplit[$extras] into $venv (first time: a minute or two; pip prints each package)"
   rm -f "$stamp"
   "$venv/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >&2
@@ -66,6 +100,8 @@ else
   ((rc == 0)) || { log "pip install failed (exit $rc)"; exit "$rc"; }
   "$venv/bin/python" -m pip check >&2 || { log "pip check failed"; exit 1; }
   "$venv/bin/python" -c 'import trafficsplit.core' || { log "the install did not take"; exit 1; }
+  missing=$(unmet)
+  [[ -z "$missing" ]] || { log "still missing after the install: $missing"; exit 1; }
   echo "$want" >"$stamp"
   log "installed"
 fi

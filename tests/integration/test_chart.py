@@ -149,7 +149,9 @@ def test_gateway_readiness_is_the_extprocs_grpc_health(helm: Helm) -> None:
     assert extproc["readinessProbe"]["grpc"] == {"port": 9556}
     # Liveness must not ask the generation-dependent health: a fresh replica would be killed while it waits.
     assert "grpc" not in extproc["livenessProbe"]
-    assert "--publish=0.0.0.0:9555" in extproc["args"] and "--health=0.0.0.0:9556" in extproc["args"]
+    # Health on the pod IP (what the kubelet probes), from the downward API.
+    assert "--publish=0.0.0.0:9555" in extproc["args"] and "--health=$(POD_IP):9556" in extproc["args"]
+    assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in extproc["env"]
 
 
 def test_publish_port_is_a_headless_service_of_its_own_open_only_to_the_operator(helm: Helm) -> None:

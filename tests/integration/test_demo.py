@@ -11,8 +11,11 @@ and the one-line, exit-2 refusals (busy ports, no examples) that must come befor
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import copy
 import http.client
+import json
 import os
 import queue
 import re
@@ -28,12 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import yaml
 
 from tests.support.waiting import poll
 from trafficsplit.demo.run import port_free
 from trafficsplit.demo.supervisor import ChildSpec, Supervisor, parse_stat
+from trafficsplit.v1alpha1 import publish_pb2 as pb
+from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PYTHONPATH = os.pathsep.join(str(REPO_ROOT / p) for p in ("src", "operator", "extproc", "."))
@@ -490,3 +496,211 @@ def test_ctrl_c_while_starting_stops_what_already_started(examples_copy: Example
         assert not workdir.exists()
     finally:
         cleanup(demo)
+
+
+# --- the file source under rewrites: a read it cannot trust never withdraws the split -----------------------------
+
+RATE = 200  # requests per second through the gateway, over LOAD_THREADS keep-alive connections
+LOAD_THREADS = 12
+
+
+def leading_comments() -> str:
+    """The shipped example's leading comment lines: what a slow `gen > shop.yaml` leaves in the file for a while."""
+    lines = (REPO_ROOT / "examples" / "shop.yaml").read_text().splitlines(keepends=True)
+    head = "".join(line for line in lines[: next(i for i, x in enumerate(lines) if not x.startswith("#"))])
+    assert head.count("\n") >= 3, head
+    return head
+
+
+class Traffic:
+    """A bounded request loop (RATE req/s, at most `limit` seconds) through the demo's gateway, counting statuses."""
+
+    def __init__(self, port: int, host: str, limit: float) -> None:
+        self.port, self.host = port, host
+        self.deadline = time.monotonic() + limit
+        self.halt = threading.Event()
+        self.counts: list[collections.Counter[str]] = [collections.Counter() for _ in range(LOAD_THREADS)]
+        self.threads = [threading.Thread(target=self._run, args=(c,), daemon=True) for c in self.counts]
+        self.started = self.ended = 0.0
+
+    def __enter__(self) -> Traffic:
+        self.started = time.monotonic()
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.halt.set()
+        for t in self.threads:
+            t.join(15)
+        self.ended = time.monotonic()
+
+    def _run(self, counts: collections.Counter[str]) -> None:
+        interval = LOAD_THREADS / RATE
+        due = time.monotonic()
+        conn: http.client.HTTPConnection | None = None
+        while not self.halt.is_set() and time.monotonic() < self.deadline:
+            try:
+                conn = conn or http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+                conn.request("GET", "/", headers={"Host": self.host})
+                r = conn.getresponse()
+                r.read()
+                counts[str(r.status)] += 1
+            except (OSError, http.client.HTTPException) as exc:
+                counts[type(exc).__name__] += 1
+                if conn is not None:
+                    conn.close()
+                conn = None
+            due = max(due + interval, time.monotonic() - interval)  # paced; a late request does not start a burst
+            time.sleep(max(0.0, due - time.monotonic()))
+        if conn is not None:
+            conn.close()
+
+    def total(self) -> collections.Counter[str]:
+        return sum(self.counts, collections.Counter())
+
+    def rate(self) -> float:
+        return sum(self.total().values()) / max(self.ended - self.started, 1e-9)
+
+
+class HeldWatch:
+    """Polls the demo processor's held generation (GetHeld, with the generation) every 50 ms and records, per number,
+    the splits it carries: a generation published without the split shows up here even if no request hit it."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.token = (workdir / "token").read_text().strip()
+        self.port = int(json.loads((workdir / "extproc.ports.json").read_text())["publish"])
+        self.seen: dict[int, tuple[str, ...]] = {}
+        self.halt = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> HeldWatch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.halt.set()
+        self.thread.join(15)
+
+    def _run(self) -> None:
+        with grpc.insecure_channel(f"127.0.0.1:{self.port}") as ch:
+            stub = pb_grpc.PublisherStub(ch)
+            while not self.halt.wait(0.05):
+                with contextlib.suppress(grpc.RpcError):
+                    reply = stub.GetHeld(
+                        pb.GetHeldRequest(with_generation=True),
+                        metadata=[("authorization", f"Bearer {self.token}")],
+                        timeout=2,
+                    )
+                    keys = tuple(sorted(f"{s.namespace}/{s.name}" for s in reply.generation.splits))
+                    self.seen[int(reply.held_number)] = keys
+
+
+def report(what: str, traffic: Traffic, held: HeldWatch) -> None:
+    print(
+        f"{what}: {dict(traffic.total())} in {traffic.ended - traffic.started:.1f} s ({traffic.rate():.0f} req/s); "
+        f"generations held: {held.seen}"
+    )
+
+
+@pytest.mark.envoy
+@pytest.mark.slow
+def test_rewrites_through_empty_and_comment_only_states_never_withdraw_the_split(
+    running_demo: tuple[Demo, ExampleCopy],
+) -> None:
+    """50 rewrites as a slow generator does them (`gen > shop.yaml`): truncated, then empty (even rewrites) or holding
+    only the leading comments (odd ones) for longer than the 1 s settle window, then the rest written."""
+    demo, ex = running_demo
+    head = leading_comments()
+    body = yaml.safe_dump_all(ex.docs, sort_keys=False)
+    split = f"{ex.split['metadata'].get('namespace', 'default')}/{ex.split['metadata']['name']}"
+    with HeldWatch(demo.workdir()) as held, Traffic(demo.port, ex.host, limit=150) as traffic:
+        poll(lambda: held.seen, 10, "the processor's held generation")
+        for i in range(50):
+            with ex.file.open("w") as f:  # O_TRUNC: the file is empty from here
+                if i % 2:
+                    f.write(head)
+                    f.flush()
+                time.sleep(1.3)
+                f.write(body if i % 2 else head + body)
+            time.sleep(0.2)
+    report("50 rewrites through empty and comment-only states", traffic, held)
+    counts = traffic.total()
+    assert counts["404"] == 0, counts
+    assert set(counts) == {"200"}, counts
+    assert traffic.rate() > RATE / 2, f"the loop did not run at a useful rate: {traffic.rate():.0f} req/s"
+    assert held.seen and all(split in keys for keys in held.seen.values()), held.seen
+
+
+@pytest.mark.envoy
+@pytest.mark.slow
+def test_in_place_rewrites_with_cp_never_publish_a_generation_without_the_split(
+    running_demo: tuple[Demo, ExampleCopy], tmp_path: Path
+) -> None:
+    """20 `cp` onto the split file (in place: truncate, then write), alternating two weightings with the same total,
+    so every rewrite is a real change the operator publishes."""
+    demo, ex = running_demo
+    head = leading_comments()
+    split = f"{ex.split['metadata'].get('namespace', 'default')}/{ex.split['metadata']['name']}"
+    variants = []
+    for n, shift in enumerate((0, 5)):
+        backends = ex.split["spec"]["backends"]
+        top = max(range(len(backends)), key=lambda i: backends[i]["weight"])
+        low = min(range(len(backends)), key=lambda i: (backends[i]["weight"] == 0, backends[i]["weight"]))
+        docs = copy.deepcopy(ex.docs)
+        target = next(d for d in docs if d is not None and d.get("kind") == "TrafficSplit")
+        target["spec"]["backends"][top]["weight"] -= shift
+        target["spec"]["backends"][low]["weight"] += shift
+        v = tmp_path / f"variant-{n}.yaml"
+        v.write_text(head + yaml.safe_dump_all(docs, sort_keys=False))
+        variants.append(v)
+    with HeldWatch(demo.workdir()) as held, Traffic(demo.port, ex.host, limit=90) as traffic:
+        first = max(poll(lambda: held.seen, 10, "the processor's held generation"))
+        for i in range(20):
+            subprocess.run(["cp", str(variants[(i + 1) % 2]), str(ex.file)], check=True, timeout=10)
+            time.sleep(1.5)
+    report("20 in-place rewrites with cp", traffic, held)
+    counts = traffic.total()
+    assert counts["404"] == 0, counts
+    assert set(counts) == {"200"}, counts
+    assert traffic.rate() > RATE / 2, f"the loop did not run at a useful rate: {traffic.rate():.0f} req/s"
+    assert len([n for n in held.seen if n > first]) >= 5, held.seen  # the rewrites were published
+    assert all(split in keys for keys in held.seen.values()), held.seen
+
+
+@pytest.mark.envoy
+@pytest.mark.slow
+def test_persistent_sessions_stay_on_the_drained_side_and_the_console_says_what_moved(
+    running_demo: tuple[Demo, ExampleCopy],
+) -> None:
+    """The demo's cookie key makes the persistent example work: the drain edit (what `flip --drain` writes) keeps the
+    old sessions on blue while new ones go to green, and the console names the change with persistent mode's figure."""
+    demo, ex = running_demo
+    path = ex.directory / "tickets.yaml"
+    docs = list(yaml.safe_load_all(path.read_text()))
+    split = next(d for d in docs if d and d.get("kind") == "TrafficSplit")
+    host, cookie_name = split["spec"]["hosts"][0], split["spec"]["sticky"]["cookie"]["name"]
+    assert [(b["name"], b["weight"]) for b in split["spec"]["backends"]] == [("blue", 100), ("green", 0)]
+
+    status, headers, _ = demo.get(host)
+    assert (status, headers["x-backend"]) == (200, "blue"), headers
+    m = re.match(rf"^{cookie_name}=([0-9a-f]{{24}}\.blue\.[\w-]+);", headers["set-cookie"])
+    assert m is not None, headers["set-cookie"]  # sealed with the demo's key: KEY.BACKEND.MAC
+    cookie = f"{cookie_name}={m.group(1)}"
+
+    blue, green = split["spec"]["backends"]
+    blue["weight"], blue["drain"], green["weight"] = 0, True, 100
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    demo.wait_for_line(
+        "trafficsplit demo:   tickets.yaml default/tickets: blue 100 → 0, green 0 → 100; moves 0.00% of existing "
+        "sessions (persistent); blue draining",
+        FLIP_TIMEOUT,
+    )
+    poll(lambda: demo.get(host)[1]["x-backend"] == "green", FLIP_TIMEOUT, "new sessions on green")
+    for _ in range(5):
+        assert demo.get(host)[1]["x-backend"] == "green"  # every new session
+        status, headers, _ = demo.get(host, cookie)
+        assert (status, headers["x-backend"]) == (200, "blue"), headers  # the old one stays while blue drains
+        assert "set-cookie" not in headers
+    # The demo's idle window is 30 s: once blue's session has been idle that long, the console says it drained.
+    demo.wait_for_line("trafficsplit demo: operator: default/tickets (tickets.yaml[0]): Drained: blue:", 60)

@@ -98,6 +98,21 @@ def test_a_tampered_cookie_is_re_sessioned(sealed: tuple[Dataplane, Path]) -> No
     assert sum(r.backend == "canary" for r in rs) < 10  # the weights decide, not the edit (1 % of ~198)
 
 
+def test_a_stale_same_name_cookie_on_a_narrower_path_does_not_shadow_the_sealed_one(
+    sealed: tuple[Dataplane, Path],
+) -> None:
+    """A browser sends the cookie of the longer Path first: `ts=<stale>; ts=<sealed>` keeps the session pinned, with
+    no new cookie (before: re-sessioned on every request)."""
+    dp, _ = sealed
+    _publish(dp, {"blue": 50, "canary": 50})
+    cookies, given = _new_sessions(dp, 50)
+    stale = cookies[0].split(".")[0] + ".blue.AAAAAAAAAAAAAAAAAAAAAA"  # a seal that fails
+    for cookie, backend in zip(cookies, given, strict=True):
+        r = dp.get(HOST, headers={"cookie": f"ts={stale}; ts={cookie}"})
+        assert (r.backend, r.cookie("ts")) == (backend, None), r.headers
+        assert "key=cookie; path=pinned" in (r.header(DECISION) or ""), r.headers
+
+
 def _restart_with_keys(dp: Dataplane, keys: Path, text: str, weights: dict[str, int]) -> None:
     keys.write_text(text)
     dp.processor.kill()
@@ -125,9 +140,18 @@ def test_a_rotated_key_keeps_sessions_for_the_grace_period(sealed: tuple[Datapla
     assert all("key=minted" in (r.header(DECISION) or "") for r in stale)
 
 
-def test_a_replica_without_keys_refuses_a_persistent_split(dataplane: Dataplane) -> None:
+def test_a_replica_without_keys_refuses_the_persistent_split_alone_and_serves_the_rest(dataplane: Dataplane) -> None:
     spec = split_doc(HOST, {"blue": 1}, sticky=True)
     spec["sticky"]["mode"] = "persistent"
-    _, msg = dataplane.generation([spec])
+    _, msg = dataplane.generation([spec, split_doc("other.example", {"green": 1})])
     reply = dataplane.processor.publish(msg)
-    assert reply.result == reply.INVALID and "no cookie keys" in reply.message, reply
+    assert reply.result == reply.ACCEPTED and reply.held_number == msg.number, reply
+    assert [(r.split, r.reason) for r in reply.refused] == [("default/split-0", "NoCookieKeys")], reply
+    assert "no cookie keys" in reply.refused[0].message
+    assert not reply.capabilities.cookie_keys
+    # The rest of the generation is served; the refused split is not (held as served, and GetHeld says so).
+    assert poll(lambda: dataplane.get("other.example").status == 200, 5, "the other split served")
+    assert dataplane.get("other.example").backend == "green"
+    assert dataplane.get(HOST).status != 200
+    held = dataplane.processor.get_held()
+    assert [r.split for r in held.refused] == ["default/split-0"] and not held.capabilities.cookie_keys

@@ -10,6 +10,7 @@ Envoy) sharing cookie keys, backends in network namespaces reached through Endpo
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import tempfile
@@ -100,9 +101,8 @@ def spec(weights: dict[str, int], **extra: Any) -> dict[str, Any]:
 
 
 def table_of(env: Env) -> SlotTable:
-    t = SlotTable.from_status(get_ts(env.kube, env.ns, "shop")["status"].get("assignment"))
-    assert t is not None
-    return t
+    obj = get_ts(env.kube, env.ns, "shop")
+    return SlotTable.from_status(obj["status"].get("assignment"), obj["metadata"]["uid"])
 
 
 def test_an_operator_restart_between_two_changes_keeps_the_assignment(env: Env) -> None:
@@ -131,6 +131,45 @@ def test_an_operator_restart_between_two_changes_keeps_the_assignment(env: Env) 
     assert moved_share(t2, t3) == pytest.approx(0.05)
     assert obj["status"]["displacement"]["repinnedShare"] == "5.00%"
     assert not [e for e in events(env.kube, env.ns, "shop") if e["reason"] == "AssignmentRebuilt"]
+
+
+def test_a_tampered_status_table_is_refused_on_restart_and_the_replicas_table_continues(env: Env) -> None:
+    """status.assignment through the real API server: the digest and the stored weights survive the round trip (the
+    schema does not prune them), 90 KB of junk is refused by the schema itself, and a hand-edited table (runs
+    reversed: valid counts) is refused by the restarted operator, which continues the replicas' table and says what
+    moved."""
+    op = env.start_operator()
+    w1, w2 = {"blue": 40, "green": 40, "canary": 20}, {"blue": 30, "green": 40, "canary": 30}
+    gen = env.apply(spec(w1, assignment="minimal"))
+    wait_condition(env.kube, env.ns, "shop", "Published", "True", "2/2", timeout=60, generation=gen)
+    t1 = table_of(env)  # verifies: digest and weights came back from the API server as written
+    op.stop()
+
+    def patch_assignment(assignment: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        patch = json.dumps({"status": {"assignment": assignment}})
+        args = ["patch", "trafficsplit", "shop", "-n", env.ns, "--subresource=status", "--type=merge", "-p", patch]
+        return env.kube.kubectl(*args, check=False)
+
+    stored = get_ts(env.kube, env.ns, "shop")["status"]["assignment"]
+    junk = patch_assignment({**stored, "runs": "9x9," * 22_500})
+    assert junk.returncode != 0 and "status.assignment.runs" in junk.stderr, junk.stderr
+    edited = patch_assignment({**stored, "runs": ",".join(reversed(stored["runs"].split(",")))})
+    assert edited.returncode == 0, edited.stderr
+    gen = env.apply(spec(w2, assignment="minimal"))  # the weights change while no operator runs
+    env.start_operator("op-1")
+    obj = wait_condition(env.kube, env.ns, "shop", "Published", "True", "2/2", timeout=60, generation=gen)
+    t2 = table_of(env)
+    assert t2 == advance(t1, Weights.of(w2.items()))  # the replicas' history, not the edited table
+    assert moved_share(t1, t2) == pytest.approx(0.10)
+    assert obj["status"]["displacement"]["repinnedShare"] == "10.00%"
+    warnings = poll(
+        lambda: [e for e in events(env.kube, env.ns, "shop") if e["reason"] == "AssignmentRebuilt"],
+        15,
+        "the AssignmentRebuilt Event",
+    )
+    (warning,) = warnings
+    assert warning["type"] == "Warning" and "status.assignment was refused" in warning["message"]
+    assert "digest" in warning["message"] and "10.00% of sessions moved" in warning["message"], warning["message"]
 
 
 def test_a_drain_keeps_old_sessions_on_blue_until_they_go_idle_then_drained(env: Env) -> None:

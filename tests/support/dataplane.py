@@ -374,6 +374,13 @@ class Processor:
     def publish_address(self) -> str:
         return f"127.0.0.1:{self.ports['publish']}"
 
+    def rss_bytes(self) -> int:
+        """The processor's resident memory now (VmRSS)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS")
+
     @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.ports['metrics']}/metrics"

@@ -254,8 +254,10 @@ def start_gateway(
     n: int = 2,
     publish_host: str = "127.0.0.1",
     extra: Sequence[str] = (),
+    unit_extra: Sequence[Sequence[str]] = (),
 ) -> Gateway:
-    """`n` gateway units sharing a token; `extra`: more extproc arguments for every unit (cookie keys, windows)."""
+    """`n` gateway units sharing a token; `extra`: more extproc arguments for every unit (cookie keys, windows);
+    `unit_extra[i]`: more for unit i alone (a replica configured unlike the others)."""
     token = secrets.token_hex(16)
     units: list[Dataplane] = []
     try:
@@ -272,7 +274,12 @@ def start_gateway(
                     message_timeout_ms=200,
                     token=token,
                     replica=f"gw-{i}",
-                    extra_processor_args=[f"--publish={publish_host}:0", *plain, *extra],
+                    extra_processor_args=[
+                        f"--publish={publish_host}:0",
+                        *plain,
+                        *extra,
+                        *(unit_extra[i] if i < len(unit_extra) else ()),
+                    ],
                 )
             )
     except BaseException:

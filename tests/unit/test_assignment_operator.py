@@ -61,7 +61,7 @@ def test_a_restart_between_two_changes_keeps_the_assignment() -> None:
     assert float(moved_share(first.table, restarted.table)) == pytest.approx(0.10)
     assert not [e for e in events if e.reason is EventReason.ASSIGNMENT_REBUILT]
     assert status2["displacement"]["repinnedShare"] == "10.00%"  # minimal's figure, not the hash pick's 20 %
-    assert SlotTable.from_status(status2["assignment"]) == restarted.table
+    assert SlotTable.from_status(status2["assignment"], "uid-1") == restarted.table
 
 
 def test_a_lost_status_table_comes_back_from_the_dataplanes_else_is_rebuilt_with_a_warning() -> None:

@@ -218,3 +218,14 @@ def test_schema_accepts_the_global_values_of_a_parent_chart() -> None:
     # The root still refuses a typo.
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**values, "gatway": {}}, schema)
+
+
+def test_every_value_has_a_description_in_the_chart_readme() -> None:
+    # helm-docs writes the chart README's values table from the `# --` comments; a leaf without one gets an empty
+    # description, and a ` --` later in the comment is read as helm-docs' old `# key -- text` form and misplaced.
+    readme = (CHART / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| ") and line.count("|") >= 5]
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    documented = {row.split("|")[1].strip(): row.rsplit("|", 2)[1].strip() for row in rows}
+    missing = [p for p in leaf_paths(values) if not documented.get(p)]
+    assert missing == [], "no description in charts/trafficsplit/README.md (a `# --` comment in values.yaml)"

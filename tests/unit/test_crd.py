@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from trafficsplit.core.assignment import DIGEST_LENGTH, MAX_RUNS_TEXT, status_digest
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.limits import (
@@ -97,6 +98,20 @@ def test_the_host_pattern_agrees_with_the_core(host: str) -> None:
     assert crd_accepts == is_host(host), host
 
 
+def test_status_assignment_bounds_match_the_reader() -> None:
+    """The API server refuses a status.assignment the operator's reader would refuse by its bounds alone (so a 90 KB
+    junk `runs` never reaches the operator), and lets through everything the operator writes."""
+    a = schema()["properties"]["status"]["properties"]["assignment"]["properties"]
+    assert a["runs"]["maxLength"] == MAX_RUNS_TEXT
+    assert a["backends"]["maxItems"] == a["weights"]["maxItems"] == MAX_BACKENDS
+    assert a["backends"]["items"]["maxLength"] == MAX_BACKEND_NAME
+    assert (a["weights"]["items"]["minimum"], a["weights"]["items"]["maximum"]) == (0, MAX_WEIGHT)
+    assert a["digest"]["maxLength"] == DIGEST_LENGTH
+    digest = re.compile(a["digest"]["pattern"])
+    assert digest.search(status_digest("u", ("a",), (1,), "0x10000"))
+    assert not digest.search("sha256:" + "A" * 64)
+
+
 def test_defaults_match_the_core() -> None:
     cookie = schema()["properties"]["spec"]["properties"]["sticky"]["properties"]["cookie"]["properties"]
     assert cookie["httpOnly"]["default"] is True
@@ -118,6 +133,8 @@ def test_every_list_and_string_is_bounded_for_cel_cost() -> None:
 
     spec = schema()["properties"]["spec"]
     assert list(walk(spec, "spec")) == []
+    assignment = schema()["properties"]["status"]["properties"]["assignment"]
+    assert list(walk(assignment, "status.assignment")) == []
 
 
 def test_docs_mention_every_spec_field() -> None:

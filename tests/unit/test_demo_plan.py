@@ -13,6 +13,7 @@ import pytest
 
 from trafficsplit.demo.backends import Serve, handler_for, parse_serve, response_for
 from trafficsplit.demo.plan import (
+    OperatorNews,
     PortClaim,
     SampleEndpoint,
     backends_argv,
@@ -25,7 +26,6 @@ from trafficsplit.demo.plan import (
     flip_recipe,
     load_examples,
     operator_argv,
-    operator_news,
     port_claims,
     ready_text,
 )
@@ -170,6 +170,7 @@ def test_the_processor_and_operator_accept_the_flags_the_demo_gives_them() -> No
     a = extproc_parse_args(extproc_argv("python", "/w")[3:])
     assert a.listen == "unix:/w/extproc.sock" and a.publish == "127.0.0.1:0" and a.metrics == "127.0.0.1:0"
     assert str(a.token_file) == "/w/token" and str(a.ports_file) == "/w/extproc.ports.json"
+    assert str(a.cookie_key_file) == "/w/cookie-keys"  # persistent mode works in the demo
     assert a.drain_seconds == 0
     cfg = parse_config(operator_argv("python", "/w", "/repo/examples", 4242, 0.5)[3:], {})
     assert cfg.local and cfg.file_source == "/repo/examples" and cfg.token_file == "/w/token"
@@ -221,18 +222,63 @@ def test_parse_stat_survives_spaces_and_parentheses_in_the_command_name() -> Non
     assert parse_stat("42 (a (b) c) S 7 42 42 0 -1") == ("S", 7, 42)
 
 
-def test_operator_news_keeps_problems_and_acknowledged_generations_only() -> None:
+def test_operator_news_keeps_problems_file_news_and_each_generation_with_what_changed_in_it() -> None:
+    news = OperatorNews()
     log = [
+        "2026-11-30 11:52:47,900 INFO trafficsplit.operator.filesource.changes: shop.yaml default/shop: blue 95 → 90, "
+        "green 0, canary 5 → 10; moves 5.00% of sessions (blue → canary 5.00%)",
         "2026-11-30 11:52:48,034 INFO trafficsplit.operator.engine: generation 2: 1 splits",
+    ]
+    assert news.feed(log) == []  # the change waits for the generation that carries it
+    log = [
         "2026-11-30 11:52:48,043 INFO trafficsplit.operator.fleet: dataplane demo-gateway holds generation 2",
-        "2026-11-30 11:52:51,029 ERROR trafficsplit.operator.filesource: skipped shop.yaml[0] default/shop: "
-        "spec.backends[2].weight: must be >= 0, got -5",
+        "2026-11-30 11:52:51,029 ERROR trafficsplit.operator.filesource: skipped shop.yaml:3:9: not YAML: mapping "
+        "values are not allowed here",
+        "2026-11-30 11:52:52,001 INFO trafficsplit.operator.filesource: shop.yaml: valid again: serving default/shop",
+        "2026-11-30 11:52:52,002 WARNING trafficsplit.operator.filesource.changes: shop.yaml default/shop: the total "
+        "changed (100 → 110): 13.64% moved where 9.09% would do",
         "Traceback (most recent call last):",
+        "2026-11-30 11:52:52,043 INFO trafficsplit.operator.fleet: dataplane demo-gateway holds generation 3",
+        "2026-11-30 11:52:55,043 INFO trafficsplit.operator.fleet: dataplane demo-gateway holds generation 4",
     ]
-    assert operator_news(log) == [
+    assert news.feed(log) == [
         "operator: dataplane demo-gateway holds generation 2",
-        "operator: skipped shop.yaml[0] default/shop: spec.backends[2].weight: must be >= 0, got -5",
+        "  shop.yaml default/shop: blue 95 → 90, green 0, canary 5 → 10; moves 5.00% of sessions (blue → canary 5.00%)",
+        "operator: skipped shop.yaml:3:9: not YAML: mapping values are not allowed here",
+        "operator: shop.yaml: valid again: serving default/shop",
+        "operator: dataplane demo-gateway holds generation 3",
+        "  warning: shop.yaml default/shop: the total changed (100 → 110): 13.64% moved where 9.09% would do",
+        "operator: dataplane demo-gateway holds generation 4",
     ]
+
+
+def test_a_persistent_two_backend_split_gets_the_drain_recipe_too() -> None:
+    persistent = BLUE_GREEN.replace(
+        "sticky: {cookie: {name: shop-affinity}}", "sticky: {mode: persistent, cookie: {name: s}}"
+    )
+    lines = flip_recipe(load_examples({"t.yaml": persistent}).splits[0], "examples")
+    assert lines[0].startswith("flip: edit examples/t.yaml: blue weight 100 → 0, green weight 0 → 100")
+    assert "`drain: true` on blue" in lines[2]
+    assert lines[3] == "preview: trafficsplit plan --from blue=100,green=0 --to blue=0,green=100 --drain blue"
+    assert len(flip_recipe(load_examples({"s.yaml": BLUE_GREEN}).splits[0], "examples")) == 2  # rehash: no drain
+    text = ready_text(
+        listen_host="127.0.0.1",
+        port=1,
+        examples=load_examples({"t.yaml": persistent}),
+        examples_arg="e",
+        workdir="/w",
+        admin="a",
+        metrics_port=2,
+        pids={},
+    )
+    assert "the cookie s=<24 hex>.<backend>.<seal> (sealed with /w/cookie-keys)" in text
+
+
+def test_the_shipped_examples_include_a_persistent_two_backend_split_to_flip_and_drain() -> None:
+    files = {p.name: p.read_text() for p in (REPO_ROOT / "examples").iterdir() if p.suffix in (".yaml", ".yml")}
+    ex = load_examples(files)
+    assert any(len(s.spec.backends) == 2 and s.spec.sticky_mode.value == "persistent" for s in ex.splits)
+    assert ex.splits[0].source == "shop.yaml"  # the demo waits for, and the tests flip, the first split
 
 
 def test_log_follower_returns_only_complete_new_lines(tmp_path: Path) -> None:

@@ -265,7 +265,7 @@ def test_a_generation_envoy_refused_with_nothing_held_is_refused_again_and_never
 
 def test_no_envoy_yet_is_not_ready_before_the_callers_deadline_and_a_retry_is_taken() -> None:
     """A restarted processor whose Envoy has not reconnected yet: transient, NOT_READY (the caller retries), not
-    INVALID (never retried), and answered within the caller's deadline rather than after it."""
+    INVALID (retried only after a backoff), and answered within the caller's deadline rather than after it."""
 
     async def run() -> None:
         metrics = Metrics()

@@ -34,6 +34,7 @@ ALLOWED = frozenset(
         "hashlib",
         "hmac",
         "itertools",
+        "json",  # serialisation of values only (the assignment digest's canonical form); loads/dumps, never a file
         "math",
         "operator",
         "random",

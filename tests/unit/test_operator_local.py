@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from pathlib import Path
 
 import pytest
 
 from trafficsplit.core.resolve import SplitObject
-from trafficsplit.core.status import Condition, SplitStatus, StatusResult
+from trafficsplit.core.status import Condition, EventIntent, SplitStatus, StatusResult
+from trafficsplit.core.vocabulary import EventReason, EventType
 from trafficsplit.operator.config import parse_config
 from trafficsplit.operator.filesource import FileSource, log_status, parse_documents
 from trafficsplit.operator.leader import lease_decision, micro_time
@@ -38,7 +40,11 @@ def test_config_flags_and_env() -> None:
     cfg = parse_config([], env)
     assert (cfg.gateway_service, cfg.gateway_namespace, cfg.identity, cfg.namespaces) == ("gw", "ts-system", "op-0", ())
     cfg = parse_config(["--file-source", "/tmp/x", "--dataplane", "127.0.0.1:1"], {})
-    assert cfg.local and not cfg.leader_election
+    assert cfg.local and not cfg.leader_election and cfg.empty_grace == 60
+    local = ["--file-source", "/tmp/x", "--dataplane", "127.0.0.1:1"]
+    assert parse_config([*local, "--empty-grace", "5"], {}).empty_grace == 5
+    with pytest.raises(SystemExit):
+        parse_config(["--file-source", "/tmp/x", "--dataplane", "127.0.0.1:1", "--empty-grace", "0"], {})
     with pytest.raises(SystemExit):
         parse_config([], {})  # neither discovery nor static replicas
     with pytest.raises(SystemExit):
@@ -57,7 +63,7 @@ def test_parse_documents_reports_field_messages() -> None:
     loaded = parse_documents(bad, "a.yaml")
     assert loaded.splits == ()
     assert any("a.yaml[0] default/shop: spec.backends[0].weight" in p for p in loaded.problems)
-    assert parse_documents("{: nope", "b.yaml").problems[0].startswith("b.yaml: not YAML")
+    assert parse_documents("{: nope", "b.yaml").problems[0].startswith("b.yaml:1:")
 
 
 def _write(p: Path, text: str, bump: int) -> None:
@@ -130,13 +136,17 @@ def test_one_bad_file_is_named_and_does_not_freeze_the_others(
     _put(tmp_path / "other.yaml", OTHER, clock.now - 5)
     assert src.reload() and set(src.splits()) == {("default", "shop"), ("default", "other")}
     _put(tmp_path / "bad.yaml", content, clock.now)
-    clock.now += 2
+    clock.now += 0.5
+    src.reload()  # a changed stamp is read once it held still for a scan
+    clock.now += 1.5
     src.reload()
     assert [p.name for p in src.errors] == ["bad.yaml"] and why in " ".join(src.errors[tmp_path / "bad.yaml"])
     assert any("bad.yaml" in r.getMessage() and why in r.getMessage() for r in caplog.records)
     assert ("default", "shop") in src.splits()  # that file's last good form keeps serving
     _put(tmp_path / "other.yaml", OTHER.replace("weight: 95", "weight: 90"), clock.now)
-    clock.now += 2
+    clock.now += 0.5
+    src.reload()
+    clock.now += 1.5
     assert src.reload()
     assert src.splits()[("default", "other")].spec["backends"][0]["weight"] == 90  # the others still move
 
@@ -233,3 +243,184 @@ def test_local_mode_logs_why_a_split_is_not_served(caplog: pytest.LogCaptureFixt
     (record,) = [r for r in caplog.records if "default/late" in r.getMessage()]
     assert "b.yaml" in record.getMessage() and "HostConflict" in record.getMessage()
     assert "shop.local: default/shop has it" in record.getMessage()
+
+
+# --- reads the source cannot trust never withdraw a split ------------------------------------------------------------
+
+COMMENTS = "# the shop's split\n# (a generator writes the rest)\n"
+
+
+@pytest.mark.parametrize(("content", "state"), [("", "empty"), (COMMENTS, "comment-only"), ("---\n", "empty")])
+def test_an_empty_or_comment_only_read_keeps_the_last_good_splits_and_names_the_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: str, state: str
+) -> None:
+    """`gen > shop.yaml` with a slow generator: the file is empty, then holds only its leading comments, for longer
+    than the settle window. That is a file being written, not a request to withdraw its split."""
+    caplog.set_level(logging.INFO)
+    clock = Clock()
+    src = FileSource(tmp_path, clock=clock)
+    f = tmp_path / "shop.yaml"
+    _put(f, GOOD, clock.now - 5)
+    assert src.reload() and list(src.splits()) == [("default", "shop")]
+    _put(f, content, clock.now)
+    for _ in range(6):  # 3 s of scans, well past the settle window
+        clock.now += 0.5
+        assert not src.reload()
+        assert list(src.splits()) == [("default", "shop")]
+    assert src.pending
+    messages = [r.getMessage() for r in caplog.records if "shop.yaml" in r.getMessage()]
+    assert any("empty" in m and "default/shop" in m and "keep" in m for m in messages), messages
+    assert len([m for m in messages if "empty" in m]) == 1  # said once, not every scan
+    _put(f, COMMENTS + GOOD.replace("weight: 95", "weight: 90"), clock.now)
+    for _ in range(4):
+        clock.now += 0.5
+        src.reload()
+    assert src.splits()[("default", "shop")].spec["backends"][0]["weight"] == 90 and not src.pending
+    assert any("shop.yaml" in r.getMessage() and "again" in r.getMessage() for r in caplog.records)
+
+
+def test_a_truncation_seen_with_the_old_mtime_is_not_read_as_the_new_content(tmp_path: Path) -> None:
+    """ext4 during an in-place rewrite (`cp`, an editor): the new size with the old mtime, which passes a settle
+    check on mtime alone. A changed stamp is read only once it held still for a scan."""
+    clock = Clock()
+    src = FileSource(tmp_path, clock=clock)
+    f = tmp_path / "shop.yaml"
+    whole = GOOD.split("---")[0]
+    _put(f, whole, clock.now - 5)
+    src.reload()
+    half = whole[: whole.index("    - {name: canary")]  # valid on its own: one backend at weight 95
+    _put(f, half, clock.now - 5)  # the half-written file, still showing the old mtime
+    clock.now += 0.5
+    assert not src.reload() and src.pending
+    assert len(src.splits()[("default", "shop")].spec["backends"]) == 2
+    _put(f, whole, clock.now - 5)  # the rest written
+    clock.now += 0.5
+    src.reload()
+    clock.now += 0.5
+    src.reload()
+    assert len(src.splits()[("default", "shop")].spec["backends"]) == 2 and not src.pending
+
+
+def test_a_file_that_changes_while_it_is_read_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import trafficsplit.operator.filesource as filesource
+
+    clock = Clock()
+    src = FileSource(tmp_path, settle=0, clock=clock)
+    f = tmp_path / "shop.yaml"
+    whole = GOOD.split("---")[0]
+    _put(f, whole, clock.now - 5)
+    reads: list[int] = []
+    real = filesource.read_bytes
+
+    def racing(path: Path) -> bytes:
+        reads.append(1)
+        if len(reads) == 1:  # a writer finishes while the first read is under way: that read saw half the file
+            _put(path, whole, clock.now)
+            return whole[: whole.index("    - {name: canary")].encode()
+        return real(path)
+
+    monkeypatch.setattr(filesource, "read_bytes", racing)
+    assert src.reload()
+    assert len(reads) == 2 and len(src.splits()[("default", "shop")].spec["backends"]) == 2
+
+
+def test_a_file_empty_for_the_empty_grace_is_withdrawn_with_a_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    src = FileSource(tmp_path, clock=clock, empty_grace=60)
+    f = tmp_path / "shop.yaml"
+    _put(f, GOOD, clock.now - 5)
+    src.reload()
+    _put(f, "", clock.now)
+    clock.now += 59
+    src.reload()
+    src.reload()
+    assert ("default", "shop") in src.splits()
+    clock.now += 2
+    assert src.reload() and src.splits() == {}
+    assert any(
+        "shop.yaml" in r.getMessage() and "withdraw" in r.getMessage() and "60" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_a_deleted_file_is_withdrawn_and_the_log_names_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    src = FileSource(tmp_path, clock=clock)
+    f = tmp_path / "shop.yaml"
+    _put(f, GOOD, clock.now - 5)
+    src.reload()
+    f.unlink()
+    clock.now += 0.5
+    src.reload()
+    clock.now += 1.0
+    assert src.reload() and src.splits() == {}
+    assert any(
+        "shop.yaml" in r.getMessage() and "deleted" in r.getMessage() and "default/shop" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_a_yaml_error_names_the_file_line_and_column_on_one_line() -> None:
+    (problem,) = parse_documents("spec:\n  hosts: [a\n  backends: x: y\n", "shop.yaml").problems
+    assert problem.startswith("shop.yaml:3:"), problem
+    assert "\n" not in problem
+
+
+def test_a_file_rewritten_through_empty_states_for_longer_than_the_grace_is_not_withdrawn(tmp_path: Path) -> None:
+    """The grace counts how long the file stays empty and unchanged: a generator that rewrites it every 1.5 s (each
+    time empty or comment-only for 1.3 s, the whole file too briefly to be read) is never "empty for 60 s"."""
+    clock = Clock()
+    src = FileSource(tmp_path, clock=clock, empty_grace=60)
+    f = tmp_path / "shop.yaml"
+    _put(f, GOOD, clock.now - 5)
+    src.reload()
+    for i in range(60):  # 90 s
+        _put(f, COMMENTS if i % 2 else "", clock.now)
+        for _ in range(3):
+            clock.now += 0.5
+            src.reload()
+        assert ("default", "shop") in src.splits(), i
+
+
+def test_a_file_rewritten_between_the_scan_and_the_read_is_not_published_from_that_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trafficsplit.operator.filesource as filesource
+
+    clock = Clock()
+    src = FileSource(tmp_path, clock=clock)
+    f = tmp_path / "shop.yaml"
+    whole = GOOD.split("---")[0]
+    half = whole[: whole.index("    - {name: canary")]  # valid on its own: one backend at weight 95
+    _put(f, whole, clock.now - 5)
+    src.reload()
+    _put(f, whole.replace("weight: 95", "weight: 90"), clock.now - 3)  # an edit, settled and seen by two scans
+    clock.now += 0.5
+    src.reload()
+    real_scan = filesource.scan
+
+    def racing_scan(directory: Path) -> dict[Path, filesource.Stamp]:
+        out = real_scan(directory)
+        _put(f, half, clock.now)  # a writer starts an in-place rewrite right after the scan
+        return out
+
+    monkeypatch.setattr(filesource, "scan", racing_scan)
+    clock.now += 0.5
+    assert not src.reload() and src.pending
+    assert len(src.splits()[("default", "shop")].spec["backends"]) == 2  # the half was not published
+
+
+def test_local_mode_logs_the_events_a_cluster_would_get_but_not_each_publish(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    obj = SplitObject(
+        namespace="default", name="t", uid="file:t.yaml#0", generation=1, created="t.yaml#0000", spec={}, status={}
+    )
+    events = (
+        EventIntent(EventType.NORMAL, EventReason.DRAINED, "blue: weight 0 and no live session on 1 dataplanes"),
+        EventIntent(EventType.NORMAL, EventReason.PUBLISHED, "generation 2 serves this spec on 1/1 dataplanes"),
+    )
+    asyncio.run(log_status(obj, StatusResult(SplitStatus(), events)))
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == ["default/t (t.yaml[0]): Drained: blue: weight 0 and no live session on 1 dataplanes"]

@@ -16,7 +16,7 @@ from trafficsplit.core.compiled import CompiledSplit, Endpoint, Generation, comp
 from trafficsplit.core.cookie import AffinityMinter, is_cookie_value
 from trafficsplit.core.decide import Decision, DecisionPath, KeySource, decide
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.persistent import CookieSigner, persistent_moved_share
+from trafficsplit.core.persistent import MAX_SAME_NAME_COOKIES, CookieSigner, persistent_moved_share
 from trafficsplit.core.spec import parse_split
 from trafficsplit.core.weights import Weights
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
@@ -246,3 +246,77 @@ def test_plan_counts_a_draining_backends_sessions_as_staying(capsys: pytest.Capt
     after = Weights.of([("blue", 0), ("green", 100)])
     assert persistent_moved_share(before, after) == 1
     assert persistent_moved_share(before, after, draining=frozenset({"blue"})) == 0
+
+
+@pytest.mark.parametrize(
+    "stale",
+    [
+        "not.a.seal",  # sealed by another key, or edited
+        "000000000001.blue.AAAAAAAAAAAAAAAAAAAAAA",  # a forged seal
+        "garbage",
+    ],
+)
+def test_a_stale_same_name_cookie_before_a_valid_sealed_one_does_not_re_session(stale: str) -> None:
+    """A browser lists a cookie set on a narrower Path first (RFC 6265 5.4): a stale `sid` there must not shadow the
+    session's valid sealed `sid` (before: the first value was the only one read, so the session was re-sessioned on
+    every request, the stale cookie never replaced)."""
+    signer = CookieSigner(K1)
+    s = split({"blue": 50, "green": 50})
+    cookie = sessions(s, signer, 1)[0]
+    pinned = run(s, signer, cookie).backend.name
+    for lines in ([f"sid={stale}; sid={cookie}"], [f"sid={stale}", f"other=1; sid={cookie}"]):
+        d = decide(
+            s,
+            cookie_lines=lines,
+            request_id="rid",
+            header=lambda _: None,
+            minter=AffinityMinter(lambda: 1),
+            signer=signer,
+        )
+        assert (d.key_source, d.path, d.backend.name, d.set_cookie) == (
+            KeySource.COOKIE,
+            DecisionPath.PINNED,
+            pinned,
+            None,
+        ), lines
+    # A valid seal is preferred to a bare (rehash-mode) key before it, too; with no valid one the session re-sessions.
+    bare = "00000000000a00000000000b"
+    d = decide(
+        s,
+        cookie_lines=[f"sid={bare}; sid={cookie}"],
+        request_id="r",
+        header=lambda _: None,
+        minter=AffinityMinter(lambda: 1),
+        signer=signer,
+    )
+    assert (d.key_source, d.path, d.set_cookie) == (KeySource.COOKIE, DecisionPath.PINNED, None)
+    d = decide(
+        s,
+        cookie_lines=[f"sid={stale}; sid={stale}"],
+        request_id="r",
+        header=lambda _: None,
+        minter=AffinityMinter(lambda: 1),
+        signer=signer,
+    )
+    assert d.key_source is KeySource.MINTED and d.set_cookie is not None
+
+
+def test_same_name_cookies_past_the_bound_are_not_tried() -> None:
+    """Each candidate costs an HMAC: a Cookie header of thousands of duplicates must not multiply the work."""
+    signer = CookieSigner(K1)
+    s = split({"blue": 50, "green": 50})
+    cookie = sessions(s, signer, 1)[0]
+    lines = ["; ".join([*(f"sid=stale{i}" for i in range(MAX_SAME_NAME_COOKIES)), f"sid={cookie}"])]
+    d = decide(
+        s, cookie_lines=lines, request_id="r", header=lambda _: None, minter=AffinityMinter(lambda: 1), signer=signer
+    )
+    assert d.key_source is KeySource.MINTED
+    d = decide(
+        s,
+        cookie_lines=lines[0].split("; ", 1)[1:],
+        request_id="r",
+        header=lambda _: None,
+        minter=AffinityMinter(lambda: 1),
+        signer=signer,
+    )
+    assert (d.key_source, d.path) == (KeySource.COOKIE, DecisionPath.PINNED)

@@ -54,6 +54,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the http_service server (with --ext-proc-transport http): unix:/path or HOST:PORT; default: the "
         f"socket beside --listen's (NAME-http.sock) for a Unix --listen, else {DEFAULT_EXT_PROC_HTTP_TCP}",
     )
+    p.add_argument(
+        "--insecure-listen",
+        action="store_true",
+        help="allow --listen / --ext-proc-http-listen on a non-loopback address (ext_proc and ADS are unauthenticated: "
+        "any caller that reaches them decides nothing but is served, and can hold the processor's resources)",
+    )
     p.add_argument("--publish", default="0.0.0.0:9002", help="publish API + health (HOST:PORT, 0 = any free port)")
     p.add_argument("--metrics", default="127.0.0.1:9003", help="Prometheus metrics (HOST:PORT)")
     p.add_argument("--health", help="plaintext gRPC health only, for the kubelet's probe (HOST:PORT); default: none")
@@ -122,6 +128,19 @@ def ext_proc_http_listen(args: argparse.Namespace) -> str | None:
     return f"unix:{sock.with_name(f'{sock.stem}-http{suffix}')}"
 
 
+def local_listens(args: argparse.Namespace) -> None:
+    """ext_proc and ADS serve whoever connects (they are for the Envoy in this pod): loopback or a Unix socket only,
+    unless --insecure-listen says otherwise, as --insecure-publish does for the publish API."""
+    if args.insecure_listen:
+        return
+    for flag, listen in (("--listen", args.listen), ("--ext-proc-http-listen", ext_proc_http_listen(args))):
+        if listen is not None and not Address.parse(listen).loopback:
+            raise SystemExit(
+                f"{flag} {listen} is not loopback: ext_proc and ADS are unauthenticated; give a loopback address or "
+                "a unix: socket, or --insecure-listen"
+            )
+
+
 def publish_tls(args: argparse.Namespace) -> ServerTlsFiles | None:
     """The publish API's TLS files, or None for plaintext; a plaintext API beyond loopback only when asked for."""
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -176,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if transport is ExtProcTransport.HTTP:
         require_httptools()
+    local_listens(args)
     tls = publish_tls(args)
     if args.token_file is None:
         print("--token-file is required: the publish API refuses unauthenticated callers", file=sys.stderr)

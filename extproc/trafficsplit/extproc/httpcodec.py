@@ -86,6 +86,8 @@ def _read(body: bytes) -> _Message:
         doc = json.loads(body.decode("utf-8"))  # a str: json.loads skips guessing the encoding of bytes
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         raise CodecError(f"not JSON: {exc}") from exc
+    except RecursionError as exc:  # json.loads recurses per level: ~1,000 levels of `[` in a body under the bound
+        raise CodecError("not JSON this processor reads: nested too deeply") from exc
     if not isinstance(doc, dict):
         raise CodecError("not a JSON object")
     for proto_name, json_name in _PHASES:

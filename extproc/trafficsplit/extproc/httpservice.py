@@ -6,9 +6,10 @@ most of the processor's CPU is grpc.aio's per-stream work, not the decision; a p
 parsed by httptools in an asyncio.Protocol, costs a fraction of that (docs/performance.md).
 
 The server trusts nothing it is sent, though only Envoy reaches it (a Unix socket or loopback): the request line
-and headers are bounded (`MAX_HEAD_BYTES`, else the connection closes), the body too (`max_body_bytes`: 413 and
-close), only `POST PATH` is served (404, 405), malformed HTTP closes the connection, a body that is not a
-ProcessingRequest is a 400. A processor error is a 500, on which Envoy fails open as it does on a gRPC error.
+and headers are bounded while they arrive (`MAX_HEAD_BYTES`, else the connection closes), the body too
+(`max_body_bytes`: 413 and close), only `POST PATH` is served (404, 405), malformed HTTP closes the connection, a
+body that is not a ProcessingRequest is a 400. A processor error is a 500, on which Envoy fails open as it does on
+a gRPC error.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ _REASONS = {
     500: b"Internal Server Error",
 }
 _REJECTED = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+HEAD_TOO_LARGE = "head_too_large"
 
 
 def require_httptools() -> None:
@@ -71,7 +73,11 @@ class _Connection(asyncio.Protocol):
         self._parser = httptools.HttpRequestParser(self)
         self._transport: Any = None  # uvloop's transports are not asyncio.Transport subclasses
         self._url = b""
-        self._head = 0  # bytes of request line + headers so far
+        # Bytes fed to the parser since the last request's headers ended: the next request line and headers. They are
+        # counted here, at the feed, because httptools buffers a header value whole before `on_header` sees it.
+        self._head = 0
+        self._in_head = True  # between requests or inside one's request line and headers
+        self._heads = 0  # heads ended on this connection
         self._body: list[bytes] = []
         self._size = 0
         self._status = 200  # what this request will be answered, decided at the end of its headers
@@ -91,12 +97,34 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserCallbackError:  # an _Abort: already answered or counted
-            self._transport.close()
+            self._feed(memoryview(data))
+        except httptools.HttpParserCallbackError as exc:
+            if not isinstance(exc.__context__, _Abort):  # not ours: a bug, never a silent close
+                log.error("http_service: closing the connection on an unexpected error", exc_info=exc.__context__)
+                self._metrics.extproc_http_rejected.labels("internal_error").inc()
+            self._transport.close()  # an _Abort: already answered or counted
         except (httptools.HttpParserError, httptools.HttpParserUpgrade):  # malformed, or an upgrade: no answer
             self._metrics.extproc_http_rejected.labels("malformed_http").inc()
             self._transport.close()
+
+    def _feed(self, data: memoryview) -> None:
+        """Feed the parser, a head at most `MAX_HEAD_BYTES` at a time: what it buffers of a head never passes the
+        bound, and the connection closes the moment a head would. A head that begins in the same read as the previous
+        request's body is counted from the next read on (it can pass the bound by at most that read's rest)."""
+        while data and not self._transport.is_closing():
+            if not self._in_head:
+                self._parser.feed_data(data)
+                return
+            room = MAX_HEAD_BYTES - self._head
+            if room <= 0:
+                self._metrics.extproc_http_rejected.labels(HEAD_TOO_LARGE).inc()
+                self._transport.close()
+                return
+            piece, data = data[:room], data[room:]
+            heads = self._heads
+            self._parser.feed_data(piece)
+            if self._heads == heads:  # no head ended in it: all of it was head
+                self._head += len(piece)
 
     def pause_writing(self) -> None:
         # A peer that sends requests without reading the answers is not read from until it does: bounded buffers.
@@ -109,19 +137,18 @@ class _Connection(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._in_message = True
-        self._url, self._head, self._size, self._status = b"", 0, 0, 200
+        self._url, self._size, self._status = b"", 0, 200
         self._body.clear()
 
     def on_url(self, url: bytes) -> None:
         self._url += url
-        self._count_head(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_head(len(name) + len(value))
         if name.lower() == b"content-length" and value.strip().isdigit() and int(value) > self._max_body:
             self._reject(413, close=True)
 
     def on_headers_complete(self) -> None:
+        self._in_head, self._head, self._heads = False, 0, self._heads + 1
         if self._url != self._server.path:
             self._status = 404
         elif self._parser.get_method() != b"POST":
@@ -135,7 +162,7 @@ class _Connection(asyncio.Protocol):
             self._body.append(body)
 
     def on_message_complete(self) -> None:
-        self._in_message = False
+        self._in_message, self._in_head = False, True
         keep_alive = self._parser.should_keep_alive() and not self._draining
         if self._status != 200:
             self._reject(self._status, close=not keep_alive)
@@ -150,6 +177,8 @@ class _Connection(asyncio.Protocol):
         try:
             view = decode_request_view(body)
         except CodecError as exc:
+            # Envoy never sends one: a 400 is a caller that is not Envoy (or a codec bug), worth a line.
+            log.warning("http_service: 400: %s", exc)
             self._metrics.extproc_http_rejected.labels("bad_request").inc()
             return 400, str(exc).encode()[:200]
         replies = self._server.replies
@@ -161,12 +190,6 @@ class _Connection(asyncio.Protocol):
             return 200, self._processor.respond(lambda: view, replies.render)
         except Exception:
             return 500, b""
-
-    def _count_head(self, n: int) -> None:
-        self._head += n
-        if self._head > MAX_HEAD_BYTES:
-            self._metrics.extproc_http_rejected.labels("malformed_http").inc()
-            raise _Abort
 
     def _reject(self, status: int, *, close: bool) -> None:
         self._metrics.extproc_http_rejected.labels(_REJECTED[status]).inc()

@@ -60,12 +60,23 @@ class Metrics:
         self.extproc_http_rejected = Counter(
             "trafficsplit_extproc_http_rejected",
             "ext_proc http_service requests refused: bad_request (400), not_found (404), method_not_allowed (405), "
-            "too_large (413), malformed_http (connection closed)",
+            "too_large (413), malformed_http and head_too_large (request line and headers over 16 KiB): connection "
+            "closed; internal_error: closed on an unexpected error (logged)",
             ["reason"],
             registry=r,
         )
         self.extproc_http_connections = Gauge(
             "trafficsplit_extproc_http_connections", "Open ext_proc http_service connections from Envoy", registry=r
+        )
+        # Health.Watch streams per server (local, publish, health): capped, the excess refused (extproc.health).
+        self.health_watches = Gauge(
+            "trafficsplit_health_watches", "Health.Watch streams open, by server", ["server"], registry=r
+        )
+        self.health_watches_refused = Counter(
+            "trafficsplit_health_watches_refused",
+            "Health.Watch streams refused past the per-server cap (RESOURCE_EXHAUSTED), by server",
+            ["server"],
+            registry=r,
         )
         # Set to a callback by the server (it needs the running loop): a leak of tasks shows here (the soak reads it).
         self.asyncio_tasks = Gauge("trafficsplit_asyncio_tasks", "asyncio tasks alive in the processor", registry=r)

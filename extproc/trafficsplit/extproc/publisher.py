@@ -1,7 +1,10 @@
 """The publish API (`trafficsplit.v1alpha1.Publisher`): take a generation whole, make before break, or refuse it.
 
 Order for an offered generation N (under one lock, so publishes never interleave):
-1. N <= held → STALE (nothing changes). A proto the core cannot accept → INVALID.
+1. N <= held → STALE (nothing changes). N more than MAX_GENERATION_STEP above held → INVALID (not adopted: numbers
+   advance by one, and one publish must not bring them to their ceiling). A proto the core cannot accept → INVALID.
+   A split this replica cannot serve (core/capabilities.py: sticky.mode persistent without cookie keys) is refused
+   alone: left out of what is held, named in the reply's `refused`, and every other split is served.
 2. Push the transition snapshot (held ∪ new clusters and endpoints, held routes) and wait for Envoy's ACK, so every
    cluster N may pick exists and is warm before any request is decided by N. NACK or timeout → restore the snapshot
    it replaced (with nothing held: none, so Envoy keeps what it has and the refused clusters are never served); a
@@ -23,6 +26,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -30,6 +34,7 @@ from typing import Any
 
 import grpc
 
+from trafficsplit.core.capabilities import Capabilities, SplitRefusal, number_refusal, refusal
 from trafficsplit.core.compiled import Generation
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.sessions import LiveSessions
@@ -73,7 +78,9 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self._metrics = metrics
         self._expected = b"Bearer " + token
         self._replica = replica
-        self._can_seal = can_seal  # cookie keys configured: persistent splits can be served
+        self._caps = Capabilities(cookie_keys=can_seal)  # cookie keys configured: persistent splits can be served
+        self._caps_pb = pb.Capabilities(cookie_keys=can_seal)
+        self._instance = secrets.token_hex(8)  # a restart at the same address is told apart by this
         self._sessions = sessions  # the processor's live sessions of persistent splits (the Drained signal)
         self._ack_timeout = ack_timeout
         self._on_first = on_first_generation
@@ -95,7 +102,14 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
 
     async def GetHeld(self, request: pb.GetHeldRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.HeldReply:
         await self._authorize(context)
-        reply = pb.HeldReply(held_number=self._held.number, replica=self._replica, origin=self._held.origin)
+        reply = pb.HeldReply(
+            held_number=self._held.number,
+            replica=self._replica,
+            origin=self._held.origin,
+            capabilities=self._caps_pb,
+            instance=self._instance,
+            refused=[_refusal_pb(r) for r in self._held.refused],
+        )
         if request.with_generation and self._held.message is not None:
             reply.generation.CopyFrom(self._held.message)
         gen = self._held.current
@@ -121,38 +135,59 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             reply = await self._publish(request.generation, time_remaining)
         self._metrics.publish.labels(pb.PublishReply.Result.Name(reply.result).lower()).inc()
         log.info(
-            "publish generation %d from %r: %s %s",
+            "publish generation %d from %r: %s %s%s",
             request.generation.number,
             request.generation.origin,
             pb.PublishReply.Result.Name(reply.result),
             reply.message,
+            "".join(f"; {r.split} refused: {r.message}" for r in reply.refused),
         )
         return reply
 
-    def _reply(self, result: pb.PublishReply.Result, message: str = "") -> pb.PublishReply:
-        return pb.PublishReply(result=result, held_number=self._held.number, message=message, replica=self._replica)
+    def _reply(
+        self, result: pb.PublishReply.Result, message: str = "", refused: tuple[SplitRefusal, ...] = ()
+    ) -> pb.PublishReply:
+        return pb.PublishReply(
+            result=result,
+            held_number=self._held.number,
+            message=message,
+            replica=self._replica,
+            refused=[_refusal_pb(r) for r in refused],
+            capabilities=self._caps_pb,
+            instance=self._instance,
+        )
 
     def _refusal(self, exc: AckError, what: str) -> pb.PublishReply:
         result = pb.PublishReply.INVALID if isinstance(exc, Nacked) else pb.PublishReply.NOT_READY
         return self._reply(result, f"{what}: {exc}")
 
     async def _publish(self, msg: pb.Generation, time_remaining: float | None) -> pb.PublishReply:
-        held, held_origin, held_msg = self._held.current, self._held.origin, self._held.message
+        held, held_origin, held_msg, held_refused = (
+            self._held.current,
+            self._held.origin,
+            self._held.message,
+            self._held.refused,
+        )
         if msg.number <= self._held.number:
             return self._reply(pb.PublishReply.STALE, f"generation {msg.number} <= held {self._held.number}")
+        if (jump := number_refusal(msg.number, self._held.number)) is not None:
+            return self._reply(pb.PublishReply.INVALID, jump)
         try:
             # The held splits the message carries unchanged are reused, not parsed and compiled again.
             gen = generation_from_proto(msg, split_index(held_msg, held) if held and held_msg else None)
         except SpecError as exc:
             return self._reply(pb.PublishReply.INVALID, str(exc))
-        unsealable = [s.key for s in gen.splits if s.persistent] if not self._can_seal else []
-        if unsealable:
-            # Refused whole, as any generation this replica cannot serve as published: the operator reports it.
-            return self._reply(
-                pb.PublishReply.INVALID,
-                f"sticky.mode persistent in {', '.join(unsealable)}: this replica has no cookie keys "
-                "(--cookie-key-file)",
-            )
+        accepted = pb.Generation()
+        accepted.CopyFrom(msg)  # our own copy: the request message belongs to grpc
+        refused = tuple(r for s in gen.splits if (r := refusal(s, self._caps)) is not None)
+        if refused:
+            # Isolation: the splits this replica cannot serve are left out, alone; the rest is served. What is held
+            # (and GetHeld returns) is what is served.
+            out = {r.split for r in refused}
+            keep = [i for i, s in enumerate(gen.splits) if s.key not in out]
+            gen = Generation(gen.number, tuple(gen.splits[i] for i in keep))
+            del accepted.splits[:]
+            accepted.splits.extend(msg.splits[i] for i in keep)
         loop = asyncio.get_running_loop()
         # Both ACK waits end before the caller gives up (a margin for the reply), or it would see a deadline instead
         # of NOT_READY; half each, as the second wait needs its share.
@@ -166,9 +201,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         except AckError as exc:
             self._ads.restore(before)
             return self._refusal(exc, "not applied to Envoy")
-        accepted = pb.Generation()
-        accepted.CopyFrom(msg)  # our own copy: the request message belongs to grpc
-        self._held.swap(gen, msg.origin, accepted)
+        self._held.swap(gen, msg.origin, accepted, refused)
         if held is not None:
             draining.append(held)
             self._draining.append(_Draining(held, loop.time() + self._cluster_drain))
@@ -176,7 +209,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             versions = self._ads.set_resources(self._built.serving(gen, draining), generation=gen.number)
             await self._ads.wait_acked(versions, wait)
         except AckError as exc:
-            self._held.swap(held, held_origin, held_msg)
+            self._held.swap(held, held_origin, held_msg, held_refused)
             if held is not None:
                 self._draining.pop()
             self._ads.restore(before)
@@ -185,7 +218,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         self._metrics.held_generation.set(gen.number)
         if held is None and self._on_first is not None:
             await self._on_first()
-        return self._reply(pb.PublishReply.ACCEPTED)
+        return self._reply(pb.PublishReply.ACCEPTED, refused=refused)
 
     # --- the cluster drain ----------------------------------------------------------------------------------------
 
@@ -217,3 +250,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             self._withdraw_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._withdraw_task
+
+
+def _refusal_pb(r: SplitRefusal) -> pb.SplitRefusal:
+    return pb.SplitRefusal(split=r.split, reason=r.reason, message=r.message)

@@ -3,7 +3,9 @@
 Two gRPC servers, because they face different callers: the local one (ext_proc + ADS + health) is for the Envoy next
 to us, on a Unix socket or loopback; the publish one (Publisher + health) is for the operator, on the pod network,
 and requires the token, over TLS (mTLS with a client CA) when certificates are given. A third, optional, serves only
-gRPC health in plaintext, for the kubelet's probe, which cannot speak TLS. Metrics have their own HTTP port. Health
+gRPC health in plaintext, for the kubelet's probe, which cannot speak TLS. Every health endpoint is unauthenticated:
+each server caps its concurrent Health.Watch streams (`health.BoundedHealth`), and the plaintext one the streams of
+a connection. Metrics have their own HTTP port. Health
 is NOT_SERVING until a generation is held, and again from SIGTERM on, while in-flight calls drain.
 
 With `ext_proc_transport` http (experimental), ext_proc leaves the local gRPC server for an HTTP/1.1 server of its
@@ -30,6 +32,7 @@ from prometheus_client import start_http_server
 from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.core.sessions import DEFAULT_IDLE_SECONDS, LiveSessions
 from trafficsplit.extproc.ads import AdsServer
+from trafficsplit.extproc.health import MAX_HEALTH_WATCHES, BoundedHealth
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.httpservice import HttpExtProcServer
 from trafficsplit.extproc.metrics import Metrics
@@ -40,6 +43,7 @@ from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.bootstrap import Address, ExtProcTransport
 
 log = logging.getLogger(__name__)
+HEALTH_PORT_STREAMS = 2 * MAX_HEALTH_WATCHES  # per connection, on the plaintext health port
 _SERVICES = ("", "trafficsplit.v1alpha1.Publisher", "envoy.service.ext_proc.v3.ExternalProcessor")
 
 
@@ -89,7 +93,12 @@ class DataplaneProcessor:
         )
         self._local = grpc.aio.server(options=[("grpc.max_concurrent_streams", 10_000)])
         self._public = grpc.aio.server()
-        self._health = grpc.aio.server() if settings.health is not None else None
+        self._health: grpc.aio.Server | None = None
+        if settings.health is not None:
+            # Streams past this on one connection are refused by HTTP/2 itself (or queued by the client), before the
+            # processor allocates anything for them; above the Watch cap, so capped Watches never block a Check.
+            streams = [("grpc.max_concurrent_streams", HEALTH_PORT_STREAMS)]
+            self._health = grpc.aio.server(options=streams)
         self._http: HttpExtProcServer | None = None
         if settings.ext_proc_transport is ExtProcTransport.HTTP:
             self._http = HttpExtProcServer(self.processor, self.metrics)
@@ -114,9 +123,9 @@ class DataplaneProcessor:
         if self._http is None:
             add_to_server(self.processor, self._local)
         ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(self.ads, self._local)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._local)
+        health_pb2_grpc.add_HealthServicer_to_server(BoundedHealth(self.health, self.metrics, "local"), self._local)
         pb_grpc.add_PublisherServicer_to_server(self.publisher, self._public)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._public)
+        health_pb2_grpc.add_HealthServicer_to_server(BoundedHealth(self.health, self.metrics, "publish"), self._public)
         local_port = self._local.add_insecure_port(s.listen)
         if self._tls is not None:
             public_port = self._public.add_secure_port(s.publish, self._tls.credentials)
@@ -127,8 +136,10 @@ class DataplaneProcessor:
         if self._http is not None and s.ext_proc_http_listen is not None:
             self.ports["ext_proc_http"] = await self._http.start(s.ext_proc_http_listen)
         if self._health is not None and s.health is not None:
-            health_pb2_grpc.add_HealthServicer_to_server(self.health, self._health)
-            self.ports["health"] = self._health.add_insecure_port(s.health)
+            health_pb2_grpc.add_HealthServicer_to_server(
+                BoundedHealth(self.health, self.metrics, "health"), self._health
+            )
+            self.ports["health"] = self._health.add_insecure_port(Address.parse(s.health).target)
             await self._health.start()
         metrics = Address.parse(s.metrics)
         self._metrics_server, _ = start_http_server(metrics.port, metrics.host, registry=self.metrics.registry)

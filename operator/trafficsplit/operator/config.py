@@ -31,6 +31,7 @@ class Config:
     lease_duration: float
     lease_renew: float
     file_source: str | None
+    empty_grace: float
     debounce: float
     poll_interval: float
     publish_timeout: float
@@ -99,6 +100,13 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--lease-duration", type=float, default=float(e("LEASE_DURATION", "15") or 15))
     p.add_argument("--lease-renew", type=float, default=float(e("LEASE_RENEW", "2") or 2))
     p.add_argument("--file-source", default=e("FILE_SOURCE"), help="local mode: a directory of TrafficSplit YAML")
+    p.add_argument(
+        "--empty-grace",
+        type=float,
+        default=float(e("EMPTY_GRACE", "60") or 60),
+        help="local mode: seconds a split file may stay empty (or hold only comments) before its splits are "
+        "withdrawn; until then its last good content keeps serving [EMPTY_GRACE]",
+    )
     p.add_argument("--debounce", type=float, default=float(e("DEBOUNCE", "0.02") or 0.02), help="seconds")
     p.add_argument("--poll-interval", type=float, default=float(e("POLL_INTERVAL", "0.5") or 0.5), help="seconds")
     p.add_argument("--publish-timeout", type=float, default=float(e("PUBLISH_TIMEOUT", "5") or 5), help="seconds")
@@ -114,6 +122,8 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         raise SystemExit("give --gateway-service (discovery) or --dataplane HOST:PORT (static replicas)")
     if a.file_source is not None and not statics:
         raise SystemExit("local mode (--file-source) needs --dataplane HOST:PORT")
+    if a.empty_grace <= 0:
+        raise SystemExit("--empty-grace must be > 0 seconds")
     if a.lease_renew <= 0 or a.lease_duration <= a.lease_renew:
         raise SystemExit("--lease-duration must exceed --lease-renew > 0")
     tls = None
@@ -138,6 +148,7 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         lease_duration=a.lease_duration,
         lease_renew=a.lease_renew,
         file_source=a.file_source,
+        empty_grace=a.empty_grace,
         debounce=a.debounce,
         poll_interval=a.poll_interval,
         publish_timeout=a.publish_timeout,

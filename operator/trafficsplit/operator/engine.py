@@ -296,6 +296,7 @@ class Engine:
             static=self.settings.static,
             held_tables={k: f.table for k, f in self._held_forms().items() if f.table is not None},
             memo=self._memo,
+            capabilities=self.fleet.capabilities(),
         )
 
     def _held_forms(self) -> Mapping[str, CompiledSplit]:
@@ -309,8 +310,14 @@ class Engine:
         self.passes += 1
         desired = self.compile()
         if not self.leader:
-            # A standby keeps its last good forms warm, so a take-over never drops a split that is unresolved now.
-            self._last_good = dict(desired.last_good)
+            # A standby keeps its last good forms warm, so a take-over never drops a split that is unresolved now. Not
+            # a slot table it rebuilt or took in place of a refused status.assignment: a standby has no dataplanes'
+            # copy, so the leader it becomes reads the table again, with that copy (and says what moved).
+            self._last_good = {
+                k: f
+                for k, f in desired.last_good.items()
+                if not (desired.outcomes[k].table_rebuilt or desired.outcomes[k].table_refused)
+            }
             return
         await self._sync_replicas()
         if self._seed(desired):
@@ -376,4 +383,5 @@ class Engine:
             published.since(),
             held_back=published.held_back,
             sessions=self.fleet.sessions(),
+            refused=self.fleet.refusals(),
         )

@@ -5,10 +5,15 @@ restarted and holds nothing) must get the current generation at once, and the op
 number it acknowledged (that is what `Published` reports). Each worker publishes when behind, retries with capped
 exponential backoff (an unreachable replica, or one that answers NOT_READY: its Envoy has not acknowledged yet, e.g. a
 restarted processor whose Envoy reconnects late; jittered, so replicas restarted together are not retried in step),
-never retries a generation the replica answered INVALID (refused: it would be refused again), and otherwise polls
-`GetHeld` every `poll_interval` to notice a restarted replica. The first `GetHeld` to a replica also asks for the
-generation it holds; the one with the highest number is kept as `held`, from which a restarted or newly leading
-operator seeds its last good forms.
+retries a generation the replica answered INVALID only with a longer backoff (it would likely be refused again), and
+otherwise polls `GetHeld` every `poll_interval` to notice a restarted replica. A refusal is forgotten when the
+replica reconnects or restarts (its `instance` changes): it may have been fixed, so it is offered the current
+generation at once. The first `GetHeld` to a replica also asks for the generation it holds; the one with the highest
+number is kept as `held`, from which a restarted or newly leading operator seeds its last good forms.
+
+Every reply also says what the replica can serve (`capabilities`: the engine leaves out, and names in status, a split
+some replica cannot serve) and which splits of an accepted generation it refused alone (`refused`: named in those
+splits' status only).
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ from collections.abc import Callable, Iterable
 
 import grpc
 
+from trafficsplit.core.capabilities import Capabilities, SplitRefusal
 from trafficsplit.core.sessions import BackendSessions, sum_replicas
 from trafficsplit.core.status import ReplicaAck
 from trafficsplit.operator.cluster import Replica
 from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient
 from trafficsplit.v1alpha1 import publish_pb2 as pb
+from trafficsplit.wire.generation import capabilities_from_proto, refusals_from_proto
 
 log = logging.getLogger("trafficsplit.operator.fleet")
 
@@ -35,6 +42,10 @@ BACKOFF_MAX = 1.0
 # whose Envoy comes back is published within seconds.
 NOT_READY_MIN = 0.25
 NOT_READY_MAX = 5.0
+# INVALID: refused whole (an Envoy NACK, a number too far above what it holds). Retried, as the cause may be gone, but
+# slowly; a reconnect or restart of the replica retries at once.
+REFUSED_MIN = 1.0
+REFUSED_MAX = 30.0
 
 
 class _Worker:
@@ -44,7 +55,12 @@ class _Worker:
         self.name = replica.name
         self.acked = 0
         self.known = False  # answered at least once since it was (re)discovered
-        self.refused = 0  # the number of the last generation the replica refused: not offered to it again
+        self.refused = 0  # the number of the last generation the replica refused whole: offered again at `retry_at`
+        self.retry_at = 0.0  # event-loop time
+        self.refused_backoff = REFUSED_MIN
+        self.capabilities: Capabilities | None = None  # as last reported (kept while it is unreachable)
+        self.instance = ""  # the replica process's random id: a change is a restart
+        self.refusals: tuple[SplitRefusal, ...] = ()  # the splits of the generation it holds that it does not serve
         self.sessions: list[BackendSessions] = []  # its live sessions of persistent splits, from its last GetHeld
         self.wake = asyncio.Event()
         self.client = PublisherClient(replica.address, fleet.token_file, fleet.timeout, fleet.tls)
@@ -56,6 +72,30 @@ class _Worker:
         if name:
             self.name = name
         self.fleet.note_held(acked)
+        if changed:
+            self.fleet.changed()
+
+    def _forget_refusal(self) -> None:
+        """The replica reconnected or restarted (maybe fixed): offer it the current generation at once."""
+        self.refused, self.retry_at, self.refused_backoff = 0, 0.0, REFUSED_MIN
+
+    def _note_replica(self, reply: pb.PublishReply | pb.HeldReply, refused: bool) -> None:
+        """What every reply says about the replica: its instance, capabilities and (`refused`: the reply lists the
+        held generation's) per-split refusals."""
+        if reply.instance and reply.instance != self.instance:
+            if self.instance:
+                log.info("dataplane %s (%s) restarted", self.name, self.replica.address)
+            self.instance = reply.instance[:64]
+            self._forget_refusal()
+        changed = False
+        if reply.HasField("capabilities"):
+            caps = capabilities_from_proto(reply.capabilities)
+            changed = caps != self.capabilities
+            self.capabilities = caps
+        if refused:
+            refusals = refusals_from_proto(reply.refused)
+            changed = changed or refusals != self.refusals
+            self.refusals = refusals
         if changed:
             self.fleet.changed()
 
@@ -72,6 +112,7 @@ class _Worker:
             await asyncio.wait_for(self.wake.wait(), seconds * self.fleet.rng.uniform(0.5, 1.0))
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         backoff = BACKOFF_MIN
         not_ready = NOT_READY_MIN
         while True:
@@ -82,11 +123,17 @@ class _Worker:
                     # last good forms from; the periodic poll below needs only the number.
                     held = await self.client.get_held(with_generation=True)
                     self.fleet.note_generation(held)
+                    self._note_replica(held, refused=True)
                     self._note_sessions(held)
                     self._set(held.held_number, held.replica)
                     continue
-                if target is not None and self.acked < target.number and self.refused != target.number:
+                behind = target is not None and self.acked < target.number
+                # A generation it refused whole waits for its backoff (or a reconnect, a restart, a newer target).
+                waiting = behind and target is not None and self.refused == target.number
+                waiting = waiting and loop.time() < self.retry_at
+                if target is not None and behind and not waiting:
                     reply = await self.client.publish(target)
+                    self._note_replica(reply, refused=reply.result == pb.PublishReply.ACCEPTED)
                     await self._handle(target, reply)
                     backoff = BACKOFF_MIN
                     if reply.result == pb.PublishReply.NOT_READY:
@@ -97,11 +144,15 @@ class _Worker:
                     continue
                 backoff = BACKOFF_MIN
                 not_ready = NOT_READY_MIN
+                idle = self.fleet.poll_interval
+                if waiting:
+                    idle = min(idle, max(0.0, self.retry_at - loop.time()))
                 self.wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), self.fleet.poll_interval)
+                    await asyncio.wait_for(self.wake.wait(), idle)
                     continue
                 held = await self.client.get_held()
+                self._note_replica(held, refused=True)
                 self._note_sessions(held)
                 self._set(held.held_number, held.replica)
             except grpc.aio.AioRpcError as exc:
@@ -109,12 +160,15 @@ class _Worker:
                     log.warning("dataplane %s (%s): %s", self.name, self.replica.address, exc.code().name)
                     self.acked, self.known = 0, False
                     self.fleet.changed()
+                self._forget_refusal()  # it reconnects (maybe restarted, fixed): offered the current one at once
                 await self._pause(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX)
 
     async def _handle(self, target: pb.Generation, reply: pb.PublishReply) -> None:
         if reply.result == pb.PublishReply.ACCEPTED:
-            log.info("dataplane %s holds generation %d", reply.replica or self.name, reply.held_number)
+            refused = "".join(f"; refused {r.split}: {r.message}" for r in self.refusals)
+            log.info("dataplane %s holds generation %d%s", reply.replica or self.name, reply.held_number, refused)
+            self.refused_backoff = REFUSED_MIN
             self._set(reply.held_number, reply.replica)
         elif reply.result == pb.PublishReply.STALE:
             # The replica holds a number at least as high (another operator, or our own earlier try that timed out):
@@ -129,10 +183,17 @@ class _Worker:
             )
             self._set(reply.held_number, reply.replica)
         else:
+            pause = self.refused_backoff * self.fleet.rng.uniform(0.5, 1.0)
             log.error(
-                "dataplane %s refused generation %d: %s", reply.replica or self.name, target.number, reply.message
+                "dataplane %s refused generation %d (offered again in %.1fs, or when it reconnects): %s",
+                reply.replica or self.name,
+                target.number,
+                pause,
+                reply.message,
             )
             self.refused = target.number
+            self.retry_at = asyncio.get_running_loop().time() + pause
+            self.refused_backoff = min(self.refused_backoff * 2, REFUSED_MAX)
             self._set(reply.held_number, reply.replica)
 
     async def close(self) -> None:
@@ -209,6 +270,21 @@ class Fleet:
     def sessions(self) -> dict[str, dict[str, BackendSessions]]:
         """Live sessions of persistent splits summed over the replicas that answered (the Drained condition)."""
         return sum_replicas([w.sessions for w in self._workers.values() if w.known])
+
+    def capabilities(self) -> dict[str, Capabilities]:
+        """Replica name → what it can serve, for every replica that reported it (the engine publishes only what all
+        of them can serve). A replica keeps its last report while it is unreachable, so its restart does not flap
+        what is published."""
+        return {w.name: w.capabilities for w in self._workers.values() if w.capabilities is not None}
+
+    def refusals(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        """Split key → (replica name, message) for each replica that refused that split alone from the generation
+        it holds."""
+        out: dict[str, list[tuple[str, str]]] = {}
+        for w in self._workers.values():
+            for r in w.refusals:
+                out.setdefault(r.split, []).append((w.name, r.message))
+        return {k: tuple(sorted(v)) for k, v in out.items()}
 
     def acks(self) -> tuple[ReplicaAck, ...]:
         return tuple(ReplicaAck(w.name, w.acked) for w in self._workers.values())

@@ -52,7 +52,7 @@ async def run_file_source(cfg: Config) -> None:
     assert cfg.file_source is not None
     directory = Path(cfg.file_source).resolve()
     engine = _engine(cfg, f"file:{directory}", static=True, status_sink=log_status)
-    source = FileSource(directory, interval=cfg.poll_interval)
+    source = FileSource(directory, interval=cfg.poll_interval, empty_grace=cfg.empty_grace)
     await source.settled(timeout=10 * source.settle)
     engine.replace_splits(source.splits())
 

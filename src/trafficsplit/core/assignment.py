@@ -14,23 +14,39 @@ The table is a function of the split's history (the previous table and the new w
 TrafficSplit's status (`status.assignment`, run-length encoded, at most `SLOTS` runs whatever the number of changes)
 and in every generation the dataplanes hold. A table checks itself against its weights, so a receiver never serves
 a table whose shares contradict the weights it came with.
+
+The status copy is written by the operator and read back by the next one, but anyone with status write can edit it in
+between, and a table with valid counts (runs reversed, names swapped) would move most sessions with no weight change.
+So the stored form carries the weights the table was built for and a SHA-256 digest binding the object's uid, the
+backends, those weights and the runs: the reader refuses a table whose digest, counts or bounds do not hold, checking
+the bounds before it parses anything (docs/security.md says why a digest and not an HMAC).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.limits import MAX_BACKEND_NAME, MAX_BACKENDS
 from trafficsplit.core.plan import rebalance
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.weights import MAX_WEIGHT, Weights
 
 SLOTS = 10_000
 _RUN = re.compile(r"([0-9]{1,2})x([0-9]{1,5})")
+# The longest `runs` text a valid table has: `SLOTS` runs of one slot each, two-digit owners ("63x1,"). The CRD's
+# status schema bounds the field to it, and the reader refuses a longer one before parsing it.
+MAX_RUNS_TEXT = SLOTS * len(f"{MAX_BACKENDS - 1}x1,") - 1
+_DIGEST_PREFIX = "sha256:"
+DIGEST_LENGTH = len(_DIGEST_PREFIX) + 64
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class AssignmentMode(StrEnum):
@@ -110,31 +126,87 @@ class SlotTable:
 
     # --- status.assignment ---
 
-    def to_status(self) -> dict[str, Any]:
+    def to_status(self, uid: str, weights: Weights) -> dict[str, Any]:
+        """The stored form for the object `uid`: the table, the weights it was built for (the table is the one for them:
+        a served form checked that), and the digest binding them."""
+        runs = ",".join(f"{r.owner}x{r.length}" for r in self.runs)
         return {
             "slots": SLOTS,
             "backends": list(self.names),
-            "runs": ",".join(f"{r.owner}x{r.length}" for r in self.runs),
+            "weights": list(weights.weights),
+            "runs": runs,
+            "digest": status_digest(uid, self.names, weights.weights, runs),
         }
 
     @classmethod
-    def from_status(cls, raw: Any) -> SlotTable | None:
-        """The table a status stored, else None (absent, another slot count, or unreadable: the caller rebuilds)."""
-        if not isinstance(raw, Mapping) or raw.get("slots") != SLOTS:
-            return None
-        names, text = raw.get("backends"), raw.get("runs")
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or not isinstance(text, str):
-            return None
+    def from_status(cls, raw: Any, uid: str) -> SlotTable:
+        """The table the operator stored for the object `uid`; raises SpecError naming why it is not (bounds and types,
+        then the digest, then the runs and the counts against the stored weights: the caller rebuilds)."""
+        fields = stored_fields(raw)
+        if isinstance(fields, list):
+            raise SpecError(fields)
+        names, weights, text, digest = fields
+        if not hmac.compare_digest(digest, status_digest(uid, names, weights, text)):
+            raise SpecError(["status.assignment.digest: not the digest of this object's table (edited, or copied)"])
         runs: list[Run] = []
-        for part in text.split(","):
+        for i, part in enumerate(text.split(",")):
             m = _RUN.fullmatch(part)
             if m is None:
-                return None
+                raise SpecError([f"status.assignment.runs[{i}]: not OWNERxLENGTH"])
             runs.append(Run(int(m.group(1)), int(m.group(2))))
         try:
-            return cls(tuple(names), tuple(runs))
-        except SpecError:
-            return None
+            stored = Weights(names, weights)
+        except SpecError as exc:  # its paths name the backends list: "backends[1].name"
+            raise SpecError([f"status.assignment.{p}" for p in exc.problems]) from None
+        try:
+            table = cls(names, tuple(runs))
+        except SpecError as exc:  # its paths start at "assignment."
+            raise SpecError([f"status.{p}" for p in exc.problems]) from None
+        problems = table.check(stored)
+        if problems:
+            raise SpecError([f"status.{p}" for p in problems])
+        return table
+
+
+StoredFields = tuple[tuple[str, ...], tuple[int, ...], str, str]  # backends, weights, runs, digest
+
+
+def stored_fields(raw: Any) -> StoredFields | list[str]:
+    """A stored table's fields when their types and bounds hold, else the problems: cheap (no parsing, no hashing),
+    so a reader can refuse junk, or key a memo by the value, before any work that grows with it."""
+    if not isinstance(raw, Mapping):
+        return ["status.assignment: not an object"]
+    names, weights, text, digest = (raw.get(k) for k in ("backends", "weights", "runs", "digest"))
+    problems: list[str] = []
+    if raw.get("slots") != SLOTS:
+        problems.append(f"status.assignment.slots: not {SLOTS}")
+    if (
+        not isinstance(names, list)
+        or not 0 < len(names) <= MAX_BACKENDS
+        or not all(isinstance(n, str) and 0 < len(n) <= MAX_BACKEND_NAME for n in names)
+    ):
+        problems.append(f"status.assignment.backends: 1..{MAX_BACKENDS} names of 1..{MAX_BACKEND_NAME} characters")
+    if (
+        not isinstance(weights, list)
+        or not isinstance(names, list)
+        or len(weights) != len(names)
+        or not all(isinstance(w, int) and not isinstance(w, bool) and 0 <= w <= MAX_WEIGHT for w in weights)
+    ):
+        problems.append(f"status.assignment.weights: one weight 0..{MAX_WEIGHT} per backend")
+    if not isinstance(text, str) or not 0 < len(text) <= MAX_RUNS_TEXT:
+        problems.append(f"status.assignment.runs: a string of 1..{MAX_RUNS_TEXT} characters")
+    if not isinstance(digest, str) or _DIGEST.fullmatch(digest) is None:
+        problems.append(f"status.assignment.digest: {_DIGEST_PREFIX} and 64 lowercase hex digits")
+    if problems:
+        return problems
+    return tuple(cast(list[str], names)), tuple(cast(list[int], weights)), cast(str, text), cast(str, digest)
+
+
+def status_digest(uid: str, names: tuple[str, ...], weights: tuple[int, ...], runs: str) -> str:
+    """SHA-256 over the object's uid, the backends, the weights and the runs (JSON, so no field can run into the next):
+    a table edited by hand, or copied from another object, does not match."""
+    text = json.dumps(["trafficsplit.dev/assignment/v1", uid, SLOTS, list(names), list(weights), runs])
+    return _DIGEST_PREFIX + hashlib.sha256(text.encode()).hexdigest()
 
 
 def fresh_table(weights: Weights) -> SlotTable:
@@ -179,9 +251,13 @@ def advance(previous: SlotTable | None, weights: Weights) -> SlotTable:
 
 def moved_share(before: SlotTable, after: SlotTable) -> Fraction:
     """The share of slots whose owner (by name) differs between two tables."""
-    a = [before.names[o] for o in before.owners]
-    b = [after.names[o] for o in after.owners]
-    return Fraction(sum(x != y for x, y in zip(a, b, strict=True)), SLOTS)
+    index = {n: i for i, n in enumerate(after.names)}
+    # before's owner indexes translated to after's (255, never an index of after's: a backend that left).
+    remap = bytearray(range(256))
+    for i, n in enumerate(before.names):
+        remap[i] = index.get(n, 255)
+    translated = before.owners.translate(remap)
+    return Fraction(sum(x != y for x, y in zip(translated, after.owners, strict=True)), SLOTS)
 
 
 def rounding_bound(before: Weights, after: Weights) -> Fraction:

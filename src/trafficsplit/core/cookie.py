@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -42,19 +42,35 @@ def read_cookie(lines: Iterable[str], name: str) -> str | None:
     is trimmed; a value in double quotes is unquoted. Pairs without `=`, with an invalid name, or with a value that is
     not 1..256 cookie-octets are skipped, so such a cookie counts as absent unless a later valid duplicate follows.
     """
+    # The per-request path: the same walk as read_cookies, without a generator's cost (~1 us a request).
     for line in lines:
         if name not in line:  # cheap reject: most Cookie lines carry other cookies only
             continue
         for pair in line.split(";"):
             key, sep, value = pair.partition("=")
-            if not sep or key.strip(_OWS) != name:
-                continue
-            value = value.strip(_OWS)
-            if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
-                value = value[1:-1]
-            if _COOKIE_VALUE.fullmatch(value) is not None:
-                return value
+            if sep and key.strip(_OWS) == name and (valid := _valid_value(value)) is not None:
+                return valid
     return None
+
+
+def read_cookies(lines: Iterable[str], name: str) -> Iterator[str]:
+    """Every valid value of cookie `name`, in order, read as `read_cookie` reads the first (a browser sends same-name
+    cookies set on longer Paths first, RFC 6265 5.4)."""
+    for line in lines:
+        if name not in line:
+            continue
+        for pair in line.split(";"):
+            key, sep, value = pair.partition("=")
+            if sep and key.strip(_OWS) == name and (valid := _valid_value(value)) is not None:
+                yield valid
+
+
+def _valid_value(raw: str) -> str | None:
+    """A cookie pair's value trimmed and unquoted, if it is 1..256 cookie-octets."""
+    value = raw.strip(_OWS)
+    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+        value = value[1:-1]
+    return value if _COOKIE_VALUE.fullmatch(value) is not None else None
 
 
 def mint_affinity_id(now_ms: int, counter: int) -> str:

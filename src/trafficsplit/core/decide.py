@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from trafficsplit.core.assignment import SLOTS
 from trafficsplit.core.compiled import CompiledBackend, CompiledSplit
-from trafficsplit.core.cookie import AffinityMinter, read_cookie, render_set_cookie
+from trafficsplit.core.cookie import AffinityMinter, read_cookie, read_cookies, render_set_cookie
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.limits import MAX_KEY_HEADER_VALUE
 from trafficsplit.core.persistent import CookieSigner
@@ -145,8 +145,9 @@ def _decide_persistent(
     key, source = choose_key(split, cookie_lines, request_id, minter, header)
     pinned: str | None = None
     resign = False
-    if source is KeySource.COOKIE:
-        session = signer.open(split.key, key)
+    if source is KeySource.COOKIE and split.cookie is not None:
+        # Every same-name value, not only the first: a stale one on a narrower Path must not shadow the valid seal.
+        session = signer.open_any(split.key, read_cookies(cookie_lines, split.cookie.name))
         if session is None:  # tampered, or sealed with a key no longer accepted
             key, source = minter.mint(), KeySource.MINTED
         else:

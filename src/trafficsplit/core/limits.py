@@ -36,3 +36,9 @@ MAX_GENERATION = 2**53 - 1
 # default error level for safe_regex (runtime `re2.max_program_size.error_level`), so any pattern we accept Envoy
 # would accept too.
 MAX_REGEX_PROGRAM = 100
+# How far above the generation it holds a replica takes a publish (and, holding nothing, above 0). The operator
+# numbers by one from what the fleet holds, so it never comes near; 2^32 is 136 years of one publish a second. A
+# token holder therefore needs 2^21 publishes to walk a replica to MAX_GENERATION, not one.
+MAX_GENERATION_STEP = 2**32
+# A replica's per-split refusal as the operator reads it (trust boundary): messages longer are cut.
+MAX_REFUSAL_MESSAGE = 1024

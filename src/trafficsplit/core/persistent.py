@@ -21,7 +21,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import itertools
 import re
+from collections.abc import Iterable
 from enum import StrEnum
 from fractions import Fraction
 from typing import NamedTuple
@@ -32,6 +34,8 @@ from trafficsplit.core.weights import Weights
 MIN_KEY_BYTES = 16  # 128 bits: an HMAC key shorter than the tag it protects would be the weak point
 MAC_CHARS = 22  # 16 bytes of the SHA-256 tag, base64url without padding
 _MINTED = re.compile(r"[0-9a-f]{24}")  # core/cookie.py's minted affinity id
+# Same-name cookies whose seal is tried per request: a stale one or two beside the session's own, not a flood.
+MAX_SAME_NAME_COOKIES = 8
 
 
 class StickyMode(StrEnum):
@@ -120,6 +124,18 @@ class CookieSigner:
         if self._previous is not None and hmac.compare_digest(mac, self._mac(self._previous, split, key, backend)):
             return Session(key, backend, resign=True)
         return None
+
+    def open_any(self, split: str, values: Iterable[str]) -> Session | None:
+        """The session of same-name cookie values (a stale one on a narrower Path comes first): the first whose seal
+        verifies, else the first bare minted key, else None. At most `MAX_SAME_NAME_COOKIES` values are tried, so a
+        Cookie header of thousands of duplicates costs a bounded number of MACs."""
+        bare: Session | None = None
+        for value in itertools.islice(values, MAX_SAME_NAME_COOKIES):
+            session = self.open(split, value)
+            if session is not None and session.backend is not None:
+                return session
+            bare = bare or session
+        return bare
 
 
 class Session(NamedTuple):

@@ -220,6 +220,8 @@ class PublishView:
     _: KW_ONLY
     # split key → backend → live sessions summed over the replicas (persistent splits; core/sessions.py)
     sessions: Mapping[str, Mapping[str, BackendSessions]] = field(default_factory=dict)
+    # split key → (replica, message) for each replica that refused that split alone (it serves the rest)
+    refused: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +276,10 @@ def published_condition(outcome: Outcome, view: PublishView) -> Verdict:
         elif served is not None:
             keep = "; the dataplanes keep serving its last resolved endpoints"
         return Verdict(False, Reason.UNRESOLVED_REFS, f"not published: {outcome.resolved.message}{keep}")
+    if outcome.unservable is not None:
+        served = outcome.served
+        keep = f"; the dataplanes keep serving metadata.generation {served.observed_generation}" if served else ""
+        return Verdict(False, Reason.UNSERVABLE, f"not published: {outcome.unservable.message}{keep}")
     if not outcome.serves_current_spec:
         return Verdict(False, Reason.NOT_SERVED, "not published")
     if view.number <= 0:
@@ -283,6 +289,11 @@ def published_condition(outcome: Outcome, view: PublishView) -> Verdict:
         return Verdict(False, Reason.HELD, f"not published: nothing is published until {held_back} is fixed")
     if not view.replicas:
         return Verdict(False, Reason.NO_DATAPLANES, "0 dataplanes found")
+    refused = view.refused.get(outcome.key, ())
+    if refused:
+        who = "; ".join(f"{name}: {message}" for name, message in refused)
+        n = len(view.replicas)
+        return Verdict(False, Reason.REFUSED, f"{max(0, n - len(refused))}/{n} dataplanes; refused by {who}")
     since = view.since.get(outcome.key, view.number)
     behind = [r.name for r in view.replicas if r.acked < since]
     done = len(view.replicas) - len(behind)
@@ -368,6 +379,25 @@ def rebuilt_message(after: Weights) -> str:
     )
 
 
+MAX_REFUSAL = 512  # how much of the reader's problems an AssignmentRebuilt message quotes
+
+
+def refused_message(problems: tuple[str, ...], moved: Fraction | None, after: Weights) -> str:
+    """The AssignmentRebuilt Warning when status.assignment was refused (edited, copied from another object, junk): what
+    the table was taken from instead and what that moved, exactly when the dataplanes' copy was known."""
+    why = "; ".join(problems)
+    why = why if len(why) <= MAX_REFUSAL else why[: MAX_REFUSAL - 1] + "…"
+    if moved is not None:
+        return (
+            f"status.assignment was refused ({why}): the slot table continues from the generation the dataplanes "
+            f"hold, advanced to the weights {after.format()}: {percent(moved)} of sessions moved"
+        )
+    return (
+        f"status.assignment was refused ({why}) and the dataplanes hold no copy: rebuilt from the current weights "
+        f"{after.format()}; the old assignment is unknown, so up to 100% of sessions moved"
+    )
+
+
 def _previous_weights(status: SplitStatus) -> Weights | None:
     text = status.weights
     if not text:
@@ -402,7 +432,7 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
     if served is not None:
         after = served.weights
         weights, backends = after.format(), _backends_status(outcome, view)
-        table = served.table.to_status() if served.table is not None else None
+        table = served.table.to_status(obj.uid, after) if served.table is not None else None
         before = _previous_weights(prev)
         if before is not None and before.items() != after.items():
             if served.table is not None:  # a slot table moves the minimum whatever the total: no warning due
@@ -410,13 +440,19 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
                     before=before.format(),
                     after=after.format(),
                     total_changed=before.total != after.total,
-                    repinned_share=percent(minimal_moved_share(before, after)),
+                    # What the table served moved against the dataplanes' copy, when status.assignment was refused.
+                    repinned_share=percent(
+                        outcome.table_moved if outcome.table_moved is not None else minimal_moved_share(before, after)
+                    ),
                 )
             else:
                 moved, warning = displacement(before, after)
                 if warning is not None and served.sticky:
                     events.append(EventIntent(EventType.WARNING, EventReason.TOTAL_WEIGHT_CHANGED, warning))
-        if outcome.table_rebuilt and served.table is not None:
+        if outcome.table_refused and served.table is not None:
+            message = refused_message(outcome.table_refused, outcome.table_moved, after)
+            events.append(EventIntent(EventType.WARNING, EventReason.ASSIGNMENT_REBUILT, message))
+        elif outcome.table_rebuilt and served.table is not None:
             events.append(EventIntent(EventType.WARNING, EventReason.ASSIGNMENT_REBUILT, rebuilt_message(after)))
     carried = outcome.serves_current_spec and view.number > 0 and outcome.key not in view.held_back
     # The first number that carried this split's served form (spec and endpoints), not the newest: a later
@@ -437,6 +473,11 @@ def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: s
     if published.ok and not (prev_pub and prev_pub.ok and prev_pub.observed_generation == gen):
         message = f"generation {since} serves this spec on {published.message}"
         events.append(EventIntent(EventType.NORMAL, EventReason.PUBLISHED, message))
+    # Not served because of a replica (this split's problem alone): a Warning on this split, once per message.
+    if published.reason in (Reason.UNSERVABLE, Reason.REFUSED) and not (
+        prev_pub and prev_pub.reason == published.reason and prev_pub.message == published.message
+    ):
+        events.append(EventIntent(EventType.WARNING, EventReason(published.reason.value), published.message))
     prev_res = prev.condition(ConditionType.RESOLVED_REFS)
     if outcome.missing and not (prev_res and prev_res.message == outcome.resolved.message):
         for ref in outcome.missing:

@@ -38,6 +38,8 @@ class Reason(StrEnum):
     HELD = "Held"
     NO_DATAPLANES = "NoDataplanes"
     BEHIND = "Behind"
+    UNSERVABLE = "Unservable"  # a dataplane replica reports it cannot serve this split (no cookie keys): left out
+    REFUSED = "Refused"  # a replica refused this split alone from a generation it accepted
     # Drained
     DRAINED = "Drained"
     SESSIONS_LIVE = "SessionsLive"
@@ -56,3 +58,5 @@ class EventReason(StrEnum):
     DRAINED = "Drained"  # a weight-0 backend of a persistent split has no live session left
     BACKEND_NOT_FOUND = "BackendNotFound"
     PORT_NOT_FOUND = "PortNotFound"
+    UNSERVABLE = "Unservable"
+    REFUSED = "Refused"

@@ -11,17 +11,21 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.persistent import StickyMode
 from trafficsplit.core.spec import SplitSpec, parse_split
-from trafficsplit.operator.filesource import parse_documents
+from trafficsplit.operator.filesource import changes_log, parse_documents
+from trafficsplit.operator.filesource import log as filesource_log
 from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json
 from trafficsplit.wire.command import envoy_args, local_envoy
 
 NODE_ID = "demo-gateway"
 EXTPROC_SOCKET = "extproc.sock"
 TOKEN_FILE = "token"
+COOKIE_KEY_FILE = "cookie-keys"  # sticky.mode persistent's HMAC key, generated per run: the demo's sessions are its own
+SESSION_IDLE_SECONDS = 30  # a drained backend's sessions count as gone after this idle time (1800 in a cluster)
 PORTS_FILE = "extproc.ports.json"
 ENVOY_CONFIG = "envoy.json"
 ENVOY_ADMIN_FILE = "envoy.admin"
@@ -143,6 +147,8 @@ def extproc_argv(python: str, workdir: str) -> list[str]:
         "--publish", "127.0.0.1:0",
         "--metrics", "127.0.0.1:0",
         "--token-file", f"{workdir}/{TOKEN_FILE}",
+        "--cookie-key-file", f"{workdir}/{COOKIE_KEY_FILE}",
+        "--session-idle-seconds", str(SESSION_IDLE_SECONDS),  # so `Drained` comes within a demo, not in 30 min
         "--replica", NODE_ID,
         "--ports-file", f"{workdir}/{PORTS_FILE}",
         "--drain-seconds", "0",  # nobody load-balances away from a demo; stop at once
@@ -182,18 +188,35 @@ def envoy_bootstrap(workdir: str, listen_host: str, port: int, message_timeout_m
     )
 
 
-def operator_news(lines: Sequence[str]) -> list[str]:
-    """The operator log lines a user editing the example needs on the console: problems (an invalid edit is
-    skipped and the last good content keeps serving) and each generation the gateway acknowledged."""
-    out = []
-    for line in lines:
-        m = _LOG_LINE.match(line)
-        if m is None:
-            continue
-        message = m.group("message")
-        if m.group("level") in ("ERROR", "WARNING", "CRITICAL") or " holds generation " in message:
-            out.append(f"operator: {message}")
-    return out
+_LOUD = ("ERROR", "WARNING", "CRITICAL")
+
+
+@dataclass
+class OperatorNews:
+    """The operator log lines a user editing the examples needs on the console: problems (an invalid or empty file
+    is named, and its last good content keeps serving), the file source's own news (a file valid again, deleted),
+    and each generation the gateway acknowledged, followed by what changed in it: per split, the weights before →
+    after and the share of sessions moved, with the planner's warnings. The changes are logged when a file is read,
+    before the generation carrying them is acknowledged, so they wait here for it."""
+
+    changes: list[str] = field(default_factory=list)
+
+    def feed(self, lines: Sequence[str]) -> list[str]:
+        out = []
+        for line in lines:
+            m = _LOG_LINE.match(line)
+            if m is None:
+                continue
+            level, logger, message = m.group("level"), m.group("logger"), m.group("message")
+            if logger == changes_log.name:
+                self.changes.append(f"warning: {message}" if level in _LOUD else message)
+            elif " holds generation " in message:
+                out.append(f"operator: {message}")
+                out.extend(f"  {c}" for c in self.changes)
+                self.changes.clear()
+            elif level in _LOUD or logger == filesource_log.name:
+                out.append(f"operator: {message}")
+        return out
 
 
 # --- what the user reads ----------------------------------------------------------------------------------------------
@@ -207,11 +230,12 @@ def first_host(spec: SplitSpec) -> str:
 
 def flip_recipe(split: DemoSplit, examples_arg: str) -> list[str]:
     """How to move traffic by editing the example: a blue-green flip when a backend waits at weight 0, else a ramp
-    of 5 that keeps the total (so only the sessions that must move are re-pinned, SPEC §2)."""
+    of 5 that keeps the total (so only the sessions that must move are re-pinned: docs/displacement.md). Under
+    sticky.mode persistent, the drain too: the flip with the old side marked `drain: true`."""
     backends = split.spec.backends
     path = f"{examples_arg}/{split.source}"
     if len(backends) < 2:
-        return [f"edit {path}: change the weights; the demo reloads it within a second"]
+        return [f"edit {path}: change the weights; the demo reloads it within 2 s"]
     src = max(backends, key=lambda b: b.weight)
     idle = [b for b in backends if b.weight == 0 and b.name != src.name]
     if idle:
@@ -224,11 +248,18 @@ def flip_recipe(split: DemoSplit, examples_arg: str) -> list[str]:
         f"{b.name}={b.weight - amount if b.name == src.name else b.weight + amount if b.name == dst.name else b.weight}"
         for b in backends
     )
-    return [
+    lines = [
         f"{kind}: edit {path}: {src.name} weight {src.weight} → {src.weight - amount}, "
-        f"{dst.name} weight {dst.weight} → {dst.weight + amount}; saved changes are served within a second",
+        f"{dst.name} weight {dst.weight} → {dst.weight + amount}; saved changes are served within 2 s",
         f"preview who moves: trafficsplit plan --from {before} --to {after}",
     ]
+    if split.spec.sticky_mode is StickyMode.PERSISTENT and amount == src.weight:
+        lines += [
+            f"drain (what `trafficsplit flip --drain` writes in a cluster): the same edit, and `drain: true` on "
+            f"{src.name}: its sessions stay there until idle, new ones go to {dst.name}",
+            f"preview: trafficsplit plan --from {before} --to {after} --drain {src.name}",
+        ]
+    return lines
 
 
 def ready_text(
@@ -253,8 +284,12 @@ def ready_text(
         lines.append(f"  try:    {curl}")
         if s.spec.cookie is not None:
             c = s.spec.cookie.name
+            if s.spec.sticky_mode is StickyMode.PERSISTENT:  # the cookie carries its backend, sealed with a key
+                value = f"<24 hex>.<backend>.<seal> (sealed with {workdir}/{COOKIE_KEY_FILE})"
+            else:
+                value = "<24 hex>"
             lines.append(
-                f"  sticky: the first answer sets the cookie {c}=<24 hex>; send it back to stay on one backend:"
+                f"  sticky: the first answer sets the cookie {c}={value}; send it back to stay on one backend:"
             )
             lines.append(f"          {curl} -b {shlex.quote(c + '=<value from Set-Cookie>')}")
             lines.append(f"          or keep a jar: {curl} -c /tmp/jar -b /tmp/jar")

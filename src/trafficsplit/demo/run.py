@@ -27,11 +27,13 @@ from typing import Any, TextIO
 
 from trafficsplit.demo.options import DemoOptions
 from trafficsplit.demo.plan import (
+    COOKIE_KEY_FILE,
     ENVOY_ADMIN_FILE,
     ENVOY_CONFIG,
     PORTS_FILE,
     TOKEN_FILE,
     Examples,
+    OperatorNews,
     PortClaim,
     SampleEndpoint,
     backends_argv,
@@ -43,7 +45,6 @@ from trafficsplit.demo.plan import (
     first_host,
     load_examples,
     operator_argv,
-    operator_news,
     port_claims,
     ready_text,
 )
@@ -225,6 +226,10 @@ def start_all(
     token = workdir / TOKEN_FILE
     token.touch(mode=0o600)
     token.write_text(secrets.token_hex(16) + "\n")
+    # Persistent mode's cookie key: the processor refuses a generation with a persistent split without one.
+    keys = workdir / COOKIE_KEY_FILE
+    keys.touch(mode=0o600)
+    keys.write_text(secrets.token_hex(32) + "\n")
     sup.start(ChildSpec("extproc", extproc_argv(py, wd), workdir / "extproc.log", env))
     ports_file = workdir / PORTS_FILE
     ports = wait_for("the processor's ports", lambda: json.loads(ports_file.read_text()), opts.start_timeout, stop, sup)
@@ -274,13 +279,15 @@ def run(opts: DemoOptions, out: TextIO, err: TextIO) -> int:
     try:
         say(out, f"{prog}: starting (logs in {workdir})\n")
         say(out, start_all(opts, examples_dir, examples, envoy, workdir, stop, sup))
-        news = LogFollower(workdir / "operator.log")
-        news.new_lines()  # start-up lines are in the log; from here on, edits of the example are news
+        follower = LogFollower(workdir / "operator.log")
+        news = OperatorNews()
+        news.feed(follower.new_lines())  # start-up lines are in the log; from here on, edits of the example are news
+        news.changes.clear()
         while not stop:
             dead = sup.first_exited()
             if dead is not None:
                 raise StartFailed(f"{dead.name} exited with code {dead.proc.returncode}", dead)
-            for line in operator_news(news.new_lines()):
+            for line in news.feed(follower.new_lines()):
                 say(out, f"{prog}: {line}\n")
             time.sleep(0.1)
     except Stopped:

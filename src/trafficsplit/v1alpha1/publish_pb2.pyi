@@ -139,8 +139,24 @@ class PublishRequest(_message.Message):
     generation: Generation
     def __init__(self, generation: _Optional[_Union[Generation, _Mapping]] = ...) -> None: ...
 
+class Capabilities(_message.Message):
+    __slots__ = ("cookie_keys",)
+    COOKIE_KEYS_FIELD_NUMBER: _ClassVar[int]
+    cookie_keys: bool
+    def __init__(self, cookie_keys: _Optional[bool] = ...) -> None: ...
+
+class SplitRefusal(_message.Message):
+    __slots__ = ("split", "reason", "message")
+    SPLIT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    split: str
+    reason: str
+    message: str
+    def __init__(self, split: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
 class PublishReply(_message.Message):
-    __slots__ = ("result", "held_number", "message", "replica")
+    __slots__ = ("result", "held_number", "message", "replica", "refused", "capabilities", "instance")
     class Result(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         RESULT_UNSPECIFIED: _ClassVar[PublishReply.Result]
@@ -157,11 +173,17 @@ class PublishReply(_message.Message):
     HELD_NUMBER_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     REPLICA_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
     result: PublishReply.Result
     held_number: int
     message: str
     replica: str
-    def __init__(self, result: _Optional[_Union[PublishReply.Result, str]] = ..., held_number: _Optional[int] = ..., message: _Optional[str] = ..., replica: _Optional[str] = ...) -> None: ...
+    refused: _containers.RepeatedCompositeFieldContainer[SplitRefusal]
+    capabilities: Capabilities
+    instance: str
+    def __init__(self, result: _Optional[_Union[PublishReply.Result, str]] = ..., held_number: _Optional[int] = ..., message: _Optional[str] = ..., replica: _Optional[str] = ..., refused: _Optional[_Iterable[_Union[SplitRefusal, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., instance: _Optional[str] = ...) -> None: ...
 
 class GetHeldRequest(_message.Message):
     __slots__ = ("with_generation",)
@@ -170,18 +192,24 @@ class GetHeldRequest(_message.Message):
     def __init__(self, with_generation: _Optional[bool] = ...) -> None: ...
 
 class HeldReply(_message.Message):
-    __slots__ = ("held_number", "replica", "origin", "generation", "sessions")
+    __slots__ = ("held_number", "replica", "origin", "generation", "sessions", "capabilities", "instance", "refused")
     HELD_NUMBER_FIELD_NUMBER: _ClassVar[int]
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     held_number: int
     replica: str
     origin: str
     generation: Generation
     sessions: _containers.RepeatedCompositeFieldContainer[LiveSessions]
-    def __init__(self, held_number: _Optional[int] = ..., replica: _Optional[str] = ..., origin: _Optional[str] = ..., generation: _Optional[_Union[Generation, _Mapping]] = ..., sessions: _Optional[_Iterable[_Union[LiveSessions, _Mapping]]] = ...) -> None: ...
+    capabilities: Capabilities
+    instance: str
+    refused: _containers.RepeatedCompositeFieldContainer[SplitRefusal]
+    def __init__(self, held_number: _Optional[int] = ..., replica: _Optional[str] = ..., origin: _Optional[str] = ..., generation: _Optional[_Union[Generation, _Mapping]] = ..., sessions: _Optional[_Iterable[_Union[LiveSessions, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., instance: _Optional[str] = ..., refused: _Optional[_Iterable[_Union[SplitRefusal, _Mapping]]] = ...) -> None: ...
 
 class LiveSessions(_message.Message):
     __slots__ = ("split", "backend", "live", "saturated")

@@ -35,6 +35,7 @@ from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2
 from envoy.config.common.mutation_rules.v3 import mutation_rules_pb2
 from envoy.config.core.v3 import (
     address_pb2,
+    backoff_pb2,
     base_pb2,
     config_source_pb2,
     grpc_service_pb2,
@@ -82,6 +83,10 @@ class ExtProcTransport(StrEnum):
 
 
 DEFAULT_ACCESS_LOG = "/dev/stdout"
+# Envoy's ADS reconnect backoff (ads_retry_policy): a loopback connection attempt is cheap, a late reconnect is a
+# restarted processor serving no decisions.
+ADS_RETRY_BASE_MS = 100
+ADS_RETRY_MAX_MS = 500
 
 
 def _dm(key: str) -> str:
@@ -143,6 +148,14 @@ class Address:
             return cls(path=text.removeprefix("unix:").removeprefix("//"))
         host, _, port = text.rpartition(":")
         return cls(host=host.strip("[]"), port=int(port))
+
+    @property
+    def target(self) -> str:
+        """The form gRPC binds: `unix:/path`, `HOST:PORT`, or `[V6]:PORT` (also for a v6 host given bare, as
+        `$(POD_IP):PORT` is on an IPv6 pod)."""
+        if self.path is not None:
+            return f"unix:{self.path}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     @property
     def loopback(self) -> bool:
@@ -412,6 +425,17 @@ def stats_config(opts: BootstrapOptions) -> stats_pb2.StatsConfig | None:
     )
 
 
+def ads_retry_policy() -> base_pb2.RetryPolicy:
+    """How soon Envoy reconnects its ADS stream after losing it (a processor restart): every 100 ms doubling, at most
+    every `ADS_RETRY_MAX_MS`, jittered. Envoy's default (0.5 s doubling to 30 s) grows while the processor starts, and
+    a restarted processor can take no publish until Envoy is back (docs/dataplane.md, "Processor restart")."""
+    return base_pb2.RetryPolicy(
+        retry_back_off=backoff_pb2.BackoffStrategy(
+            base_interval=_duration_ms(ADS_RETRY_BASE_MS), max_interval=_duration_ms(ADS_RETRY_MAX_MS)
+        )
+    )
+
+
 def bootstrap(opts: BootstrapOptions) -> bootstrap_pb2.Bootstrap:
     b = bootstrap_pb2.Bootstrap(
         node=base_pb2.Node(id=opts.node_id, cluster=opts.cluster),
@@ -427,7 +451,9 @@ def bootstrap(opts: BootstrapOptions) -> bootstrap_pb2.Bootstrap:
                 transport_api_version=2,
                 grpc_services=[
                     grpc_service_pb2.GrpcService(
-                        envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=ADS_CLUSTER)
+                        envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(
+                            cluster_name=ADS_CLUSTER, retry_policy=ads_retry_policy()
+                        )
                     )
                 ],
                 set_node_on_first_message_only=True,

@@ -11,15 +11,25 @@ checked before anything is built (counts of core/limits.py, the gateway's own cl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import ParamSpec, TypeVar
 
 from trafficsplit.core.assignment import SLOTS, Run, SlotTable
+from trafficsplit.core.capabilities import Capabilities, SplitRefusal
 from trafficsplit.core.compiled import CompiledBackend, CompiledMatch, CompiledSplit, Endpoint, Generation
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.limits import MAX_BACKENDS, MAX_ENDPOINTS, MAX_HOSTS, MAX_MATCHES, MAX_ORIGIN, MAX_SPLITS
+from trafficsplit.core.limits import (
+    MAX_BACKENDS,
+    MAX_ENDPOINTS,
+    MAX_HOSTS,
+    MAX_MATCHES,
+    MAX_NAME,
+    MAX_NAMESPACE,
+    MAX_ORIGIN,
+    MAX_SPLITS,
+)
 from trafficsplit.core.ring import DEFAULT_POINTS
 from trafficsplit.core.rules import compile_pattern
 from trafficsplit.core.spec import MatchKind
@@ -28,6 +38,8 @@ from trafficsplit.wire.reserved import RESERVED_CLUSTERS
 
 _KIND_TO_PB = MappingProxyType({MatchKind.HEADER: pb.Match.HEADER, MatchKind.COOKIE: pb.Match.COOKIE})
 _KIND_FROM_PB = MappingProxyType({v: k for k, v in _KIND_TO_PB.items()})
+_MAX_KEY = MAX_NAMESPACE + 1 + MAX_NAME  # namespace/name
+_MAX_REASON = 64
 T = TypeVar("T")
 P = ParamSpec("P")
 
@@ -281,3 +293,13 @@ def _cookie_from_proto(c: pb.Cookie, path: str, problems: list[str]) -> CookieSe
         same_site=same_site,
         partitioned=c.partitioned,
     )
+
+
+def capabilities_from_proto(c: pb.Capabilities) -> Capabilities:
+    return Capabilities(cookie_keys=c.cookie_keys)
+
+
+def refusals_from_proto(items: Sequence[pb.SplitRefusal]) -> tuple[SplitRefusal, ...]:
+    """A replica's per-split refusals as the operator keeps them: bounded in count (a generation's splits) and in each
+    field, so a misbehaving replica cannot grow the operator's memory or a status message."""
+    return tuple(SplitRefusal(r.split[:_MAX_KEY], r.reason[:_MAX_REASON], r.message) for r in list(items)[:MAX_SPLITS])

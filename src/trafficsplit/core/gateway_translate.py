@@ -1,0 +1,665 @@
+"""HTTPRoutes on our Gateways → the split model TrafficSplits compile to, and the status that implies. Pure.
+
+Each valid rule of an accepted route becomes one `CompiledSplit`, built with the same constructors a TrafficSplit
+goes through (`SplitSpec`, `BackendSpec`, `CookieSettings`, `compile_split`), so the same checks apply: its weighted
+backendRefs are the split's backends, picked by the FNV-1a hash of the session key when the rule has
+sessionPersistence (a Cookie: the split's sticky cookie) and of the request id when not. What a split cannot say
+(which requests reach it) sits beside it: per listener, per virtual host (a hostname the route and the listener
+share), the rules' matches in the spec's precedence order, each naming the split it selects (`RouteEntry`).
+
+Status follows from the same pass: per route and parent, `Accepted` (NotAllowedByListeners,
+NoMatchingListenerHostname, NoMatchingParent, UnsupportedValue) and `ResolvedRefs` (RefNotPermitted, InvalidKind,
+BackendNotFound), `PartiallyInvalid` when some rules were dropped; per listener, attachedRoutes, supportedKinds and
+conflicts. What this implementation cannot serve is reported there by name, never dropped silently. The shell (not
+built yet) writes it only after the gateway replicas ACK the generation carrying it.
+
+What the split model lacks, and this module therefore reports as UnsupportedValue: filters (header modifiers,
+redirects, rewrites, mirrors, CORS, extension refs), timeouts, retries, Header session persistence, a cookie lifetime
+enforced by the server (absoluteTimeout on a session cookie), and a route that serves every host (a split needs at
+least one host name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from trafficsplit.core.compiled import CompiledSplit, compile_split
+from trafficsplit.core.cookie import CookieSettings
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_objects import (
+    CONTROLLER_NAME,
+    GATEWAY_GROUP,
+    HTTPROUTE_KIND,
+    CookieLifetime,
+    FromNamespaces,
+    Gateway,
+    GatewayClass,
+    GrantFrom,
+    HTTPRoute,
+    Listener,
+    Namespace,
+    ParentRef,
+    PathType,
+    ReferenceGrant,
+    RouteKind,
+    RouteMatch,
+    RouteRule,
+    SessionType,
+)
+from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.resolve import ServiceInfo, SliceInfo, endpoints_for
+from trafficsplit.core.rules import Endpoint, is_dns_label
+from trafficsplit.core.spec import BackendSpec, SplitSpec
+from trafficsplit.core.status import MAX_CONDITION_MESSAGE, Condition
+
+
+class RouteReason(StrEnum):
+    """The spec's route condition reasons this implementation sets."""
+
+    ACCEPTED = "Accepted"
+    NOT_ALLOWED_BY_LISTENERS = "NotAllowedByListeners"
+    NO_MATCHING_LISTENER_HOSTNAME = "NoMatchingListenerHostname"
+    NO_MATCHING_PARENT = "NoMatchingParent"
+    UNSUPPORTED_VALUE = "UnsupportedValue"
+    RESOLVED_REFS = "ResolvedRefs"
+    REF_NOT_PERMITTED = "RefNotPermitted"
+    INVALID_KIND = "InvalidKind"
+    BACKEND_NOT_FOUND = "BackendNotFound"
+    UNSUPPORTED_PROTOCOL = "UnsupportedProtocol"
+
+
+class ListenerReason(StrEnum):
+    ACCEPTED = "Accepted"
+    UNSUPPORTED_PROTOCOL = "UnsupportedProtocol"
+    UNSUPPORTED_VALUE = "UnsupportedValue"
+    RESOLVED_REFS = "ResolvedRefs"
+    INVALID_ROUTE_KINDS = "InvalidRouteKinds"
+    NO_CONFLICTS = "NoConflicts"
+    HOSTNAME_CONFLICT = "HostnameConflict"
+    PROTOCOL_CONFLICT = "ProtocolConflict"
+    PENDING = "Pending"
+
+
+class GatewayReason(StrEnum):
+    ACCEPTED = "Accepted"
+    LISTENERS_NOT_VALID = "ListenersNotValid"
+    UNSUPPORTED_ADDRESS = "UnsupportedAddress"
+    UNSUPPORTED_VALUE = "UnsupportedValue"
+    PENDING = "Pending"
+
+
+# Programmed is the data plane's to say, after its replicas ACK (not built yet): until then it is Unknown.
+_PENDING_MESSAGE = "set once the gateway's replicas acknowledge the generation carrying it (not built yet)"
+SUPPORTED_PROTOCOLS = frozenset({"HTTP"})
+
+
+def _cond(type_: str, ok: bool | None, reason: str, message: str, generation: int) -> Condition:
+    status = "Unknown" if ok is None else "True" if ok else "False"
+    return Condition(
+        type=type_,
+        status=status,
+        reason=reason,
+        message=message[:MAX_CONDITION_MESSAGE],
+        observed_generation=generation,
+        last_transition_time=None,  # the shell's: it keeps the stored time when the status did not change
+    )
+
+
+# --- inputs and outputs -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Inputs:
+    classes: tuple[GatewayClass, ...] = ()
+    gateways: tuple[Gateway, ...] = ()
+    routes: tuple[HTTPRoute, ...] = ()
+    grants: tuple[ReferenceGrant, ...] = ()
+    namespaces: tuple[Namespace, ...] = ()
+    services: Mapping[tuple[str, str], ServiceInfo] | None = None
+    slices: Mapping[tuple[str, str], Sequence[SliceInfo]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BackendTarget:
+    """Where a split backend's traffic goes. The split model names a Service in the split's own namespace; a
+    backendRef granted into another namespace keeps its namespace here (its endpoints are resolved there)."""
+
+    backend: str  # the backend's name in the split
+    namespace: str
+    service: str
+    port: int
+    weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class RuleAction:
+    """What one rule of an accepted route does: its split (None: no backend can serve, every request answers 500),
+    and the weight of backendRefs that do not resolve, whose share of requests answers 500 per the spec."""
+
+    route: str
+    rule: int
+    split: CompiledSplit | None
+    targets: tuple[BackendTarget, ...]
+    error_weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class RouteEntry:
+    route: str
+    rule: int
+    match_index: int
+    match: RouteMatch
+
+
+@dataclass(frozen=True, slots=True)
+class VirtualHost:
+    """A hostname of a listener and every match that serves it, in precedence order (first match wins)."""
+
+    hostname: str
+    entries: tuple[RouteEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerRoutes:
+    gateway: str
+    listener: str
+    port: int
+    hosts: tuple[VirtualHost, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ParentStatus:
+    parent: ParentRef
+    conditions: tuple[Condition, ...]
+    controller_name: str = CONTROLLER_NAME
+
+
+@dataclass(frozen=True, slots=True)
+class RouteStatus:
+    route: str
+    parents: tuple[ParentStatus, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerStatus:
+    name: str
+    supported_kinds: tuple[RouteKind, ...]
+    attached_routes: int
+    conditions: tuple[Condition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayStatus:
+    gateway: str
+    conditions: tuple[Condition, ...]
+    listeners: tuple[ListenerStatus, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassStatus:
+    name: str
+    conditions: tuple[Condition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Translation:
+    listeners: tuple[ListenerRoutes, ...]
+    actions: tuple[RuleAction, ...]
+    routes: tuple[RouteStatus, ...]
+    gateways: tuple[GatewayStatus, ...]
+    classes: tuple[ClassStatus, ...]
+
+
+# --- hostnames --------------------------------------------------------------------------------------------------------
+
+
+def _under(host: str, wildcard: str) -> bool:
+    """`host` (a name or a `*.` name) lies strictly inside `wildcard`'s `*.suffix`."""
+    return wildcard.startswith("*.") and host.endswith(wildcard[1:]) and len(host) > len(wildcard) - 1
+
+
+def intersect_hostnames(listener: str | None, route: Sequence[str]) -> tuple[str, ...] | None:
+    """The hostnames a route serves through a listener: () for every host (neither names one), None when they share
+    none. The more specific of two overlapping names is the one served (a listener `*.example.com` and a route
+    `foo.example.com`: `foo.example.com`), as the HTTPRoute hostnames field specifies."""
+    if listener is None:
+        return tuple(route)
+    if not route:
+        return (listener,)
+    out: list[str] = []
+    for h in route:
+        served = h if h == listener or _under(h, listener) else listener if _under(listener, h) else None
+        if served is not None and served not in out:
+            out.append(served)
+    return tuple(out) or None
+
+
+# --- listeners --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _ListenerView:
+    listener: Listener
+    supported_kinds: tuple[RouteKind, ...]
+    conditions: tuple[Condition, ...]
+    usable: bool  # accepted, not conflicted, takes HTTPRoutes
+
+
+def _listener_views(gw: Gateway) -> list[_ListenerView]:
+    g = gw.meta.generation
+    by_port: dict[int, list[Listener]] = {}
+    for lis in gw.listeners:
+        by_port.setdefault(lis.port, []).append(lis)
+    views: list[_ListenerView] = []
+    for lis in gw.listeners:
+        conds: list[Condition] = []
+        supported = lis.protocol in SUPPORTED_PROTOCOLS
+        if not supported:
+            accepted = _cond(
+                "Accepted",
+                False,
+                ListenerReason.UNSUPPORTED_PROTOCOL,
+                f"protocol {lis.protocol[:64]!r} is not supported: only HTTP (TLS termination is not built yet)",
+                g,
+            )
+        elif lis.problems:
+            accepted = _cond("Accepted", False, ListenerReason.UNSUPPORTED_VALUE, "; ".join(lis.problems), g)
+        else:
+            accepted = _cond("Accepted", True, ListenerReason.ACCEPTED, "", g)
+        conds.append(accepted)
+        offered = (HTTPROUTE_KIND,) if supported else ()
+        wanted = lis.kinds or offered
+        kinds = tuple(k for k in wanted if k in offered)
+        invalid = [f"{k.group}/{k.kind}" for k in wanted if k not in offered]
+        if invalid:
+            conds.append(
+                _cond(
+                    "ResolvedRefs",
+                    False,
+                    ListenerReason.INVALID_ROUTE_KINDS,
+                    f"route kinds not supported on this listener: {', '.join(invalid)}",
+                    g,
+                )
+            )
+        else:
+            conds.append(_cond("ResolvedRefs", True, ListenerReason.RESOLVED_REFS, "", g))
+        same_port = by_port[lis.port]
+        if len({x.protocol for x in same_port}) > 1:
+            conflict = _cond(
+                "Conflicted",
+                True,
+                ListenerReason.PROTOCOL_CONFLICT,
+                f"port {lis.port} has listeners of two protocols",
+                g,
+            )
+        elif sum(1 for x in same_port if x.hostname == lis.hostname) > 1:
+            conflict = _cond(
+                "Conflicted",
+                True,
+                ListenerReason.HOSTNAME_CONFLICT,
+                f"another listener on port {lis.port} has hostname {lis.hostname or '(any)'}",
+                g,
+            )
+        else:
+            conflict = _cond("Conflicted", False, ListenerReason.NO_CONFLICTS, "", g)
+        conds.append(conflict)
+        conds.append(_cond("Programmed", None, ListenerReason.PENDING, _PENDING_MESSAGE, g))
+        # A Gateway we do not accept serves nothing, so none of its listeners takes a route.
+        usable = not gw.problems and accepted.ok and not conflict.ok and HTTPROUTE_KIND in kinds
+        views.append(_ListenerView(lis, kinds, tuple(conds), usable))
+    return views
+
+
+def _allows(lis: Listener, gw: Gateway, route: HTTPRoute, labels: Mapping[str, Mapping[str, str]]) -> bool:
+    if lis.namespaces is FromNamespaces.SAME:
+        return route.meta.namespace == gw.meta.namespace
+    if lis.namespaces is FromNamespaces.ALL:
+        return True
+    ns_labels = labels.get(route.meta.namespace)
+    return ns_labels is not None and lis.selector is not None and lis.selector.matches(ns_labels)
+
+
+# --- routes -----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Attachment:
+    gateway: str
+    listener: str
+    hostnames: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _RefProblem:
+    reason: RouteReason
+    message: str
+
+
+def _resolve_refs(
+    route: HTTPRoute,
+    rule: RouteRule,
+    grants: Sequence[ReferenceGrant],
+    services: Mapping[tuple[str, str], ServiceInfo],
+) -> tuple[list[tuple[BackendTarget, ServiceInfo]], list[_RefProblem], int]:
+    """The rule's backendRefs that resolve, with the problems of those that do not and their total weight."""
+    ok: list[tuple[BackendTarget, ServiceInfo]] = []
+    problems: list[_RefProblem] = []
+    error_weight = 0
+    names = [ref.name for ref in rule.backend_refs]
+    source = GrantFrom(GATEWAY_GROUP, "HTTPRoute", route.meta.namespace)
+    for j, ref in enumerate(rule.backend_refs):
+        where = f"rules[{rule.index}].backendRefs[{j}]"
+        problem: _RefProblem | None = None
+        svc = services.get((ref.namespace, ref.name))
+        if (ref.group, ref.kind) != ("", "Service"):
+            problem = _RefProblem(
+                RouteReason.INVALID_KIND, f"{where}: {ref.group or 'core'}/{ref.kind} is not a supported kind"
+            )
+        elif ref.namespace != route.meta.namespace and not any(
+            g.meta.namespace == ref.namespace and g.permits(source, "", "Service", ref.name) for g in grants
+        ):
+            problem = _RefProblem(
+                RouteReason.REF_NOT_PERMITTED,
+                f"{where}: Service {ref.namespace}/{ref.name} is in another namespace and no ReferenceGrant there "
+                "permits it",
+            )
+        elif svc is None:
+            problem = _RefProblem(
+                RouteReason.BACKEND_NOT_FOUND, f"{where}: Service {ref.namespace}/{ref.name} not found"
+            )
+        elif ref.port is None or all(p.port != ref.port for p in svc.ports):
+            have = ",".join(str(p.port) for p in svc.ports) or "none"
+            problem = _RefProblem(
+                RouteReason.BACKEND_NOT_FOUND, f"{where}: Service {svc.key} has no port {ref.port} (ports: {have})"
+            )
+        elif not is_dns_label(ref.name):
+            problem = _RefProblem(RouteReason.BACKEND_NOT_FOUND, f"{where}: {ref.name!r} is not a Service name")
+        if problem is not None:
+            problems.append(problem)
+            error_weight += ref.weight
+            continue
+        assert svc is not None and ref.port is not None
+        # The split's backend name: the Service's, made unique within the rule when two refs name the same one.
+        name = ref.name if names.count(ref.name) == 1 else f"{ref.name[:58]}-{j}"
+        ok.append((BackendTarget(name, ref.namespace, ref.name, ref.port, ref.weight), svc))
+    return ok, problems, error_weight
+
+
+def _cookie(route: HTTPRoute, rule: RouteRule) -> tuple[CookieSettings | None, list[str]]:
+    s = rule.session
+    if s is None:
+        return None, []
+    where = f"rules[{rule.index}].sessionPersistence"
+    if s.type is SessionType.HEADER:
+        # Our sticky.header reads a key the client chooses; the spec's Header type has the gateway issue the token.
+        return None, [f"{where}.type: Header is not supported (the gateway would have to issue the header token)"]
+    if s.absolute_timeout is not None and s.lifetime is not CookieLifetime.PERMANENT:
+        return None, [
+            f"{where}.absoluteTimeout: a session cookie with a server-enforced timeout is not supported (use "
+            "cookieConfig.lifetimeType Permanent: the cookie's Max-Age)"
+        ]
+    # The spec leaves the default name to the implementation: one per route rule, short and stable.
+    name = s.session_name or f"ts-{key_hash(f'{route.meta.key}/{rule.index}'):08x}"
+    try:
+        return CookieSettings(name=name, max_age=s.absolute_timeout), []
+    except SpecError as exc:
+        return None, [f"{where}.{q.replace('name:', 'sessionName:', 1)}" for q in exc.problems]
+
+
+def _build_action(
+    route: HTTPRoute,
+    rule: RouteRule,
+    hosts: tuple[str, ...],
+    resolved: list[tuple[BackendTarget, ServiceInfo]],
+    error_weight: int,
+    slices: Mapping[tuple[str, str], Sequence[SliceInfo]],
+) -> tuple[RuleAction | None, list[str]]:
+    """The rule's split, built as a TrafficSplit's is; or the reasons it cannot be (the rule is then dropped)."""
+    cookie, problems = _cookie(route, rule)
+    if problems:
+        return None, problems
+    key = route.meta.key
+    if sum(t.weight for t, _ in resolved) == 0:  # no backendRef, none resolves, or all at weight 0
+        return RuleAction(key, rule.index, None, tuple(t for t, _ in resolved), error_weight), []
+    live = resolved
+    endpoints: dict[str, tuple[Endpoint, ...]] = {}
+    for t, svc in live:
+        port = next(p for p in svc.ports if p.port == t.port)
+        endpoints[t.backend] = endpoints_for(svc, port, slices.get((t.namespace, t.service), ()))
+    try:
+        spec = SplitSpec(
+            namespace=route.meta.namespace,
+            name=f"{route.meta.name}.rule-{rule.index}",
+            hosts=hosts,
+            service=None,
+            backends=tuple(
+                BackendSpec(name=t.backend, service=t.service, port=t.port, weight=t.weight) for t, _ in live
+            ),
+            cookie=cookie,
+            endpoint_affinity=False,
+            matches=(),
+            debug_headers=False,
+        )
+        split = compile_split(spec, endpoints, observed_generation=route.meta.generation)
+    except SpecError as exc:
+        return None, [f"rules[{rule.index}]: {q}" for q in exc.problems]
+    return RuleAction(key, rule.index, split, tuple(t for t, _ in live), error_weight), []
+
+
+def _precedence(route: HTTPRoute, entry: RouteEntry) -> tuple[int, int, int, int, int, str, str, int, int]:
+    """The spec's match precedence: Exact path, then (our choice, the spec leaves it open) RegularExpression, then the
+    longest PathPrefix; a method; more header matches; more query matches; the older route; `namespace/name`; rule
+    order; match order."""
+    m = entry.match
+    rank = {PathType.EXACT: 0, PathType.REGULAR_EXPRESSION: 1, PathType.PREFIX: 2}[m.path_type]
+    return (
+        rank,
+        -len(m.path),
+        0 if m.method is not None else 1,
+        -len(m.headers),
+        -len(m.query_params),
+        route.meta.created,
+        route.meta.key,
+        entry.rule,
+        entry.match_index,
+    )
+
+
+def translate(inputs: Inputs) -> Translation:
+    """The model and the status for everything attached to our Gateways (see the module docstring)."""
+    services = inputs.services or {}
+    slices = inputs.slices or {}
+    labels = {n.name: dict(n.labels) for n in inputs.namespaces}
+    ours = {c.meta.name for c in inputs.classes if c.ours}
+    class_status = tuple(
+        ClassStatus(c.meta.name, (_cond("Accepted", True, "Accepted", "", c.meta.generation),))
+        for c in sorted(inputs.classes, key=lambda c: c.meta.name)
+        if c.ours
+    )
+    gateways = {g.meta.key: g for g in inputs.gateways if g.class_name in ours}
+    views = {key: _listener_views(g) for key, g in gateways.items()}
+    attached_count: dict[tuple[str, str], int] = {}
+    # (gateway, listener) → hostname → entries with their routes, for the precedence sort.
+    tables: dict[tuple[str, str], dict[str, list[tuple[HTTPRoute, RouteEntry]]]] = {}
+    actions: list[RuleAction] = []
+    route_status: list[RouteStatus] = []
+
+    for route in sorted(inputs.routes, key=lambda r: (r.meta.created, r.meta.key)):
+        g = route.meta.generation
+        parents: list[tuple[ParentRef, Condition | None, list[_Attachment]]] = []
+        for ref in route.parent_refs:
+            gw = gateways.get(f"{ref.namespace}/{ref.name}")
+            if (ref.group, ref.kind) != (GATEWAY_GROUP, "Gateway") or gw is None:
+                continue  # not one of our Gateways: its controller answers for it
+            parents.append((ref, *_attach(route, ref, gw, views[gw.meta.key], labels)))
+
+        # Backend resolution and the rules' own problems do not depend on the parent.
+        resolved: dict[int, tuple[list[tuple[BackendTarget, ServiceInfo]], list[_RefProblem], int]] = {
+            rule.index: _resolve_refs(route, rule, inputs.grants, services) for rule in route.rules
+        }
+        ref_problems = [p for _, probs, _ in resolved.values() for p in probs]
+        hosts = tuple(sorted({h for _, c, atts in parents if c is None for a in atts for h in a.hostnames}))
+        dropped: list[str] = []
+        route_actions: list[RuleAction] = []
+        for rule in route.rules:
+            if rule.problems:
+                dropped.extend(f"rules[{rule.index}].{q}" for q in rule.problems)
+                continue
+            if not hosts:
+                continue
+            ok, _, error_weight = resolved[rule.index]
+            action, problems = _build_action(route, rule, hosts, ok, error_weight, slices)
+            dropped.extend(problems)
+            if action is not None:
+                route_actions.append(action)
+
+        statuses: list[ParentStatus] = []
+        # Two parentRefs can reach one listener (the Gateway, and the listener by sectionName): it takes the route
+        # once, and counts it once.
+        reached: set[tuple[str, str]] = set()
+        for ref, refused, atts in parents:
+            if refused is None and hosts and not route_actions:
+                refused = _cond(
+                    "Accepted",
+                    False,
+                    RouteReason.UNSUPPORTED_VALUE,
+                    "no rule can be served: " + ("; ".join(dropped) or "the route has none"),
+                    g,
+                )
+            conds = [refused or _cond("Accepted", True, RouteReason.ACCEPTED, "", g)]
+            if ref_problems:
+                conds.append(
+                    _cond("ResolvedRefs", False, ref_problems[0].reason, "; ".join(p.message for p in ref_problems), g)
+                )
+            else:
+                conds.append(_cond("ResolvedRefs", True, RouteReason.RESOLVED_REFS, "", g))
+            if refused is None and dropped:
+                conds.append(
+                    _cond(
+                        "PartiallyInvalid",
+                        True,
+                        RouteReason.UNSUPPORTED_VALUE,
+                        "Dropped Rule(s): " + "; ".join(dropped),
+                        g,
+                    )
+                )
+            statuses.append(ParentStatus(ref, tuple(conds)))
+            if refused is not None:
+                continue
+            for a in atts:
+                if (a.gateway, a.listener) in reached:
+                    continue
+                reached.add((a.gateway, a.listener))
+                attached_count[(a.gateway, a.listener)] = attached_count.get((a.gateway, a.listener), 0) + 1
+                table = tables.setdefault((a.gateway, a.listener), {})
+                for action in route_actions:
+                    rule = route.rules[action.rule]
+                    for j, m in enumerate(rule.matches):
+                        for h in a.hostnames:
+                            table.setdefault(h, []).append((route, RouteEntry(route.meta.key, rule.index, j, m)))
+        actions.extend(route_actions)
+        if statuses:
+            route_status.append(RouteStatus(route.meta.key, tuple(statuses)))
+
+    listeners: list[ListenerRoutes] = []
+    gateway_status: list[GatewayStatus] = []
+    for key, gw in sorted(gateways.items()):
+        listener_status: list[ListenerStatus] = []
+        for v in views[key]:
+            n = attached_count.get((key, v.listener.name), 0)
+            listener_status.append(ListenerStatus(v.listener.name, v.supported_kinds, n, v.conditions))
+            by_host = tables.get((key, v.listener.name))
+            if by_host:
+                hosts_ = tuple(
+                    VirtualHost(h, tuple(e for _, e in sorted(entries, key=lambda x: _precedence(*x))))
+                    for h, entries in sorted(by_host.items())
+                )
+                listeners.append(ListenerRoutes(key, v.listener.name, v.listener.port, hosts_))
+        gateway_status.append(GatewayStatus(key, _gateway_conditions(gw, views[key]), tuple(listener_status)))
+    return Translation(tuple(listeners), tuple(actions), tuple(route_status), tuple(gateway_status), class_status)
+
+
+def _attach(
+    route: HTTPRoute,
+    ref: ParentRef,
+    gw: Gateway,
+    views: Iterable[_ListenerView],
+    labels: Mapping[str, Mapping[str, str]],
+) -> tuple[Condition | None, list[_Attachment]]:
+    """The listeners `ref` attaches the route to with the hostnames served on each, or the Accepted=False condition
+    of the first stage that leaves none (the spec's reasons, in the order it checks them)."""
+    g = route.meta.generation
+    candidates = [
+        v
+        for v in views
+        if (ref.section_name is None or v.listener.name == ref.section_name)
+        and (ref.port is None or v.listener.port == ref.port)
+    ]
+    if not candidates:
+        want = f" sectionName {ref.section_name}" if ref.section_name else ""
+        want += f" port {ref.port}" if ref.port else ""
+        return _cond(
+            "Accepted", False, RouteReason.NO_MATCHING_PARENT, f"Gateway {gw.meta.key} has no listener with{want}", g
+        ), []
+    allowed = [v for v in candidates if v.usable and _allows(v.listener, gw, route, labels)]
+    if not allowed:
+        why = "; ".join(_refusal(v, route, gw) for v in candidates)
+        return _cond("Accepted", False, RouteReason.NOT_ALLOWED_BY_LISTENERS, f"Gateway {gw.meta.key}: {why}", g), []
+    attachments: list[_Attachment] = []
+    for v in allowed:
+        hostnames = intersect_hostnames(v.listener.hostname, route.hostnames)
+        if hostnames is not None:
+            attachments.append(_Attachment(gw.meta.key, v.listener.name, hostnames))
+    if not attachments:
+        return _cond(
+            "Accepted",
+            False,
+            RouteReason.NO_MATCHING_LISTENER_HOSTNAME,
+            f"no hostname of the route matches a listener of Gateway {gw.meta.key}",
+            g,
+        ), []
+    if any(not a.hostnames for a in attachments):
+        return _cond(
+            "Accepted",
+            False,
+            RouteReason.UNSUPPORTED_VALUE,
+            "serving every host (no hostname on the route nor on the listener) is not supported yet: a split needs "
+            "at least one host name",
+            g,
+        ), []
+    return None, attachments
+
+
+def _refusal(v: _ListenerView, route: HTTPRoute, gw: Gateway) -> str:
+    """Why one listener takes no route of this kind from this namespace."""
+    name = f"listener {v.listener.name}"
+    if gw.problems:
+        return f"{name}: the Gateway is not accepted"
+    if HTTPROUTE_KIND not in v.supported_kinds:
+        return f"{name} does not take HTTPRoutes"
+    if not v.usable:
+        bad = [c for c in v.conditions if (c.type == "Conflicted") == c.ok and c.type != "Programmed"]
+        return f"{name} is not usable ({', '.join(f'{c.type}: {c.reason}' for c in bad)})"
+    if v.listener.namespaces is FromNamespaces.SAME:
+        return f"{name} takes routes from its own namespace only, not {route.meta.namespace}"
+    return f"{name}'s namespace selector does not select namespace {route.meta.namespace}"
+
+
+def _gateway_conditions(gw: Gateway, views: Sequence[_ListenerView]) -> tuple[Condition, ...]:
+    g = gw.meta.generation
+    if gw.problems:
+        reason = (
+            GatewayReason.UNSUPPORTED_ADDRESS
+            if any(p.startswith("spec.addresses") for p in gw.problems)
+            else GatewayReason.UNSUPPORTED_VALUE
+        )
+        accepted = _cond("Accepted", False, reason, "; ".join(gw.problems), g)
+    elif all(v.usable for v in views):
+        accepted = _cond("Accepted", True, GatewayReason.ACCEPTED, "", g)
+    else:
+        bad = ", ".join(v.listener.name for v in views if not v.usable)
+        some = any(v.usable for v in views)
+        accepted = _cond("Accepted", some, GatewayReason.LISTENERS_NOT_VALID, f"listeners not valid: {bad}", g)
+    return (accepted, _cond("Programmed", None, GatewayReason.PENDING, _PENDING_MESSAGE, g))

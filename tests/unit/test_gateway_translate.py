@@ -1,0 +1,459 @@
+"""The Gateway API translation's rules one at a time (the golden files in tests/testdata/gatewayapi show them together):
+hostname intersection, bounds at parse time, durations, precedence, the split is a TrafficSplit's split, status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trafficsplit.core.compiled import compile_split
+from trafficsplit.core.cookie import AffinityMinter
+from trafficsplit.core.decide import decide
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_objects import (
+    MAX_ROUTE_HOSTNAMES,
+    MAX_RULE_MATCHES,
+    parse_duration,
+    parse_gateway,
+    parse_gateway_class,
+    parse_httproute,
+)
+from trafficsplit.core.gateway_translate import Inputs, Translation, intersect_hostnames, translate
+from trafficsplit.core.resolve import ServiceInfo, ServicePort
+from trafficsplit.core.spec import parse_split
+
+CLASS = parse_gateway_class(
+    {"metadata": {"name": "ts"}, "spec": {"controllerName": "trafficsplit.dev/gateway-controller"}}
+)
+
+
+def gateway(*listeners: dict[str, Any]) -> dict[str, Any]:
+    items = list(listeners) or [{"name": "http", "port": 80, "protocol": "HTTP"}]
+    return {"metadata": {"name": "gw", "namespace": "ns"}, "spec": {"gatewayClassName": "ts", "listeners": items}}
+
+
+def route(name: str = "r", created: str = "2026-01-01T00:00:00Z", **spec: Any) -> dict[str, Any]:
+    spec.setdefault("parentRefs", [{"name": "gw"}])
+    spec.setdefault("hostnames", ["a.example.com"])
+    return {"metadata": {"name": name, "namespace": "ns", "creationTimestamp": created, "generation": 2}, "spec": spec}
+
+
+def service(name: str, namespace: str = "ns") -> ServiceInfo:
+    return ServiceInfo(namespace, name, (ServicePort("http", 80, 8080),))
+
+
+def run(
+    *routes: dict[str, Any], gw: dict[str, Any] | None = None, services: tuple[str, ...] = ("a", "b")
+) -> Translation:
+    return translate(
+        Inputs(
+            classes=(CLASS,),
+            gateways=(parse_gateway(gw or gateway()),),
+            routes=tuple(parse_httproute(r) for r in routes),
+            services={("ns", s): service(s) for s in services},
+        )
+    )
+
+
+def conditions(t: Translation, route_key: str = "ns/r") -> dict[str, tuple[str, str]]:
+    (r,) = [x for x in t.routes if x.route == route_key]
+    return {c.type: (c.status, c.reason) for c in r.parents[0].conditions}
+
+
+@pytest.mark.parametrize(
+    ("listener", "route_hosts", "served"),
+    [
+        (None, [], ()),
+        (None, ["a.example.com"], ("a.example.com",)),
+        ("a.example.com", [], ("a.example.com",)),
+        ("a.example.com", ["a.example.com", "b.example.com"], ("a.example.com",)),
+        ("*.example.com", ["a.example.com", "x.example.net"], ("a.example.com",)),
+        ("*.example.com", ["a.b.example.com"], ("a.b.example.com",)),
+        ("*.example.com", ["example.com"], None),
+        ("a.example.com", ["*.example.com"], ("a.example.com",)),
+        ("*.example.com", ["*.example.com"], ("*.example.com",)),
+        ("*.example.com", ["*.b.example.com"], ("*.b.example.com",)),
+        ("*.b.example.com", ["*.example.com"], ("*.b.example.com",)),
+        ("*.example.com", ["*.example.net"], None),
+        ("*.example.com", ["*.xexample.com", "a.xexample.com"], None),  # a suffix of labels, not of characters
+    ],
+)
+def test_hostname_intersection(listener: str | None, route_hosts: list[str], served: tuple[str, ...] | None) -> None:
+    assert intersect_hostnames(listener, route_hosts) == served
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1h", 3600), ("1h30m", 5400), ("10s", 10), ("1500ms", 2), ("1ms", 1), ("0s", 0), ("1h1m1s1ms", 3662)],
+)
+def test_durations(text: str, seconds: int) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "1", "1d", "h", "123456s", "1h1m1s1ms1h", "-1s", "1.5s", "١s"])
+def test_bad_durations(text: str) -> None:
+    assert parse_duration(text) is None
+
+
+def test_lists_over_the_crd_bounds_are_refused_while_parsing() -> None:
+    hosts = [f"h{i}.example.com" for i in range(MAX_ROUTE_HOSTNAMES + 1)]
+    with pytest.raises(SpecError, match=r"spec\.hostnames: 17 items, at most 16"):
+        parse_httproute(route(hostnames=hosts))
+    matches = [{"path": {"value": f"/{i}"}} for i in range(MAX_RULE_MATCHES + 1)]
+    with pytest.raises(SpecError, match=r"spec\.rules\[0\]\.matches: 65 items, at most 64"):
+        parse_httproute(route(rules=[{"matches": matches}]))
+    with pytest.raises(SpecError, match=r"value: 4097 characters"):
+        parse_httproute(route(rules=[{"matches": [{"headers": [{"name": "x", "value": "v" * 4097}]}]}]))
+
+
+def test_a_rule_is_the_split_a_trafficsplit_with_the_same_backends_compiles_to() -> None:
+    """Same backends, same weights, same cookie → the same backend for every session key (the FNV-1a pick)."""
+    t = run(
+        route(
+            rules=[
+                {
+                    "backendRefs": [{"name": "a", "port": 80, "weight": 70}, {"name": "b", "port": 80, "weight": 30}],
+                    "sessionPersistence": {"sessionName": "sid"},
+                }
+            ]
+        )
+    )
+    (action,) = t.actions
+    assert action.split is not None
+    ts = compile_split(
+        parse_split(
+            "ns",
+            "ts",
+            {
+                "hosts": ["a.example.com"],
+                "backends": [{"name": "a", "port": 80, "weight": 70}, {"name": "b", "port": 80, "weight": 30}],
+                "sticky": {"cookie": {"name": "sid"}},
+            },
+        )
+    )
+    minter = AffinityMinter()
+    picks = {"a": 0, "b": 0}
+    for k in range(2000):
+        lines = [f"sid=key-{k}"]
+        mine = decide(action.split, cookie_lines=lines, request_id="", header=lambda _: None, minter=minter)
+        theirs = decide(ts, cookie_lines=lines, request_id="", header=lambda _: None, minter=minter)
+        assert mine.backend.name == theirs.backend.name
+        picks[mine.backend.name] += 1
+    assert 1300 < picks["a"] < 1500  # 70 % of 2000, give or take the hash's spread
+
+
+def test_without_session_persistence_the_key_is_the_request_id() -> None:
+    t = run(route(rules=[{"backendRefs": [{"name": "a", "port": 80}]}]))
+    (action,) = t.actions
+    assert action.split is not None and action.split.cookie is None and not action.split.sticky
+
+
+def test_the_split_checks_apply_a_session_name_that_is_no_cookie_name_drops_the_rule() -> None:
+    t = run(
+        route(
+            rules=[
+                {"backendRefs": [{"name": "a", "port": 80}], "sessionPersistence": {"sessionName": "a b"}},
+                {"matches": [{"path": {"value": "/ok"}}], "backendRefs": [{"name": "a", "port": 80}]},
+            ]
+        )
+    )
+    assert [a.rule for a in t.actions] == [1]
+    (parent,) = t.routes[0].parents
+    partly = next(c for c in parent.conditions if c.type == "PartiallyInvalid")
+    assert partly.message.startswith("Dropped Rule")
+    assert "sessionName: 'a b' is not an RFC 6265 cookie name" in partly.message
+
+
+def test_precedence_across_routes() -> None:
+    older = route(
+        "older",
+        "2026-01-01T00:00:00Z",
+        rules=[
+            {
+                "matches": [
+                    {"path": {"type": "PathPrefix", "value": "/"}},
+                    {"path": {"type": "PathPrefix", "value": "/api"}},
+                    {"path": {"type": "PathPrefix", "value": "/api"}, "headers": [{"name": "X", "value": "1"}]},
+                ],
+                "backendRefs": [{"name": "a", "port": 80}],
+            }
+        ],
+    )
+    newer = route(
+        "newer",
+        "2026-02-01T00:00:00Z",
+        rules=[
+            {
+                "matches": [
+                    {"path": {"type": "Exact", "value": "/api/x"}},
+                    {"path": {"type": "PathPrefix", "value": "/api"}},
+                    {"path": {"type": "PathPrefix", "value": "/api"}, "method": "GET"},
+                    {"path": {"type": "PathPrefix", "value": "/api"}, "queryParams": [{"name": "q", "value": "1"}]},
+                ],
+                "backendRefs": [{"name": "b", "port": 80}],
+            }
+        ],
+    )
+    for order in ((older, newer), (newer, older)):  # the input order does not matter
+        t = run(*order)
+        (lr,) = t.listeners
+        (vh,) = lr.hosts
+        assert [(e.route, e.match_index) for e in vh.entries] == [
+            ("ns/newer", 0),  # Exact
+            ("ns/newer", 2),  # the longest prefix, with a method
+            ("ns/older", 2),  # then more headers
+            ("ns/newer", 3),  # then more query params
+            ("ns/older", 1),  # then the older route
+            ("ns/newer", 1),
+            ("ns/older", 0),  # the shortest prefix last
+        ]
+
+
+def test_unresolved_refs_keep_their_share_as_errors() -> None:
+    t = run(
+        route(rules=[{"backendRefs": [{"name": "a", "port": 80, "weight": 3}, {"name": "gone", "port": 80}]}]),
+        services=("a",),
+    )
+    (action,) = t.actions
+    assert action.error_weight == 1 and action.split is not None
+    assert [b.name for b in action.split.backends] == ["a"]
+    assert conditions(t)["ResolvedRefs"] == ("False", "BackendNotFound")
+    assert conditions(t)["Accepted"] == ("True", "Accepted")
+
+
+def test_listeners_on_one_port_with_two_protocols_conflict() -> None:
+    t = run(
+        route(),
+        gw=gateway(
+            {"name": "a", "port": 80, "protocol": "HTTP", "hostname": "a.example.com"},
+            {"name": "b", "port": 80, "protocol": "TCP"},
+        ),
+    )
+    (gs,) = t.gateways
+    for ls in gs.listeners:
+        conflicted = next(c for c in ls.conditions if c.type == "Conflicted")
+        assert (conflicted.status, conflicted.reason) == ("True", "ProtocolConflict")
+        assert ls.attached_routes == 0
+    assert conditions(t)["Accepted"] == ("False", "NotAllowedByListeners")
+
+
+def test_attached_routes_count_accepted_routes_only() -> None:
+    t = run(
+        route("r"),
+        route("s", hostnames=["b.example.com"]),
+        route("u", hostnames=["c.example.com"], rules=[{"filters": [{"type": "CORS"}]}]),
+    )
+    (gs,) = t.gateways
+    assert gs.listeners[0].attached_routes == 2
+    assert conditions(t, "ns/u")["Accepted"] == ("False", "UnsupportedValue")
+
+
+def test_routes_of_other_controllers_get_no_status_from_us() -> None:
+    other = parse_gateway_class({"metadata": {"name": "other"}, "spec": {"controllerName": "example.com/x"}})
+    gw = gateway()
+    gw["spec"]["gatewayClassName"] = "other"
+    t = translate(Inputs(classes=(CLASS, other), gateways=(parse_gateway(gw),), routes=(parse_httproute(route()),)))
+    assert t.routes == () and t.gateways == () and t.listeners == ()
+    assert [c.name for c in t.classes] == ["ts"]
+
+
+def test_two_parent_refs_to_one_listener_attach_the_route_once() -> None:
+    """attachedRoutes counts routes, and a request must meet each of a route's matches once, however many of its
+    parentRefs reach the same listener (here: the whole Gateway, and the listener by its sectionName)."""
+    t = run(route(parentRefs=[{"name": "gw"}, {"name": "gw", "sectionName": "http"}]))
+    (gs,) = t.gateways
+    assert gs.listeners[0].attached_routes == 1
+    (lr,) = t.listeners
+    (vh,) = lr.hosts
+    assert [(e.route, e.rule, e.match_index) for e in vh.entries] == [("ns/r", 0, 0)]
+    assert conditions(t)["Accepted"] == ("True", "Accepted")
+
+
+def test_requests_meet_the_rules_in_precedence_order() -> None:
+    """The precedence golden case read by requests: each request reaches the match the spec gives it."""
+    from tests.unit.gatewayapi import inputs_of, load
+    from trafficsplit.core.gateway_match import RouteTable
+
+    inputs, _ = inputs_of(load("precedence"))
+    (listener,) = translate(inputs).listeners
+    table = RouteTable(listener)
+
+    def hit(path: str, method: str = "GET", headers: dict[str, str] | None = None, **query: str) -> str | None:
+        h = headers or {}
+        e = table.select("WWW.example.com:80", path, method, lambda n: h.get(n), query)
+        return None if e is None else f"{e.route}#{e.match_index}"
+
+    assert hit("/api/health") == "web/older#1"  # Exact beats every prefix
+    assert hit("/api/v2/items") == "web/older#3"  # the regex, ranked before prefixes
+    assert hit("/api", "POST") == "web/newer#1"  # a method beats headers at the same prefix
+    assert hit("/api/x", headers={"x-version": "2", "x-tier": "gold"}) == "web/newer#2"  # more headers
+    assert hit("/api/x", headers={"x-version": "2", "x-tier": "bronze"}) == "other/a-same-age#0"  # regex fails
+    assert hit("/api/x", debug="1", beta="yes") == "web/older#2"  # query params
+    # /api prefix, equal matches: the older routes first, and of two as old, other/… before web/…
+    assert hit("/api/x") == "other/a-same-age#0"
+    assert hit("/apis") == "web/older#4"  # /api matches whole segments only: falls to "/"
+    assert hit("/") == "web/older#4"
+    assert table.select("other.example.com", "/") is None  # no virtual host: the spec's 404
+
+
+def test_wildcard_virtual_hosts_take_the_longest_suffix() -> None:
+    from tests.unit.gatewayapi import inputs_of, load
+    from trafficsplit.core.gateway_match import RouteTable
+
+    inputs, _ = inputs_of(load("hostnames"))
+    wild = next(lr for lr in translate(inputs).listeners if lr.listener == "wild")
+    table = RouteTable(wild)
+
+    def route_of(host: str) -> str | None:
+        e = table.select(host, "/")
+        return None if e is None else e.route
+
+    assert route_of("foo.example.com") == "web/exact-and-foreign"
+    assert route_of("x.deep.example.com") == "web/wildcards"
+    assert route_of("bar.example.com") == "web/wildcards"
+    assert route_of("example.com") is None
+    assert route_of(".example.com") is None
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.text(max_size=12)
+    | st.sampled_from(
+        ["Exact", "PathPrefix", "RegularExpression", "/", "gw", "a", "Cookie", "Header", "Permanent", "1h", "HTTP"]
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.text(max_size=8)
+            | st.sampled_from(
+                [
+                    "path",
+                    "type",
+                    "value",
+                    "name",
+                    "port",
+                    "weight",
+                    "matches",
+                    "backendRefs",
+                    "headers",
+                    "sessionPersistence",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=20,
+)
+_PLACES = ("spec", "rules", "rule", "match", "backendRef", "parentRef", "session", "hostnames")
+
+
+@settings(max_examples=200, deadline=None)
+@given(place=st.sampled_from(_PLACES), value=_JSON)
+def test_hostile_route_bodies_are_refused_by_name_or_translated(place: str, value: Any) -> None:
+    """Whatever a body holds where, parsing raises SpecError or gives a value that translates; nothing else."""
+    rule: dict[str, Any] = {"matches": [{"path": {"value": "/"}}], "backendRefs": [{"name": "a", "port": 80}]}
+    body = route(rules=[rule])
+    if place == "spec":
+        body["spec"] = value
+    elif place == "rules":
+        body["spec"]["rules"] = value
+    elif place == "rule":
+        body["spec"]["rules"] = [value]
+    elif place == "match":
+        rule["matches"] = [value]
+    elif place == "backendRef":
+        rule["backendRefs"] = [value]
+    elif place == "parentRef":
+        body["spec"]["parentRefs"] = [value]
+    elif place == "session":
+        rule["sessionPersistence"] = value
+    else:
+        body["spec"]["hostnames"] = value
+    try:
+        parsed = parse_httproute(body)
+    except SpecError as exc:
+        assert exc.problems and all(isinstance(p, str) and ":" in p for p in exc.problems)
+        return
+    translate(Inputs(classes=(CLASS,), gateways=(parse_gateway(gateway()),), routes=(parsed,)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(place=st.sampled_from(("spec", "listeners", "listener", "allowedRoutes")), value=_JSON)
+def test_hostile_gateway_bodies_are_refused_by_name_or_translated(place: str, value: Any) -> None:
+    body = gateway()
+    if place == "spec":
+        body["spec"] = value
+    elif place == "listeners":
+        body["spec"]["listeners"] = value
+    elif place == "listener":
+        body["spec"]["listeners"] = [value]
+    else:
+        body["spec"]["listeners"][0]["allowedRoutes"] = value
+    try:
+        parsed = parse_gateway(body)
+    except SpecError as exc:
+        assert exc.problems and all(isinstance(p, str) and ":" in p for p in exc.problems)
+        return
+    translate(Inputs(classes=(CLASS,), gateways=(parsed,), routes=(parse_httproute(route()),)))
+
+
+def test_a_gateway_that_is_not_accepted_takes_no_route() -> None:
+    gw = gateway()
+    gw["spec"]["addresses"] = [{"type": "IPAddress", "value": "192.0.2.1"}]
+    t = run(route(), gw=gw)
+    (gs,) = t.gateways
+    accepted = gs.conditions[0]
+    assert (accepted.type, accepted.status, accepted.reason) == ("Accepted", "False", "UnsupportedAddress")
+    assert gs.listeners[0].attached_routes == 0
+    assert t.listeners == () and t.actions == ()
+    assert conditions(t)["Accepted"] == ("False", "NotAllowedByListeners")
+
+
+def test_status_echoes_the_parent_ref_as_written() -> None:
+    """A status entry names its parentRef as the spec holds it (the API server defaults group and kind, not the
+    namespace): the conformance suite compares them field by field, and a namespace we add is a mismatch."""
+    t = run(route(parentRefs=[{"name": "gw"}, {"name": "gw", "namespace": "ns", "sectionName": "http"}]))
+    (r,) = t.routes
+    assert [p.parent.to_dict() for p in r.parents] == [
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"},
+        {
+            "group": "gateway.networking.k8s.io",
+            "kind": "Gateway",
+            "namespace": "ns",
+            "name": "gw",
+            "sectionName": "http",
+        },
+    ]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"matches": 5},  # counted against the route-wide bound before the rule is read
+        {"backendRefs": "abc"},  # read for filters before the rule is read
+        {"backendRefs": [{"name": "a", "port": 80, "filters": 7}]},
+    ],
+)
+def test_mistyped_rule_fields_are_named_problems(rule: dict[str, Any]) -> None:
+    with pytest.raises(SpecError, match=r"spec\.rules\[0\]\."):
+        parse_httproute(route(rules=[rule]))
+
+
+def test_an_oversized_backend_ref_list_is_refused_before_it_is_walked() -> None:
+    refs = [{"name": "a", "port": 80, "filters": [{"type": "CORS"}]}] * 10_000
+    with pytest.raises(SpecError) as info:
+        parse_httproute(route(rules=[{"backendRefs": refs}]))
+    assert info.value.problems == ("spec.rules[0].backendRefs: 10000 items, at most 16 are allowed",)
+
+
+def test_top_level_problems_name_the_field_from_the_root() -> None:
+    with pytest.raises(SpecError) as info:
+        parse_httproute({"metadata": 5, "spec": []})
+    assert info.value.problems[0] == "metadata: expected an object"
+    assert "spec: expected an object" in info.value.problems
