@@ -235,3 +235,54 @@ def test_arguments_that_are_not_text_exit_2_from_a_real_argv() -> None:
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.count(b"\n") == 1 and b"Traceback" not in done.stderr, done.stderr
+
+
+# Issue 18, item 7: the CLI's rough edges.
+def test_simulate_one_replica_is_computed_and_the_loss_is_not_applicable(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "simulate", "--clients", "major:1:2000,medium:9:400,minor:90:50", "--replicas", "1")
+    assert code == 0, err
+    assert "  non-sticky            10100   imbalance 1.00" in out
+    assert "3. losing a replica: n/a (one replica: none can be lost and leave a survivor)" in out
+    doc = run_json(capsys, "simulate", "--clients", "major:1:2000,medium:9:400,minor:90:50", "--replicas", "1")
+    assert doc["lost"] == [] and doc["loss"] is None and doc["moved_on_loss"] is None
+    assert all(r["load_after_loss"] is None for r in doc["rules"].values())
+    assert doc["rebinding"]["non-sticky"]["clients"] == 0
+
+
+def test_plan_with_a_name_and_from_to_says_which_forms_clash(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "plan", "shop", "--from", "a=1", "--to", "a=2")
+    assert code == 2 and out == ""
+    assert err == "trafficsplit plan: error: give either --from/--to or NAME --set, not both\n"
+    code, _, err = run(capsys, "plan", "shop")
+    assert (
+        code == 2 and err == "trafficsplit plan: error: plan shop needs --set NAME=W,... (the backends that change)\n"
+    )
+
+
+@pytest.mark.parametrize("option", ["--from", "--to"])
+def test_plan_refuses_a_backend_name_the_crd_refuses(capsys: pytest.CaptureFixture[str], option: str) -> None:
+    good, bad = "a=1", "a b=1"
+    argv = ["plan", "--from", bad if option == "--from" else good, "--to", bad if option == "--to" else good]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert f"{option}: backends[0].name: 'a b' must be a DNS label" in err, err
+
+
+def test_pick_refuses_a_backend_name_the_crd_refuses(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "pick", "--weights", "Stable=1", "k")
+    assert code == 2 and "backends[0].name: 'Stable' must be a DNS label" in err, err
+
+
+def test_the_kubectl_plugin_names_itself_kubectl_trafficsplit(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # kubectl runs the plugin as `kubectl-trafficsplit`; its help and errors must say what the user typed.
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/kubectl-trafficsplit", "plan", "--help"])
+    assert main() == 0
+    assert "usage: kubectl trafficsplit plan" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/kubectl-trafficsplit", "pick", "--weights", "a=-1", "k"])
+    assert main() == 2
+    assert capsys.readouterr().err.startswith("kubectl trafficsplit pick: error: ")
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/trafficsplit", "plan", "--help"])
+    assert main() == 0
+    assert "usage: trafficsplit plan" in capsys.readouterr().out

@@ -220,3 +220,18 @@ def test_capacity_when_the_largest_session_alone_exceeds_the_budget() -> None:
 def test_rejects_scenarios(kwargs: dict[str, object], fragment: str) -> None:
     with pytest.raises(SpecError, match=fragment.replace(".", r"\.")):
         simulate(MIX, 3, **kwargs)  # type: ignore[arg-type]
+
+
+def test_one_replica_is_computed_and_losing_it_is_not_applicable() -> None:
+    # Issue 18: `--replicas 1` exited 2 ("lose: at least one replica must survive") although 1..1000 are accepted.
+    sim = simulate(MIX, 1)
+    assert sim.replicas == ("k1",) and sim.added == ("k2",) and sim.lost == ()
+    assert sim.loss is None and sim.moved_on_loss is None
+    for r in sim.rules.values():
+        assert r.load == (10100,) and r.imbalance == 1 and r.load_after_loss is None
+    # Adding k2 still bills: modulo 2 and the two-member ring, checked directly.
+    names = [c for c, _ in expand_clients(MIX)]
+    assert sim.rebinding["sticky-modulo"].clients == sum(key_hash(n) % 2 == 1 for n in names)
+    assert sim.rebinding["sticky-consistent"].clients == sum(Ring(("k1", "k2")).owner(n) == "k2" for n in names)
+    with pytest.raises(SpecError, match="at least one replica must survive"):
+        simulate(MIX, 1, lose=("k1",))
