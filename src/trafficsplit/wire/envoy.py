@@ -28,7 +28,6 @@ The names here (headers, metadata namespace, cluster names) are the contract bet
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -46,6 +45,7 @@ from google.protobuf.message import Message
 
 from trafficsplit.core import disclosure
 from trafficsplit.core.compiled import CompiledBackend, CompiledSplit, Generation
+from trafficsplit.core.cookie import cookie_present_regex
 
 ROUTING_HEADER = "x-trafficsplit-cluster"
 DECISION_HEADER = "x-trafficsplit-decision"
@@ -257,11 +257,10 @@ def fallback_routes(split: CompiledSplit, generation: int) -> list[route_compone
     routes = []
     if split.cookie is not None:
         name = split.cookie.name
+        # Only a VALID affinity cookie takes this route, as only a valid one is a session id to the processor.
         present = route_components_pb2.HeaderMatcher(
             name="cookie",
-            string_match=string_pb2.StringMatcher(
-                safe_regex=regex_pb2.RegexMatcher(regex=f"(?:.*[;,])?\\s*{re.escape(name)}=.*")
-            ),
+            string_match=string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=cookie_present_regex(name))),
         )
         action = route_components_pb2.RouteAction(
             weighted_clusters=_fallback_clusters(split, generation, "cookie"),
