@@ -6,11 +6,14 @@ import io
 import json
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from trafficsplit.cli.main import SUBCOMMANDS, main
+from trafficsplit.cli import main as main_module
+from trafficsplit.cli.main import SUBCOMMANDS, build_parser, main, package_version, program_name
 from trafficsplit.core.ring import Ring
 
 
@@ -161,7 +164,6 @@ def test_simulate_text(capsys: pytest.CaptureFixture[str]) -> None:
         (["simulate", "--clients", "a:1:1", "--replicas", "2", "--lose", "k1,,k2"], "--lose: 'k1,,k2' must be"),
         (["simulate", "--clients", "a:1:1", "--replicas", "2", "--amdahl", "2,x"], "--amdahl: '2,x' must be"),
         (["nope"], "invalid choice"),
-        ([], "required: COMMAND"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str) -> None:
@@ -286,3 +288,43 @@ def test_the_kubectl_plugin_names_itself_kubectl_trafficsplit(
     monkeypatch.setattr(sys, "argv", ["/usr/local/bin/trafficsplit", "plan", "--help"])
     assert main() == 0
     assert "usage: trafficsplit plan" in capsys.readouterr().out
+
+
+def test_bare_prints_the_help_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    # As `kubectl` and cobra-based plugins do: asking what the tool does is not an error.
+    code, out, err = run(capsys)
+    assert code == 0 and err == ""
+    assert out.startswith("usage: trafficsplit [-h] [--version] COMMAND ...")
+    assert all(name in out for name in SUBCOMMANDS)
+
+
+def test_version_is_the_package_version(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"trafficsplit {metadata.version('trafficsplit')}\n"
+
+    def not_installed(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    # From a source tree that was never installed: pyproject's version, marked.
+    monkeypatch.setattr(metadata, "version", not_installed)
+    pyproject = Path(main_module.__file__).resolve().parents[3] / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text())["project"]["version"]
+    assert package_version() == f"{declared} (source tree, not installed)"
+
+
+@pytest.mark.parametrize(
+    ("argv0", "prog"),
+    [
+        ("/usr/local/bin/kubectl-trafficsplit", "kubectl trafficsplit"),
+        ("kubectl-trafficsplit", "kubectl trafficsplit"),
+        ("/usr/local/bin/trafficsplit", "trafficsplit"),
+        ("/x/trafficsplit/cli/__main__.py", "trafficsplit"),
+        ("", "trafficsplit"),
+    ],
+)
+def test_program_name_from_argv0(argv0: str, prog: str) -> None:
+    assert program_name(argv0) == prog

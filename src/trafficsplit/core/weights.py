@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.limits import MAX_BACKENDS as MAX_BACKENDS  # re-exported: its home before core.limits
+from trafficsplit.core.rules import backend_name_problems
 
 MAX_WEIGHT = 1_000_000
 # ASCII digits only: str.isdigit() also accepts '²' and other digits that int() refuses with a ValueError.
@@ -42,6 +43,9 @@ class Weights:
 
     def __post_init__(self) -> None:
         problems = weight_problems(self.names, self.weights)
+        # The names obey the CRD's rule too, so a list typed on the command line (`plan --from`, `pick --weights`)
+        # is refused as the API server would refuse it. (The spec parser checks names with the backend's own fields.)
+        problems += [f"backends[{i}].{p}" for i, n in enumerate(self.names) if n for p in backend_name_problems(n)]
         if problems:
             raise SpecError(problems)
         bounds: list[int] = []
