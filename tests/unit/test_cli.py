@@ -106,6 +106,18 @@ def test_simulate_json_names_the_peak_drop_and_the_capacity_model(capsys: pytest
     cap = doc["capacity"]
     assert cap["even_replicas"] == 5 and cap["rules"]["sticky-modulo"]["busiest_rps"] == pytest.approx(509.90099)
     assert cap["largest_session"]["max_share_within_target"] == pytest.approx(0.21)
+    # Both definitions of replicas needed, named; the per-count table (peak / S(n), its utilization, speedups).
+    needed = {r: (v["replicas_needed_by_search"], v["replicas_needed_by_imbalance"]) for r, v in cap["rules"].items()}
+    assert needed == {"non-sticky": (5, 4), "sticky-modulo": (23, 6), "sticky-consistent": (25, 5)}
+    assert all(v["replicas_needed"] == v["replicas_needed_by_search"] for v in cap["rules"].values())
+    rows = cap["by_replicas"]
+    assert [r["replicas"] for r in rows] == [3, 4, 8, 16, 64, None]
+    s = 2000 / 10100
+    for row, sp in zip(rows, doc["speedups"], strict=True):
+        bound = 1 / s if row["replicas"] is None else 1 / (s + (1 - s) / row["replicas"])
+        assert sp["sticky"] == pytest.approx(bound) and sp["non_sticky"] == row["replicas"]
+        assert row["busiest_lower_bound_rps"] == pytest.approx(1000 / bound, abs=1e-6)
+        assert row["busiest_lower_bound_utilization"] == pytest.approx(1000 / bound / 300, abs=1e-6)
     doc = run_json(capsys, *argv, "--points", "50", "--add", "x,y", "--lose", "k2,k3", "--amdahl", "2,5")
     assert doc["added"] == ["x", "y"] and len(doc["rules"]["sticky-consistent"]["load_after_loss"]) == 1
     assert [a["replicas"] for a in doc["amdahl"]] == [2, 5, None]
@@ -243,7 +255,7 @@ def test_arguments_that_are_not_text_exit_2_from_a_real_argv() -> None:
 def test_simulate_one_replica_is_computed_and_the_loss_is_not_applicable(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "simulate", "--clients", "major:1:2000,medium:9:400,minor:90:50", "--replicas", "1")
     assert code == 0, err
-    assert "  non-sticky            10100   imbalance 1.00" in out
+    assert f"  {'non-sticky':<18} {10100:>6}   imbalance 1.00" in out
     assert "3. losing a replica: n/a (one replica: none can be lost and leave a survivor)" in out
     doc = run_json(capsys, "simulate", "--clients", "major:1:2000,medium:9:400,minor:90:50", "--replicas", "1")
     assert doc["lost"] == [] and doc["loss"] is None and doc["moved_on_loss"] is None
