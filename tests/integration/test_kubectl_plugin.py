@@ -107,7 +107,7 @@ def managers(kube: ControlPlane, namespace: str, name: str) -> dict[str, list[st
 def test_plan_reads_the_live_weights(trafficsplit_crd: ControlPlane, namespace: str, plugin: Plugin) -> None:
     apply(trafficsplit_crd, ts_manifest(namespace, "shop", canary_spec()))
 
-    # Only canary named: stable keeps 95, so the total changes to 105 and sessions move both ways (SPEC §2).
+    # Only canary named: stable keeps 95, so the total changes to 105 and sessions move both ways (docs/spec.md §2).
     out = plugin("plan", "shop", "-n", namespace, "--set", "canary=10").stdout
     assert out.splitlines()[0] == f"trafficsplit {namespace}/shop"
     assert "from stable=95,canary=5 (total 100) to stable=95,canary=10 (total 105)" in out

@@ -1,4 +1,4 @@
-"""SPEC §2: the weighted pick, its determinism, and that realised ratios follow the weights (chi-square)."""
+"""docs/spec.md §2: the weighted pick, its determinism, and that realised ratios follow the weights (chi-square)."""
 
 from __future__ import annotations
 

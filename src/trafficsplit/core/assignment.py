@@ -34,7 +34,7 @@ _RUN = re.compile(r"([0-9]{1,2})x([0-9]{1,5})")
 
 
 class AssignmentMode(StrEnum):
-    HASH = "hash"  # the seed's pick: slot = key_hash % total over running sums (SPEC §2)
+    HASH = "hash"  # the seed's pick: slot = key_hash % total over running sums (docs/spec.md §2)
     MINIMAL = "minimal"  # this module's slot table
 
 

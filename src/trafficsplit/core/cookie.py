@@ -100,7 +100,7 @@ class SameSite(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CookieSettings:
-    """What a TrafficSplit says about its sticky cookie; defaults are SPEC §4's.
+    """What a TrafficSplit says about its sticky cookie; defaults are docs/spec.md §4's.
 
     Checks itself (every attribute reaches a Set-Cookie header): the parser and the publish receiver build it, so
     both refuse the same cookies. Problems name the resource's fields (`sameSite`, `maxAge`)."""

@@ -1,4 +1,4 @@
-"""Weighted backend lists and the stateless weighted pick (SPEC §2).
+"""Weighted backend lists and the stateless weighted pick (docs/spec.md §2).
 
 A `Weights` value is the ordered (name, weight) list a TrafficSplit declares. The pick walks the running sums; it keeps
 no counters, so two replicas holding the same weights answer the same for the same key.

@@ -207,7 +207,7 @@ def first_host(spec: SplitSpec) -> str:
 
 def flip_recipe(split: DemoSplit, examples_arg: str) -> list[str]:
     """How to move traffic by editing the example: a blue-green flip when a backend waits at weight 0, else a ramp
-    of 5 that keeps the total (so only the sessions that must move are re-pinned, SPEC §2)."""
+    of 5 that keeps the total (so only the sessions that must move are re-pinned, docs/spec.md §2)."""
     backends = split.spec.backends
     path = f"{examples_arg}/{split.source}"
     if len(backends) < 2:

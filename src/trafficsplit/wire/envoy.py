@@ -2,7 +2,7 @@
 
 What Envoy gets per generation, all over ADS:
 - CDS: one EDS cluster per backend, named by `CompiledBackend.cluster`. When the split asks for endpoint affinity
-  (SPEC §5) the cluster's policy is `override_host`: Envoy sends the request to the exact endpoint the processor chose
+  (docs/spec.md §5) the cluster's policy is `override_host`: Envoy sends the request to the exact endpoint the processor chose
   on the core's ring (dynamic metadata `trafficsplit:endpoint`, which clients cannot set), and only when that host has
   just left (or the processor did not decide) falls back to its own RING_HASH over the request's hash policy.
 - EDS: each cluster's READY endpoints (readiness is the generation's, so Envoy and the pick agree on eligibility).
