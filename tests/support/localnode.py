@@ -536,7 +536,8 @@ def _write_configs(work: Path, pki: NodePki, images: Images, kubeconfigs: dict[s
     cfg = work / "config"
     cfg.mkdir(parents=True, exist_ok=True)
     cd = work / "containerd"
-    # containerd 1.6's CRI settings (docs/testing.md, "The node"): restrict_oom_score_adj is what lets any sandbox start here.
+    # containerd 1.6's CRI settings (docs/testing.md, "The node"): restrict_oom_score_adj is what lets any sandbox start
+    # here.
     containerd_toml = f"""version = 2
 root = "{cd / "root"}"
 state = "{cd / "state"}"

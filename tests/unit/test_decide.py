@@ -1,4 +1,5 @@
-"""docs/spec.md §3 and §6: key choice, match rules before the pick, failover that moves only the failed branch, disclosure."""
+"""docs/spec.md §3 and §6: key choice, match rules before the pick, failover that moves only the failed branch,
+disclosure."""
 
 from __future__ import annotations
 
@@ -136,8 +137,8 @@ def test_disclosure_fields() -> None:
 
 
 def test_match_cookie_reading_uses_the_same_reader() -> None:
-    # docs/spec.md §4's reading rules apply to a match cookie too: any Cookie line, whitespace trimmed, quotes removed, an
-    # invalid value skipped in favour of a later valid duplicate.
+    # docs/spec.md §4's reading rules apply to a match cookie too: any Cookie line, whitespace trimmed, quotes removed,
+    # an invalid value skipped in favour of a later valid duplicate.
     s = split((("stable", 100), ("canary", 0)), **MATCHES)
     for cookies in (["a=1", ' beta = "yes" '], ["beta=é; beta=yes"]):
         assert read_cookie(cookies, "beta") == "yes"

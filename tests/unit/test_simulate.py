@@ -98,7 +98,8 @@ def test_bills_on_the_reference_mix() -> None:
     # Stickiness pins the 2000-request client: both sticky rules are less even than round robin.
     assert sim.rules["sticky-modulo"].imbalance > sim.rules["non-sticky"].imbalance
     assert sim.rules["sticky-consistent"].imbalance > sim.rules["non-sticky"].imbalance
-    # The consistent ring rebinds fewer clients than modulo when a replica is added (docs/spec.md §5's reason for the ring).
+    # The consistent ring rebinds fewer clients than modulo when a replica is added (docs/spec.md §5's reason for the
+    # ring).
     assert sim.rebinding["sticky-consistent"].clients < sim.rebinding["sticky-modulo"].clients
 
 
@@ -135,8 +136,8 @@ def test_parse_rows_rejects(text: str) -> None:
 
 
 def test_peak_drop_compares_the_peaks_whichever_replica_holds_them() -> None:
-    # docs/spec.md §8: 1 − (busiest load after) / (busiest load before). Sticky-modulo on the reference mix: the peak is k3's
-    # 5150 before and k1's 4450 after adding k4, so the peak drops 13.59 %, though k3 itself drops 65 %.
+    # docs/spec.md §8: 1 − (busiest load after) / (busiest load before). Sticky-modulo on the reference mix: the peak is
+    # k3's 5150 before and k1's 4450 after adding k4, so the peak drops 13.59 %, though k3 itself drops 65 %.
     sim = simulate(MIX, 3)
     r = sim.rules["sticky-modulo"]
     assert r.load == (2700, 2250, 5150) and r.load_after_add == (4450, 2400, 1800, 1450)

@@ -44,8 +44,8 @@ class CompiledBackend:
     port: int
     endpoints: tuple[Endpoint, ...] = ()
     drain: bool = False  # sticky.mode persistent, weight 0: its sessions stay while it has ready endpoints
-    # docs/spec.md §6: a backend with no ready endpoint is not eligible. Derived once here, not per request: decide() reads it
-    # for every failover check and every matching rule.
+    # docs/spec.md §6: a backend with no ready endpoint is not eligible. Derived once here, not per request: decide()
+    # reads it for every failover check and every matching rule.
     eligible: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -109,7 +109,8 @@ class CompiledSplit:
     observed_generation: int = 0
     # sticky.header.name: the key comes from this request header when present, before the cookie (lowercase).
     key_header: str | None = None
-    # spec.assignment: minimal: the slot table the pick reads (core/assignment.py); None: the hash pick (docs/spec.md §2).
+    # spec.assignment: minimal: the slot table the pick reads (core/assignment.py); None: the hash pick (docs/spec.md
+    # §2).
     table: SlotTable | None = None
     # sticky.mode: persistent (core/persistent.py): sessions keep the backend their sealed cookie names.
     persistent: bool = False
@@ -121,8 +122,8 @@ class CompiledSplit:
     # Failover (docs/spec.md §6): the eligible backends' own weights and order, and their indexes in `backends`.
     # None when every backend is eligible (nothing to fail over) or when no eligible backend carries weight.
     failover: tuple[Weights, tuple[int, ...]] | None = field(init=False)
-    # Per backend, the ring of its ready endpoints when the split pins pods (docs/spec.md §5), else None. Built here, once per
-    # generation, so every replica holding the generation pins the same pod for the same key.
+    # Per backend, the ring of its ready endpoints when the split pins pods (docs/spec.md §5), else None. Built here,
+    # once per generation, so every replica holding the generation pins the same pod for the same key.
     rings: tuple[Ring | None, ...] = field(init=False, repr=False, compare=False)
     _hash: int | None = field(default=None, init=False, repr=False, compare=False)
 

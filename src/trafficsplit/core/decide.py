@@ -45,7 +45,7 @@ class Decision(NamedTuple):
     key_source: KeySource
     path: DecisionPath
     set_cookie: str | None = None  # the Set-Cookie value when the key was minted
-    endpoint: str | None = None  # the pod (`host:port`) on the backend's ring (docs/spec.md §5), when the split pins pods
+    endpoint: str | None = None  # the pod (`host:port`) on the backend ring when the split pins pods (docs/spec.md §5)
     key_hash: int = 0  # key_hash(key), for whoever records the decision (the live stickiness bill)
 
 
@@ -70,8 +70,8 @@ def choose_key(
 
 
 def pick_backend(split: CompiledSplit, h: int) -> tuple[int, DecisionPath]:
-    """The weighted pick for hash `h` (the slot table under spec.assignment: minimal), with docs/spec.md §6 failover: only
-    keys whose backend is ineligible move."""
+    """The weighted pick for hash `h` (the slot table under spec.assignment: minimal), with docs/spec.md §6 failover:
+    only keys whose backend is ineligible move."""
     i = split.weights.pick_index(h) if split.table is None else split.table.owners[h % SLOTS]
     if split.failover is None or split.backends[i].eligible:
         return i, DecisionPath.WEIGHTED

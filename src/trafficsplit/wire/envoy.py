@@ -2,9 +2,9 @@
 
 What Envoy gets per generation, all over ADS:
 - CDS: one EDS cluster per backend, named by `CompiledBackend.cluster`. When the split asks for endpoint affinity
-  (docs/spec.md §5) the cluster's policy is `override_host`: Envoy sends the request to the exact endpoint the processor chose
-  on the core's ring (dynamic metadata `trafficsplit:endpoint`, which clients cannot set), and only when that host has
-  just left (or the processor did not decide) falls back to its own RING_HASH over the request's hash policy.
+  (docs/spec.md §5) the cluster's policy is `override_host`: Envoy sends the request to the exact endpoint the processor
+  chose on the core's ring (dynamic metadata `trafficsplit:endpoint`, which clients cannot set), and only when that host
+  has just left (or the processor did not decide) falls back to its own RING_HASH over the request's hash policy.
 - EDS: each cluster's READY endpoints (readiness is the generation's, so Envoy and the pick agree on eligibility).
 - RDS: one route configuration. Per split a virtual host for its hosts with two routes: the routing header present
   → `cluster_header` (the processor decided); otherwise Envoy-native `weighted_clusters` with the split's weights over
