@@ -31,7 +31,7 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 if ((NODE)); then
-  # The local node's runtime and image builders, from Debian (LOCAL-NODE-NOTES; tests/support/localnode.py).
+  # The local node's runtime and image builders, from Debian (docs/testing.md, "End-to-end on a real node"; tests/support/localnode.py).
   for pair in containerd:containerd runc:runc /usr/lib/cni/bridge:containernetworking-plugins \
     iptables:iptables nft:nftables ipset:ipset conntrack:conntrack socat:socat mmdebstrap:mmdebstrap \
     buildah:buildah gcc:gcc; do

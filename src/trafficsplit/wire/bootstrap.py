@@ -12,7 +12,7 @@ Choices (docs/dataplane.md says why in full):
   reaches the response through dynamic metadata in our namespace, which must be listed in `receiving_namespaces`.
 - No `strip_any_host_port`: the route configuration ignores the port when it matches hosts and leaves the header
   as the client sent it, so the processor reads the same bytes the same way (trafficsplit.core.host).
-- An access log line per request (JSON, `ACCESS_LOG_FORMAT`): SPEC §6's disclosure of every decision from the
+- An access log line per request (JSON, `ACCESS_LOG_FORMAT`): docs/spec.md §6's disclosure of every decision from the
   processor's dynamic metadata, or from the fallback route's metadata when Envoy decided alone.
 - Edge hardening after Envoy's "Configuring Envoy as an edge proxy" (docs/security.md lists what is adopted and
   what not): the client's address is the connection's (`use_remote_address`, `xff_num_trusted_hops` for trusted
