@@ -428,7 +428,8 @@ def stats_config(opts: BootstrapOptions) -> stats_pb2.StatsConfig | None:
 def ads_retry_policy() -> base_pb2.RetryPolicy:
     """How soon Envoy reconnects its ADS stream after losing it (a processor restart): every 100 ms doubling, at most
     every `ADS_RETRY_MAX_MS`, jittered. Envoy's default (0.5 s doubling to 30 s) grows while the processor starts, and
-    a restarted processor can take no publish until Envoy is back (docs/dataplane.md, "Processor restart")."""
+    a restarted processor can take no publish until Envoy is back (docs/dataplane.md, "Failure behaviour", the
+    processor-restarted row)."""
     return base_pb2.RetryPolicy(
         retry_back_off=backoff_pb2.BackoffStrategy(
             base_interval=_duration_ms(ADS_RETRY_BASE_MS), max_interval=_duration_ms(ADS_RETRY_MAX_MS)
