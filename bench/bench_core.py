@@ -47,7 +47,7 @@ def ns_per_call(fn: Callable[[], object], repeat: int) -> float:
 
 
 def sticky_split(n: int, down: int | None = None, **extra: Any) -> CompiledSplit:
-    """Every backend with one ready endpoint, except backend `down` (then the SPEC §6 failover path is live);
+    """Every backend with one ready endpoint, except backend `down` (then the docs/spec.md §6 failover path is live);
     `extra`: more spec fields (assignment, sticky)."""
     backends = [{"name": f"b{i}", "weight": max(100 // n, 1)} for i in range(n)]
     spec = {"hosts": ["shop.example.com"], "backends": backends, "sticky": {"cookie": {"name": "ts-shop"}}, **extra}

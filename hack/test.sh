@@ -33,7 +33,7 @@ command -v curl >/dev/null 2>&1 || missing+=(curl)
 # actionlint runs it on the workflows' run: blocks (hack/lint-chart.sh).
 command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
 if ((NODE)); then
-  # The local node's runtime and image builders, from Debian (LOCAL-NODE-NOTES; tests/support/localnode.py).
+  # The local node's runtime and image builders, from Debian (docs/testing.md, "End-to-end on a real node"; tests/support/localnode.py).
   for pair in containerd:containerd runc:runc /usr/lib/cni/bridge:containernetworking-plugins \
     iptables:iptables nft:nftables ipset:ipset conntrack:conntrack socat:socat mmdebstrap:mmdebstrap \
     buildah:buildah gcc:gcc; do

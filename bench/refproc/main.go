@@ -1,5 +1,5 @@
 // Command refproc is the benchmark's reference ext_proc processor: the same work as trafficsplit's Python processor
-// for one sticky split (read the affinity cookie or mint one, FNV-1a + avalanche pick per SPEC §1, routing header,
+// for one sticky split (read the affinity cookie or mint one, FNV-1a + avalanche pick per docs/spec.md §1, routing header,
 // clear_route_cache, Set-Cookie as dynamic metadata), compiled. Benchmark-only: it shows what the ext_proc
 // architecture costs apart from Python. Not part of the product.
 package main
@@ -37,7 +37,7 @@ type server struct {
 	counter  atomic.Uint64
 }
 
-// keyHash is SPEC §1: 32-bit FNV-1a over the bytes, then the avalanche finaliser.
+// keyHash is docs/spec.md §1: 32-bit FNV-1a over the bytes, then the avalanche finaliser.
 func keyHash(key string) uint32 {
 	h := uint32(2166136261)
 	for i := 0; i < len(key); i++ {

@@ -36,7 +36,7 @@ def test_the_example_split_is_accepted_resolved_and_published_on_both_replicas(s
 
 
 def test_the_ratio_over_5000_requests_passes_chi_square(make_split: MakeSplit, shop: Cluster) -> None:
-    # Not sticky: the key is the request id, so realised shares converge on the weights (SPEC §3).
+    # Not sticky: the key is the request id, so realised shares converge on the weights (docs/spec.md §3).
     _, host = make_split([("blue", 70), ("canary", 30)])
     gw = shop.client()
     n = 5000

@@ -96,6 +96,6 @@ def test_scaling_a_backend_3_to_4_moves_a_bounded_share_of_its_sessions_to_the_n
     print(f"\ncanary 3 → 4 pods: {len(moved)}/{len(canary)} canary sessions moved ({share:.1%}),"
           f" to {dict(destinations)}; blue sessions that changed pod: {blue_moved}")  # fmt: skip
     assert blue_moved == 0
-    # SPEC §5: a session moves only to the new pod, and about a quarter of them do (1/4 expected).
+    # docs/spec.md §5: a session moves only to the new pod, and about a quarter of them do (1/4 expected).
     assert not (set(destinations) & old_pods), destinations
     assert 0.10 < share < 0.40, share

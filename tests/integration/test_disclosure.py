@@ -1,4 +1,5 @@
-"""SPEC §6 disclosure through a real Envoy: every decision in the access log and the metrics, none to clients.
+"""Disclosure (docs/spec.md, "Disclosure") through a real Envoy: every decision in the access log and the metrics,
+none to clients.
 
 One split covers every path the processor takes (weighted, match, a match passed over because its backend is not
 ready, failover, minted and cookie keys) and a second, non-sticky one the request-id key; killing the processor shows
@@ -142,15 +143,28 @@ def test_every_path_is_in_the_access_log_and_the_metrics(dataplane: Dataplane) -
     dataplane.processor.kill()
     _get(dataplane, HOST, "/fallback-cookie", {"cookie": f"ts={to_stable}"})
     _get(dataplane, HOST, "/fallback", {})
+    # An invalid affinity cookie counts as absent, as the processor would read it: no session id, no affinity.
+    _get(dataplane, HOST, "/fallback-invalid", {"cookie": "ts=a b"})
+    _get(dataplane, HOST, "/fallback-empty", {"cookie": "ts="})
     with_cookie, without = _log(dataplane, "/fallback-cookie"), _log(dataplane, "/fallback")
     assert with_cookie["route"] == "fallback-cookie" and with_cookie["fallback"] == {
         "path": "fallback",
         "key_source": "cookie",
         "session_id_present": True,
+        "affinity_applied": True,
         "generation": gen.number,
     }
-    assert without["route"] == "fallback" and without["fallback"]["session_id_present"] is False
+    assert without["route"] == "fallback" and without["fallback"] == {
+        "path": "fallback",
+        "key_source": "none",
+        "session_id_present": False,
+        "affinity_applied": False,
+        "generation": gen.number,
+    }
+    for path in ("/fallback-invalid", "/fallback-empty"):
+        entry = _log(dataplane, path)
+        assert entry["route"] == "fallback" and entry["fallback"] == without["fallback"], entry
     assert with_cookie["key_source"] is None and with_cookie["endpoint"] is None  # nothing from the processor
     assert with_cookie["upstream_host"] and with_cookie["cluster"].startswith("default/split-0/")
     # The fallback path's metric is Envoy's: both fallback routes count under the route stat `fallback`.
-    assert dataplane.envoy.stat("vhost.default/split-0.route.fallback.upstream_rq_total") == 2
+    assert dataplane.envoy.stat("vhost.default/split-0.route.fallback.upstream_rq_total") == 4

@@ -1,4 +1,5 @@
-"""SPEC §5 through a real Envoy: the processor picks the pod on the core's ring, and Envoy routes to exactly that pod.
+"""docs/spec.md §5 through a real Envoy: the processor picks the pod on the core's ring, and Envoy routes to exactly
+that pod.
 
 Pods are the loopback name backends (each answers with its name), so a response says which endpoint served it. The
 expectations come from the core ring (`trafficsplit.core.ring`) and the simulator's sticky-consistent rule, never

@@ -59,7 +59,9 @@ def plugin_dir(tmp_path: Path) -> Path:
         return Path(found).parent
     shim = tmp_path / "bin" / "kubectl-trafficsplit"
     shim.parent.mkdir()
-    shim.write_text(f'#!/bin/sh\nPYTHONPATH="{PYTHONPATH}" exec "{sys.executable}" -m trafficsplit.cli "$@"\n')
+    # Named as kubectl runs it, so the CLI calls itself `kubectl trafficsplit` as the installed script does.
+    run = "import sys; sys.argv[0] = 'kubectl-trafficsplit'; from trafficsplit.cli.main import main; sys.exit(main())"
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH="{PYTHONPATH}" exec "{sys.executable}" -c "{run}" "$@"\n')
     shim.chmod(0o755)
     return shim.parent
 
@@ -107,7 +109,7 @@ def managers(kube: ControlPlane, namespace: str, name: str) -> dict[str, list[st
 def test_plan_reads_the_live_weights(trafficsplit_crd: ControlPlane, namespace: str, plugin: Plugin) -> None:
     apply(trafficsplit_crd, ts_manifest(namespace, "shop", canary_spec()))
 
-    # Only canary named: stable keeps 95, so the total changes to 105 and sessions move both ways (SPEC §2).
+    # Only canary named: stable keeps 95, so the total changes to 105 and sessions move both ways (docs/spec.md §2).
     out = plugin("plan", "shop", "-n", namespace, "--set", "canary=10").stdout
     assert out.splitlines()[0] == f"trafficsplit {namespace}/shop"
     assert "from stable=95,canary=5 (total 100) to stable=95,canary=10 (total 105)" in out
@@ -134,7 +136,7 @@ def test_plan_errors_name_the_resource(trafficsplit_crd: ControlPlane, namespace
     assert "needs a service and port" in proc.stderr
 
     proc = plugin("plan", "nope", "-n", namespace, "--set", "canary=10", check=1)
-    assert proc.stderr == f"trafficsplit plan: error: trafficsplit {namespace}/nope not found\n"
+    assert proc.stderr == f"kubectl trafficsplit plan: error: trafficsplit {namespace}/nope not found\n"
 
     proc = plugin("plan", "shop", "-n", namespace, "--set", "canary=ten", check=2)
     assert "--set: canary: weight 'ten' is not an integer" in proc.stderr
@@ -219,7 +221,7 @@ def test_flip_swaps_blue_green_and_refuses_a_canary(
     apply(trafficsplit_crd, ts_manifest(namespace, "shop", canary_spec()))
     proc = plugin("flip", "shop", "-n", namespace, check=2)
     assert proc.stderr == (
-        f"trafficsplit flip: error: trafficsplit {namespace}/shop: flip needs exactly two backends with one at "
+        f"kubectl trafficsplit flip: error: trafficsplit {namespace}/shop: flip needs exactly two backends with one at "
         "weight 0; it has stable=95,canary=5\n"
     )
     assert weights(trafficsplit_crd, namespace, "shop") == [("stable", 95), ("canary", 5)]
@@ -357,4 +359,4 @@ def test_status_renders_what_the_operator_wrote(trafficsplit_crd: ControlPlane, 
     assert f"{generation} (stale)" in out and "(differs from spec" in out
 
     proc = plugin("status", "nope", "-n", namespace, check=1)
-    assert proc.stderr == f"trafficsplit status: error: trafficsplit {namespace}/nope not found\n"
+    assert proc.stderr == f"kubectl trafficsplit status: error: trafficsplit {namespace}/nope not found\n"

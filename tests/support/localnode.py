@@ -8,7 +8,7 @@ Addresses are the fixture's own: the node is 10.250.0.1/32 on an empty bridge (`
 route to ``tsnode0`` so ClusterIP traffic can never leave through the machine's real interface. Ports are fixed
 (6443, 10250, …): one node per machine, guarded by a lock file.
 
-Leaving the machine clean is part of the contract (LOCAL-NODE-NOTES "Leaving the machine clean"): teardown deletes
+Leaving the machine clean is part of the contract (docs/testing.md, "The node"): teardown deletes
 pods while the kubelet still runs, stops every process it started by PID, ends shims that re-parented to PID 1 (found
 by their ``-address <our socket>`` argument), unmounts everything under its directories and the CNI network
 namespaces it created, removes the iptables chains, ipsets and nft tables that did not exist before, the host paths the
@@ -536,7 +536,8 @@ def _write_configs(work: Path, pki: NodePki, images: Images, kubeconfigs: dict[s
     cfg = work / "config"
     cfg.mkdir(parents=True, exist_ok=True)
     cd = work / "containerd"
-    # containerd 1.6's CRI settings (LOCAL-NODE-NOTES): restrict_oom_score_adj is what lets any sandbox start here.
+    # containerd 1.6's CRI settings (docs/testing.md, "The node"): restrict_oom_score_adj is what lets any sandbox start
+    # here.
     containerd_toml = f"""version = 2
 root = "{cd / "root"}"
 state = "{cd / "state"}"

@@ -6,11 +6,14 @@ import io
 import json
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from trafficsplit.cli.main import SUBCOMMANDS, main
+from trafficsplit.cli import main as main_module
+from trafficsplit.cli.main import SUBCOMMANDS, build_parser, main, package_version, program_name
 from trafficsplit.core.ring import Ring
 
 
@@ -103,6 +106,18 @@ def test_simulate_json_names_the_peak_drop_and_the_capacity_model(capsys: pytest
     cap = doc["capacity"]
     assert cap["even_replicas"] == 5 and cap["rules"]["sticky-modulo"]["busiest_rps"] == pytest.approx(509.90099)
     assert cap["largest_session"]["max_share_within_target"] == pytest.approx(0.21)
+    # Both definitions of replicas needed, named; the per-count table (peak / S(n), its utilization, speedups).
+    needed = {r: (v["replicas_needed_by_search"], v["replicas_needed_by_imbalance"]) for r, v in cap["rules"].items()}
+    assert needed == {"non-sticky": (5, 4), "sticky-modulo": (23, 6), "sticky-consistent": (25, 5)}
+    assert all(v["replicas_needed"] == v["replicas_needed_by_search"] for v in cap["rules"].values())
+    rows = cap["by_replicas"]
+    assert [r["replicas"] for r in rows] == [3, 4, 8, 16, 64, None]
+    s = 2000 / 10100
+    for row, sp in zip(rows, doc["speedups"], strict=True):
+        bound = 1 / s if row["replicas"] is None else 1 / (s + (1 - s) / row["replicas"])
+        assert sp["sticky"] == pytest.approx(bound) and sp["non_sticky"] == row["replicas"]
+        assert row["busiest_lower_bound_rps"] == pytest.approx(1000 / bound, abs=1e-6)
+        assert row["busiest_lower_bound_utilization"] == pytest.approx(1000 / bound / 300, abs=1e-6)
     doc = run_json(capsys, *argv, "--points", "50", "--add", "x,y", "--lose", "k2,k3", "--amdahl", "2,5")
     assert doc["added"] == ["x", "y"] and len(doc["rules"]["sticky-consistent"]["load_after_loss"]) == 1
     assert [a["replicas"] for a in doc["amdahl"]] == [2, 5, None]
@@ -161,7 +176,6 @@ def test_simulate_text(capsys: pytest.CaptureFixture[str]) -> None:
         (["simulate", "--clients", "a:1:1", "--replicas", "2", "--lose", "k1,,k2"], "--lose: 'k1,,k2' must be"),
         (["simulate", "--clients", "a:1:1", "--replicas", "2", "--amdahl", "2,x"], "--amdahl: '2,x' must be"),
         (["nope"], "invalid choice"),
-        ([], "required: COMMAND"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str) -> None:
@@ -235,3 +249,94 @@ def test_arguments_that_are_not_text_exit_2_from_a_real_argv() -> None:
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.count(b"\n") == 1 and b"Traceback" not in done.stderr, done.stderr
+
+
+# Issue 18, item 7: the CLI's rough edges.
+def test_simulate_one_replica_is_computed_and_the_loss_is_not_applicable(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "simulate", "--clients", "major:1:2000,medium:9:400,minor:90:50", "--replicas", "1")
+    assert code == 0, err
+    assert f"  {'non-sticky':<18} {10100:>6}   imbalance 1.00" in out
+    assert "3. losing a replica: n/a (one replica: none can be lost and leave a survivor)" in out
+    doc = run_json(capsys, "simulate", "--clients", "major:1:2000,medium:9:400,minor:90:50", "--replicas", "1")
+    assert doc["lost"] == [] and doc["loss"] is None and doc["moved_on_loss"] is None
+    assert all(r["load_after_loss"] is None for r in doc["rules"].values())
+    assert doc["rebinding"]["non-sticky"]["clients"] == 0
+
+
+def test_plan_with_a_name_and_from_to_says_which_forms_clash(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "plan", "shop", "--from", "a=1", "--to", "a=2")
+    assert code == 2 and out == ""
+    assert err == "trafficsplit plan: error: give either --from/--to or NAME --set, not both\n"
+    code, _, err = run(capsys, "plan", "shop")
+    assert (
+        code == 2 and err == "trafficsplit plan: error: plan shop needs --set NAME=W,... (the backends that change)\n"
+    )
+
+
+@pytest.mark.parametrize("option", ["--from", "--to"])
+def test_plan_refuses_a_backend_name_the_crd_refuses(capsys: pytest.CaptureFixture[str], option: str) -> None:
+    good, bad = "a=1", "a b=1"
+    argv = ["plan", "--from", bad if option == "--from" else good, "--to", bad if option == "--to" else good]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert f"{option}: backends[0].name: 'a b' must be a DNS label" in err, err
+
+
+def test_pick_refuses_a_backend_name_the_crd_refuses(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "pick", "--weights", "Stable=1", "k")
+    assert code == 2 and "backends[0].name: 'Stable' must be a DNS label" in err, err
+
+
+def test_the_kubectl_plugin_names_itself_kubectl_trafficsplit(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # kubectl runs the plugin as `kubectl-trafficsplit`; its help and errors must say what the user typed.
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/kubectl-trafficsplit", "plan", "--help"])
+    assert main() == 0
+    assert "usage: kubectl trafficsplit plan" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/kubectl-trafficsplit", "pick", "--weights", "a=-1", "k"])
+    assert main() == 2
+    assert capsys.readouterr().err.startswith("kubectl trafficsplit pick: error: ")
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/trafficsplit", "plan", "--help"])
+    assert main() == 0
+    assert "usage: trafficsplit plan" in capsys.readouterr().out
+
+
+def test_bare_prints_the_help_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    # As `kubectl` and cobra-based plugins do: asking what the tool does is not an error.
+    code, out, err = run(capsys)
+    assert code == 0 and err == ""
+    assert out.startswith("usage: trafficsplit [-h] [--version] COMMAND ...")
+    assert all(name in out for name in SUBCOMMANDS)
+
+
+def test_version_is_the_package_version(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"trafficsplit {metadata.version('trafficsplit')}\n"
+
+    def not_installed(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    # From a source tree that was never installed: pyproject's version, marked.
+    monkeypatch.setattr(metadata, "version", not_installed)
+    pyproject = Path(main_module.__file__).resolve().parents[3] / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text())["project"]["version"]
+    assert package_version() == f"{declared} (source tree, not installed)"
+
+
+@pytest.mark.parametrize(
+    ("argv0", "prog"),
+    [
+        ("/usr/local/bin/kubectl-trafficsplit", "kubectl trafficsplit"),
+        ("kubectl-trafficsplit", "kubectl trafficsplit"),
+        ("/usr/local/bin/trafficsplit", "trafficsplit"),
+        ("/x/trafficsplit/cli/__main__.py", "trafficsplit"),
+        ("", "trafficsplit"),
+    ],
+)
+def test_program_name_from_argv0(argv0: str, prog: str) -> None:
+    assert program_name(argv0) == prog

@@ -362,8 +362,8 @@ def test_connect_takes_the_namespace_from_the_chosen_context(tmp_path: Path) -> 
     ("argv", "expect"),
     [
         (["plan"], "give --from and --to, or a TrafficSplit NAME and --set"),
-        (["plan", "web"], "the live form needs a TrafficSplit NAME and --set"),
-        (["plan", "--set", "canary=1"], "the live form needs a TrafficSplit NAME and --set"),
+        (["plan", "web"], "plan web needs --set NAME=W,..."),
+        (["plan", "--set", "canary=1"], "--set needs a TrafficSplit NAME"),
         (["plan", "web", "--set", "c=1", "--from", "a=1", "--to", "a=1"], "either --from/--to or NAME --set"),
         (["plan", "web", "--set", "canary=x"], "--set: canary: weight 'x' is not an integer"),
         (["plan", "web", "--set", "canary=1", "--sample", "0"], "--sample: must be >= 1, got 0"),

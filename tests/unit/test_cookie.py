@@ -1,4 +1,4 @@
-"""SPEC §4: reading the affinity cookie (RFC 6265 edge cases, fuzzed), minting ids, rendering Set-Cookie."""
+"""docs/spec.md §4: reading the affinity cookie (RFC 6265 edge cases, fuzzed), minting ids, rendering Set-Cookie."""
 
 from __future__ import annotations
 
@@ -84,7 +84,8 @@ def test_read_cookie_returns_the_first_valid_occurrence(pairs: list[tuple[str, s
 
 
 def reference_read_cookie(lines: list[str], name: str) -> str | None:
-    """SPEC §4 read literally: split every line into pairs, first valid match wins (the core's fast path must agree)."""
+    """docs/spec.md §4 read literally: split every line into pairs, first valid match wins (the core's fast path must
+    agree)."""
     for line in lines:
         for pair in line.split(";"):
             key, sep, value = pair.partition("=")

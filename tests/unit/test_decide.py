@@ -1,4 +1,5 @@
-"""SPEC §3 and §6: key choice, match rules before the pick, failover that moves only the failed branch, disclosure."""
+"""docs/spec.md §3 and §6: key choice, match rules before the pick, failover that moves only the failed branch,
+disclosure."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def test_without_cookie_config_the_key_is_the_request_id() -> None:
 def test_a_valid_cookie_is_the_key() -> None:
     d = run(split(**STICKY), cookies=[f"a=1; sid={OK}"])
     assert (d.key, d.key_source, d.set_cookie) == (OK, KeySource.COOKIE, None)
-    assert d.backend.name == "stable"  # SPEC vector: slot 38 of 100
+    assert d.backend.name == "stable"  # docs/spec.md §1 vector: slot 38 of 100
 
 
 def test_no_or_malformed_cookie_mints_and_the_minted_value_is_the_key() -> None:
@@ -136,8 +137,8 @@ def test_disclosure_fields() -> None:
 
 
 def test_match_cookie_reading_uses_the_same_reader() -> None:
-    # SPEC §4's reading rules apply to a match cookie too: any Cookie line, whitespace trimmed, quotes removed, an
-    # invalid value skipped in favour of a later valid duplicate.
+    # docs/spec.md §4's reading rules apply to a match cookie too: any Cookie line, whitespace trimmed, quotes removed,
+    # an invalid value skipped in favour of a later valid duplicate.
     s = split((("stable", 100), ("canary", 0)), **MATCHES)
     for cookies in (["a=1", ' beta = "yes" '], ["beta=é; beta=yes"]):
         assert read_cookie(cookies, "beta") == "yes"

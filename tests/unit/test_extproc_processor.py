@@ -333,7 +333,7 @@ def test_every_reply_discloses_the_decision_to_the_access_log(processor: Process
 
 class EnvoyStream:
     """The ext_proc stream as Envoy drives it: the request headers, then nothing until the request is over, when Envoy
-    resets the stream (it never half-closes: ENVOY-NOTES, `upstream_rq_tx_reset` counts every request)."""
+    resets the stream (it never half-closes: docs/dataplane.md, `upstream_rq_tx_reset` counts every request)."""
 
     def __init__(self, *messages: ep.ProcessingRequest) -> None:
         self.pending = collections.deque(messages)

@@ -1,4 +1,4 @@
-"""SPEC §1: the one hash, its published vectors, and that it is not Python's salted hash()."""
+"""docs/spec.md §1: the one hash, its published vectors, and that it is not Python's salted hash()."""
 
 from __future__ import annotations
 

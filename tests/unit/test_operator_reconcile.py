@@ -309,7 +309,7 @@ def test_total_change_on_a_sticky_split_warns_with_the_repin_share() -> None:
     obj, o = _outcome("stable=95,canary=10", status={"weights": "stable=95,canary=5"})
     r = compute_status(obj, o, PublishView(2, (), {}), "t")
     d = r.status.to_dict()["displacement"]
-    assert d["totalChanged"] is True and d["repinnedShare"] == "13.57%"  # 285/2100, SPEC §2
+    assert d["totalChanged"] is True and d["repinnedShare"] == "13.57%"  # 285/2100, docs/spec.md §2
     assert d["rebalanced"] == "stable=90,canary=10" and d["rebalancedRepinnedShare"] == "5.00%"
     (warn,) = [e for e in r.events if e.reason == "TotalWeightChanged"]
     assert warn.type == "Warning" and "13.57%" in warn.message and "stable=90,canary=10" in warn.message

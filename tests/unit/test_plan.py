@@ -1,4 +1,5 @@
-"""SPEC §2 displacement: the planner's exact figures, checked against a brute-force count and a sampled estimate."""
+"""docs/spec.md §2 displacement: the planner's exact figures, checked against a brute-force count and a sampled
+estimate."""
 
 from __future__ import annotations
 

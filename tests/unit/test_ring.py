@@ -1,4 +1,5 @@
-"""SPEC §5: the endpoint ring inside a backend, built at compile time from the ready endpoints, the same everywhere."""
+"""docs/spec.md §5: the endpoint ring inside a backend, built at compile time from the ready endpoints, the same
+everywhere."""
 
 from __future__ import annotations
 

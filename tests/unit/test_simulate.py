@@ -1,8 +1,9 @@
-"""SPEC §8: the stickiness bills, checked against direct recomputation and the rules' defining properties."""
+"""docs/spec.md §8: the stickiness bills, checked against direct recomputation and the rules' defining properties."""
 
 from __future__ import annotations
 
 from fractions import Fraction
+from math import ceil
 
 import pytest
 from hypothesis import given, settings
@@ -13,8 +14,11 @@ from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.ring import Ring
 from trafficsplit.core.simulate import (
     AMDAHL_REPLICAS,
+    RULES,
+    Bill,
     Capacity,
     ClientRow,
+    Simulation,
     bind_consistent,
     expand_clients,
     parse_client_rows,
@@ -23,6 +27,16 @@ from trafficsplit.core.simulate import (
 )
 
 MIX = parse_client_rows("major:1:2000,medium:9:400,minor:90:50")
+
+
+def _loss(sim: Simulation) -> dict[str, Bill]:
+    assert sim.loss is not None  # None only with one replica
+    return sim.loss
+
+
+def _moved(sim: Simulation) -> dict[str, Bill]:
+    assert sim.moved_on_loss is not None
+    return sim.moved_on_loss
 
 
 def test_mix_counts_and_names() -> None:
@@ -37,7 +51,7 @@ def test_non_sticky_round_robin() -> None:
     assert ns.load == (3367, 3367, 3366)
     assert ns.load_after_add == (2525,) * 4
     assert ns.busiest == 0 and ns.busiest_drop == Fraction(3367 - 2525, 3367)
-    assert sim.loss["non-sticky"].clients == 0 and sim.loss["non-sticky"].request_share == 0
+    assert _loss(sim)["non-sticky"].clients == 0 and _loss(sim)["non-sticky"].request_share == 0
     assert sim.rebinding["non-sticky"].clients == 0
 
 
@@ -52,8 +66,8 @@ def test_sticky_modulo_matches_its_definition() -> None:
     assert sim.rebinding["sticky-modulo"].clients == len(moved)
     assert sim.rebinding["sticky-modulo"].request_share == Fraction(sum(r for _, r in moved), 10100)
     lost = [r for n, r in clients if key_hash(n) % 3 == 0]
-    assert sim.loss["sticky-modulo"].clients == len(lost)
-    assert sim.loss["sticky-modulo"].request_share == Fraction(sum(lost), 10100)
+    assert _loss(sim)["sticky-modulo"].clients == len(lost)
+    assert _loss(sim)["sticky-modulo"].request_share == Fraction(sum(lost), 10100)
 
 
 def test_ring_lookup_is_first_node_at_or_after_the_hash_wrapping() -> None:
@@ -84,7 +98,8 @@ def test_bills_on_the_reference_mix() -> None:
     # Stickiness pins the 2000-request client: both sticky rules are less even than round robin.
     assert sim.rules["sticky-modulo"].imbalance > sim.rules["non-sticky"].imbalance
     assert sim.rules["sticky-consistent"].imbalance > sim.rules["non-sticky"].imbalance
-    # The consistent ring rebinds fewer clients than modulo when a replica is added (SPEC §5's reason for the ring).
+    # The consistent ring rebinds fewer clients than modulo when a replica is added (docs/spec.md §5's reason for the
+    # ring).
     assert sim.rebinding["sticky-consistent"].clients < sim.rebinding["sticky-modulo"].clients
 
 
@@ -121,8 +136,8 @@ def test_parse_rows_rejects(text: str) -> None:
 
 
 def test_peak_drop_compares_the_peaks_whichever_replica_holds_them() -> None:
-    # SPEC §8: 1 − (busiest load after) / (busiest load before). Sticky-modulo on the reference mix: the peak is k3's
-    # 5150 before and k1's 4450 after adding k4, so the peak drops 13.59 %, though k3 itself drops 65 %.
+    # docs/spec.md §8: 1 − (busiest load after) / (busiest load before). Sticky-modulo on the reference mix: the peak is
+    # k3's 5150 before and k1's 4450 after adding k4, so the peak drops 13.59 %, though k3 itself drops 65 %.
     sim = simulate(MIX, 3)
     r = sim.rules["sticky-modulo"]
     assert r.load == (2700, 2250, 5150) and r.load_after_add == (4450, 2400, 1800, 1450)
@@ -151,16 +166,17 @@ def test_points_add_and_lose_name_the_scenario() -> None:
     after = [grown.owner(c) for c in names]
     assert sim.rebinding["sticky-consistent"].clients == sum(a != b for a, b in zip(before, after, strict=True))
     lost = [r for c, r in zip(before, requests, strict=True) if c == "k2"]
-    assert sim.loss["sticky-consistent"].clients == len(lost)
-    assert sim.loss["sticky-consistent"].request_share == Fraction(sum(lost), 10100)
-    assert sim.moved_on_loss["sticky-consistent"].clients == 0
+    assert _loss(sim)["sticky-consistent"].clients == len(lost)
+    assert _loss(sim)["sticky-consistent"].request_share == Fraction(sum(lost), 10100)
+    assert _moved(sim)["sticky-consistent"].clients == 0
     # Modulo over the two survivors re-draws every key: sessions on k1 and k3 move too.
     moved = sum(
         b != "k2" and b != sim.survivors[key_hash(c) % 2]
         for c, b in zip(names, [sim.replicas[key_hash(c) % 3] for c in names], strict=True)
     )
-    assert sim.moved_on_loss["sticky-modulo"].clients == moved > 0
-    assert len(sim.rules["non-sticky"].load_after_add) == 5 and len(sim.rules["sticky-modulo"].load_after_loss) == 2
+    assert _moved(sim)["sticky-modulo"].clients == moved > 0
+    assert len(sim.rules["non-sticky"].load_after_add) == 5 and sim.rules["sticky-modulo"].load_after_loss is not None
+    assert len(sim.rules["sticky-modulo"].load_after_loss) == 2
 
 
 @settings(max_examples=30, deadline=None)
@@ -168,7 +184,7 @@ def test_points_add_and_lose_name_the_scenario() -> None:
 def test_losing_replicas_never_moves_sessions_between_survivors(n: int, points: int, data: st.DataObject) -> None:
     lose = data.draw(st.lists(st.sampled_from(replica_names(n)), min_size=1, max_size=n - 1, unique=True))
     sim = simulate(MIX, n, points=points, lose=tuple(lose))
-    assert sim.moved_on_loss["sticky-consistent"].clients == 0
+    assert _moved(sim)["sticky-consistent"].clients == 0
 
 
 def test_amdahl_at_the_users_counts() -> None:
@@ -220,3 +236,44 @@ def test_capacity_when_the_largest_session_alone_exceeds_the_budget() -> None:
 def test_rejects_scenarios(kwargs: dict[str, object], fragment: str) -> None:
     with pytest.raises(SpecError, match=fragment.replace(".", r"\.")):
         simulate(MIX, 3, **kwargs)  # type: ignore[arg-type]
+
+
+def test_one_replica_is_computed_and_losing_it_is_not_applicable() -> None:
+    # Issue 18: `--replicas 1` exited 2 ("lose: at least one replica must survive") although 1..1000 are accepted.
+    sim = simulate(MIX, 1)
+    assert sim.replicas == ("k1",) and sim.added == ("k2",) and sim.lost == ()
+    assert sim.loss is None and sim.moved_on_loss is None
+    for r in sim.rules.values():
+        assert r.load == (10100,) and r.imbalance == 1 and r.load_after_loss is None
+    # Adding k2 still bills: modulo 2 and the two-member ring, checked directly.
+    names = [c for c, _ in expand_clients(MIX)]
+    assert sim.rebinding["sticky-modulo"].clients == sum(key_hash(n) % 2 == 1 for n in names)
+    assert sim.rebinding["sticky-consistent"].clients == sum(Ring(("k1", "k2")).owner(n) == "k2" for n in names)
+    with pytest.raises(SpecError, match="at least one replica must survive"):
+        simulate(MIX, 1, lose=("k1",))
+
+
+def test_the_capacity_table_per_replica_count_and_both_replicas_needed() -> None:
+    cap = Capacity(peak_rps=Fraction(1000), safe_rps=Fraction(300), target=Fraction(7, 10))
+    sim = simulate(MIX, 3, capacity=cap)
+    report = sim.capacity
+    assert report is not None
+    s = Fraction(2000, 10100)
+    assert [row.replicas for row in report.by_count] == [*AMDAHL_REPLICAS, None]
+    for row, sp in zip(report.by_count, sim.speedups, strict=True):
+        bound = 1 / s if row.replicas is None else 1 / (s + (1 - s) / row.replicas)
+        assert sp.replicas == row.replicas and sp.sticky == bound
+        assert sp.non_sticky == row.replicas  # no serial part: linear (None, unbounded, at the limit)
+        assert row.busiest_lower_bound_rps == 1000 / bound and row.utilization == 1000 / bound / 300
+    # The lower bound holds: each sticky rule's busiest replica at 3 replicas carries at least peak / S(3).
+    for rule in ("sticky-modulo", "sticky-consistent"):
+        assert report.rules[rule].busiest_rps >= report.by_count[0].busiest_lower_bound_rps
+    # At the limit the bound is the largest session itself.
+    assert report.by_count[-1].busiest_lower_bound_rps == report.largest_rps
+    assert [round(float(row.utilization) * 100, 1) for row in report.by_count] == [155.1, 132.8, 99.4, 82.7, 70.2, 66.0]
+    # Both definitions of "replicas needed": ceil(imbalance × peak / safe) at 3 replicas (4 for round robin: 1.0001 ×
+    # 1000 / 300 = 3.33), and the search within the target (5: ceil(1000 / 210)).
+    for rule, r in report.rules.items():
+        assert r.replicas_needed_by_imbalance == ceil(sim.rules[rule].imbalance * 1000 / 300), rule
+    assert [report.rules[r].replicas_needed_by_imbalance for r in RULES] == [4, 6, 5]
+    assert [report.rules[r].replicas_needed for r in RULES] == [5, 23, 25]

@@ -1,8 +1,9 @@
-"""SPEC §2: the weighted pick, its determinism, and that realised ratios follow the weights (chi-square)."""
+"""docs/spec.md §2: the weighted pick, its determinism, and that realised ratios follow the weights (chi-square)."""
 
 from __future__ import annotations
 
 import random
+from fractions import Fraction
 
 import pytest
 from hypothesis import given
@@ -12,7 +13,7 @@ from scipy.stats import chisquare
 from tests.unit import strategies
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.weights import Weights, parse_weights
+from trafficsplit.core.weights import Weights, modulo_bias, parse_weights
 
 W95 = parse_weights("stable=95,canary=5")
 
@@ -116,3 +117,33 @@ def test_realised_ratios_fit_the_weights(weights: str, seed: int) -> None:
     observed = [counts[name] for name in live]
     expected = [n * w.weight_of(name) / w.total for name in live]
     assert chisquare(observed, expected).pvalue > 0.001
+
+
+@pytest.mark.parametrize("space", [2**8, 3**5])
+def test_modulo_bias_is_the_largest_share_error_of_any_split_counted_by_brute_force(space: int) -> None:
+    # A small hash space, so every hash value can be counted: for each total, every backend [a, a+w) a split with
+    # that total can hold.
+    for total in [*range(1, 60), 100, 128, space - 1, space]:
+        per_slot = [0] * total
+        for h in range(space):
+            per_slot[h % total] += 1
+        prefix = [0]
+        for c in per_slot:
+            prefix.append(prefix[-1] + c)
+        worst = max(
+            abs(Fraction(prefix[b] - prefix[a], space) / Fraction(b - a, total) - 1)
+            for a in range(total)
+            for b in range(a + 1, total + 1)
+        )
+        assert modulo_bias(total, space) == worst, (space, total)
+
+
+def test_modulo_bias_figures() -> None:
+    # The figures docs/spec.md quotes, from the formula max(r, T − r) / 2**32, r = 2**32 mod T.
+    assert modulo_bias(100) == Fraction(96, 2**32)  # 2.2e-8: nothing at percent totals
+    assert modulo_bias(10_000) == Fraction(7296, 2**32)  # the minimal assignment's table
+    assert modulo_bias(2**20) == 0  # a power of two divides the space
+    assert round(float(modulo_bias(64_000_000)) * 100, 2) == 1.33
+    assert modulo_bias(1_000_000) == Fraction(967_296, 2**32)  # 0.0225 %
+    with pytest.raises(ValueError):
+        modulo_bias(0)

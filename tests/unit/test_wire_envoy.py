@@ -18,8 +18,11 @@ from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.route.v3 import route_pb2
 from google.protobuf import any_pb2, json_format
 from google.protobuf.message import Message
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trafficsplit.core.compiled import Endpoint, Generation, assemble_generation, compile_split
+from trafficsplit.core.cookie import read_cookie
 from trafficsplit.core.spec import parse_split
 from trafficsplit.wire import envoy
 from trafficsplit.wire.bootstrap import (
@@ -242,15 +245,58 @@ def test_serving_keeps_draining_clusters_with_the_new_routes() -> None:
     assert set(envoy.transition(new, third, [old]).clusters) == set(s.clusters)
 
 
+def _fallback_cookie_regex() -> str:
+    rc = envoy.route_configuration(sample_generation())
+    return str(rc.virtual_hosts[0].routes[1].match.headers[0].string_match.safe_regex.regex)
+
+
 @pytest.mark.parametrize(
     ("cookie", "present"),
-    [("ts=a", True), ("x=1; ts=a", True), ("x=1;ts=a", True), ("xts=a", False), ("x=ts=a", False), ("", False)],
+    [
+        ("ts=a", True),
+        ("x=1; ts=a", True),
+        ("x=1;ts=a", True),
+        ("xts=a", False),
+        ("x=ts=a", False),
+        ("", False),
+        # Invalid values count as absent, as the processor reads them (docs/spec.md, "The affinity cookie").
+        ("ts=", False),
+        ("ts=a b", False),
+        ('ts=""', False),
+        ("ts=a\\b", False),
+        ('ts="ok"', True),
+        ("ts = ok ", True),
+        ("ts=a b; ts=ok", True),  # a later valid duplicate counts
+        ("ts=ok; x=a b", True),
+    ],
 )
-def test_the_cookie_fallback_matches_only_the_affinity_cookie(cookie: str, present: bool) -> None:
+def test_the_cookie_fallback_matches_only_a_valid_affinity_cookie(cookie: str, present: bool) -> None:
     # The same regex Envoy runs (RE2 full match); Python's re agrees with RE2 on this subset.
+    assert (re.fullmatch(_fallback_cookie_regex(), cookie) is not None) is present
+    assert (read_cookie([cookie], "ts") is not None) is present  # the processor's reading agrees
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["ts", "x", " ts", "ts ", "tsx"]),
+            st.text(alphabet=st.sampled_from(list('ab"; \t\\=é')), max_size=8),
+        ),
+        max_size=4,
+    )
+)
+def test_the_cookie_fallback_agrees_with_the_processors_reading(pairs: list[tuple[str, str]]) -> None:
+    line = "; ".join(f"{k}={v}" for k, v in pairs)
+    assert (re.fullmatch(_fallback_cookie_regex(), line) is not None) is (read_cookie([line], "ts") is not None)
+
+
+def test_fallback_routes_disclose_whether_affinity_decided() -> None:
     rc = envoy.route_configuration(sample_generation())
-    regex = rc.virtual_hosts[0].routes[1].match.headers[0].string_match.safe_regex.regex
-    assert (re.fullmatch(regex, cookie) is not None) is present
+    cookie_route, plain = rc.virtual_hosts[0].routes[1:3]
+    # Envoy hashes the cookie to pick the cluster on `fallback-cookie`: the session's key decided; on `fallback` not.
+    assert cookie_route.metadata.filter_metadata["trafficsplit"]["affinity_applied"] is True
+    assert plain.metadata.filter_metadata["trafficsplit"]["affinity_applied"] is False
 
 
 def test_every_backend_cluster_ejects_dead_endpoints_and_every_route_retries_unsent_requests() -> None:

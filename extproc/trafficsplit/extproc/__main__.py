@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _runner() -> Callable[[Coroutine[Any, Any, None]], None]:
-    """uvloop's runner when installed (lower per-stream cost, ENVOY-NOTES), else asyncio's."""
+    """uvloop's runner when installed (lower per-stream cost: docs/dataplane.md), else asyncio's."""
     try:
         import uvloop
     except ImportError:  # pragma: no cover

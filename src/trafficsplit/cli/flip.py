@@ -1,9 +1,9 @@
 """`flip NAME`: the blue-green switch — two backends, one holding all the weight, trade places (100/0 → 0/100).
 
 Why a command: the flip is the one weight change a blue-green user makes, usually under pressure; spelling it as
-set-weights invites a typo that changes the total (and re-draws every session's slot, SPEC §2). The rule is strict on
-purpose: exactly two backends and one of them at weight 0, so a canary split such as 95/5 is refused rather than
-swapped into a 5/95 nobody asked for. Swapping keeps the total, so the plan shows exactly the old side moving.
+set-weights invites a typo that changes the total (and re-draws every session's slot, docs/spec.md §2). The rule is
+strict on purpose: exactly two backends and one of them at weight 0, so a canary split such as 95/5 is refused rather
+than swapped into a 5/95 nobody asked for. Swapping keeps the total, so the plan shows exactly the old side moving.
 `--drain` (sticky.mode persistent) marks the old side `drain: true`: its sessions stay until they go idle instead
 (docs/displacement.md).
 """

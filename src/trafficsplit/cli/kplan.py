@@ -120,10 +120,13 @@ def plan_change(
 
 @kube_errors
 def run_live(args: argparse.Namespace, out: TextIO) -> int:
-    if args.name is None or args.assignments is None:
-        raise UsageError("the live form needs a TrafficSplit NAME and --set NAME=W,...")
+    # The clash first: `plan shop --from a=1 --to a=2` gave a NAME, so "needs a NAME" would be wrong.
     if args.before is not None or args.after is not None:
         raise UsageError("give either --from/--to or NAME --set, not both")
+    if args.name is None:
+        raise UsageError("--set needs a TrafficSplit NAME: plan NAME --set NAME=W,...")
+    if args.assignments is None:
+        raise UsageError(f"plan {args.name} needs --set NAME=W,... (the backends that change)")
     assignments = parse_assignments(args.assignments)
     cluster = Cluster.connect(args)
     ref = cluster.ref(args.name)

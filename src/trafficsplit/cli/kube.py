@@ -59,7 +59,9 @@ def kube_errors(handler: Handler) -> Handler:
         try:
             return handler(args, out)
         except KubeError as exc:
-            sys.stderr.write(f"trafficsplit {args.command}: error: {' '.join(str(exc).split())}\n")
+            sys.stderr.write(
+                f"{getattr(args, 'prog', 'trafficsplit')} {args.command}: error: {' '.join(str(exc).split())}\n"
+            )
             return EXIT_KUBE
 
     return run

@@ -1,4 +1,4 @@
-"""`trafficsplit pick`: which backend each key lands on, by the very pick the dataplane runs (SPEC §2)."""
+"""`trafficsplit pick`: which backend each key lands on, by the very pick the dataplane runs (docs/spec.md §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`trafficsplit plan`: the share of sessions a weight change moves, before anyone applies it (SPEC §2).
+"""`trafficsplit plan`: the share of sessions a weight change moves, before anyone applies it (docs/spec.md §2).
 
 A change of total re-draws every key's slot, which users do not expect; this command makes that visible, with the
 least the new ratio needs and the re-balanced weights that keep the total.

@@ -84,7 +84,7 @@ def render(p: Plan, flag: str = "--to", draining: frozenset[str] = frozenset()) 
             f"sessions move both ways; {pct(p.moved_share, 1)} move where {pct(p.minimum_share, 1)} would do"
         )
     elif p.moved_share > p.minimum_share:
-        # Same total, but a backend between two changed ones slides along the running sums (SPEC §2's walk).
+        # Same total, but a backend between two changed ones slides along the running sums (docs/spec.md §2's walk).
         lines.append(
             f"warning: {pct(p.moved_share, 1)} move where {pct(p.minimum_share, 1)} would do: the running-sum walk "
             "slides the slot ranges of backends listed between the ones that change; only weight moved between "

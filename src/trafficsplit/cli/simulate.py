@@ -1,4 +1,4 @@
-"""`trafficsplit simulate`: the three stickiness bills (SPEC §8) for a client mix, before choosing a rule."""
+"""`trafficsplit simulate`: the three stickiness bills (docs/spec.md §8) for a client mix, before choosing a rule."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from trafficsplit.core.ring import DEFAULT_POINTS
 from trafficsplit.core.simulate import (
     AMDAHL_REPLICAS,
     RULES,
+    Bill,
     Capacity,
     Simulation,
     parse_client_rows,
@@ -119,22 +120,25 @@ def to_json(sim: Simulation) -> dict[str, Any]:
                 "peak_drop": float(r.peak_drop),
                 "busiest": sim.replicas[r.busiest],
                 "busiest_drop": float(r.busiest_drop),
-                "load_after_loss": list(r.load_after_loss),
+                "load_after_loss": None if r.load_after_loss is None else list(r.load_after_loss),
             }
             for name, r in sim.rules.items()
         },
         "rebinding": {
             name: {"clients": b.clients, "request_share": float(b.request_share)} for name, b in sim.rebinding.items()
         },
-        "loss": {
-            name: {"sessions": b.clients, "request_share": float(b.request_share)} for name, b in sim.loss.items()
-        },
-        "moved_on_loss": {
-            name: {"sessions": b.clients, "request_share": float(b.request_share)}
-            for name, b in sim.moved_on_loss.items()
-        },
+        "loss": _bills(sim.loss),
+        "moved_on_loss": _bills(sim.moved_on_loss),
         "serial_fraction": float(sim.serial_fraction),
         "amdahl": [{"replicas": n, "speedup": float(s)} for n, s in sim.amdahl],
+        "speedups": [
+            {
+                "replicas": sp.replicas,
+                "sticky": float(sp.sticky),
+                "non_sticky": None if sp.non_sticky is None else float(sp.non_sticky),
+            }
+            for sp in sim.speedups
+        ],
     }
     c = sim.capacity
     if c is not None:
@@ -148,9 +152,19 @@ def to_json(sim: Simulation) -> dict[str, Any]:
                     "busiest_rps": _num(r.busiest_rps),
                     "busiest_utilization": _num(r.utilization),
                     "replicas_needed": r.replicas_needed,
+                    "replicas_needed_by_search": r.replicas_needed,
+                    "replicas_needed_by_imbalance": r.replicas_needed_by_imbalance,
                 }
                 for name, r in c.rules.items()
             },
+            "by_replicas": [
+                {
+                    "replicas": row.replicas,
+                    "busiest_lower_bound_rps": _num(row.busiest_lower_bound_rps),
+                    "busiest_lower_bound_utilization": _num(row.utilization),
+                }
+                for row in c.by_count
+            ],
             "largest_session": {
                 "share": float(sim.serial_fraction),
                 "rps": _num(c.largest_rps),
@@ -159,6 +173,16 @@ def to_json(sim: Simulation) -> dict[str, Any]:
             },
         }
     return doc
+
+
+def _count(k: int | None) -> str:
+    return "inf" if k is None else str(k)
+
+
+def _bills(bills: dict[str, Bill] | None) -> dict[str, Any] | None:
+    if bills is None:
+        return None  # one replica: losing it leaves no survivor, so the figures do not apply
+    return {name: {"sessions": b.clients, "request_share": float(b.request_share)} for name, b in bills.items()}
 
 
 def render(sim: Simulation) -> str:
@@ -181,16 +205,24 @@ def render(sim: Simulation) -> str:
             f"peak {r.peak_before} -> {r.peak_after} requests, peak drop {pct(r.peak_drop, 2)}; "
             f"imbalance {float(r.imbalance_after_add):.2f}"
         )
-    lines.append(f"3. losing {lost}: sessions lost, and sessions on surviving replicas that move anyway")
-    for rule in RULES:
-        b, m = sim.loss[rule], sim.moved_on_loss[rule]
-        lines.append(
-            f"  {rule:<18} {b.clients:>6} sessions ({pct(b.request_share, 1)} of requests) lost; "
-            f"{m.clients} moved between survivors"
-        )
+    if sim.loss is None or sim.moved_on_loss is None:
+        lines.append("3. losing a replica: n/a (one replica: none can be lost and leave a survivor)")
+    else:
+        lines.append(f"3. losing {lost}: sessions lost, and sessions on surviving replicas that move anyway")
+        for rule in RULES:
+            b, m = sim.loss[rule], sim.moved_on_loss[rule]
+            lines.append(
+                f"  {rule:<18} {b.clients:>6} sessions ({pct(b.request_share, 1)} of requests) lost; "
+                f"{m.clients} moved between survivors"
+            )
     lines.append(f"serial fraction s = {float(sim.serial_fraction):.4f} (the largest client's share of requests)")
-    bounds = ", ".join(f"S({k if k is not None else 'inf'}) = {float(v):.2f}" for k, v in sim.amdahl)
+    bounds = ", ".join(f"S({_count(k)}) = {float(v):.2f}" for k, v in sim.amdahl)
     lines.append(f"Amdahl bound: {bounds}")
+    speedups = ", ".join(
+        f"{_count(sp.replicas)}: {'inf' if sp.non_sticky is None else f'{float(sp.non_sticky):g}'}"
+        for sp in sim.speedups
+    )
+    lines.append(f"non-sticky speedup (no serial part: n): {speedups}")
     c = sim.capacity
     if c is not None:
         cap = c.capacity
@@ -203,12 +235,19 @@ def render(sim: Simulation) -> str:
             needed = str(rc.replicas_needed) if rc.replicas_needed is not None else "none (see largest session)"
             lines.append(
                 f"  {rule:<18} busiest replica {float(rc.busiest_rps):.1f} req/s = {pct(rc.utilization, 1)} of safe; "
-                f"replicas needed {needed}"
+                f"replicas needed {needed} by search, {rc.replicas_needed_by_imbalance} by imbalance"
             )
         lines.append(
             f"  largest session {float(c.largest_rps):.1f} req/s = {pct(c.largest_utilization, 1)} of one replica; "
             f"sticky rules fit the target only while it is <= {pct(c.max_largest_share, 1)} of requests"
         )
+        lines.append("  sticky, per replica count: the busiest replica carries at least peak / S(n)")
+        for row, sp in zip(c.by_count, sim.speedups, strict=True):
+            lines.append(
+                f"  {_count(row.replicas):>6} replicas: S = {float(sp.sticky):.2f} (non-sticky "
+                f"{'inf' if sp.non_sticky is None else f'{float(sp.non_sticky):g}'}), busiest >= "
+                f"{float(row.busiest_lower_bound_rps):.1f} req/s = {pct(row.utilization, 1)} of safe"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -50,7 +50,7 @@ _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class AssignmentMode(StrEnum):
-    HASH = "hash"  # the seed's pick: slot = key_hash % total over running sums (SPEC §2)
+    HASH = "hash"  # the seed's pick: slot = key_hash % total over running sums (docs/spec.md §2)
     MINIMAL = "minimal"  # this module's slot table
 
 

@@ -44,8 +44,8 @@ class CompiledBackend:
     port: int
     endpoints: tuple[Endpoint, ...] = ()
     drain: bool = False  # sticky.mode persistent, weight 0: its sessions stay while it has ready endpoints
-    # SPEC §6: a backend with no ready endpoint is not eligible. Derived once here, not per request: decide() reads it
-    # for every failover check and every matching rule.
+    # docs/spec.md §6: a backend with no ready endpoint is not eligible. Derived once here, not per request: decide()
+    # reads it for every failover check and every matching rule.
     eligible: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -103,13 +103,14 @@ class CompiledSplit:
     endpoint_affinity: bool = False
     matches: tuple[CompiledMatch, ...] = ()
     debug_headers: bool = False
-    endpoint_points: int = DEFAULT_POINTS  # ring points per endpoint (SPEC §5), used with endpoint_affinity
+    endpoint_points: int = DEFAULT_POINTS  # ring points per endpoint (docs/spec.md §5), used with endpoint_affinity
     # The TrafficSplit metadata.generation this form was compiled from (0: not from a resource, e.g. a test). It is
     # content: status reports a split published only when a generation carries the form of its current spec.
     observed_generation: int = 0
     # sticky.header.name: the key comes from this request header when present, before the cookie (lowercase).
     key_header: str | None = None
-    # spec.assignment: minimal: the slot table the pick reads (core/assignment.py); None: the hash pick (SPEC §2).
+    # spec.assignment: minimal: the slot table the pick reads (core/assignment.py); None: the hash pick (docs/spec.md
+    # §2).
     table: SlotTable | None = None
     # sticky.mode: persistent (core/persistent.py): sessions keep the backend their sealed cookie names.
     persistent: bool = False
@@ -118,11 +119,11 @@ class CompiledSplit:
     # generations is the same split, and its Envoy resources (the fallback routes disclose this number) are reused.
     first_generation: int = field(default=0, compare=False)
     weights: Weights = field(init=False)
-    # Failover (SPEC §6): the eligible backends' own weights and order, and their indexes in `backends`.
+    # Failover (docs/spec.md §6): the eligible backends' own weights and order, and their indexes in `backends`.
     # None when every backend is eligible (nothing to fail over) or when no eligible backend carries weight.
     failover: tuple[Weights, tuple[int, ...]] | None = field(init=False)
-    # Per backend, the ring of its ready endpoints when the split pins pods (SPEC §5), else None. Built here, once per
-    # generation, so every replica holding the generation pins the same pod for the same key.
+    # Per backend, the ring of its ready endpoints when the split pins pods (docs/spec.md §5), else None. Built here,
+    # once per generation, so every replica holding the generation pins the same pod for the same key.
     rings: tuple[Ring | None, ...] = field(init=False, repr=False, compare=False)
     _hash: int | None = field(default=None, init=False, repr=False, compare=False)
 

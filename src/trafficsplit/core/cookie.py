@@ -1,4 +1,4 @@
-"""The affinity cookie (SPEC §4): mint a handle, read it back from Cookie lines, render Set-Cookie.
+"""The affinity cookie (docs/spec.md §4): mint a handle, read it back from Cookie lines, render Set-Cookie.
 
 The value is an opaque affinity handle, never a credential: a forged one can only choose among backends the operator
 already configured. Reading is strict about what counts (cookie-octets, at most 256 bytes) and lenient about
@@ -25,7 +25,8 @@ _COUNTER_MASK = (1 << _COUNTER_BITS) - 1
 
 # RFC 6265 §4.1.1 cookie-octet (%x21 / %x23-2B / %x2D-3A / %x3C-5B / %x5D-7E), 1..256 of them, as one compiled
 # pattern: the per-request check runs in C, not per character.
-_COOKIE_VALUE = re.compile(rf"[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]{{1,{MAX_COOKIE_VALUE_BYTES}}}")
+_COOKIE_OCTET = r"[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]"
+_COOKIE_VALUE = re.compile(rf"{_COOKIE_OCTET}{{1,{MAX_COOKIE_VALUE_BYTES}}}")
 # RFC 6265 OWS: only SP and HTAB are trimmed; str.strip() would also eat controls and Unicode spaces.
 _OWS = " \t"
 
@@ -73,6 +74,17 @@ def _valid_value(raw: str) -> str | None:
     return value if _COOKIE_VALUE.fullmatch(value) is not None else None
 
 
+def cookie_present_regex(name: str) -> str:
+    """An RE2 pattern (full match over a Cookie header) true exactly when `read_cookie` finds a value for `name`, for
+    Envoy's fallback route, which must tell a valid affinity cookie from none without the processor. Two known
+    differences, both only for values no minter produces: the 256-byte bound is not checked (`{1,256}` would exceed
+    RE2's default program size in Envoy, 100), and a `,` before the pair also separates (Envoy joins repeated headers
+    with `,` when it matches them; the processor splits on `;` only)."""
+    value = f"{_COOKIE_OCTET}+"
+    pair = f'[ \\t]*{re.escape(name)}[ \\t]*=[ \\t]*(?:{value}|"{value}")[ \\t]*'
+    return f"(?:.*[;,])?{pair}(?:;.*)?"
+
+
 def mint_affinity_id(now_ms: int, counter: int) -> str:
     """24 lowercase hex: 12 of Unix time in ms, 12 of a per-process counter."""
     return f"{now_ms & _COUNTER_MASK:012x}{counter & _COUNTER_MASK:012x}"
@@ -104,7 +116,7 @@ class SameSite(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CookieSettings:
-    """What a TrafficSplit says about its sticky cookie; defaults are SPEC §4's.
+    """What a TrafficSplit says about its sticky cookie; defaults are docs/spec.md §4's.
 
     Checks itself (every attribute reaches a Set-Cookie header): the parser and the publish receiver build it, so
     both refuse the same cookies. Problems name the resource's fields (`sameSite`, `maxAge`)."""

@@ -1,4 +1,4 @@
-"""The per-request decision (SPEC §3, §6): which key, which backend, and why.
+"""The per-request decision (docs/spec.md §3, §6): which key, which backend, and why.
 
 Order: the key is chosen first (the key header, else the cookie, else minted, else the request id); then an explicit
 match rule decides, else the weighted pick over the key's hash; a pick that lands on an ineligible backend is
@@ -45,7 +45,7 @@ class Decision(NamedTuple):
     key_source: KeySource
     path: DecisionPath
     set_cookie: str | None = None  # the Set-Cookie value when the key was minted
-    endpoint: str | None = None  # the pod (`host:port`) on the backend's ring (SPEC §5), when the split pins pods
+    endpoint: str | None = None  # the pod (`host:port`) on the backend ring when the split pins pods (docs/spec.md §5)
     key_hash: int = 0  # key_hash(key), for whoever records the decision (the live stickiness bill)
 
 
@@ -70,8 +70,8 @@ def choose_key(
 
 
 def pick_backend(split: CompiledSplit, h: int) -> tuple[int, DecisionPath]:
-    """The weighted pick for hash `h` (the slot table under spec.assignment: minimal), with SPEC §6 failover: only
-    keys whose backend is ineligible move."""
+    """The weighted pick for hash `h` (the slot table under spec.assignment: minimal), with docs/spec.md §6 failover:
+    only keys whose backend is ineligible move."""
     i = split.weights.pick_index(h) if split.table is None else split.table.owners[h % SLOTS]
     if split.failover is None or split.backends[i].eligible:
         return i, DecisionPath.WEIGHTED
@@ -114,7 +114,7 @@ def decide(
                     key_hash=h,
                 )
             # A rule whose backend cannot serve is passed over (availability ranks above an A/B assignment), and
-            # the decision says so (SPEC §6), whatever the pick then does.
+            # the decision says so (docs/spec.md §6), whatever the pick then does.
             passed_over = True
     i, path = pick_backend(split, h)
     if passed_over:
@@ -183,6 +183,6 @@ def _decide_persistent(
 
 
 def _endpoint(split: CompiledSplit, i: int, h: int) -> str | None:
-    """SPEC §5: the pod inside backend i, on its ring, for the same hash that picked the branch."""
+    """docs/spec.md §5: the pod inside backend i, on its ring, for the same hash that picked the branch."""
     ring = split.rings[i]
     return ring.members[ring.lookup(h)] if ring is not None else None

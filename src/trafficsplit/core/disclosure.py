@@ -1,4 +1,4 @@
-"""SPEC §6 disclosure: what every decision tells operators, as one record with bounded values.
+"""Disclosure (docs/spec.md §6): what every decision tells operators, as one record with bounded values.
 
 The processor puts these fields in Envoy's dynamic metadata (namespace `trafficsplit`), the access log prints them
 (docs/dataplane.md, "Access log"), and the decision metric counts `path` and `affinity_applied` as labels. A request
@@ -30,15 +30,20 @@ def affinity_applied(split: CompiledSplit, decision: Decision) -> bool:
 
 
 def session_id_present(decision: Decision) -> bool:
-    """Whether the request carried a valid affinity cookie (an invalid one counts as absent: SPEC §4 re-sessions)."""
+    """Whether the request carried a valid affinity cookie (an invalid one counts as absent and re-sessions:
+    docs/spec.md §4)."""
     return decision.key_source is KeySource.COOKIE
 
 
 def fallback_fields(generation: int, cookie_present: bool) -> dict[str, str | bool | int]:
-    """The disclosure of Envoy's native fallback route: it knows only whether the affinity cookie was there."""
+    """The disclosure of Envoy's native fallback route: it knows only whether a VALID affinity cookie was there (the
+    route matches `cookie.cookie_present_regex`, so an invalid one counts as absent, as for the processor). With one,
+    Envoy hashes it to choose the backend, so the session's key decided: affinity applied (by Envoy's hash, not
+    key_hash, so the backend may differ from the processor's)."""
     return {
         PATH: FALLBACK,
         KEY_SOURCE: KeySource.COOKIE.value if cookie_present else NO_KEY,
         SESSION_ID_PRESENT: cookie_present,
+        AFFINITY_APPLIED: cookie_present,
         GENERATION: generation,
     }

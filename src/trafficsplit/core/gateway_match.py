@@ -43,7 +43,7 @@ class _Condition:
         return value == self.exact if self.pattern is None else self.pattern.fullmatch(value)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _CompiledEntry:
     entry: RouteEntry
     path_type: PathType

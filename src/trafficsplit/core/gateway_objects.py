@@ -451,7 +451,7 @@ class RouteKind:
 HTTPROUTE_KIND = RouteKind(GATEWAY_GROUP, "HTTPRoute")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Listener:
     name: str
     hostname: str | None  # None: any host
@@ -532,7 +532,7 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
 # --- HTTPRoute --------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ParentRef:
     group: str
     kind: str
@@ -565,7 +565,7 @@ class ValueMatch:
     value: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RouteMatch:
     path_type: PathType = PathType.PREFIX
     path: str = "/"
@@ -584,7 +584,7 @@ class RouteMatch:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BackendRef:
     group: str
     kind: str
@@ -602,7 +602,7 @@ class SessionPersistence:
     lifetime: CookieLifetime | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RouteRule:
     index: int
     name: str | None
@@ -672,7 +672,9 @@ def _rule(index: int, raw: Any, namespace: str, r: _Reader) -> RouteRule:
     p = f"spec.rules[{index}]"
     if not isinstance(raw, Mapping):
         r.add(p, "expected an object")
-        return RouteRule(index, None, (), (), None, ("expected an object",))
+        return RouteRule(
+            index=index, name=None, matches=(), backend_refs=(), session=None, problems=("expected an object",)
+        )
     # The rule's own problems are unsupported values, not shape errors: kept with the rule, which is then dropped.
     unsupported = [
         q.removeprefix(f"{p}.")
@@ -708,7 +710,14 @@ def _rule(index: int, raw: Any, namespace: str, r: _Reader) -> RouteRule:
         if ref_name is not None:
             refs.append(ref)
     session = _session(r.obj(raw, "sessionPersistence", p), f"{p}.sessionPersistence", r, unsupported)
-    return RouteRule(index, name, matches, tuple(refs), session, tuple(unsupported))
+    return RouteRule(
+        index=index,
+        name=name,
+        matches=matches,
+        backend_refs=tuple(refs),
+        session=session,
+        problems=tuple(unsupported),
+    )
 
 
 # What each filter would need that the split model does not have (the filters themselves are not built yet).
@@ -763,7 +772,7 @@ def _match(p: str, raw: Any, r: _Reader, unsupported: list[str]) -> RouteMatch:
             method = Method(method_raw)
         except ValueError:
             r.add(f"{p}.method", f"{method_raw!r} is not an HTTP method the API allows")
-    return RouteMatch(path_type, value, headers, query, method)
+    return RouteMatch(path_type=path_type, path=value, headers=headers, query_params=query, method=method)
 
 
 def _value_matches(

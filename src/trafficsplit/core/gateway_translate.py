@@ -121,7 +121,7 @@ class Inputs:
     slices: Mapping[tuple[str, str], Sequence[SliceInfo]] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BackendTarget:
     """Where a split backend's traffic goes. The split model names a Service in the split's own namespace; a
     backendRef granted into another namespace keeps its namespace here (its endpoints are resolved there)."""
@@ -133,7 +133,7 @@ class BackendTarget:
     weight: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RuleAction:
     """What one rule of an accepted route does: its split (None: no backend can serve, every request answers 500),
     and the weight of backendRefs that do not resolve, whose share of requests answers 500 per the spec."""
@@ -203,7 +203,7 @@ class ClassStatus:
     conditions: tuple[Condition, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Translation:
     listeners: tuple[ListenerRoutes, ...]
     actions: tuple[RuleAction, ...]
@@ -383,7 +383,14 @@ def _resolve_refs(
         assert svc is not None and ref.port is not None
         # The split's backend name: the Service's, made unique within the rule when two refs name the same one.
         name = ref.name if names.count(ref.name) == 1 else f"{ref.name[:58]}-{j}"
-        ok.append((BackendTarget(name, ref.namespace, ref.name, ref.port, ref.weight), svc))
+        ok.append(
+            (
+                BackendTarget(
+                    backend=name, namespace=ref.namespace, service=ref.name, port=ref.port, weight=ref.weight
+                ),
+                svc,
+            )
+        )
     return ok, problems, error_weight
 
 
@@ -422,7 +429,9 @@ def _build_action(
         return None, problems
     key = route.meta.key
     if sum(t.weight for t, _ in resolved) == 0:  # no backendRef, none resolves, or all at weight 0
-        return RuleAction(key, rule.index, None, tuple(t for t, _ in resolved), error_weight), []
+        return RuleAction(
+            route=key, rule=rule.index, split=None, targets=tuple(t for t, _ in resolved), error_weight=error_weight
+        ), []
     live = resolved
     endpoints: dict[str, tuple[Endpoint, ...]] = {}
     for t, svc in live:
@@ -445,7 +454,9 @@ def _build_action(
         split = compile_split(spec, endpoints, observed_generation=route.meta.generation)
     except SpecError as exc:
         return None, [f"rules[{rule.index}]: {q}" for q in exc.problems]
-    return RuleAction(key, rule.index, split, tuple(t for t, _ in live), error_weight), []
+    return RuleAction(
+        route=key, rule=rule.index, split=split, targets=tuple(t for t, _ in live), error_weight=error_weight
+    ), []
 
 
 def _precedence(route: HTTPRoute, entry: RouteEntry) -> tuple[int, int, int, int, int, str, str, int, int]:
@@ -578,7 +589,13 @@ def translate(inputs: Inputs) -> Translation:
                 )
                 listeners.append(ListenerRoutes(key, v.listener.name, v.listener.port, hosts_))
         gateway_status.append(GatewayStatus(key, _gateway_conditions(gw, views[key]), tuple(listener_status)))
-    return Translation(tuple(listeners), tuple(actions), tuple(route_status), tuple(gateway_status), class_status)
+    return Translation(
+        listeners=tuple(listeners),
+        actions=tuple(actions),
+        routes=tuple(route_status),
+        gateways=tuple(gateway_status),
+        classes=class_status,
+    )
 
 
 def _attach(

@@ -1,4 +1,4 @@
-"""The one hash of the project (SPEC §1): FNV-1a 32 with an avalanche finaliser.
+"""The one hash of the project (docs/spec.md §1): FNV-1a 32 with an avalanche finaliser.
 
 Python's built-in hash() is salted per process, so two replicas would disagree; this one is the same everywhere.
 """

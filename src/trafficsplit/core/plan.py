@@ -1,4 +1,4 @@
-"""Displacement planning (SPEC §2): how much of the hash space changes backend when the weights change.
+"""Displacement planning (docs/spec.md §2): how much of the hash space changes backend when the weights change.
 
 The pick is `slot = key_hash(key) % total`, so a change that keeps the total moves only the slots whose owner changed,
 while a change of total re-draws every key's slot and moves sessions both ways. Users need that figure before they

@@ -207,7 +207,7 @@ def _outcome(
         return replace(base, accepted=invalid, resolved=NOT_RESOLVED_INVALID, served=prev, kept=prev is not None)
     res = Resolution({}, ()) if static else resolve(spec, services, slices)
     # Without a last good form, the unresolved backends get no endpoints: the dataplane then fails their sessions
-    # over to the resolved ones (SPEC §6) rather than losing the whole host.
+    # over to the resolved ones (docs/spec.md §6) rather than losing the whole host.
     empty: dict[str, tuple[Endpoint, ...]] = {b.name: () for b in spec.backends}
     # The slot table's history (spec.assignment: minimal): the form served here, else the one status stored if it
     # verifies (an operator that restarted or took over), else the one the dataplanes hold (status lost or refused),

@@ -1,5 +1,5 @@
-"""The one consistent-hash ring (SPEC §5, §8): `points` nodes per member at key_hash(f"{member}#{v}"), v from 0; a key
-goes to the first node whose hash is >= key_hash(key), wrapping to the first node.
+"""The one consistent-hash ring (docs/spec.md §5, §8): `points` nodes per member at key_hash(f"{member}#{v}"), v from 0;
+a key goes to the first node whose hash is >= key_hash(key), wrapping to the first node.
 
 The same code places a client on a replica in the simulator and a session on a pod in the dataplane, so the
 simulator's sticky-consistent figures are what the gateway does. A member's nodes depend only on its own name, so
@@ -67,6 +67,7 @@ class Ring:
 
 
 def endpoint_ring(hosts: Sequence[str], points: int) -> Ring | None:
-    """SPEC §5: the ring of a backend's READY endpoints (`host:port`, as Envoy names hosts), members in sorted order so
-    every replica builds the same ring whatever order the endpoints were listed in. None when there is no endpoint."""
+    """docs/spec.md §5: the ring of a backend's READY endpoints (`host:port`, as Envoy names hosts), members in sorted
+    order so every replica builds the same ring whatever order the endpoints were listed in. None when there is no
+    endpoint."""
     return Ring(sorted(set(hosts)), points) if hosts else None

@@ -100,11 +100,14 @@ def host_problems(hosts: Sequence[str]) -> list[str]:
     return problems
 
 
+def backend_name_problems(name: str) -> list[str]:
+    """The CRD's rule on a backend name, for every place a name enters (the parser, the receiver, the CLI's NAME=W)."""
+    return [] if is_dns_label(name) else [f"name: {name[:64]!r} must be a DNS label (lowercase letters, digits, '-')"]
+
+
 def backend_problems(name: str, port: int, service: str) -> list[str]:
     """A backend's own fields (its weight is the `Weights` value's to check)."""
-    problems = (
-        [] if is_dns_label(name) else [f"name: {name[:64]!r} must be a DNS label (lowercase letters, digits, '-')"]
-    )
+    problems = backend_name_problems(name)
     if not is_dns_label(service):
         problems.append(f"service: {service[:64]!r} must be a DNS label (a Service name)")
     return problems + port_problems(port)

@@ -1,4 +1,4 @@
-"""The stickiness bills (SPEC §8): what pinning clients to replicas costs, for a given client mix.
+"""The stickiness bills (docs/spec.md §8): what pinning clients to replicas costs, for a given client mix.
 
 Stickiness trades three things: load balance (a heavy client pins its whole load on one replica), rebinding (adding a
 replica moves bound clients) and loss (a replica that drops takes its sessions with it). The simulator reports all
@@ -54,8 +54,9 @@ class RuleLoad:
     busiest_drop: Fraction  # (ITS load before − ITS load after the add) / its load before: not the peak drop
     peak_before: int  # the busiest replica's load before the add
     peak_after: int  # the busiest replica's load after the add, whichever replica that is
-    peak_drop: Fraction  # SPEC §8: 1 − peak_after / peak_before
-    load_after_loss: tuple[int, ...]  # requests per surviving replica, in `Simulation.survivors` order
+    peak_drop: Fraction  # docs/spec.md §8: 1 − peak_after / peak_before
+    # Requests per surviving replica, in `Simulation.survivors` order; None when no replica is lost (one replica).
+    load_after_loss: tuple[int, ...] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +95,30 @@ class Capacity:
 class RuleCapacity:
     busiest_rps: Fraction  # the busiest replica's share of the peak, at the given replicas
     utilization: Fraction  # busiest_rps / safe_rps
-    replicas_needed: int | None  # the fewest k1..kN whose busiest replica stays within the budget; None: not found
+    replicas_needed: int | None  # by search: the fewest k1..kN whose busiest replica stays within the budget
+    # By imbalance: ceil(imbalance × peak / safe), the imbalance at the given replicas, no target (the usual rule of
+    # thumb: scale the even count by how uneven the rule is). It ignores that the imbalance changes with the count.
+    replicas_needed_by_imbalance: int
+
+
+@dataclass(frozen=True, slots=True)
+class Speedup:
+    """One replica count's speedup under each rule: sticky is Amdahl's bound S(n) (the largest client cannot be split),
+    non-sticky has no serial part (any request may go anywhere), so S(n) with s = 0, which is n. (The round robin over
+    the mix's whole requests is within one request per replica of that; the capacity model works in rates.)"""
+
+    replicas: int | None  # None: the limit n → ∞
+    sticky: Fraction  # S(n), or 1/s at the limit
+    non_sticky: Fraction | None  # None at the limit: unbounded
+
+
+@dataclass(frozen=True, slots=True)
+class CountCapacity:
+    """At one replica count: the busiest replica carries at least PEAK / S(n) (the bound, whatever the placement)."""
+
+    replicas: int | None
+    busiest_lower_bound_rps: Fraction  # peak / S(n)
+    utilization: Fraction  # busiest_lower_bound_rps / safe_rps
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,6 +129,7 @@ class CapacityReport:
     largest_rps: Fraction  # the largest session's requests/s: a sticky rule puts all of it on one replica
     largest_utilization: Fraction  # largest_rps / safe_rps
     max_largest_share: Fraction  # the largest session share one replica can carry within the budget (budget / peak)
+    by_count: tuple[CountCapacity, ...]  # per Amdahl count, and the limit
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,10 +142,11 @@ class Simulation:
     points: int
     rules: dict[str, RuleLoad]
     rebinding: dict[str, Bill]  # when `added` join
-    loss: dict[str, Bill]  # sessions bound to `lost`
-    moved_on_loss: dict[str, Bill]  # sessions whose replica stayed but that moved anyway when `lost` left
+    loss: dict[str, Bill] | None  # sessions bound to `lost`; None when none is lost (one replica: n/a)
+    moved_on_loss: dict[str, Bill] | None  # sessions whose replica stayed but that moved anyway when `lost` left
     serial_fraction: Fraction  # the largest client's share of requests
     amdahl: tuple[tuple[int | None, Fraction], ...]  # (replicas, bound); None is the limit 1/s
+    speedups: tuple[Speedup, ...]  # per Amdahl count and the limit: sticky S(n) beside the non-sticky speedup
     capacity: CapacityReport | None = None
 
     @property
@@ -189,7 +215,7 @@ def _check_scenario(
         problems.append("add: names must be 1..253 characters")
     if len(replicas) + len(added) > MAX_REPLICAS:
         problems.append(f"add: more than {MAX_REPLICAS} replicas in all")
-    if not lost:
+    if not lost and len(replicas) > 1:  # one replica: nothing can be lost and leave a survivor, so nothing is
         problems.append("lose: at least one replica must be lost")
     if len(set(lost)) != len(lost) or not set(lost) <= set(replicas):
         problems.append(f"lose: {', '.join(lost)} must be distinct replicas of {replicas[0]}..{replicas[-1]}")
@@ -230,7 +256,7 @@ def _imbalance(load: Sequence[int]) -> Fraction:
     return Fraction(max(load) * len(load), sum(load))
 
 
-def _rule_load(before: tuple[int, ...], after: tuple[int, ...], after_loss: tuple[int, ...]) -> RuleLoad:
+def _rule_load(before: tuple[int, ...], after: tuple[int, ...], after_loss: tuple[int, ...] | None) -> RuleLoad:
     busiest = before.index(max(before))
     drop = Fraction(before[busiest] - after[busiest], before[busiest])
     peak_before, peak_after = max(before), max(after)
@@ -271,8 +297,9 @@ def simulate(
     amdahl_at: Sequence[int] = AMDAHL_REPLICAS,
     capacity: Capacity | None = None,
 ) -> Simulation:
-    """All SPEC §8 figures for the client mix over replicas k1..kn: `add` (default k(n+1)) joining, `lose` (default
-    k1) leaving, a ring of `points` nodes per replica, Amdahl's bound at `amdahl_at`, and the capacity model.
+    """All docs/spec.md §8 figures for the client mix over replicas k1..kn: `add` (default k(n+1)) joining, `lose`
+    (default k1; with one replica none, and the loss figures are None) leaving, a ring of `points` nodes per replica,
+    Amdahl's bound at `amdahl_at`, and the capacity model.
 
     `n` may name the replicas instead (e.g. the pods' `host:port`, as the dataplane's ring names them); then `add`
     must be given, and `lose` defaults to the first."""
@@ -288,7 +315,7 @@ def simulate(
     if problems:
         raise SpecError(problems)
     added = tuple(add) if add is not None else () if named else (f"k{len(replicas) + 1}",)
-    lost = tuple(lose) if lose is not None else replicas[:1]
+    lost = tuple(lose) if lose is not None else replicas[:1] if len(replicas) > 1 else ()
     problems = _check_scenario(replicas, added, lost, points, amdahl_at)
     if capacity is not None:
         problems += capacity.problems()
@@ -305,22 +332,23 @@ def simulate(
     modulo_add, modulo_loss = bind_modulo(names, len(grown)), bind_modulo(names, len(survivors))
     ring = bind_consistent(names, replicas, points)
     ring_add, ring_loss = bind_consistent(names, grown, points), bind_consistent(names, survivors, points)
+    survivors_n = len(survivors) if lost else None
 
     rules = {
         "non-sticky": _rule_load(
             _round_robin(total, len(replicas)),
             _round_robin(total, len(grown)),
-            _round_robin(total, len(survivors)),
+            _round_robin(total, survivors_n) if survivors_n else None,
         ),
         "sticky-modulo": _rule_load(
             _loads(modulo, requests, len(replicas)),
             _loads(modulo_add, requests, len(grown)),
-            _loads(modulo_loss, requests, len(survivors)),
+            _loads(modulo_loss, requests, survivors_n) if survivors_n else None,
         ),
         "sticky-consistent": _rule_load(
             _loads(ring, requests, len(replicas)),
             _loads(ring_add, requests, len(grown)),
-            _loads(ring_loss, requests, len(survivors)),
+            _loads(ring_loss, requests, survivors_n) if survivors_n else None,
         ),
     }
     none = [False] * len(clients)
@@ -342,7 +370,8 @@ def simulate(
     s = Fraction(max(requests), total)
     bounds: list[tuple[int | None, Fraction]] = [(k, amdahl(s, k)) for k in amdahl_at]
     bounds.append((None, 1 / s))
-    report = _capacity_report(capacity, rules, names, requests, s, points) if capacity is not None else None
+    speedups = tuple(Speedup(k, bound, None if k is None else amdahl(Fraction(0), k)) for k, bound in bounds)
+    report = _capacity_report(capacity, rules, names, requests, s, points, bounds) if capacity is not None else None
     return Simulation(
         clients=len(clients),
         requests=total,
@@ -352,10 +381,11 @@ def simulate(
         points=points,
         rules=rules,
         rebinding=rebinding,
-        loss=loss,
-        moved_on_loss=moved,
+        loss=loss if lost else None,
+        moved_on_loss=moved if lost else None,
         serial_fraction=s,
         amdahl=tuple(bounds),
+        speedups=speedups,
         capacity=report,
     )
 
@@ -367,6 +397,7 @@ def _capacity_report(
     requests: Sequence[int],
     s: Fraction,
     points: int,
+    bounds: Sequence[tuple[int | None, Fraction]],
 ) -> CapacityReport:
     total = sum(requests)
     per_rule: dict[str, RuleCapacity] = {}
@@ -374,8 +405,10 @@ def _capacity_report(
     needed = _replicas_needed(cap, names, requests, s, points, even)
     for rule, r in rules.items():
         rps = cap.peak_rps * Fraction(max(r.load), total)
-        per_rule[rule] = RuleCapacity(rps, rps / cap.safe_rps, needed[rule])
+        by_imbalance = max(1, ceil(r.imbalance * cap.peak_rps / cap.safe_rps))
+        per_rule[rule] = RuleCapacity(rps, rps / cap.safe_rps, needed[rule], by_imbalance)
     largest = cap.peak_rps * s
+    by_count = tuple(CountCapacity(k, cap.peak_rps / b, cap.peak_rps / b / cap.safe_rps) for k, b in bounds)
     return CapacityReport(
         capacity=cap,
         rules=per_rule,
@@ -383,6 +416,7 @@ def _capacity_report(
         largest_rps=largest,
         largest_utilization=largest / cap.safe_rps,
         max_largest_share=min(Fraction(1), cap.budget_rps / cap.peak_rps),
+        by_count=by_count,
     )
 
 

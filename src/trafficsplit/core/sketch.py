@@ -1,5 +1,5 @@
-"""The live stickiness bill (SPEC §8, measured instead of simulated): how heavy the heaviest sessions are, in fixed
-memory whatever the traffic.
+"""The live stickiness bill (docs/spec.md §8, measured instead of simulated): how heavy the heaviest sessions are, in
+fixed memory whatever the traffic.
 
 Per sticky split the processor records every decided request here:
 

@@ -1,4 +1,4 @@
-"""Weighted backend lists and the stateless weighted pick (SPEC §2).
+"""Weighted backend lists and the stateless weighted pick (docs/spec.md §2).
 
 A `Weights` value is the ordered (name, weight) list a TrafficSplit declares. The pick walks the running sums; it keeps
 no counters, so two replicas holding the same weights answer the same for the same key.
@@ -10,12 +10,15 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.limits import MAX_BACKENDS as MAX_BACKENDS  # re-exported: its home before core.limits
+from trafficsplit.core.rules import backend_name_problems
 
 MAX_WEIGHT = 1_000_000
+HASH_SPACE = 1 << 32  # key_hash's values, 0 .. 2**32 - 1
 # ASCII digits only: str.isdigit() also accepts '²' and other digits that int() refuses with a ValueError.
 _INTEGER = re.compile(r"-?[0-9]+")
 
@@ -42,6 +45,9 @@ class Weights:
 
     def __post_init__(self) -> None:
         problems = weight_problems(self.names, self.weights)
+        # The names obey the CRD's rule too, so a list typed on the command line (`plan --from`, `pick --weights`)
+        # is refused as the API server would refuse it. (The spec parser checks names with the backend's own fields.)
+        problems += [f"backends[{i}].{p}" for i, n in enumerate(self.names) if n for p in backend_name_problems(n)]
         if problems:
             raise SpecError(problems)
         bounds: list[int] = []
@@ -136,3 +142,17 @@ def parse_pairs(text: str) -> list[tuple[str, int]]:
 def parse_weights(text: str) -> Weights:
     """Parse `stable=95,canary=5` into a valid split; raises SpecError naming the bad part."""
     return Weights.of(parse_pairs(text))
+
+
+def modulo_bias(total: int, space: int = HASH_SPACE) -> Fraction:
+    """The largest relative error of a backend's share under `slot = h % total`, h uniform over `space` values, over
+    every split with this total (docs/spec.md, "Modulo bias").
+
+    With space = q·total + r (0 <= r < total), slots 0..r-1 receive q+1 hash values and the others q. A backend that
+    owns w slots, k of them below r, receives (w·q + k) / space of the keys where w / total is meant: a relative error
+    of (k/w · total − r) / space, which lies between −r / space (k = 0) and (total − r) / space (k = w), both reached by
+    a backend of weight 1. So the bound is max(r, total − r) / space, and 0 when total divides the space."""
+    if total < 1 or space < 1:
+        raise ValueError(f"total and space must be >= 1, got {total} and {space}")
+    r = space % total
+    return Fraction(0) if r == 0 else Fraction(max(r, total - r), space)

@@ -230,8 +230,8 @@ def first_host(spec: SplitSpec) -> str:
 
 def flip_recipe(split: DemoSplit, examples_arg: str) -> list[str]:
     """How to move traffic by editing the example: a blue-green flip when a backend waits at weight 0, else a ramp
-    of 5 that keeps the total (so only the sessions that must move are re-pinned: docs/displacement.md). Under
-    sticky.mode persistent, the drain too: the flip with the old side marked `drain: true`."""
+    of 5 that keeps the total (so only the sessions that must move are re-pinned: docs/displacement.md, docs/spec.md
+    §2). Under sticky.mode persistent, the drain too: the flip with the old side marked `drain: true`."""
     backends = split.spec.backends
     path = f"{examples_arg}/{split.source}"
     if len(backends) < 2:

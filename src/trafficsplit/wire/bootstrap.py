@@ -12,7 +12,7 @@ Choices (docs/dataplane.md says why in full):
   reaches the response through dynamic metadata in our namespace, which must be listed in `receiving_namespaces`.
 - No `strip_any_host_port`: the route configuration ignores the port when it matches hosts and leaves the header
   as the client sent it, so the processor reads the same bytes the same way (trafficsplit.core.host).
-- An access log line per request (JSON, `ACCESS_LOG_FORMAT`): SPEC §6's disclosure of every decision from the
+- An access log line per request (JSON, `ACCESS_LOG_FORMAT`): docs/spec.md §6's disclosure of every decision from the
   processor's dynamic metadata, or from the fallback route's metadata when Envoy decided alone.
 - Edge hardening after Envoy's "Configuring Envoy as an edge proxy" (docs/security.md lists what is adopted and
   what not): the client's address is the connection's (`use_remote_address`, `xff_num_trusted_hops` for trusted
@@ -428,7 +428,8 @@ def stats_config(opts: BootstrapOptions) -> stats_pb2.StatsConfig | None:
 def ads_retry_policy() -> base_pb2.RetryPolicy:
     """How soon Envoy reconnects its ADS stream after losing it (a processor restart): every 100 ms doubling, at most
     every `ADS_RETRY_MAX_MS`, jittered. Envoy's default (0.5 s doubling to 30 s) grows while the processor starts, and
-    a restarted processor can take no publish until Envoy is back (docs/dataplane.md, "Processor restart")."""
+    a restarted processor can take no publish until Envoy is back (docs/dataplane.md, "Failure behaviour", the
+    processor-restarted row)."""
     return base_pb2.RetryPolicy(
         retry_back_off=backoff_pb2.BackoffStrategy(
             base_interval=_duration_ms(ADS_RETRY_BASE_MS), max_interval=_duration_ms(ADS_RETRY_MAX_MS)

@@ -2,9 +2,9 @@
 
 What Envoy gets per generation, all over ADS:
 - CDS: one EDS cluster per backend, named by `CompiledBackend.cluster`. When the split asks for endpoint affinity
-  (SPEC §5) the cluster's policy is `override_host`: Envoy sends the request to the exact endpoint the processor chose
-  on the core's ring (dynamic metadata `trafficsplit:endpoint`, which clients cannot set), and only when that host has
-  just left (or the processor did not decide) falls back to its own RING_HASH over the request's hash policy.
+  (docs/spec.md §5) the cluster's policy is `override_host`: Envoy sends the request to the exact endpoint the processor
+  chose on the core's ring (dynamic metadata `trafficsplit:endpoint`, which clients cannot set), and only when that host
+  has just left (or the processor did not decide) falls back to its own RING_HASH over the request's hash policy.
 - EDS: each cluster's READY endpoints (readiness is the generation's, so Envoy and the pick agree on eligibility).
 - RDS: one route configuration. Per split a virtual host for its hosts with two routes: the routing header present
   → `cluster_header` (the processor decided); otherwise Envoy-native `weighted_clusters` with the split's weights over
@@ -28,7 +28,6 @@ The names here (headers, metadata namespace, cluster names) are the contract bet
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -46,6 +45,7 @@ from google.protobuf.message import Message
 
 from trafficsplit.core import disclosure
 from trafficsplit.core.compiled import CompiledBackend, CompiledSplit, Generation
+from trafficsplit.core.cookie import cookie_present_regex
 
 ROUTING_HEADER = "x-trafficsplit-cluster"
 DECISION_HEADER = "x-trafficsplit-decision"
@@ -257,11 +257,10 @@ def fallback_routes(split: CompiledSplit, generation: int) -> list[route_compone
     routes = []
     if split.cookie is not None:
         name = split.cookie.name
+        # Only a VALID affinity cookie takes this route, as only a valid one is a session id to the processor.
         present = route_components_pb2.HeaderMatcher(
             name="cookie",
-            string_match=string_pb2.StringMatcher(
-                safe_regex=regex_pb2.RegexMatcher(regex=f"(?:.*[;,])?\\s*{re.escape(name)}=.*")
-            ),
+            string_match=string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=cookie_present_regex(name))),
         )
         action = route_components_pb2.RouteAction(
             weighted_clusters=_fallback_clusters(split, generation, "cookie"),

@@ -68,7 +68,7 @@ def request_view_of(pairs: Iterable[tuple[str, str]]) -> RequestView:
 
 
 def disclosure(decision: Decision, generation: int) -> str:
-    """SPEC §6: which backend, which generation, where the key came from, which path decided."""
+    """docs/spec.md §6: which backend, which generation, where the key came from, which path decided."""
     return (
         f"backend={decision.backend.name}; generation={generation}; "
         f"key={decision.key_source.value}; path={decision.path.value}"
@@ -83,7 +83,7 @@ def _set_header(name: str, value: str) -> base_pb2.HeaderValueOption:
 
 def _routed(decision: Decision, split: CompiledSplit, generation: int) -> ep.ProcessingResponse:
     """The part of a reply that is the same for every request with this backend, key source and path: the routing
-    header, clear_route_cache, and the disclosure fields (SPEC §6) the access log prints."""
+    header, clear_route_cache, and the disclosure fields (docs/spec.md §6) the access log prints."""
     mutation = ep.HeaderMutation(set_headers=[_set_header(ROUTING_HEADER, decision.backend.cluster)])
     reply = ep.ProcessingResponse(
         request_headers=ep.HeadersResponse(response=ep.CommonResponse(header_mutation=mutation, clear_route_cache=True))
