@@ -107,7 +107,8 @@ def test_readme_cluster_block_runs_as_written(readme_run: list[Ran], fresh: Clus
     # set-weights printed its plan, was answered y, and the API server holds the new weights.
     assert "applied" in by_verb["set-weights"].stdout, str(by_verb["set-weights"])
     set_argv = words(by_verb["set-weights"].command)
-    wanted = dict(pair.split("=") for pair in set_argv[-1].split(","))
+    assignments = next(a for a in set_argv[4:] if "=" in a and not a.startswith("-"))
+    wanted = dict(pair.split("=") for pair in assignments.split(","))
     live = weights(cluster, set_argv[3])
     assert {k: live[k] for k in wanted} == {k: int(v) for k, v in wanted.items()}, live
     assert sum(live.values()) == 100, live
