@@ -1,5 +1,5 @@
-"""The base install (`pip install trafficsplit`, no extra) is the CLI and the kubectl plugin: every CLI module must import
-and run with only the base dependencies. A child interpreter refuses every module that only an extra brings (the
+"""The base install (`pip install trafficsplit`, no extra) is the CLI and the kubectl plugin: every CLI module must
+import and run with only the base dependencies. A child interpreter refuses every module that only an extra brings (the
 operator's, the extproc's, the demo's, the fast runner's), so a CLI import of one fails here rather than on a user's
 slim install.
 """
