@@ -8,21 +8,47 @@ it, so a restarted operator can seed its last good forms from exactly what this 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from trafficsplit.core.capabilities import SplitRefusal
 from trafficsplit.core.compiled import Generation
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Holding:
+    """What a replica holds, as one value: a failed publish restores the one it replaced, whole."""
+
+    current: Generation | None = None
+    origin: str = ""
+    message: pb.Generation | None = None  # `current` as accepted on the wire
+    refused: tuple[SplitRefusal, ...] = ()  # the published splits left out of `current` (not servable here)
+
+
 class HeldGeneration:
     def __init__(self) -> None:
-        self.current: Generation | None = None
-        self.origin = ""
-        self.message: pb.Generation | None = None  # `current` as accepted on the wire
-        self.refused: tuple[SplitRefusal, ...] = ()  # the published splits left out of `current` (not servable here)
+        self.holding = Holding()
+
+    @property
+    def current(self) -> Generation | None:
+        return self.holding.current
+
+    @property
+    def origin(self) -> str:
+        return self.holding.origin
+
+    @property
+    def message(self) -> pb.Generation | None:
+        return self.holding.message
+
+    @property
+    def refused(self) -> tuple[SplitRefusal, ...]:
+        return self.holding.refused
 
     @property
     def number(self) -> int:
-        return self.current.number if self.current is not None else 0
+        current = self.holding.current
+        return current.number if current is not None else 0
 
     def swap(
         self,
@@ -31,4 +57,7 @@ class HeldGeneration:
         message: pb.Generation | None = None,
         refused: tuple[SplitRefusal, ...] = (),
     ) -> None:
-        self.current, self.origin, self.message, self.refused = gen, origin, message, refused
+        self.holding = Holding(current=gen, origin=origin, message=message, refused=refused)
+
+    def restore(self, holding: Holding) -> None:
+        self.holding = holding

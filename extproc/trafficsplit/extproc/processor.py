@@ -93,7 +93,7 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         return out
 
     def _decide(self, view: RequestView) -> Decided | Undecided:
-        gen = self._held.current
+        gen = self._held.holding.current  # one read per decision: a swap never mixes two generations
         if gen is None:
             # A restarted processor before its first publish: Envoy keeps its last routes, so leaving the request
             # undecided routes it by native weights (not sticky) instead of failing it.

@@ -162,12 +162,8 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         return self._reply(result, f"{what}: {exc}")
 
     async def _publish(self, msg: pb.Generation, time_remaining: float | None) -> pb.PublishReply:
-        held, held_origin, held_msg, held_refused = (
-            self._held.current,
-            self._held.origin,
-            self._held.message,
-            self._held.refused,
-        )
+        held_before = self._held.holding
+        held, held_msg = held_before.current, held_before.message
         if msg.number <= self._held.number:
             return self._reply(pb.PublishReply.STALE, f"generation {msg.number} <= held {self._held.number}")
         if (jump := number_refusal(msg.number, self._held.number)) is not None:
@@ -209,7 +205,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             versions = self._ads.set_resources(self._built.serving(gen, draining), generation=gen.number)
             await self._ads.wait_acked(versions, wait)
         except AckError as exc:
-            self._held.swap(held, held_origin, held_msg, held_refused)
+            self._held.restore(held_before)
             if held is not None:
                 self._draining.pop()
             self._ads.restore(before)
