@@ -129,7 +129,7 @@ async def run_kubernetes(cfg: Config) -> None:
     kinds = ("trafficsplit", "service", "endpointslice", *(GATEWAY_KINDS if gateway_api else ()))
     for kind in kinds:
         for body in await kube.list_all(kind, namespaces):
-            engine.store.apply(kind, None, body)
+            engine.load(kind, body)
     engine.mark_ready()
 
     stop = asyncio.Event()
