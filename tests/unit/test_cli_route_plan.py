@@ -11,7 +11,7 @@ import pytest
 
 from trafficsplit.cli import kplan
 from trafficsplit.cli.common import UsageError
-from trafficsplit.cli.kube import Ref
+from trafficsplit.cli.kube import Cluster, Ref
 from trafficsplit.cli.main import main
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_objects import parse_httproute
@@ -86,7 +86,7 @@ class _FakeCluster:
 
 
 def test_the_command_reads_the_live_route(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kplan.Cluster, "connect", classmethod(lambda cls, args: _FakeCluster()))
+    monkeypatch.setattr(Cluster, "connect", classmethod(lambda cls, args: _FakeCluster()))
     out = io.StringIO()
     assert main(["plan", "httproute/shop", "--rule", "canary", "--set", "canary=10,stable=90"], out=out) == 0
     text = out.getvalue()
