@@ -853,9 +853,9 @@ def _filters(raw: Any, rel: str, r: _Reader, p: str, unsupported: list[str], *, 
             continue
         seen.add(type_)
         key = _FILTER_FIELD[type_]
-        for other in _FILTER_FIELD.values():
+        for other_type, other in _FILTER_FIELD.items():
             if other != key and other in f:
-                r.add(f"{fp}.{other}", f"must be nil if the filter type is not {other[0].upper()}{other[1:]}")
+                r.add(f"{fp}.{other}", f"must be nil if the filter type is not {other_type}")
         body = f.get(key)
         if not isinstance(body, Mapping):
             r.add(f"{fp}.{key}", f"must be specified for filter type {type_}")
