@@ -4,16 +4,14 @@ containers as the chart's gateway Deployment, rendered by the real helm) is in t
 
 from __future__ import annotations
 
-import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from trafficsplit.core.gateway_objects import Gateway, parse_gateway
-from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS, GatewayParameters, parse_gateway_parameters
+from tests.support.provision import OPERATOR_LABELS, gateway, params, settings, settings_doc
+from trafficsplit.core.gateway_objects import parse_gateway
+from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS
 from trafficsplit.operator.dataplane_names import (
     GATEWAY_NAME_ANNOTATION,
     GATEWAY_NAMESPACE_ANNOTATION,
@@ -22,60 +20,14 @@ from trafficsplit.operator.dataplane_names import (
     selector_labels,
 )
 from trafficsplit.operator.provision import (
-    DataplaneSettings,
+    GatewayAddress,
     ProvisionError,
     Rendered,
     parse_settings,
     render,
     render_bootstrap,
+    service_addresses,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "charts" / "trafficsplit"
-OPERATOR_LABELS = {"app.kubernetes.io/name": "trafficsplit", "app.kubernetes.io/instance": "rel",
-                   "app.kubernetes.io/component": "operator"}  # fmt: skip
-
-
-def settings_doc(**gateway_changes: Any) -> dict[str, Any]:
-    """The settings the chart renders (templates/operator-dataplane-configmap.yaml) from its default values."""
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    gw = copy.deepcopy(values["gateway"])
-    for path, value in gateway_changes.items():
-        node = gw
-        keys = path.split("__")
-        for k in keys[:-1]:
-            node = node[k]
-        node[keys[-1]] = value
-    return {
-        "namespace": "ts-system",
-        "gateway": gw,
-        "extprocImage": "ghcr.io/trafficsplit/extproc:0.1.0",
-        "envoyImage": "envoyproxy/envoy:distroless-v1.40.0",
-        "publishPort": values["publish"]["port"],
-        "tokenSecret": "rel-publish-token",
-        "tlsSecret": "rel-publish-tls-gateway",
-        "serviceAccount": "rel-gateway",
-        "securityContext": values["securityContext"],
-        "imagePullSecrets": [],
-        "operatorLabels": OPERATOR_LABELS,
-        "labels": {"app.kubernetes.io/part-of": "trafficsplit"},
-    }
-
-
-def settings(doc: dict[str, Any] | None = None, transport: str = "grpc") -> DataplaneSettings:
-    name = "envoy-bootstrap-http.json" if transport == "http" else "envoy-bootstrap.json"
-    return parse_settings(json.dumps(doc or settings_doc()), (CHART / "files" / name).read_text())
-
-
-def gateway(*ports: int, name: str = "web", namespace: str = "shop") -> Gateway:
-    listeners = [{"name": f"l{i}", "port": p, "protocol": "HTTP"} for i, p in enumerate(ports or (80,))]
-    body = {"metadata": {"name": name, "namespace": namespace}, "spec": {"gatewayClassName": "trafficsplit",
-            "listeners": listeners}}  # fmt: skip
-    return parse_gateway(body)
-
-
-def params(spec: dict[str, Any]) -> GatewayParameters:
-    return parse_gateway_parameters({"metadata": {"name": "p"}, "spec": spec})
 
 
 def one(r: Rendered, kind: str, name: str | None = None) -> dict[str, Any]:
@@ -296,3 +248,14 @@ def test_bad_settings_stop_the_operator_naming_the_field(change: Any, expect: st
 def test_a_bootstrap_of_another_shape_is_refused() -> None:
     with pytest.raises(ValueError, match="does not have the shape"):
         parse_settings(json.dumps(settings_doc()), json.dumps({"static_resources": {"listeners": []}}))
+
+
+def test_addresses_are_the_load_balancers_else_the_cluster_ip() -> None:
+    svc: dict[str, Any] = {"spec": {"clusterIP": "10.0.0.7", "clusterIPs": ["10.0.0.7", "fd00::7"]}}
+    assert service_addresses(svc) == (GatewayAddress("IPAddress", "10.0.0.7"), GatewayAddress("IPAddress", "fd00::7"))
+    svc["status"] = {"loadBalancer": {"ingress": [{"ip": "203.0.113.9"}, {"hostname": "lb.example.com"}]}}
+    assert service_addresses(svc) == (
+        GatewayAddress("IPAddress", "203.0.113.9"),
+        GatewayAddress("Hostname", "lb.example.com"),
+    )
+    assert service_addresses({"spec": {"clusterIP": "None"}}) == ()

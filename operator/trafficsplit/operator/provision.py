@@ -570,6 +570,30 @@ def render(gateway: Gateway, params: GatewayParameters, settings: DataplaneSetti
     return Rendered(name, tuple(objects))
 
 
+@dataclass(frozen=True, slots=True)
+class GatewayAddress:
+    """One `status.addresses[]` entry of a Gateway."""
+
+    type: str  # IPAddress | Hostname
+    value: str
+
+
+def service_addresses(service: Mapping[str, Any]) -> tuple[GatewayAddress, ...]:
+    """A data plane's Service → the Gateway's addresses: the load balancer's ingress when it has one, else the
+    ClusterIP(s), which the local node reaches through kube-proxy. Empty while neither exists (headless or new)."""
+    ingress = (service.get("status") or {}).get("loadBalancer", {}).get("ingress") or []
+    out = [
+        GatewayAddress("IPAddress", i["ip"]) if i.get("ip") else GatewayAddress("Hostname", i["hostname"])
+        for i in ingress
+        if i.get("ip") or i.get("hostname")
+    ]
+    if out:
+        return tuple(out)
+    spec = service.get("spec") or {}
+    ips = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
+    return tuple(GatewayAddress("IPAddress", ip) for ip in ips if ip and ip != "None")
+
+
 # The kinds a data plane may consist of, for cleanup by label (a kind the rendering may leave out, the PDB or the
 # NetworkPolicy, is still swept).
 KINDS: Sequence[tuple[str, str]] = (
