@@ -3,6 +3,7 @@ field, and a GatewayClass whose parametersRef is missing, of another kind or ref
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from trafficsplit.core.gateway_parameters import (
     ServiceType,
     TrafficPolicy,
     parse_gateway_parameters,
+    quantity_value,
 )
 from trafficsplit.core.gateway_translate import Inputs, class_parameters, translate
 
@@ -88,6 +90,10 @@ BAD = [
     ({"envoy": {"resources": {"limits": {"gpu": "1"}}}}, "spec.envoy.resources.limits.gpu: unknown field"),
     ({"extproc": {"image": "evil"}}, "spec.extproc.image: unknown field"),
     ({"tls": {}}, "spec.tls: unknown field"),
+    ({"envoy": {"resources": {"requests": {"cpu": "1.5"}, "limits": {"cpu": "1"}}}},
+     "spec.envoy.resources: requests.cpu must not exceed limits.cpu"),
+    ({"extproc": {"resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1000Mi"}}}},
+     "spec.extproc.resources: requests.memory must not exceed limits.memory"),
 ]  # fmt: skip
 
 
@@ -96,6 +102,16 @@ def test_bad_fields_are_refused_by_path(spec: dict[str, Any], expect: str) -> No
     with pytest.raises(SpecError) as e:
         parse_gateway_parameters(body(spec))
     assert expect in str(e.value)
+
+
+def test_quantities_compare_exactly() -> None:
+    assert quantity_value("250m") == Fraction(1, 4) and quantity_value("1Gi") == 2**30
+    assert quantity_value("1Gi") > quantity_value("1000Mi") and quantity_value("1G") < quantity_value("1Gi")
+    assert quantity_value("0.5") == quantity_value("500m")
+    p = parse_gateway_parameters(
+        body({"envoy": {"resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "0.5"}}}})
+    )
+    assert p.envoy_resources.requests_cpu == "500m"
 
 
 def test_all_problems_are_reported_at_once() -> None:

@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from fractions import Fraction
 from typing import Any, TypeVar
 
 from trafficsplit.core.errors import SpecError
@@ -40,6 +41,8 @@ MAX_QUANTITY = 32
 # The chart's quantity pattern (values.schema.json): a plain decimal with an optional SI or binary suffix.
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$"
 _QUANTITY = re.compile(QUANTITY_PATTERN)
+_SUFFIX = {"": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}  # fmt: skip
 # A Kubernetes annotation key: an optional DNS-subdomain prefix and '/', then a name.
 _ANNOTATION_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -170,12 +173,20 @@ class _Reader:
     def resources(self, raw: Mapping[str, Any], path: str) -> Resources:
         requests = self.obj(raw, "requests", path)
         limits = self.obj(raw, "limits", path)
-        return Resources(
+        out = Resources(
             self.quantity(requests, "cpu", f"{path}.requests"),
             self.quantity(requests, "memory", f"{path}.requests"),
             self.quantity(limits, "cpu", f"{path}.limits"),
             self.quantity(limits, "memory", f"{path}.limits"),
         )
+        # The CRD's CEL rule, the same message: Kubernetes refuses such a pod, so refuse the parameters instead.
+        for what, req, lim in (
+            ("cpu", out.requests_cpu, out.limits_cpu),
+            ("memory", out.requests_memory, out.limits_memory),
+        ):
+            if req is not None and lim is not None and quantity_value(req) > quantity_value(lim):
+                self.problems.append(f"{path}: requests.{what} must not exceed limits.{what}")
+        return out
 
     def annotations(self, raw: Mapping[str, Any], key: str, path: str) -> tuple[tuple[str, str], ...]:
         value = raw.get(key)
@@ -225,6 +236,14 @@ _FIELDS: Mapping[str, set[str]] = {
 
 
 _OVERLOAD = "spec.envoy.overload"
+
+
+def quantity_value(text: str) -> Fraction:
+    """A quantity of QUANTITY_PATTERN as an exact number (`250m` → 1/4, `1Gi` → 2**30), for comparing two."""
+    m = _QUANTITY.match(text)
+    if m is None:
+        raise ValueError(f"{text!r} is not a quantity")
+    return Fraction(text[: len(text) - len(m.group(2) or "")]) * _SUFFIX[m.group(2) or ""]
 
 
 def annotation_key_ok(key: str) -> bool:
