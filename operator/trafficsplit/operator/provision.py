@@ -242,7 +242,7 @@ _T = TypeVar("_T")
 
 
 def _pick(override: _T | None, default: Any) -> _T:
-    return default if override is None else override  # type: ignore[no-any-return]
+    return default if override is None else override
 
 
 def _resources(override: Resources, default: Mapping[str, Any]) -> dict[str, Any]:

@@ -78,7 +78,7 @@ class Provisioner:
     def _list(self, kind: str, selector: str) -> list[dict[str, Any]]:
         api, suffix = self._apis[kind]
         resp = getattr(api, f"list_{suffix}")(self.namespace, label_selector=selector, _preload_content=False)
-        return json.loads(resp.data).get("items") or []  # type: ignore[no-any-return]
+        return json.loads(resp.data).get("items") or []
 
     def _delete(self, kind: str, name: str) -> bool:
         api, suffix = self._apis[kind]

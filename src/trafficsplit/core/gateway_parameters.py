@@ -41,7 +41,7 @@ MAX_QUANTITY = 32
 # The chart's quantity pattern (values.schema.json): a plain decimal with an optional SI or binary suffix.
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$"
 _QUANTITY = re.compile(QUANTITY_PATTERN)
-_SUFFIX = {"": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+_SUFFIX: Mapping[str, int | Fraction] = {"": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}  # fmt: skip
 # A Kubernetes annotation key: an optional DNS-subdomain prefix and '/', then a name.
 _ANNOTATION_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
