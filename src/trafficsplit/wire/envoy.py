@@ -48,6 +48,9 @@ from trafficsplit.core.compiled import CompiledBackend, CompiledSplit, Generatio
 from trafficsplit.core.cookie import cookie_present_regex
 
 ROUTING_HEADER = "x-trafficsplit-cluster"
+# The gRPC initial metadata (or http_service request header) by which a Gateway listener's ext_proc filter names its
+# Gateway listener port to the processor: set by the bootstrap, never by a client.
+LISTENER_PORT_METADATA = "x-trafficsplit-listener-port"
 DECISION_HEADER = "x-trafficsplit-decision"
 METADATA_NAMESPACE = "trafficsplit"
 META_SET_COOKIE = "set_cookie"
