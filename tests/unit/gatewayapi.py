@@ -135,7 +135,6 @@ def model_doc(t: Translation) -> dict[str, Any]:
         targets = {x.backend: x for x in a.targets}
         doc["split"] = {
             "key": s.key,
-            "hosts": list(s.hosts),
             "observedGeneration": s.observed_generation,
             "sticky": {
                 "key": "cookie" if s.cookie is not None else "request-id",

@@ -584,6 +584,59 @@ class RouteMatch:
         return out
 
 
+def _printable(text: str) -> bool:
+    """Printable ASCII (spaces included): no control byte, nothing a header or a log line could be split by."""
+    return all(" " <= c <= "~" for c in text)
+
+
+def _pattern_problems(value: str) -> list[str]:
+    """RE2 with the core's program-size bound (core/regex.py)."""
+    try:
+        compile_pattern(value)
+    except SpecError as exc:
+        return [q.removeprefix("value: ") for q in exc.problems]
+    return []
+
+
+def _value_match_problems(m: ValueMatch, *, header: bool) -> list[str]:
+    bound = MAX_HEADER_VALUE if header else MAX_QUERY_VALUE
+    problems: list[str] = []
+    if not 1 <= len(m.name) <= MAX_HEADER_NAME or not is_token(m.name):
+        problems.append(f"name: {m.name[:64]!r} must be an HTTP token of at most {MAX_HEADER_NAME} characters")
+    elif header and m.name != m.name.lower():
+        problems.append(f"name: {m.name[:64]!r} must be lowercase (header names compare case-insensitively)")
+    if len(m.value) > bound:
+        problems.append(f"value: {len(m.value)} characters, at most {bound} are allowed")
+    elif m.type is ValueMatchType.REGULAR_EXPRESSION:
+        problems += [f"value: {q}" for q in _pattern_problems(m.value)]
+    elif not _printable(m.value):
+        problems.append("value: only printable ASCII is supported")
+    return problems
+
+
+def route_match_problems(m: RouteMatch) -> list[str]:
+    """Every reason `m` is not a match a data plane can serve: the CRD's bounds, absolute paths, RE2 patterns within
+    the program bound, header names that are lowercase tokens, no control byte anywhere. The parser reports these
+    for a rule (the rule is dropped: UnsupportedValue); `RouteEntry` checks them again for a table from the wire."""
+    problems: list[str] = []
+    if len(m.path) > MAX_PATH:
+        problems.append(f"path.value: {len(m.path)} characters, at most {MAX_PATH} are allowed")
+    elif m.path_type is PathType.REGULAR_EXPRESSION:
+        problems += [f"path.value: {q}" for q in _pattern_problems(m.path)]
+    elif not m.path.startswith("/") or not _printable(m.path) or " " in m.path:
+        problems.append(f"path.value: {m.path[:64]!r} must be an absolute path of printable ASCII")
+    for name, items, bound in (
+        ("headers", m.headers, MAX_MATCH_HEADERS),
+        ("queryParams", m.query_params, MAX_MATCH_QUERY_PARAMS),
+    ):
+        if len(items) > bound:
+            problems.append(f"{name}: {len(items)} items, at most {bound} are allowed")
+            continue
+        for i, v in enumerate(items):
+            problems += [f"{name}[{i}].{q}" for q in _value_match_problems(v, header=name == "headers")]
+    return problems
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BackendRef:
     group: str
@@ -761,10 +814,8 @@ def _match(p: str, raw: Any, r: _Reader, unsupported: list[str]) -> RouteMatch:
     rel = p.split(".", 2)[-1]  # matches[j], relative to the rule
     if path_type is not PathType.REGULAR_EXPRESSION and not value.startswith("/"):
         r.add(f"{p}.path.value", "must be an absolute path (start with '/')")
-    elif path_type is PathType.REGULAR_EXPRESSION:
-        _regex(value, f"{rel}.path.value", unsupported)
-    headers = _value_matches(raw, "headers", p, MAX_MATCH_HEADERS, MAX_HEADER_VALUE, r, unsupported, fold=True)
-    query = _value_matches(raw, "queryParams", p, MAX_MATCH_QUERY_PARAMS, MAX_QUERY_VALUE, r, unsupported, fold=False)
+    headers = _value_matches(raw, "headers", p, MAX_MATCH_HEADERS, MAX_HEADER_VALUE, r, fold=True)
+    query = _value_matches(raw, "queryParams", p, MAX_MATCH_QUERY_PARAMS, MAX_QUERY_VALUE, r, fold=False)
     method_raw = r.text(raw, "method", p, 16)
     method: Method | None = None
     if method_raw is not None:
@@ -772,7 +823,10 @@ def _match(p: str, raw: Any, r: _Reader, unsupported: list[str]) -> RouteMatch:
             method = Method(method_raw)
         except ValueError:
             r.add(f"{p}.method", f"{method_raw!r} is not an HTTP method the API allows")
-    return RouteMatch(path_type=path_type, path=value, headers=headers, query_params=query, method=method)
+    match = RouteMatch(path_type=path_type, path=value, headers=headers, query_params=query, method=method)
+    # What a data plane cannot serve (a regex over the RE2 bound, a control byte): the rule's, not the body's.
+    unsupported.extend(f"{rel}.{q}" for q in route_match_problems(match))
+    return match
 
 
 def _value_matches(
@@ -782,12 +836,10 @@ def _value_matches(
     bound: int,
     value_bound: int,
     r: _Reader,
-    unsupported: list[str],
     *,
     fold: bool,
 ) -> tuple[ValueMatch, ...]:
     out: list[ValueMatch] = []
-    rel = p.split(".", 2)[-1]
     for i, h in enumerate(r.items(raw, key, p, bound)):
         hp = f"{p}.{key}[{i}]"
         if not isinstance(h, Mapping):
@@ -799,19 +851,9 @@ def _value_matches(
         if name is not None and not is_token(name):
             r.problems.extend(f"{hp}.{q}" for q in match_name_problems(key.removesuffix("s"), name))
             continue
-        if type_ is ValueMatchType.REGULAR_EXPRESSION and value is not None:
-            _regex(value, f"{rel}.{key}[{i}].value", unsupported)
         if name is not None and value is not None:
             out.append(ValueMatch(type_, name.lower() if fold else name, value))
     return tuple(out)
-
-
-def _regex(value: str, path: str, unsupported: list[str]) -> None:
-    """RE2 with the core's program-size bound (core/regex.py): a pattern over it is unsupported, not malformed."""
-    try:
-        compile_pattern(value)
-    except SpecError as exc:
-        unsupported.extend(f"{path}: {q.removeprefix('value: ')}" for q in exc.problems)
 
 
 def _session(raw: Mapping[str, Any], p: str, r: _Reader, unsupported: list[str]) -> SessionPersistence | None:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from trafficsplit.core.compiled import CompiledSplit, compile_split
+from trafficsplit.core.compiled import GenerationContent, compile_split
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_objects import (
@@ -44,9 +44,24 @@ from trafficsplit.core.gateway_objects import (
     PathType,
     ReferenceGrant,
     RouteKind,
-    RouteMatch,
     RouteRule,
     SessionType,
+)
+from trafficsplit.core.gateway_routes import (  # the route table's values, re-exported: built here first
+    BackendTarget as BackendTarget,
+)
+from trafficsplit.core.gateway_routes import GatewayRoutes
+from trafficsplit.core.gateway_routes import (
+    ListenerRoutes as ListenerRoutes,
+)
+from trafficsplit.core.gateway_routes import (
+    RouteEntry as RouteEntry,
+)
+from trafficsplit.core.gateway_routes import (
+    RuleAction as RuleAction,
+)
+from trafficsplit.core.gateway_routes import (
+    VirtualHost as VirtualHost,
 )
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, endpoints_for
@@ -119,54 +134,6 @@ class Inputs:
     namespaces: tuple[Namespace, ...] = ()
     services: Mapping[tuple[str, str], ServiceInfo] | None = None
     slices: Mapping[tuple[str, str], Sequence[SliceInfo]] | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BackendTarget:
-    """Where a split backend's traffic goes. The split model names a Service in the split's own namespace; a
-    backendRef granted into another namespace keeps its namespace here (its endpoints are resolved there)."""
-
-    backend: str  # the backend's name in the split
-    namespace: str
-    service: str
-    port: int
-    weight: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RuleAction:
-    """What one rule of an accepted route does: its split (None: no backend can serve, every request answers 500),
-    and the weight of backendRefs that do not resolve, whose share of requests answers 500 per the spec."""
-
-    route: str
-    rule: int
-    split: CompiledSplit | None
-    targets: tuple[BackendTarget, ...]
-    error_weight: int
-
-
-@dataclass(frozen=True, slots=True)
-class RouteEntry:
-    route: str
-    rule: int
-    match_index: int
-    match: RouteMatch
-
-
-@dataclass(frozen=True, slots=True)
-class VirtualHost:
-    """A hostname of a listener and every match that serves it, in precedence order (first match wins)."""
-
-    hostname: str
-    entries: tuple[RouteEntry, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ListenerRoutes:
-    gateway: str
-    listener: str
-    port: int
-    hosts: tuple[VirtualHost, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -418,7 +385,6 @@ def _cookie(route: HTTPRoute, rule: RouteRule) -> tuple[CookieSettings | None, l
 def _build_action(
     route: HTTPRoute,
     rule: RouteRule,
-    hosts: tuple[str, ...],
     resolved: list[tuple[BackendTarget, ServiceInfo]],
     error_weight: int,
     slices: Mapping[tuple[str, str], Sequence[SliceInfo]],
@@ -441,7 +407,7 @@ def _build_action(
         spec = SplitSpec(
             namespace=route.meta.namespace,
             name=f"{route.meta.name}.rule-{rule.index}",
-            hosts=hosts,
+            hosts=(),  # the route table selects the rule, by its listeners' virtual hosts
             service=None,
             backends=tuple(
                 BackendSpec(name=t.backend, service=t.service, port=t.port, weight=t.weight) for t, _ in live
@@ -511,17 +477,17 @@ def translate(inputs: Inputs) -> Translation:
             rule.index: _resolve_refs(route, rule, inputs.grants, services) for rule in route.rules
         }
         ref_problems = [p for _, probs, _ in resolved.values() for p in probs]
-        hosts = tuple(sorted({h for _, c, atts in parents if c is None for a in atts for h in a.hostnames}))
+        attached = any(c is None for _, c, _ in parents)
         dropped: list[str] = []
         route_actions: list[RuleAction] = []
         for rule in route.rules:
             if rule.problems:
                 dropped.extend(f"rules[{rule.index}].{q}" for q in rule.problems)
                 continue
-            if not hosts:
+            if not attached:
                 continue
             ok, _, error_weight = resolved[rule.index]
-            action, problems = _build_action(route, rule, hosts, ok, error_weight, slices)
+            action, problems = _build_action(route, rule, ok, error_weight, slices)
             dropped.extend(problems)
             if action is not None:
                 route_actions.append(action)
@@ -531,7 +497,7 @@ def translate(inputs: Inputs) -> Translation:
         # once, and counts it once.
         reached: set[tuple[str, str]] = set()
         for ref, refused, atts in parents:
-            if refused is None and hosts and not route_actions:
+            if refused is None and not route_actions:
                 refused = _cond(
                     "Accepted",
                     False,
@@ -595,6 +561,20 @@ def translate(inputs: Inputs) -> Translation:
         routes=tuple(route_status),
         gateways=tuple(gateway_status),
         classes=class_status,
+    )
+
+
+def gateway_content(translation: Translation, gateway: str) -> GenerationContent:
+    """What Gateway `gateway` (`namespace/name`)'s data plane serves: its listeners' route tables, and the split of
+    every rule they refer to (host-less, selected by the table). TrafficSplits are not in it: the chart's shared
+    gateway keeps serving those. A Gateway with no route attached has an empty table, not None, so its data plane
+    serves the spec's 404 for every request rather than TrafficSplits."""
+    listeners = tuple(lr for lr in translation.listeners if lr.gateway == gateway)
+    used = {e.rule_key for lr in listeners for vh in lr.hosts for e in vh.entries}
+    actions = tuple(a for a in translation.actions if a.key in used)
+    return GenerationContent(
+        splits=tuple(a.split for a in actions if a.split is not None),
+        routes=GatewayRoutes(gateway=gateway, listeners=listeners, actions=actions),
     )
 
 
