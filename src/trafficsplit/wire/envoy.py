@@ -325,7 +325,7 @@ def _fallback_clusters(split: CompiledSplit, generation: int, key: str) -> route
 
 def has_route_table(gen: Generation | None) -> bool:
     """Whether `gen` is a Gateway's: it carries a route table (served through the catch-all gateway host)."""
-    return gen is not None and getattr(gen, "routes", None) is not None
+    return gen is not None and gen.routes is not None
 
 
 def route_configuration(gen: Generation | None) -> route_pb2.RouteConfiguration:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
@@ -71,10 +70,9 @@ def listener_port(metadata: Iterable[tuple[str, str | bytes]]) -> int | None:
 
 def served_routes(gen: Generation) -> ServedRoutes | None:
     """The generation's route tables compiled for serving, or None when it carries none (TrafficSplits only)."""
-    table: Any = getattr(gen, "routes", None)
-    if table is None:
+    if gen.routes is None:
         return None
-    return ServedRoutes(table.listeners, table.actions)
+    return ServedRoutes(gen.routes.listeners, gen.routes.actions)
 
 
 def request_view(headers: Iterable[base_pb2.HeaderValue]) -> RequestView:
