@@ -242,7 +242,7 @@ class BootstrapOptions:
         ports = [g.port for g in self.listeners]
         if len(set(ports)) != len(ports):
             raise ValueError(f"listener ports {ports} repeat a port")
-        binds = [g.bind for g in self.listeners]
+        binds = [g.bind for g in self.listeners if g.bind.path is not None or g.bind.port != 0]  # 0: any free port
         if len(set(binds)) != len(binds):
             raise ValueError("two listeners bind the same address")
         if len(ports) > MAX_LISTENERS:
