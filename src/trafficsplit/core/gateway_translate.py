@@ -14,9 +14,10 @@ conflicts. What this implementation cannot serve is reported there by name, neve
 built yet) writes it only after the gateway replicas ACK the generation carrying it.
 
 What the split model lacks, and this module therefore reports as UnsupportedValue: filters (header modifiers,
-redirects, rewrites, mirrors, CORS, extension refs), timeouts, retries, Header session persistence, a cookie lifetime
-enforced by the server (absoluteTimeout on a session cookie), and a route that serves every host (a split needs at
-least one host name).
+redirects, rewrites, mirrors, CORS, extension refs), timeouts, retries, Header session persistence, and a cookie
+lifetime enforced by the server (absoluteTimeout on a session cookie). A route with no hostname on a listener with
+none serves every host: the listener's catch-all virtual host (`*`), which a request takes when no exact or `*.`
+host fits.
 """
 
 from __future__ import annotations
@@ -47,22 +48,12 @@ from trafficsplit.core.gateway_objects import (
     RouteRule,
     SessionType,
 )
-from trafficsplit.core.gateway_routes import (  # the route table's values, re-exported: built here first
-    BackendTarget as BackendTarget,
-)
-from trafficsplit.core.gateway_routes import GatewayRoutes
-from trafficsplit.core.gateway_routes import (
-    ListenerRoutes as ListenerRoutes,
-)
-from trafficsplit.core.gateway_routes import (
-    RouteEntry as RouteEntry,
-)
-from trafficsplit.core.gateway_routes import (
-    RuleAction as RuleAction,
-)
-from trafficsplit.core.gateway_routes import (
-    VirtualHost as VirtualHost,
-)
+from trafficsplit.core.gateway_routes import CATCH_ALL, GatewayRoutes
+from trafficsplit.core.gateway_routes import BackendTarget as BackendTarget  # re-exported: defined here first
+from trafficsplit.core.gateway_routes import ListenerRoutes as ListenerRoutes
+from trafficsplit.core.gateway_routes import RouteEntry as RouteEntry
+from trafficsplit.core.gateway_routes import RuleAction as RuleAction
+from trafficsplit.core.gateway_routes import VirtualHost as VirtualHost
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, endpoints_for
 from trafficsplit.core.rules import Endpoint, is_dns_label
@@ -534,7 +525,8 @@ def translate(inputs: Inputs) -> Translation:
                 for action in route_actions:
                     rule = route.rules[action.rule]
                     for j, m in enumerate(rule.matches):
-                        for h in a.hostnames:
+                        # No hostname on either side: every host, the catch-all taken after exact and `*.` hosts.
+                        for h in a.hostnames or (CATCH_ALL,):
                             table.setdefault(h, []).append((route, RouteEntry(route.meta.key, rule.index, j, m)))
         actions.extend(route_actions)
         if statuses:
@@ -615,15 +607,6 @@ def _attach(
             False,
             RouteReason.NO_MATCHING_LISTENER_HOSTNAME,
             f"no hostname of the route matches a listener of Gateway {gw.meta.key}",
-            g,
-        ), []
-    if any(not a.hostnames for a in attachments):
-        return _cond(
-            "Accepted",
-            False,
-            RouteReason.UNSUPPORTED_VALUE,
-            "serving every host (no hostname on the route nor on the listener) is not supported yet: a split needs "
-            "at least one host name",
             g,
         ), []
     return None, attachments
