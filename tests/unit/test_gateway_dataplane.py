@@ -63,7 +63,7 @@ def processor() -> Processor:
 def routed_to(reply: ep.ProcessingResponse) -> str | None:
     for h in reply.request_headers.response.header_mutation.set_headers:
         if h.header.key == ROUTING_HEADER:
-            return h.header.raw_value.decode()
+            return str(h.header.raw_value.decode())
     return None
 
 
@@ -153,4 +153,4 @@ def test_envoy_gets_the_rule_clusters_and_a_gateway_host_that_fails_closed() -> 
 def _unpacked(routes: Any) -> bytes:
     rc = route_pb2.RouteConfiguration()
     routes[envoy.ROUTE_CONFIG_NAME].Unpack(rc)
-    return rc.SerializeToString(deterministic=True)
+    return bytes(rc.SerializeToString(deterministic=True))

@@ -197,7 +197,7 @@ def refused_response(out: Refused) -> ep.ProcessingResponse:
     do not resolve, as the Gateway API spec requires."""
     return ep.ProcessingResponse(
         immediate_response=ep.ImmediateResponse(
-            status=http_status_pb2.HttpStatus(code=out.status),  # type: ignore[arg-type]
+            status=http_status_pb2.HttpStatus(code=out.status),
             body=REFUSED_BODY[out.reason].encode(),
             details=f"trafficsplit_{out.reason.value}",
         )
