@@ -244,7 +244,7 @@ def test_attached_routes_count_accepted_routes_only() -> None:
     t = run(
         route("r"),
         route("s", hostnames=["b.example.com"]),
-        route("u", hostnames=["c.example.com"], rules=[{"filters": [{"type": "CORS"}]}]),
+        route("u", hostnames=["c.example.com"], rules=[{"filters": [{"type": "CORS", "cors": {}}]}]),
     )
     (gs,) = t.gateways
     assert gs.listeners[0].attached_routes == 2

@@ -18,11 +18,13 @@ from types import MappingProxyType
 
 from trafficsplit.core.compiled import CompiledSplit
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_filters import NO_FILTERS, RuleFilters
 from trafficsplit.core.gateway_objects import (
     MAX_BACKEND_REFS,
     MAX_LISTENERS,
     MAX_RULE_MATCHES,
     MAX_RULES,
+    PathType,
     RouteMatch,
     route_match_problems,
 )
@@ -135,6 +137,8 @@ class BackendTarget:
     service: str
     port: int
     weight: int
+    # Applied to the requests this backend serves (backendRef filters): header modifiers only.
+    filters: RuleFilters = NO_FILTERS
 
     def __post_init__(self) -> None:
         problems = [
@@ -146,26 +150,38 @@ class BackendTarget:
             problems.append(f"port: {self.port} is not in 1..65535")
         if not 0 <= self.weight <= MAX_WEIGHT:
             problems.append(f"weight: {self.weight} is not in 0..{MAX_WEIGHT}")
+        if self.filters.redirect is not None or self.filters.rewrite is not None:
+            problems.append("filters: a backend's filters are header modifiers only")
         if problems:
             raise SpecError(problems)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RuleAction:
-    """What one rule of an accepted route does: its split (None: no backend can serve, every request answers 500),
-    and the weight of backendRefs that do not resolve, whose share of requests answers 500 per the spec.
+    """What one rule of an accepted route does: its split (None: no backend can serve, every request answers 500,
+    unless the rule redirects), the weight of backendRefs that do not resolve, whose share of requests answers 500
+    per the spec, and its filters (header modifiers, a URL rewrite, or a redirect answered instead of a backend).
 
     The split is host-less (the route table selects it, not a host) and keyed `namespace/route.rule-<index>`;
-    `targets` are its backends in order, with the namespace each Service is in."""
+    `targets` are its backends in order, with the namespace each Service is in and their own filters.
+
+    Serving it: of every `sum(weights) + error_weight` requests, `error_weight` answer 500 (backendRefs that do not
+    resolve, as the spec requires); the rest are the split's pick. A picked backend with no ready endpoint fails over
+    to the rule's backends that have one, as a TrafficSplit does (the spec says SHOULD answer 503; we keep one pick
+    and one failover for both APIs, so a canary scaled to zero does not fail its share of sessions). When no backend
+    of the rule has a ready endpoint, the request answers 503."""
 
     route: str  # namespace/name
     rule: int
     split: CompiledSplit | None
     targets: tuple[BackendTarget, ...]
     error_weight: int
+    filters: RuleFilters = NO_FILTERS
 
     def __post_init__(self) -> None:
         problems = key_problems("route", self.route)
+        if self.filters.redirect is not None and (self.split is not None or self.targets or self.error_weight):
+            problems.append("filters: a rule that redirects has no backend (the CRD refuses backendRefs with it)")
         if not 0 <= self.rule < MAX_RULES:
             problems.append(f"rule: {self.rule} is not in 0..{MAX_RULES - 1}")
         if not 0 <= self.error_weight <= MAX_ERROR_WEIGHT:
@@ -228,11 +244,13 @@ class GatewayRoutes:
             names.add(lr.listener)
             for j, vh in enumerate(lr.hosts):
                 total += len(vh.entries)
-                problems += [
-                    f"listeners[{i}].hosts[{j}].entries[{k}]: rule {e.rule_key} has no action"
-                    for k, e in enumerate(vh.entries)
-                    if e.rule_key not in index
-                ]
+                for k, e in enumerate(vh.entries):
+                    where = f"listeners[{i}].hosts[{j}].entries[{k}]"
+                    action = index.get(e.rule_key)
+                    if action is None:
+                        problems.append(f"{where}: rule {e.rule_key} has no action")
+                    elif action.filters.replaces_prefix and e.match.path_type is not PathType.PREFIX:
+                        problems.append(f"{where}: rule {e.rule_key} replaces a prefix match, this is no PathPrefix")
         if total > MAX_TABLE_ENTRIES:
             problems.append(f"listeners: {total} match entries, at most {MAX_TABLE_ENTRIES} are allowed")
         if problems:

@@ -13,11 +13,12 @@ BackendNotFound), `PartiallyInvalid` when some rules were dropped; per listener,
 conflicts. What this implementation cannot serve is reported there by name, never dropped silently. The shell (not
 built yet) writes it only after the gateway replicas ACK the generation carrying it.
 
-What the split model lacks, and this module therefore reports as UnsupportedValue: filters (header modifiers,
-redirects, rewrites, mirrors, CORS, extension refs), timeouts, retries, Header session persistence, and a cookie
-lifetime enforced by the server (absoluteTimeout on a session cookie). A route with no hostname on a listener with
-none serves every host: the listener's catch-all virtual host (`*`), which a request takes when no exact or `*.`
-host fits.
+Filters are carried on the rule's action and its targets (core/gateway_filters.py: header modifiers, a redirect, a
+URL rewrite). What the model lacks, and this module therefore reports as UnsupportedValue: RequestMirror, CORS,
+ExtensionRef and ExternalAuth filters (and a redirect or rewrite on a backendRef), timeouts, retries, Header session
+persistence, and a cookie lifetime enforced by the server (absoluteTimeout on a session cookie). A route with no
+hostname on a listener with none serves every host: the listener's catch-all virtual host (`*`), which a request
+takes when no exact or `*.` host fits.
 """
 
 from __future__ import annotations
@@ -344,7 +345,12 @@ def _resolve_refs(
         ok.append(
             (
                 BackendTarget(
-                    backend=name, namespace=ref.namespace, service=ref.name, port=ref.port, weight=ref.weight
+                    backend=name,
+                    namespace=ref.namespace,
+                    service=ref.name,
+                    port=ref.port,
+                    weight=ref.weight,
+                    filters=ref.filters,
                 ),
                 svc,
             )
@@ -387,7 +393,12 @@ def _build_action(
     key = route.meta.key
     if sum(t.weight for t, _ in resolved) == 0:  # no backendRef, none resolves, or all at weight 0
         return RuleAction(
-            route=key, rule=rule.index, split=None, targets=tuple(t for t, _ in resolved), error_weight=error_weight
+            route=key,
+            rule=rule.index,
+            split=None,
+            targets=tuple(t for t, _ in resolved),
+            error_weight=error_weight,
+            filters=rule.filters,
         ), []
     live = resolved
     endpoints: dict[str, tuple[Endpoint, ...]] = {}
@@ -412,7 +423,12 @@ def _build_action(
     except SpecError as exc:
         return None, [f"rules[{rule.index}]: {q}" for q in exc.problems]
     return RuleAction(
-        route=key, rule=rule.index, split=split, targets=tuple(t for t, _ in live), error_weight=error_weight
+        route=key,
+        rule=rule.index,
+        split=split,
+        targets=tuple(t for t, _ in live),
+        error_weight=error_weight,
+        filters=rule.filters,
     ), []
 
 
