@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.type.v3 import http_status_pb2
+from google.protobuf import wrappers_pb2
 
 from trafficsplit.core import disclosure as disclosure_fields
 from trafficsplit.core.compiled import CompiledSplit, Generation
@@ -223,9 +224,10 @@ def edited(reply: ep.ProcessingResponse, edits: HeaderEdits) -> ep.ProcessingRes
     mutation = reply.request_headers.response.header_mutation
     mutation.set_headers.extend(_set_header(n, v) for n, v in edits.set)
     mutation.set_headers.extend(
+        # ext_proc reads the (deprecated) `append` flag here, not append_action (measured: append_action alone
+        # replaced the client's value).
         base_pb2.HeaderValueOption(
-            header=base_pb2.HeaderValue(key=n, raw_value=v.encode()),
-            append_action=base_pb2.HeaderValueOption.APPEND_IF_EXISTS_OR_ADD,
+            header=base_pb2.HeaderValue(key=n, raw_value=v.encode()), append=wrappers_pb2.BoolValue(value=True)
         )
         for n, v in edits.add
     )
