@@ -180,7 +180,7 @@ def test_404_500_and_the_500_share_and_per_listener_tables(plane: GatewayPlane) 
 
 def test_the_gateway_fails_closed_without_its_processor(plane: GatewayPlane) -> None:
     plane.publish(LISTENERS, ROUTES)
-    plane.processor.stop()
+    plane.processor.kill()
     (r,) = asyncio.run(_fetch(plane.ports[80], [(HOST, "/shop", [])], concurrency=1))
     assert r.status == 503 and r.body == b"the gateway's route processor is unavailable\n"
 

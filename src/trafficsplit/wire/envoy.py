@@ -22,9 +22,10 @@ What Envoy gets per generation, all over ADS:
   route table: `trafficsplit.core.gateway_serve`). A backend cluster whose responses a ResponseHeaderModifier
   changes (the rule's, then its backendRef's) has its own route before it, matched by the exact cluster header:
   one route per such cluster, built from the generation alone. Without a decision (the processor down, slow or
-  not yet holding a generation) that host answers 503: a route table fails closed. Envoy-native routes could keep the weights
-  but not the rule the processor's table selects by the same precedence, nor the 500 share, nor the session pick,
-  so a fallback would answer differently from the route it stands in for (docs/gateway-api.md, "Serving").
+  not yet holding a generation) that host answers 503: a route table fails closed. Envoy-native routes could keep
+  the weights but not the rule the processor's table selects by the same precedence, nor the 500 share, nor the
+  session pick, so a fallback would answer differently from the route it stands in for (docs/gateway-api.md,
+  "Serving").
 - Edge hardening of the backend side (docs/security.md says what was adopted from Envoy's edge best practices and
   why): a 32 KiB per-connection buffer limit; outlier detection that ejects an endpoint after consecutive gateway
   failures (connect refused, reset, 502/503/504: a dead pod, never the application's own 5xx); and a retry on
