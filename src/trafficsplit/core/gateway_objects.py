@@ -10,8 +10,9 @@ Two kinds of problem, kept apart because the spec answers them differently:
 - a body whose shape is wrong (a missing name, a list over its bound, a hostname that is no hostname) raises
   `SpecError`: the API server would have refused it, there is nothing to translate;
 - a well-formed rule that uses what this implementation does not support (a RequestMirror or CORS filter, timeouts,
-  a regex over the RE2 bound, a header value with a control byte) is kept, with its `problems`: the translation drops that rule and says so in the route's status
-  (`UnsupportedValue`, `PartiallyInvalid`), as the spec asks, instead of silently ignoring the field.
+  a regex over the RE2 bound, a header value with a control byte) is kept, with its `problems`: the translation
+  drops that rule and says so in the route's status (`UnsupportedValue`, `PartiallyInvalid`), as the spec asks,
+  instead of silently ignoring the field.
 """
 
 from __future__ import annotations
@@ -852,9 +853,9 @@ def _filters(raw: Any, rel: str, r: _Reader, p: str, unsupported: list[str], *, 
             continue
         seen.add(type_)
         key = _FILTER_FIELD[type_]
-        for other in _FILTER_FIELD.values():
+        for other_type, other in _FILTER_FIELD.items():
             if other != key and other in f:
-                r.add(f"{fp}.{other}", f"must be nil if the filter type is not {other[0].upper()}{other[1:]}")
+                r.add(f"{fp}.{other}", f"must be nil if the filter type is not {other_type}")
         body = f.get(key)
         if not isinstance(body, Mapping):
             r.add(f"{fp}.{key}", f"must be specified for filter type {type_}")
