@@ -930,16 +930,27 @@ def test_a_provisioned_data_plane_runs_the_charts_gateway_containers(helm: Helm,
     ],
     ids=["defaults", "envoy-values"],
 )  # fmt: skip
-def test_a_provisioned_bootstrap_is_the_charts_with_one_listener_per_port(helm: Helm, sets: tuple[str, ...]) -> None:
+def test_a_provisioned_bootstrap_is_the_charts_with_one_gateway_listener_per_port(
+    helm: Helm, sets: tuple[str, ...]
+) -> None:
+    """Everything but the listeners is the chart gateway's bootstrap; the listeners are the extproc generator's
+    Gateway listeners (tests/unit/test_provision.py compares the whole document with the generator too)."""
+    from trafficsplit.wire.bootstrap import GATEWAY_LISTENER_PREFIX
+
     docs = render_gateway_api(helm, *sets)
     chart = json.loads(find(docs, "ConfigMap", "rel-gateway-bootstrap")["data"]["envoy.json"])
-    _, rendered = _provisioned(docs, 8080)
+    _, rendered = _provisioned(docs, 80, 8080)
     mine = json.loads(rendered.of_kind("ConfigMap")[0]["data"]["envoy.json"])
-    [listener] = mine["static_resources"]["listeners"]
-    name = chart["static_resources"]["listeners"][0]["name"]
-    assert listener["name"] == f"{name}-8080"
-    listener["name"] = name
+    listeners = mine["static_resources"].pop("listeners")
+    chart_listener = chart["static_resources"].pop("listeners")[0]
     assert mine == chart
+    assert [lis["name"] for lis in listeners] == [f"{GATEWAY_LISTENER_PREFIX}80", f"{GATEWAY_LISTENER_PREFIX}8080"]
+    assert [lis["address"]["socket_address"]["port_value"] for lis in listeners] == [10080, 8080]
+    hcm = listeners[0]["filter_chains"][0]["filters"][0]["typed_config"]
+    assert hcm == {
+        **chart_listener["filter_chains"][0]["filters"][0]["typed_config"],
+        "http_filters": hcm["http_filters"],
+    }
 
 
 def test_gateway_api_crds_are_packaged_installed_only_when_asked_and_kept_on_uninstall(helm: Helm) -> None:

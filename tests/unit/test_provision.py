@@ -178,22 +178,28 @@ def test_bootstrap_edits_are_the_charts_and_the_parameters() -> None:
 
 @pytest.mark.parametrize("transport", ["grpc", "http"])
 def test_bootstrap_equals_the_extprocs_generator_with_the_same_options(transport: str) -> None:
-    from trafficsplit.wire.bootstrap import Address, BootstrapOptions, ExtProcTransport, bootstrap_json
+    """What `python -m trafficsplit.extproc --print-bootstrap --listener PORT=0.0.0.0:INNER ...` writes for a Gateway
+    data plane (gw-dataplane's listeners: each names its port to the processor), with the values and parameters."""
+    from trafficsplit.wire.bootstrap import (
+        Address,
+        BootstrapOptions,
+        ExtProcTransport,
+        GatewayListener,
+        bootstrap_json,
+    )
 
     s = settings(settings_doc(extproc__transport=transport), transport)
     p = params({"envoy": {"messageTimeoutMs": 250, "xffNumTrustedHops": 1, "backendClusterStats": False,
                           "overload": {"maxHeapSizeBytes": 100 * 2**20, "maxConnections": 10}}})  # fmt: skip
-    got = render_bootstrap(gateway(8080), p, s)
+    got = render_bootstrap(gateway(80, 8443), p, s)
     expected = json.loads(bootstrap_json(BootstrapOptions(
         node_id="gateway", listen=Address("0.0.0.0", 8080),
         extproc=Address("127.0.0.1", 9005 if transport == "http" else 9001), ads=Address("127.0.0.1", 9001),
         admin=Address("127.0.0.1", 9901), message_timeout_ms=250, xff_num_trusted_hops=1,
         max_heap_bytes=100 * 2**20, max_connections=10, extproc_transport=ExtProcTransport(transport),
         backend_cluster_stats=False,
+        listeners=(GatewayListener(80, Address("0.0.0.0", 10080)), GatewayListener(8443, Address("0.0.0.0", 8443))),
     )))  # fmt: skip
-    [listener] = got["static_resources"]["listeners"]
-    assert listener["name"] == expected["static_resources"]["listeners"][0]["name"] + "-8080"
-    listener["name"] = expected["static_resources"]["listeners"][0]["name"]
     assert got == expected
 
 

@@ -53,6 +53,11 @@ BOOTSTRAP_DIR = "/etc/trafficsplit/envoy"
 HCM = "envoy.filters.network.http_connection_manager"
 BACKEND_STATS_REGEX = r"cluster\.[a-z0-9-]+/.*"  # the chart's (and wire.bootstrap.BACKEND_CLUSTER_STATS_REGEX)
 MAX_SETTINGS_BYTES = 1 << 20
+# A Gateway data plane's Envoy listeners and how each names its port to the processor: wire.bootstrap's
+# GATEWAY_LISTENER_PREFIX and wire.envoy's LISTENER_PORT_METADATA (the operator does not import Envoy's side; the
+# bootstrap test compares the whole document with the generator's).
+GATEWAY_LISTENER_PREFIX = "trafficsplit_http_"
+LISTENER_PORT_HEADER = "x-trafficsplit-listener-port"
 
 
 class ProvisionError(ValueError):
@@ -192,8 +197,9 @@ def _timeout(ms: int) -> str:
 
 
 def render_bootstrap(gateway: Gateway, params: GatewayParameters, settings: DataplaneSettings) -> dict[str, Any]:
-    """The extproc's bootstrap with what the chart's bootstrap template sets (the same edits, in the same form:
-    tests compare the two), from the parameters or the chart's values, and one listener per listener port."""
+    """The extproc's bootstrap with what the chart's bootstrap template sets (the same edits, in the same form), from
+    the parameters or the chart's values, and one Gateway listener per listener port: the document the extproc's
+    own generator writes for those options (tests/unit/test_provision.py compares them)."""
     b = copy.deepcopy(dict(settings.bootstrap))
     envoy = settings.gateway["envoy"]
     template = _listener(b)
@@ -225,14 +231,34 @@ def render_bootstrap(gateway: Gateway, params: GatewayParameters, settings: Data
         b["stats_config"] = {
             "stats_matcher": {"exclusion_list": {"patterns": [{"safe_regex": {"regex": BACKEND_STATS_REGEX}}]}}
         }
-    listeners = []
-    for port, inner in _container_ports(gateway, settings).items():
-        lis = copy.deepcopy(dict(template))
-        lis["name"] = f"{template['name']}-{port}"
-        lis["address"]["socket_address"]["port_value"] = inner
-        listeners.append(lis)
-    b["static_resources"]["listeners"] = listeners
+    b["static_resources"]["listeners"] = [
+        _gateway_listener(template, port, inner) for port, inner in _container_ports(gateway, settings).items()
+    ]
     return b
+
+
+def _gateway_listener(template: Mapping[str, Any], port: int, inner: int) -> dict[str, Any]:
+    """The chart's listener as a Gateway data plane's listener for `port`, bound at `inner`: what the extproc's
+    `--print-bootstrap --listener PORT=0.0.0.0:INNER` writes (a test compares them), its ext_proc filter naming the
+    port to the processor (gRPC initial metadata, or a header of the http_service POST) and allowed to set routing
+    headers (a URLRewrite's host)."""
+    lis = copy.deepcopy(dict(template))
+    lis["name"] = f"{GATEWAY_LISTENER_PREFIX}{port}"
+    lis["address"]["socket_address"]["port_value"] = inner
+    hcm = next(f for fc in lis["filter_chains"] for f in fc["filters"] if f["name"] == HCM)["typed_config"]
+    for f in hcm["http_filters"]:
+        if f["name"] != "envoy.filters.http.ext_proc":
+            continue
+        ext = f["typed_config"]
+        ext["mutation_rules"] = {"allow_all_routing": True}
+        if "http_service" in ext:
+            header = {"key": LISTENER_PORT_HEADER, "value": str(port)}
+            ext["http_service"]["http_service"]["request_headers_to_add"] = [
+                {"header": header, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
+            ]
+        else:
+            ext["grpc_service"]["initial_metadata"] = [{"key": LISTENER_PORT_HEADER, "value": str(port)}]
+    return lis
 
 
 # --- the objects ------------------------------------------------------------------------------------------------------
