@@ -187,3 +187,17 @@ def test_the_translation_writes_the_class_condition_and_carries_the_parameters()
     big = parse_gateway_parameters(body(FULL))
     t = translate(Inputs(classes=(_class(REF),), parameters={"big": big}))
     assert t.classes[0].conditions[0].ok and t.classes[0].parameters is big
+
+
+def test_the_crd_joins_no_category_that_names_a_resource() -> None:
+    """`kubectl get trafficsplit NAME` resolves `trafficsplit` as a category when one exists: a second CRD in the
+    TrafficSplit CRD's category makes it two resources, and kubectl refuses ("you must specify only one resource")."""
+    names = yaml.safe_load(CRD.read_text())["spec"]["names"]
+    trafficsplit = yaml.safe_load((ROOT / "crds" / "trafficsplit.dev_trafficsplits.yaml").read_text())["spec"]["names"]
+    taken = {
+        trafficsplit["singular"],
+        trafficsplit["plural"],
+        trafficsplit["kind"].lower(),
+        *trafficsplit["shortNames"],
+    }
+    assert not taken & set(names.get("categories", []))
