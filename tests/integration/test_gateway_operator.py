@@ -131,6 +131,7 @@ def _operator(operators: Operators, kube: ControlPlane, unit: Gateway, namespace
         kube.kubeconfig,
         args=[
             "--leader-election=false",
+            "--gateway-api=true",
             # The chart's gateway: a Service with no endpoints here, so only the Gateway's replica is published to.
             "--gateway-service=no-chart-gateway",
             f"--gateway-namespace={namespace}",
@@ -277,7 +278,12 @@ def test_without_gateway_api_crds_trafficsplits_are_served_and_the_operator_says
     op = operators.start(
         kube.kubeconfig,
         identity="op-nogw",
-        args=["--leader-election=false", f"--token-file={unit.token_file}", *unit.dataplane_args()],
+        args=[
+            "--leader-election=false",
+            "--gateway-api=true",
+            f"--token-file={unit.token_file}",
+            *unit.dataplane_args(),
+        ],
     )
     wait_condition(kube, namespace, "shop", "Published", "True", timeout=30, generation=1)
     assert unit.held()[0] >= 1

@@ -97,7 +97,8 @@ class Api:
         assert self.engine is not None
         self.engine.apply(kind, "MODIFIED", copy.deepcopy(body))
 
-    async def write(self, kind: str, key: tuple[str, str], rv: str, status: Mapping[str, Any]) -> None:
+    async def __call__(self, kind: str, key: tuple[str, str], resource_version: str, status: Mapping[str, Any]) -> None:
+        rv = resource_version
         obj = self.objects[(kind, key)]
         if obj["metadata"]["resourceVersion"] != rv:
             self.conflicts += 1
@@ -137,7 +138,7 @@ def make(tmp_path: Any, chart: FakeReplica, api: Api) -> Engine:
         return Fleet(str(token), timeout=1, poll_interval=0.1, changed=changed)
 
     plane = GatewayPlane(
-        GatewaySettings(origin="test", namespace=OPNS, probe_timeout=0.5), make_fleet, changed, status_sink=api.write
+        GatewaySettings(origin="test", namespace=OPNS, probe_timeout=0.5), make_fleet, changed, status_sink=api
     )
     settings = EngineSettings(origin="test", debounce=0.0, static_replicas=(chart.replica,), static=True)
     engine = Engine(make_fleet(), settings, None, plane)
