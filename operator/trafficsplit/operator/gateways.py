@@ -44,8 +44,15 @@ from trafficsplit.core.gateway_objects import (
     parse_reference_grant,
 )
 from trafficsplit.core.gateway_parameters import GatewayParameters, parse_gateway_parameters
-from trafficsplit.core.gateway_status import class_status_body, gateway_status_body, route_parents
-from trafficsplit.core.gateway_translate import GatewayStatus, Inputs, Translation, gateway_content, translate
+from trafficsplit.core.gateway_status import class_status_body, gateway_status_body, route_parents, with_refusals
+from trafficsplit.core.gateway_translate import (
+    GatewayStatus,
+    Inputs,
+    ParentStatus,
+    Translation,
+    gateway_content,
+    translate,
+)
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, slices_by_service
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, publish_service_name
@@ -408,11 +415,26 @@ class GatewayPlane:
                 gk = _parent_gateway(ref)
                 return gk is not None and self._served(gk, f"route:{r}", g)
 
+            ours_ = tuple(self._refused_rules(ps, rs.route, generation) for ps in rs.parents)
             parents = route_parents(
-                stored=st.status.get("parents"), ours=rs.parents, route_namespace=rkey[0], served=served, now=now
+                stored=st.status.get("parents"), ours=ours_, route_namespace=rkey[0], served=served, now=now
             )
             if parents or st.status.get("parents"):  # nothing of ours yet and nothing stored: no empty write
                 await self._write("httproute", rkey, st, {**st.status, "parents": parents})
+
+    def _refused_rules(self, ps: ParentStatus, route: str, generation: int) -> ParentStatus:
+        """The parent with the rules its Gateway's replicas refused alone (`Fleet.refusals`, keyed by split key
+        `namespace/route.rule-<i>`) named."""
+        gk = _parent_gateway(ps.parent)
+        p = self._gateways.get(gk) if gk is not None else None
+        if p is None:
+            return ps
+        prefix = f"{route}.rule-"
+        rules: dict[int, tuple[tuple[str, str], ...]] = {}
+        for split, by in p.fleet.refusals().items():
+            if split.startswith(prefix) and split[len(prefix) :].isdigit():
+                rules[int(split[len(prefix) :])] = by
+        return with_refusals(ps, rules, generation)
 
     async def _write(self, kind: str, key: Key, stored: Stored, body: Mapping[str, Any]) -> None:
         """Write `body` unless the object has it, or it is what was last written (the watch event of our own write
