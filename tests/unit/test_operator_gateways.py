@@ -297,3 +297,29 @@ def test_a_rule_a_replica_refuses_alone_is_named_in_its_routes_status(tmp_path: 
             await _shutdown(engine, chart, one)
 
     run(main)
+
+
+def test_a_settled_gateway_takes_no_more_passes(tmp_path: Any) -> None:
+    """Nothing changes, so nothing runs: a pass must not itself cause the next one (each pass once re-set the
+    Gateways' fleets, which reports a change, which asked for another pass)."""
+
+    async def main() -> None:
+        chart = await FakeReplica("chart").start()
+        one = await FakeReplica("one").start()
+        api = Api()
+        engine = make(tmp_path, chart, api)
+        try:
+            seed(api, engine, {"one": one})
+            await engine.become_leader()
+            engine.mark_ready()
+            task = asyncio.create_task(engine.run(), name="engine")
+            await until(lambda: api.accepted_at("one-route") == 1 and api.programmed("one") == "True")
+            await asyncio.sleep(0.5)  # the probe's timer and the last status writes
+            before = engine.passes
+            await asyncio.sleep(1.0)
+            assert engine.passes - before <= 2, f"{engine.passes - before} passes in 1 s with nothing changing"
+            task.cancel()
+        finally:
+            await _shutdown(engine, chart, one)
+
+    run(main)
