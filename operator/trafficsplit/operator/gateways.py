@@ -160,6 +160,7 @@ class GatewayPublishing:
 
     fleet: Fleet
     created: float  # event-loop time: numbering waits (bounded) for every replica to answer once
+    replicas: tuple[Replica, ...] | None = None  # as last given to the fleet
     number: int = 0
     content: GenerationContent | None = None
     refused: str | None = None  # why its current content could not be numbered (a status message)
@@ -278,7 +279,10 @@ class GatewayPlane:
             if p is None:
                 p = self._gateways[key] = GatewayPublishing(fleet=self._make_fleet(), created=loop.time())
                 loop.call_later(self.settings.probe_timeout, self._poke)
-            await p.fleet.set_replicas(self.replicas(key, slices))
+            replicas = self.replicas(key, slices)
+            if replicas != p.replicas:  # set_replicas reports a change, which asks for another pass
+                p.replicas = replicas
+                await p.fleet.set_replicas(replicas)
             self._provision(key, p, translation)
             self._publish(key, p, translation, numbering, loop.time())
             self._carry(key, p, translation)
