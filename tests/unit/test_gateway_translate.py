@@ -21,9 +21,10 @@ from trafficsplit.core.gateway_objects import (
     parse_gateway_class,
     parse_httproute,
 )
-from trafficsplit.core.gateway_translate import Inputs, Translation, intersect_hostnames, translate
+from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, intersect_hostnames, translate
 from trafficsplit.core.resolve import ServiceInfo, ServicePort
 from trafficsplit.core.spec import parse_split
+from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 CLASS = parse_gateway_class(
     {"metadata": {"name": "ts"}, "spec": {"controllerName": "trafficsplit.dev/gateway-controller"}}
@@ -244,7 +245,7 @@ def test_attached_routes_count_accepted_routes_only() -> None:
     t = run(
         route("r"),
         route("s", hostnames=["b.example.com"]),
-        route("u", hostnames=["c.example.com"], rules=[{"filters": [{"type": "CORS"}]}]),
+        route("u", hostnames=["c.example.com"], rules=[{"filters": [{"type": "CORS", "cors": {}}]}]),
     )
     (gs,) = t.gateways
     assert gs.listeners[0].attached_routes == 2
@@ -324,7 +325,11 @@ _JSON = st.recursive(
     | st.integers(-(2**70), 2**70)
     | st.text(max_size=12)
     | st.sampled_from(
-        ["Exact", "PathPrefix", "RegularExpression", "/", "gw", "a", "Cookie", "Header", "Permanent", "1h", "HTTP"]
+        [
+            *("Exact", "PathPrefix", "RegularExpression", "/", "gw", "a", "Cookie", "Header", "Permanent", "1h"),
+            *("HTTP", "RequestHeaderModifier", "ResponseHeaderModifier", "RequestRedirect", "URLRewrite"),
+            *("ReplacePrefixMatch", "ReplaceFullPath", "https", "X-A", "host", "a.example.com", 301),
+        ]
     ),
     lambda inner: (
         st.lists(inner, max_size=4)
@@ -332,6 +337,18 @@ _JSON = st.recursive(
             st.text(max_size=8)
             | st.sampled_from(
                 [
+                    "requestHeaderModifier",
+                    "responseHeaderModifier",
+                    "requestRedirect",
+                    "urlRewrite",
+                    "set",
+                    "add",
+                    "remove",
+                    "replacePrefixMatch",
+                    "replaceFullPath",
+                    "hostname",
+                    "statusCode",
+                    "scheme",
                     "path",
                     "type",
                     "value",
@@ -350,7 +367,7 @@ _JSON = st.recursive(
     ),
     max_leaves=20,
 )
-_PLACES = ("spec", "rules", "rule", "match", "backendRef", "parentRef", "session", "hostnames")
+_PLACES = ("spec", "rules", "rule", "match", "backendRef", "parentRef", "session", "hostnames", "filter", "refFilter")
 
 
 @settings(max_examples=200, deadline=None)
@@ -373,6 +390,10 @@ def test_hostile_route_bodies_are_refused_by_name_or_translated(place: str, valu
         body["spec"]["parentRefs"] = [value]
     elif place == "session":
         rule["sessionPersistence"] = value
+    elif place == "filter":
+        rule["filters"] = [value]
+    elif place == "refFilter":
+        rule["backendRefs"][0]["filters"] = [value]
     else:
         body["spec"]["hostnames"] = value
     try:
@@ -380,7 +401,10 @@ def test_hostile_route_bodies_are_refused_by_name_or_translated(place: str, valu
     except SpecError as exc:
         assert exc.problems and all(isinstance(p, str) and ":" in p for p in exc.problems)
         return
-    translate(Inputs(classes=(CLASS,), gateways=(parse_gateway(gateway()),), routes=(parsed,)))
+    t = translate(Inputs(classes=(CLASS,), gateways=(parse_gateway(gateway()),), routes=(parsed,)))
+    # What translates is a valid generation, and the publish API carries it there and back unchanged.
+    gen = gateway_content(t, "ns/gw").stamp(1)
+    assert generation_from_proto(generation_to_proto(gen)) == gen
 
 
 @settings(max_examples=150, deadline=None)
@@ -457,3 +481,28 @@ def test_top_level_problems_name_the_field_from_the_root() -> None:
         parse_httproute({"metadata": 5, "spec": []})
     assert info.value.problems[0] == "metadata: expected an object"
     assert "spec: expected an object" in info.value.problems
+
+
+def test_routes_without_hostnames_serve_every_host_after_the_named_ones() -> None:
+    """A route with no hostname on a listener with none is the listener's catch-all virtual host (`*`): exact names
+    first, then the longest `*.` suffix, then `*`, as Envoy orders its domains."""
+    from tests.unit.gatewayapi import inputs_of, load
+    from trafficsplit.core.gateway_match import RouteTable
+
+    inputs, _ = inputs_of(load("hostless"))
+    t = translate(inputs)
+    (lr,) = t.listeners
+    assert sorted(vh.hostname for vh in lr.hosts) == ["*", "*.example.com", "app.example.com"]
+    table = RouteTable(lr)
+
+    def hit(host: str, path: str = "/") -> str | None:
+        e = table.select(host, path)
+        return None if e is None else f"{e.route}#{e.rule}"
+
+    assert hit("app.example.com") == "web/app#0"
+    assert hit("x.example.com") == "web/wild#0"
+    assert hit("example.com") == "web/everything#0"  # `*.example.com` does not cover the apex
+    assert hit("example.net:8080") == "web/everything#0"
+    assert hit("10.0.0.1", "/healthz") == "web/everything#1"  # Exact before the `/` prefix
+    assert hit("app.example.com", "/healthz") == "web/app#0"  # a named host does not fall through to `*`
+    assert all(c.ok for r in t.routes for p in r.parents for c in p.conditions if c.type == "Accepted")
