@@ -37,6 +37,7 @@ class Config:
     publish_timeout: float
     kubeconfig: str | None
     liveness: str | None
+    metrics: str | None = None  # HOST:PORT of the Prometheus endpoint; None: not served
 
     @property
     def local(self) -> bool:
@@ -112,6 +113,11 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--publish-timeout", type=float, default=float(e("PUBLISH_TIMEOUT", "5") or 5), help="seconds")
     p.add_argument("--kubeconfig", default=env.get("KUBECONFIG"))
     p.add_argument("--liveness", default=e("LIVENESS"), help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    p.add_argument(
+        "--metrics",
+        default=e("METRICS"),
+        help="serve Prometheus metrics on HOST:PORT (port 0: any free port, logged); unset: none [METRICS]",
+    )
     return p
 
 
@@ -154,4 +160,5 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         publish_timeout=a.publish_timeout,
         kubeconfig=a.kubeconfig,
         liveness=a.liveness,
+        metrics=a.metrics or None,
     )
