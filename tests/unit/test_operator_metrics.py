@@ -167,5 +167,9 @@ def test_two_operators_in_one_process_have_their_own_registries() -> None:
 def test_the_metrics_address_comes_from_the_flag_or_the_environment() -> None:
     base = ["--dataplane=127.0.0.1:1"]
     assert parse_config(base, {}).metrics is None
-    assert parse_config([*base, "--metrics=0.0.0.0:9102"], {}).metrics == "0.0.0.0:9102"
-    assert parse_config(base, {"TRAFFICSPLIT_METRICS": "127.0.0.1:0"}).metrics == "127.0.0.1:0"
+    assert parse_config([*base, "--metrics=0.0.0.0:9102"], {}).metrics == ("0.0.0.0", 9102)
+    assert parse_config([*base, "--metrics=:9102"], {}).metrics == ("0.0.0.0", 9102)
+    assert parse_config(base, {"TRAFFICSPLIT_METRICS": "127.0.0.1:0"}).metrics == ("127.0.0.1", 0)
+    for bad in ("9102", "host:port", "127.0.0.1:70000"):
+        with pytest.raises(SystemExit, match="HOST:PORT"):
+            parse_config([*base, f"--metrics={bad}"], {})

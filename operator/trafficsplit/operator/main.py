@@ -18,7 +18,6 @@ from trafficsplit.operator.config import Config, parse_config
 from trafficsplit.operator.engine import Engine, EngineSettings, StatusSink
 from trafficsplit.operator.fleet import Fleet
 from trafficsplit.operator.metrics import OperatorMetrics
-from trafficsplit.wire.bootstrap import Address
 
 if TYPE_CHECKING:
     from trafficsplit.operator.kubeapi import KubeApi
@@ -54,9 +53,9 @@ def _metrics_server(cfg: Config, metrics: OperatorMetrics) -> Iterator[None]:
     if cfg.metrics is None:
         yield
         return
-    addr = Address.parse(cfg.metrics)
-    server, thread = start_http_server(addr.port, addr.host, registry=metrics.registry)
-    log.info("metrics on http://%s:%d/metrics", addr.host, server.server_port)
+    host, port = cfg.metrics
+    server, thread = start_http_server(port, host, registry=metrics.registry)
+    log.info("metrics on http://%s:%d/metrics", host, server.server_port)
     try:
         yield
     finally:
