@@ -98,6 +98,10 @@ def test_off_by_default_except_the_scrape_annotations() -> None:
     docs = render()
     assert not by_kind(docs, "PodMonitor") and not by_kind(docs, "PrometheusRule")
     assert not [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-dashboard")]
+    dash = by_kind(render("monitoring.dashboard.enabled=true"), "ConfigMap")
+    assert [d["metadata"]["labels"]["grafana_dashboard"] for d in dash if d["metadata"]["name"] == "ts-dashboard"] == [
+        "1"
+    ]
     for dep in by_kind(docs, "Deployment"):
         pod = dep["spec"]["template"]
         ann = pod["metadata"]["annotations"]
@@ -116,13 +120,14 @@ def test_the_monitoring_objects_ship_the_files_and_select_the_metrics_ports() ->
         "monitoring.prometheusRule.enabled=true",
         "monitoring.dashboard.enabled=true",
         "monitoring.prometheusRule.labels.release=kps",
+        "monitoring.dashboard.sidecarLabel=dashboards",
         "monitoring.operatorMetricsPort=9200",
     )
     rule = by_kind(docs, "PrometheusRule")[0]
     assert rule["spec"]["groups"] == yaml.safe_load(RULES.read_text())["groups"]
     assert rule["metadata"]["labels"]["release"] == "kps"
     dash = next(d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"] == "ts-dashboard")
-    assert dash["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert dash["metadata"]["labels"]["dashboards"] == "1"
     assert json.loads(dash["data"]["trafficsplit.json"]) == json.loads(DASHBOARD.read_text())
     deployments = {d["metadata"]["labels"]["app.kubernetes.io/component"]: d for d in by_kind(docs, "Deployment")}
     monitors = by_kind(docs, "PodMonitor")
