@@ -200,11 +200,13 @@ class Engine:
         self._held = HeldForms()
         self._memo = CompileMemo()  # a pass recompiles only the splits whose spec, endpoints or table changed
         self.metrics = fleet.metrics
-        on_error = lambda: self.metrics.error("status_write")  # noqa: E731
-        self._status = StatusWriter(status_sink, on_error) if status_sink is not None else None
+        self._status = StatusWriter(status_sink, self._status_failed) if status_sink is not None else None
         self._replicas: tuple[Replica, ...] | None = None
         self._dirty = asyncio.Event()
         self._ready = asyncio.Event()
+
+    def _status_failed(self) -> None:
+        self.metrics.error("status_write")
 
     @property
     def number(self) -> int:
