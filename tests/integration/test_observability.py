@@ -181,13 +181,6 @@ def write_split(path: Path, gw: Gateway, debug: bool) -> None:
     os.replace(path.with_suffix(".tmp"), path)  # atomic: the operator never reads half a file
 
 
-def operator_metrics_port(op: OperatorProcess) -> int | None:
-    if not op.running():
-        raise RuntimeError(f"operator exited: {op.log_tail()}")
-    m = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", op.log())
-    return int(m[1]) if m else None
-
-
 @pytest.fixture
 def observed(tmp_path: Path, gateway: Gateway) -> Iterator[tuple[Gateway, Path, Prometheus]]:
     # Each extproc reads its own Envoy's fail-open counters: restarted with --envoy-stats once Envoy's admin is known.
@@ -210,7 +203,7 @@ def observed(tmp_path: Path, gateway: Gateway) -> Iterator[tuple[Gateway, Path, 
     op = OperatorProcess(args, env, tmp_path / "operator.log").start()
     prom: Prometheus | None = None
     try:
-        op_port = poll(lambda: operator_metrics_port(op), 20, "the operator's metrics port in its log")
+        op_port = poll(op.metrics_port, 20, "the operator's metrics port in its log")
         poll(lambda: gateway.held() == [1, 1], 20, "both units hold generation 1")
         prom = Prometheus(
             tmp_path / "prometheus",
