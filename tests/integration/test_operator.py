@@ -347,7 +347,7 @@ def test_two_operator_replicas_only_the_leader_publishes(env: Env) -> None:
     # Their metrics say the same: only the leader speaks for the fleet.
     published = get_ts(env.kube, env.ns, "shop")["status"]["generation"]
     ma, mb = a.metrics(), b.metrics()
-    leader = ("trafficsplit_operator_leader", frozenset())
+    leader: tuple[str, frozenset[tuple[str, str]]] = ("trafficsplit_operator_leader", frozenset())
     assert (ma[leader], mb[leader]) == (1, 0)
     fleet = frozenset({("gateway", "static")})
     assert ma[("trafficsplit_operator_generation", fleet)] == published
