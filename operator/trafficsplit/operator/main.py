@@ -8,12 +8,19 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import start_http_server
 
 from trafficsplit.operator.config import Config, parse_config
 from trafficsplit.operator.engine import Engine, EngineSettings, StatusSink
 from trafficsplit.operator.fleet import Fleet
+from trafficsplit.operator.metrics import OperatorMetrics
+
+if TYPE_CHECKING:
+    from trafficsplit.operator.kubeapi import KubeApi
 
 log = logging.getLogger("trafficsplit.operator")
 
@@ -25,7 +32,9 @@ def _engine(cfg: Config, origin: str, *, static: bool = False, status_sink: Stat
         if engine is not None:
             engine.poke()
 
-    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls)
+    gateway = "static" if cfg.static_dataplanes else f"{cfg.gateway_namespace}/{cfg.gateway_service}"
+    metrics = OperatorMetrics(gateway)
+    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls, metrics=metrics)
     settings = EngineSettings(
         origin=origin,
         debounce=cfg.debounce,
@@ -38,6 +47,23 @@ def _engine(cfg: Config, origin: str, *, static: bool = False, status_sink: Stat
     return engine
 
 
+@contextlib.contextmanager
+def _metrics_server(cfg: Config, metrics: OperatorMetrics) -> Iterator[None]:
+    """The Prometheus endpoint on its own thread (prometheus-client's server), for the process's lifetime."""
+    if cfg.metrics is None:
+        yield
+        return
+    host, port = cfg.metrics
+    server, thread = start_http_server(port, host, registry=metrics.registry)
+    log.info("metrics on http://%s:%d/metrics", host, server.server_port)
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
 async def _cancel(*tasks: asyncio.Task[None]) -> None:
     for t in tasks:
         t.cancel()
@@ -47,11 +73,18 @@ async def _cancel(*tasks: asyncio.Task[None]) -> None:
 
 
 async def run_file_source(cfg: Config) -> None:
-    from trafficsplit.operator.filesource import FileSource, log_status
+    from trafficsplit.operator.filesource import log_status
 
     assert cfg.file_source is not None
     directory = Path(cfg.file_source).resolve()
     engine = _engine(cfg, f"file:{directory}", static=True, status_sink=log_status)
+    with _metrics_server(cfg, engine.metrics):
+        await _run_file_source(cfg, engine, directory)
+
+
+async def _run_file_source(cfg: Config, engine: Engine, directory: Path) -> None:
+    from trafficsplit.operator.filesource import FileSource
+
     source = FileSource(directory, interval=cfg.poll_interval, empty_grace=cfg.empty_grace)
     await source.settled(timeout=10 * source.settle)
     engine.replace_splits(source.splits())
@@ -70,17 +103,26 @@ async def run_file_source(cfg: Config) -> None:
 
 
 async def run_kubernetes(cfg: Config) -> None:
-    import kopf
-
-    from trafficsplit.operator.handlers import build_registry, operator_settings
     from trafficsplit.operator.kubeapi import KubeApi, make_api_client
-    from trafficsplit.operator.leader import LeaderElector
 
     if cfg.kubeconfig:
         os.environ["KUBECONFIG"] = cfg.kubeconfig  # kopf's login reads it
     api = make_api_client(cfg.kubeconfig)
     kube = KubeApi(api, cfg.identity)
     engine = _engine(cfg, cfg.identity, status_sink=kube.write_status)
+    try:
+        with _metrics_server(cfg, engine.metrics):
+            await _run_kubernetes(cfg, engine, api, kube)
+    finally:
+        api.close()
+
+
+async def _run_kubernetes(cfg: Config, engine: Engine, api: Any, kube: KubeApi) -> None:
+    import kopf
+
+    from trafficsplit.operator.handlers import build_registry, operator_settings
+    from trafficsplit.operator.leader import LeaderElector
+
     namespaces = list(cfg.namespaces)
     if namespaces and cfg.gateway_service and cfg.gateway_namespace not in namespaces:
         namespaces.append(cfg.gateway_namespace)  # its EndpointSlices name the dataplane replicas
@@ -117,7 +159,6 @@ async def run_kubernetes(cfg: Config) -> None:
     finally:
         await _cancel(*reversed(tasks))
         await engine.fleet.close()
-        api.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
