@@ -515,6 +515,9 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
             r.add(p, "expected an object")
             continue
         name = r.text(raw, "name", p, MAX_SECTION_NAME, required=True)
+        if name is not None and not is_dns_subdomain(name):
+            r.add(f"{p}.name", f"{name[:64]!r} must be a section name (lowercase letters, digits, '-', '.')")
+            name = None
         hostname = _hostname(r.text(raw, "hostname", p, 253), f"{p}.hostname", r)
         port = r.integer(raw, "port", p, 1, 65535)
         if port is None and "port" not in raw:
