@@ -26,7 +26,8 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.type.v3 import http_status_pb2
 from google.protobuf import struct_pb2
 
-from trafficsplit.extproc.processor import Decided, Undecided, protobuf_reply
+from trafficsplit.core.gateway_serve import Redirected
+from trafficsplit.extproc.processor import Decided, Outcome, Undecided, protobuf_reply
 from trafficsplit.wire.envoy import METADATA_NAMESPACE
 from trafficsplit.wire.processing import DecisionReplies, RequestView, pass_through, request_view_of
 
@@ -173,7 +174,21 @@ def _set_header(o: base_pb2.HeaderValueOption) -> dict[str, Any]:
     out: dict[str, Any] = {"header": {"key": h.key, "raw_value": _b64(raw)}}
     if o.append_action:
         out["append_action"] = _APPEND_ACTIONS.Name(o.append_action)
+    if o.HasField("append"):  # what ext_proc reads to append a request header (a Gateway filter's `add`)
+        out["append"] = o.append.value
     return out
+
+
+def _mutation(m: ep.HeaderMutation) -> dict[str, Any]:
+    mutation: dict[str, Any] = {}
+    if m.set_headers:
+        mutation["set_headers"] = [_set_header(o) for o in m.set_headers]
+    if m.remove_headers:
+        for name in m.remove_headers:
+            if not _FIELD_NAME.fullmatch(name):
+                raise EncodeError(f"header name {name!r} is not a lowercase token")
+        mutation["remove_headers"] = list(m.remove_headers)
+    return mutation
 
 
 def _common(common: ep.CommonResponse) -> dict[str, Any]:
@@ -181,27 +196,20 @@ def _common(common: ep.CommonResponse) -> dict[str, Any]:
         raise EncodeError("the codec writes header mutations and clear_route_cache only")
     out: dict[str, Any] = {}
     if common.HasField("header_mutation"):
-        m = common.header_mutation
-        mutation: dict[str, Any] = {}
-        if m.set_headers:
-            mutation["set_headers"] = [_set_header(o) for o in m.set_headers]
-        if m.remove_headers:
-            for name in m.remove_headers:
-                if not _FIELD_NAME.fullmatch(name):
-                    raise EncodeError(f"header name {name!r} is not a lowercase token")
-            mutation["remove_headers"] = list(m.remove_headers)
-        out["header_mutation"] = mutation
+        out["header_mutation"] = _mutation(common.header_mutation)
     if common.clear_route_cache:
         out["clear_route_cache"] = True
     return out
 
 
 def _immediate(ir: ep.ImmediateResponse) -> dict[str, Any]:
-    if ir.HasField("headers") or ir.HasField("grpc_status"):
-        raise EncodeError("the codec writes an immediate response's status, body and details only")
+    if ir.HasField("grpc_status"):
+        raise EncodeError("the codec writes an immediate response's status, headers, body and details only")
     out: dict[str, Any] = {}
     if ir.HasField("status"):
         out["status"] = {"code": _STATUS_NAMES.Name(ir.status.code)} if ir.status.code else {}
+    if ir.HasField("headers"):  # a redirect's Location
+        out["headers"] = _mutation(ir.headers)
     if ir.body:
         out["body"] = _b64(ir.body)
     if ir.details:
@@ -256,11 +264,15 @@ class JsonReplies:
             got = self._fixed[phase] = encode_response(pass_through(phase))
         return got
 
-    def render(self, out: Decided | Undecided) -> bytes:
+    def render(self, out: Outcome) -> bytes:
+        if isinstance(out, Redirected) or (isinstance(out, Decided) and not out.edits.empty):
+            # Per request (a Location, a rewritten path): encoded whole, through every check encode_response makes.
+            return encode_response(protobuf_reply(out))
         if not isinstance(out, Decided):
-            got = self._fixed.get(out.value)
+            fixed = out.value if isinstance(out, Undecided) else out.reason.value
+            got = self._fixed.get(fixed)
             if got is None:
-                got = self._fixed[out.value] = encode_response(protobuf_reply(out))
+                got = self._fixed[fixed] = encode_response(protobuf_reply(out))
             return got
         replies, d, split = out.replies, out.decision, out.split
         if replies is not self._for:  # a new generation: its replies differ (the generation number is in them)

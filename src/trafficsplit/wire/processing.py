@@ -16,11 +16,14 @@ from dataclasses import dataclass
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.type.v3 import http_status_pb2
+from google.protobuf import wrappers_pb2
 
 from trafficsplit.core import disclosure as disclosure_fields
 from trafficsplit.core.compiled import CompiledSplit, Generation
 from trafficsplit.core.decide import Decision
+from trafficsplit.core.gateway_serve import HeaderEdits, Redirected, Refusal, Refused, ServedRoutes
 from trafficsplit.wire.envoy import (
+    LISTENER_PORT_METADATA,
     META_DECISION,
     META_ENDPOINT,
     META_SET_COOKIE,
@@ -43,6 +46,34 @@ class RequestView:
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name)
+
+    @property
+    def path(self) -> str:
+        """`:path` with its query string, as Envoy normalised it before any filter ran."""
+        return self.headers.get(":path", "/")
+
+    @property
+    def method(self) -> str:
+        return self.headers.get(":method", "GET")
+
+
+def listener_port(metadata: Iterable[tuple[str, str | bytes]]) -> int | None:
+    """The Gateway listener port a call's metadata names (`LISTENER_PORT_METADATA`, set by the bootstrap's filter of
+    that listener), or None: the chart gateway's listener names none, and a value that is not a port counts as none."""
+    for key, value in metadata:
+        if key == LISTENER_PORT_METADATA:
+            text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+            if len(text) <= 5 and text.isascii() and text.isdigit() and 1 <= int(text) <= 65535:
+                return int(text)
+            return None
+    return None
+
+
+def served_routes(gen: Generation) -> ServedRoutes | None:
+    """The generation's route tables compiled for serving, or None when it carries none (TrafficSplits only)."""
+    if gen.routes is None:
+        return None
+    return ServedRoutes(gen.routes.listeners, gen.routes.actions)
 
 
 def request_view(headers: Iterable[base_pb2.HeaderValue]) -> RequestView:
@@ -153,6 +184,55 @@ def no_split_response() -> ep.ProcessingResponse:
             details="trafficsplit_no_split",
         )
     )
+
+
+REFUSED_BODY = {
+    Refusal.NO_ROUTE: "no route matches this request\n",
+    Refusal.NO_BACKEND: "no backend can serve this route\n",
+    Refusal.ERROR_SHARE: "no backend can serve this route\n",
+}
+
+
+def refused_response(out: Refused) -> ep.ProcessingResponse:
+    """A route table's own answer: 404 when no rule matches, 500 for a rule (or the share of one) whose backendRefs
+    do not resolve, as the Gateway API spec requires."""
+    return ep.ProcessingResponse(
+        immediate_response=ep.ImmediateResponse(
+            status=http_status_pb2.HttpStatus(code=out.status),
+            body=REFUSED_BODY[out.reason].encode(),
+            details=f"trafficsplit_{out.reason.value}",
+        )
+    )
+
+
+def redirect_response(out: Redirected) -> ep.ProcessingResponse:
+    """A rule's RequestRedirect: its status and the core's Location (`gateway_filters.redirect_location`, which only
+    gives a valid header value)."""
+    return ep.ProcessingResponse(
+        immediate_response=ep.ImmediateResponse(
+            status=http_status_pb2.HttpStatus(code=out.status),
+            headers=ep.HeaderMutation(set_headers=[_set_header("location", out.location)]),
+            details="trafficsplit_redirect",
+        )
+    )
+
+
+def edited(reply: ep.ProcessingResponse, edits: HeaderEdits) -> ep.ProcessingResponse:
+    """`reply` (a routed request's, already a copy) with a Gateway rule's request edits: set overwrites (`:path` and
+    `:authority` too: the route cache is cleared anyway), add appends, remove drops. The values are the filters'
+    (checked when the route was translated) or the request's own path rewritten."""
+    mutation = reply.request_headers.response.header_mutation
+    mutation.set_headers.extend(_set_header(n, v) for n, v in edits.set)
+    mutation.set_headers.extend(
+        # ext_proc reads the (deprecated) `append` flag here, not append_action (measured: append_action alone
+        # replaced the client's value).
+        base_pb2.HeaderValueOption(
+            header=base_pb2.HeaderValue(key=n, raw_value=v.encode()), append=wrappers_pb2.BoolValue(value=True)
+        )
+        for n, v in edits.add
+    )
+    mutation.remove_headers.extend(edits.remove)
+    return reply
 
 
 def pass_through(phase: str) -> ep.ProcessingResponse:

@@ -1,0 +1,120 @@
+"""A Gateway's data plane for tests: real Envoy with one listener per Gateway listener port (the bootstrap's
+`listeners`), the real processor (`python -m trafficsplit.extproc`, as `tests/support/dataplane.py` starts it), and
+HTTPRoutes compiled by the core (`translate` → `gateway_content`) onto the loopback name backends, published through
+the real publish API (the route table in `Generation.routes`).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.support.dataplane import TEST_MESSAGE_TIMEOUT_MS, Envoy, NameBackends, Processor
+from trafficsplit.core.compiled import Generation
+from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class, parse_httproute
+from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
+from trafficsplit.core.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo
+from trafficsplit.v1alpha1 import publish_pb2 as pb
+from trafficsplit.wire.bootstrap import Address, BootstrapOptions, GatewayListener, bootstrap_json
+from trafficsplit.wire.generation import generation_to_proto
+
+NAMESPACE = "ns"
+GATEWAY = "gw"
+CLASS = parse_gateway_class(
+    {"metadata": {"name": "ts"}, "spec": {"controllerName": "trafficsplit.dev/gateway-controller"}}
+)
+
+
+def services(backends: NameBackends, names: Sequence[str]) -> tuple[dict[Any, ServiceInfo], dict[Any, list[SliceInfo]]]:
+    """A Service per name backend (port 80 named http) and an EndpointSlice with that backend's loopback port."""
+    svcs: dict[Any, ServiceInfo] = {}
+    slices: dict[Any, list[SliceInfo]] = {}
+    for n in names:
+        host, port = backends.endpoint(n)
+        svcs[(NAMESPACE, n)] = ServiceInfo(NAMESPACE, n, (ServicePort("http", 80, "http"),))
+        slices[(NAMESPACE, n)] = [
+            SliceInfo(
+                namespace=NAMESPACE,
+                name=f"{n}-abcde",
+                service=n,
+                ports=(("http", port),),
+                endpoints=(SliceEndpoint(host, True, False, f"{n}-pod"),),
+            )
+        ]
+    return svcs, slices
+
+
+@dataclass
+class GatewayPlane:
+    workdir: Path
+    backends: NameBackends
+    processor: Processor
+    envoy: Envoy
+    ports: dict[int, int]  # Gateway listener port → Envoy's bound loopback port
+    number: int = 0
+    translation: Translation | None = field(default=None)
+
+    def compile(
+        self, listeners: Sequence[Mapping[str, Any]], routes: Sequence[Mapping[str, Any]], number: int | None = None
+    ) -> Generation:
+        """Gateway `ns/gw` with these listeners and HTTPRoutes, translated by the core: its data plane's generation."""
+        gw = {
+            "metadata": {"name": GATEWAY, "namespace": NAMESPACE},
+            "spec": {"gatewayClassName": "ts", "listeners": list(listeners)},
+        }
+        svcs, slices = services(self.backends, list(self.backends.ports))
+        self.translation = translate(
+            Inputs(
+                classes=(CLASS,),
+                gateways=(parse_gateway(gw),),
+                routes=tuple(parse_httproute(dict(r)) for r in routes),
+                services=svcs,
+                slices=slices,
+            )
+        )
+        return gateway_content(self.translation, f"{NAMESPACE}/{GATEWAY}").stamp(number or self.number + 1)
+
+    def publish(self, listeners: Sequence[Mapping[str, Any]], routes: Sequence[Mapping[str, Any]]) -> Generation:
+        """Compile and publish through the publish API; asserts ACCEPTED; returns the core generation served."""
+        gen = self.compile(listeners, routes)
+        reply = self.processor.publish_until_taken(generation_to_proto(gen, origin="test"))
+        assert reply.result == pb.PublishReply.ACCEPTED, (reply, self.processor.log_tail())
+        self.number = gen.number
+        return gen
+
+    def stop(self) -> None:
+        self.envoy.stop()
+        self.processor.terminate()
+
+    @classmethod
+    def start(
+        cls, workdir: Path, backends: NameBackends, gateway_ports: Sequence[int], transport: str = "grpc"
+    ) -> GatewayPlane:
+        """The processor, then Envoy with one listener per Gateway port (each bound to a free loopback port);
+        `transport`: how Envoy calls ext_proc (grpc, or http: the experimental http_service)."""
+        processor = Processor(workdir, token=secrets.token_hex(16), replica="gw-0", transport=transport).start()
+        local = Address(path=str(processor.socket))
+        listeners = tuple(GatewayListener(p, Address("127.0.0.1", 0)) for p in gateway_ports)
+        config = bootstrap_json(
+            BootstrapOptions(
+                node_id="gw-0",
+                listen=Address("127.0.0.1", 0),
+                extproc=processor.extproc_address,
+                ads=local,
+                admin=Address("127.0.0.1", 0),
+                message_timeout_ms=TEST_MESSAGE_TIMEOUT_MS,
+                access_log=str(workdir / "gateway.access.log"),
+                extproc_transport=processor.transport,
+                listeners=listeners,
+            )
+        )
+        envoy = Envoy(workdir, config, name="gateway")
+        try:
+            envoy.start()
+        except BaseException:
+            processor.kill()
+            raise
+        return cls(workdir, backends, processor, envoy, {g.port: envoy.listener_port(g.name) for g in listeners})
