@@ -38,6 +38,9 @@ class Config:
     kubeconfig: str | None
     liveness: str | None
     metrics: tuple[str, int] | None = None  # (host, port) of the Prometheus endpoint; None: not served
+    gateway_api: bool  # answer our GatewayClass and provision a data plane per Gateway
+    dataplane_settings: str | None  # the chart's settings file for provisioned data planes (provision.py)
+    dataplane_bootstrap: str | None  # the extproc's Envoy bootstrap those data planes start from
 
     @property
     def local(self) -> bool:
@@ -125,6 +128,23 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         default=e("METRICS"),
         help="serve Prometheus metrics on HOST:PORT (port 0: any free port, logged); unset: none [METRICS]",
     )
+    p.add_argument(
+        "--gateway-api",
+        default=e("GATEWAY_API", "false"),
+        choices=["true", "false"],
+        help="answer GatewayClasses of controllerName trafficsplit.dev/gateway-controller and provision a data plane "
+        "per Gateway [GATEWAY_API]",
+    )
+    p.add_argument(
+        "--dataplane-settings",
+        default=e("DATAPLANE_SETTINGS"),
+        help="JSON settings of provisioned data planes, as the chart renders them [DATAPLANE_SETTINGS]",
+    )
+    p.add_argument(
+        "--dataplane-bootstrap",
+        default=e("DATAPLANE_BOOTSTRAP"),
+        help="the extproc's Envoy bootstrap JSON provisioned data planes start from [DATAPLANE_BOOTSTRAP]",
+    )
     return p
 
 
@@ -146,6 +166,9 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         tls = ClientTlsFiles(a.tls_ca, a.tls_cert, a.tls_key, a.tls_server_name)
     elif a.tls_cert is not None or a.tls_key is not None or a.tls_server_name is not None:
         raise SystemExit("--tls-cert, --tls-key and --tls-server-name need --tls-ca")
+    gateway_api = a.gateway_api == "true"
+    if gateway_api and (a.file_source is not None or not a.dataplane_settings or not a.dataplane_bootstrap):
+        raise SystemExit("--gateway-api needs Kubernetes mode, --dataplane-settings and --dataplane-bootstrap")
     return Config(
         namespaces=tuple(_split_list(a.namespaces)),
         gateway_service=a.gateway_service,
@@ -168,4 +191,9 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         kubeconfig=a.kubeconfig,
         liveness=a.liveness,
         metrics=_host_port(a.metrics, "--metrics") if a.metrics else None,
+    )
+    p.add_argument(
+        gateway_api=gateway_api,
+        dataplane_settings=a.dataplane_settings,
+        dataplane_bootstrap=a.dataplane_bootstrap,
     )
