@@ -191,8 +191,6 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         kubeconfig=a.kubeconfig,
         liveness=a.liveness,
         metrics=_host_port(a.metrics, "--metrics") if a.metrics else None,
-    )
-    p.add_argument(
         gateway_api=gateway_api,
         dataplane_settings=a.dataplane_settings,
         dataplane_bootstrap=a.dataplane_bootstrap,
