@@ -66,7 +66,7 @@ def test_the_copies_are_of_the_pinned_version_and_hold_the_kinds(name: str) -> N
 
 @pytest.mark.parametrize("name", sorted(PINS))
 def test_the_copies_are_byte_identical_to_the_module(name: str) -> None:
-    _, _, module, folder, copy = PINS[name]
+    _, _, module, folder, _ = PINS[name]
     cache = module_cache()
     src = None if cache is None else cache / f"{module}@{pinned(name)}" / folder
     if src is None or not src.is_dir():
