@@ -75,7 +75,7 @@ func main() {
 		Plugins:         pluginMap,
 		Cmd:             exec.Command(*pluginPath),
 		Managed:         true,
-		Logger:          hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Info, Name: "harness"}),
+		Logger:          hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Debug, Name: "harness"}),
 	})
 	defer goPlugin.CleanupClients()
 	rpcClient, err := client.Client()
