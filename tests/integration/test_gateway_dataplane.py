@@ -138,15 +138,20 @@ def test_a_70_30_0_rule_spreads_cookieless_requests_by_the_cores_pick_of_the_req
     responses = fetch(plane.ports[80], jobs)
     assert [r.status for r in responses] == [200] * n
     counts = {"stable": 0, "canary": 0, "blue": 0}
-    mismatched = 0
-    for r in responses:
+    mismatched = kept_ids = 0
+    for (_, _, sent), r in zip(jobs, responses, strict=True):
         counts[r.backend] += 1
-        # The id the decision was made for is the one the backend received (Envoy generates an edge request's id).
+        # The id the decision was made for is the one the backend received (Envoy generates an edge request's id
+        # unless it keeps the client's).
         rid = r.header("x-seen-request-id")
         assert rid
+        kept_ids += rid == sent[0][1]
         mismatched += r.backend != split.weights.pick(rid)
     result = chisquare([counts["stable"], counts["canary"]], [0.7 * n, 0.3 * n])
-    print(f"\n70/30/0 over {n} cookie-less requests: {counts}, chi2={result.statistic:.3f}, p={result.pvalue:.3f}")
+    print(
+        f"\n70/30/0 over {n} cookie-less requests: {counts}, chi2={result.statistic:.3f}, p={result.pvalue:.3f}, "
+        f"{n - mismatched} decisions equal to the core's pick, client's request id kept in {kept_ids}"
+    )
     assert counts["blue"] == 0
     assert mismatched == 0
     assert result.pvalue > P_MIN, counts

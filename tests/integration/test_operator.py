@@ -50,7 +50,12 @@ class Env:
     def start_operator(self, identity: str = "op-0", kubeconfig: Any = None) -> OperatorProcess:
         return self.operators.start(
             kubeconfig or self.kubeconfig,
-            args=[f"--namespaces={self.ns}", f"--token-file={self.gateway.token_file}", *self.gateway.dataplane_args()],
+            args=[
+                f"--namespaces={self.ns}",
+                f"--token-file={self.gateway.token_file}",
+                "--metrics=127.0.0.1:0",
+                *self.gateway.dataplane_args(),
+            ],
             identity=identity,
             lease_namespace=self.ns,
         )
@@ -339,12 +344,24 @@ def test_two_operator_replicas_only_the_leader_publishes(env: Env) -> None:
     assert lease == "op-a"
     time.sleep(1.0)  # give a wrongly active standby the chance to publish (not a synchronisation)
     assert not re.search(r"generation \d+: ", b.log()), b.log_tail()  # the standby never published
+    # Their metrics say the same: only the leader speaks for the fleet.
+    published = get_ts(env.kube, env.ns, "shop")["status"]["generation"]
+    ma, mb = a.metrics(), b.metrics()
+    leader: tuple[str, frozenset[tuple[str, str]]] = ("trafficsplit_operator_leader", frozenset())
+    assert (ma[leader], mb[leader]) == (1, 0)
+    fleet = frozenset({("gateway", "static")})
+    assert ma[("trafficsplit_operator_generation", fleet)] == published
+    assert ma[("trafficsplit_operator_replicas_serving", fleet)] == 2
+    assert ("trafficsplit_operator_generation", fleet) not in mb
     a.stop()  # releases the lease: b takes over and publishes under a higher number
     held = env.gateway.held()[0]
     gen = env.patch_weights("shop", [20, 80])
     obj = wait_condition(env.kube, env.ns, "shop", "Published", "True", "2/2", timeout=30, generation=gen)
     assert obj["status"]["generation"] > held
     assert re.search(r"generation \d+: ", b.log()), b.log_tail()
+    mb = b.metrics()
+    assert mb[leader] == 1
+    assert mb[("trafficsplit_operator_generation", fleet)] == obj["status"]["generation"]
 
 
 @pytest.mark.parametrize(("resource", "verb"), [("trafficsplits/status", "patch"), ("events", "create")])

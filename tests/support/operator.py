@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from typing import Any
 import grpc
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.controlplane import ControlPlane
 from tests.support.dataplane import Dataplane, NameBackends
@@ -334,6 +336,24 @@ class OperatorProcess:
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def metrics_port(self) -> int | None:
+        """The port of `--metrics=127.0.0.1:0`, from the operator's log line (None: not logged yet)."""
+        if not self.running():
+            raise RuntimeError(f"operator exited: {self.log_tail()}")
+        m = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", self.log())
+        return int(m[1]) if m else None
+
+    def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        """Every sample of its Prometheus endpoint, keyed by (name, labels)."""
+        port = poll(self.metrics_port, 20, "the operator's metrics port in its log")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        return {
+            (s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
 
     def stop(self, timeout: float = 15) -> None:
         """SIGTERM: a graceful stop (releases the Lease)."""

@@ -63,6 +63,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--publish", default="0.0.0.0:9002", help="publish API + health (HOST:PORT, 0 = any free port)")
     p.add_argument("--metrics", default="127.0.0.1:9003", help="Prometheus metrics (HOST:PORT)")
+    p.add_argument(
+        "--envoy-stats",
+        help="Envoy's admin HOST:PORT: its fail-open counters are read at scrape time and exported with the "
+        "processor's metrics (trafficsplit_envoy_*); default: none",
+    )
     p.add_argument("--health", help="plaintext gRPC health only, for the kubelet's probe (HOST:PORT); default: none")
     p.add_argument("--token-file", type=Path, help="file holding the publish bearer token (required to serve)")
     p.add_argument(
@@ -239,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         session_idle_seconds=args.session_idle_seconds,
         ext_proc_transport=transport,
         ext_proc_http_listen=http_listen,
+        envoy_stats=args.envoy_stats,
     )
     runner = _runner()
     with contextlib.suppress(KeyboardInterrupt):

@@ -2,7 +2,7 @@
 
 The fail-open gap cannot be counted here: a request Envoy routes without us never reaches this process. Envoy counts
 it (`http.trafficsplit.ext_proc.trafficsplit.failure_mode_allowed` and the fallback route's
-`vhost.<split>.route.fallback.*`); docs/dataplane.md says how to read both side by side.
+`vhost.<split>.route.fallback.*`); with --envoy-stats, envoystats.py re-exports those counters beside these.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ class Metrics:
         )
         self.undecided = Counter(
             "trafficsplit_undecided",
-            "Requests the processor did not route: no_split (answered 404), no_generation (left to Envoy's routes)",
+            "Requests the processor did not route: no_split (answered 404), no_generation (left to Envoy's routes); "
+            "on a Gateway's route table no_route (404), no_backend and error_share (500), redirect, bad_redirect (400)",
             ["reason"],
             registry=r,
         )

@@ -32,6 +32,7 @@ from prometheus_client import start_http_server
 from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.core.sessions import DEFAULT_IDLE_SECONDS, LiveSessions
 from trafficsplit.extproc.ads import AdsServer
+from trafficsplit.extproc.envoystats import EnvoyStatsCollector
 from trafficsplit.extproc.health import MAX_HEALTH_WATCHES, BoundedHealth
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.httpservice import HttpExtProcServer
@@ -64,6 +65,7 @@ class Settings:
     session_idle_seconds: float = DEFAULT_IDLE_SECONDS  # a persistent session is live while served this recently
     ext_proc_transport: ExtProcTransport = ExtProcTransport.GRPC
     ext_proc_http_listen: str | None = None  # unix:/path or HOST:PORT of the http_service server (transport http)
+    envoy_stats: str | None = None  # HOST:PORT of Envoy's admin: its fail-open counters join our metrics (envoystats)
 
     def __post_init__(self) -> None:
         if self.ext_proc_transport is ExtProcTransport.HTTP and self.ext_proc_http_listen is None:
@@ -74,6 +76,8 @@ class DataplaneProcessor:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.metrics = Metrics()
+        if settings.envoy_stats is not None:
+            self.metrics.registry.register(EnvoyStatsCollector(Address.parse(settings.envoy_stats)))
         self.held = HeldGeneration()
         self.ads = AdsServer(self.metrics)
         self.health = health_aio.HealthServicer()

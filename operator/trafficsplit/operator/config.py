@@ -37,6 +37,7 @@ class Config:
     publish_timeout: float
     kubeconfig: str | None
     liveness: str | None
+    metrics: tuple[str, int] | None = None  # (host, port) of the Prometheus endpoint; None: not served
     gateway_api: bool  # answer our GatewayClass and provision a data plane per Gateway
     dataplane_settings: str | None  # the chart's settings file for provisioned data planes (provision.py)
     dataplane_bootstrap: str | None  # the extproc's Envoy bootstrap those data planes start from
@@ -54,6 +55,13 @@ def _env(env: Mapping[str, str], name: str, default: str | None = None) -> str |
 
 def _split_list(text: str | None) -> list[str]:
     return [x.strip() for x in (text or "").replace(";", ",").split(",") if x.strip()]
+
+
+def _host_port(text: str, flag: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise SystemExit(f"{flag}: HOST:PORT expected, got {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -116,6 +124,11 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--publish-timeout", type=float, default=float(e("PUBLISH_TIMEOUT", "5") or 5), help="seconds")
     p.add_argument("--kubeconfig", default=env.get("KUBECONFIG"))
     p.add_argument("--liveness", default=e("LIVENESS"), help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    p.add_argument(
+        "--metrics",
+        default=e("METRICS"),
+        help="serve Prometheus metrics on HOST:PORT (port 0: any free port, logged); unset: none [METRICS]",
+    )
     p.add_argument(
         "--gateway-api",
         default=e("GATEWAY_API", "false"),
@@ -187,6 +200,7 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         publish_timeout=a.publish_timeout,
         kubeconfig=a.kubeconfig,
         liveness=a.liveness,
+        metrics=_host_port(a.metrics, "--metrics") if a.metrics else None,
         gateway_api=gateway_api,
         dataplane_settings=a.dataplane_settings,
         dataplane_bootstrap=a.dataplane_bootstrap,

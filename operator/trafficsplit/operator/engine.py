@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ from trafficsplit.operator.cluster import (
 )
 from trafficsplit.operator.fleet import Fleet, Numbering
 from trafficsplit.operator.gateways import GATEWAY_KINDS, GatewayPlane
+from trafficsplit.operator.metrics import OperatorState, backend_states
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
@@ -153,8 +155,9 @@ class StatusWriter:
     """Writes each split's status and Events through `sink`: only a status that differs from what the object has
     (or what was last written), and each Event once per object version."""
 
-    def __init__(self, sink: StatusSink) -> None:
+    def __init__(self, sink: StatusSink, on_error: Callable[[], None] = lambda: None) -> None:
         self._sink = sink
+        self._on_error = on_error
         self._written: dict[str, SplitStatus] = {}
         self._posted: set[PostedEvent] = set()
 
@@ -172,6 +175,7 @@ class StatusWriter:
                 await self._sink(obj, StatusResult(result.status, events))
             except Exception as exc:  # logged; retried on the next pass
                 log.warning("status of %s not written: %s", obj.key, exc)
+                self._on_error()
                 continue
             self._written[obj.key] = result.status
             self._posted.update(self._posting(obj, e) for e in events)
@@ -206,10 +210,14 @@ class Engine:
         self._last_good: dict[str, CompiledSplit] = {}
         self._held = HeldForms()
         self._memo = CompileMemo()  # a pass recompiles only the splits whose spec, endpoints or table changed
-        self._status = StatusWriter(status_sink) if status_sink is not None else None
+        self.metrics = fleet.metrics
+        self._status = StatusWriter(status_sink, self._status_failed) if status_sink is not None else None
         self._replicas: tuple[Replica, ...] | None = None
         self._dirty = asyncio.Event()
         self._ready = asyncio.Event()
+
+    def _status_failed(self) -> None:
+        self.metrics.error("status_write")
 
     @property
     def number(self) -> int:
@@ -296,6 +304,7 @@ class Engine:
                 await self.run_pass()
             except Exception:  # a bug in one pass must not stop the operator; the next event retries
                 log.exception("reconcile pass failed")
+                self.metrics.error("pass_failed")
                 await asyncio.sleep(0.5)
                 self.poke()
 
@@ -336,7 +345,9 @@ class Engine:
 
     async def run_pass(self) -> None:
         self.passes += 1
+        t0 = time.perf_counter()
         desired = self.compile()
+        self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
         if not self.leader:
             # A standby keeps its last good forms warm, so a take-over never drops a split that is unresolved now. Not
             # a slot table it rebuilt or took in place of a refused status.assignment: a standby has no dataplanes'
@@ -346,16 +357,32 @@ class Engine:
                 for k, f in desired.last_good.items()
                 if not (desired.outcomes[k].table_rebuilt or desired.outcomes[k].table_refused)
             }
+            self.metrics.set_state(OperatorState())
             return
         await self._sync_replicas()
         if self._seed(desired):
             desired = self.compile()
         self._publish(desired)
+        self._export_state()
         if self._status is not None:
             await self._status.write(self.store.splits.values(), desired, self.view(), now_rfc3339())
         if self.gateways is not None:
             translation = self.gateways.translate(self.store.services, self.store.slices)
             await self.gateways.run_pass(translation, self.store.slices, self.numbering, now_rfc3339())
+
+    def _export_state(self) -> None:
+        """The metrics' view of this pass (every acknowledgement change pokes a pass, so it stays current)."""
+        published = self._publishing
+        self.metrics.set_state(
+            OperatorState(
+                leader=True,
+                generation=published.number,
+                acks=self.fleet.acks(),
+                refused_splits=sum(len(v) for v in self.fleet.refusals().values()),
+                held_back=len(published.held_back),
+                backends=backend_states(published.content.splits if published.content is not None else ()),
+            )
+        )
 
     def _seed(self, desired: Desired) -> bool:
         """Take the replicas' form as last good for each unsure split this leadership never published (a restart or
@@ -398,6 +425,7 @@ class Engine:
             gen = content.stamp(number)
         except SpecError as exc:
             log.error("generation %d not published: %s", number, exc)
+            self.metrics.error("generation_invalid")
             return
         self.numbering.took(number)
         published.record(gen, {o.key: o.uid for o in self.store.splits.values()})

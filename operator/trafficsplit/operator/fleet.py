@@ -30,6 +30,7 @@ from trafficsplit.core.capabilities import Capabilities, SplitRefusal
 from trafficsplit.core.sessions import BackendSessions, sum_replicas
 from trafficsplit.core.status import ReplicaAck
 from trafficsplit.operator.cluster import Replica
+from trafficsplit.operator.metrics import OperatorMetrics
 from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import capabilities_from_proto, refusals_from_proto
@@ -46,6 +47,13 @@ NOT_READY_MAX = 5.0
 # slowly; a reconnect or restart of the replica retries at once.
 REFUSED_MIN = 1.0
 REFUSED_MAX = 30.0
+
+_RESULTS = {
+    pb.PublishReply.ACCEPTED: "accepted",
+    pb.PublishReply.STALE: "stale",
+    pb.PublishReply.NOT_READY: "not_ready",
+    pb.PublishReply.INVALID: "invalid",
+}
 
 
 class _Worker:
@@ -115,8 +123,10 @@ class _Worker:
         loop = asyncio.get_running_loop()
         backoff = BACKOFF_MIN
         not_ready = NOT_READY_MIN
+        started: float | None = None  # set while a Publish call is out (its failure is counted with its duration)
         while True:
             target = self.fleet.target
+            started = None
             try:
                 if not self.known:
                     # The probe (start, take-over, a re-discovered replica) also takes the held generation to seed
@@ -132,7 +142,13 @@ class _Worker:
                 waiting = behind and target is not None and self.refused == target.number
                 waiting = waiting and loop.time() < self.retry_at
                 if target is not None and behind and not waiting:
-                    reply = await self.client.publish(target)
+                    started = loop.time()
+                    try:
+                        reply = await self.client.publish(target)
+                    except grpc.aio.AioRpcError:
+                        self.fleet.metrics.observe_publish("unreachable", loop.time() - started)
+                        raise
+                    self.fleet.metrics.observe_publish(_RESULTS.get(reply.result, "invalid"), loop.time() - started)
                     self._note_replica(reply, refused=reply.result == pb.PublishReply.ACCEPTED)
                     await self._handle(target, reply)
                     backoff = BACKOFF_MIN
@@ -156,6 +172,8 @@ class _Worker:
                 self._note_sessions(held)
                 self._set(held.held_number, held.replica)
             except grpc.aio.AioRpcError as exc:
+                if started is None:  # a failed Publish was counted above
+                    self.fleet.metrics.error("replica_unreachable")
                 if self.known or self.acked:
                     log.warning("dataplane %s (%s): %s", self.name, self.replica.address, exc.code().name)
                     self.acked, self.known = 0, False
@@ -169,6 +187,9 @@ class _Worker:
             refused = "".join(f"; refused {r.split}: {r.message}" for r in self.refusals)
             log.info("dataplane %s holds generation %d%s", reply.replica or self.name, reply.held_number, refused)
             self.refused_backoff = REFUSED_MIN
+            # Lag from this target's numbering (a newer target set meanwhile has its own clock).
+            if reply.held_number >= target.number > self.acked and self.fleet.target is target:
+                self.fleet.metrics.observe_lag(asyncio.get_running_loop().time() - self.fleet.target_at)
             self._set(reply.held_number, reply.replica)
         elif reply.result == pb.PublishReply.STALE:
             # The replica holds a number at least as high (another operator, or our own earlier try that timed out):
@@ -230,6 +251,7 @@ class Fleet:
         changed: Callable[[], None],
         tls: ClientTlsFiles | None = None,
         rng: random.Random | None = None,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
         self.token_file = token_file
         self.tls = tls
@@ -237,6 +259,8 @@ class Fleet:
         self.poll_interval = poll_interval
         self._changed = changed
         self.rng = rng or random.Random()  # backoff jitter
+        self.metrics = metrics or OperatorMetrics(gateway="")
+        self.target_at = 0.0  # event-loop time the current target was set (publish lag)
         self._target: pb.Generation | None = None
         self._floor = 0  # the highest number any replica ever reported holding
         # The generation with the highest number a replica reported through GetHeld (None: none reported one, e.g.
@@ -280,6 +304,7 @@ class Fleet:
 
     def set_target(self, generation: pb.Generation) -> None:
         self._target = generation
+        self.target_at = asyncio.get_running_loop().time()
         for w in self._workers.values():
             w.wake.set()
 

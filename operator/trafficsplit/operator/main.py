@@ -8,8 +8,11 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import start_http_server
 
 from trafficsplit.operator.config import Config, parse_config
 from trafficsplit.operator.engine import Engine, EngineSettings, StatusSink
@@ -21,6 +24,10 @@ from trafficsplit.operator.gateways import (
     GatewayStatusSink,
     Provisioner,
 )
+from trafficsplit.operator.metrics import OperatorMetrics
+
+if TYPE_CHECKING:
+    from trafficsplit.operator.kubeapi import KubeApi
 
 log = logging.getLogger("trafficsplit.operator")
 
@@ -42,10 +49,14 @@ def _engine(
         if engine is not None:
             engine.poke()
 
+    gateway = "static" if cfg.static_dataplanes else f"{cfg.gateway_namespace}/{cfg.gateway_service}"
+    metrics = OperatorMetrics(gateway)
+    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls, metrics=metrics)
+
     def make_fleet() -> Fleet:
+        # A Gateway's fleet: the operator's metrics describe the chart's gateway only.
         return Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls)
 
-    fleet = make_fleet()
     gateways = (
         GatewayPlane(
             GatewaySettings(origin=origin, namespace=dataplane_namespace),
@@ -69,6 +80,23 @@ def _engine(
     return engine
 
 
+@contextlib.contextmanager
+def _metrics_server(cfg: Config, metrics: OperatorMetrics) -> Iterator[None]:
+    """The Prometheus endpoint on its own thread (prometheus-client's server), for the process's lifetime."""
+    if cfg.metrics is None:
+        yield
+        return
+    host, port = cfg.metrics
+    server, thread = start_http_server(port, host, registry=metrics.registry)
+    log.info("metrics on http://%s:%d/metrics", host, server.server_port)
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
 async def _cancel(*tasks: asyncio.Task[None]) -> None:
     for t in tasks:
         t.cancel()
@@ -78,11 +106,18 @@ async def _cancel(*tasks: asyncio.Task[None]) -> None:
 
 
 async def run_file_source(cfg: Config) -> None:
-    from trafficsplit.operator.filesource import FileSource, log_status
+    from trafficsplit.operator.filesource import log_status
 
     assert cfg.file_source is not None
     directory = Path(cfg.file_source).resolve()
     engine = _engine(cfg, f"file:{directory}", static=True, status_sink=log_status)
+    with _metrics_server(cfg, engine.metrics):
+        await _run_file_source(cfg, engine, directory)
+
+
+async def _run_file_source(cfg: Config, engine: Engine, directory: Path) -> None:
+    from trafficsplit.operator.filesource import FileSource
+
     source = FileSource(directory, interval=cfg.poll_interval, empty_grace=cfg.empty_grace)
     await source.settled(timeout=10 * source.settle)
     engine.replace_splits(source.splits())
@@ -101,11 +136,7 @@ async def run_file_source(cfg: Config) -> None:
 
 
 async def run_kubernetes(cfg: Config) -> None:
-    import kopf
-
-    from trafficsplit.operator.handlers import build_registry, operator_settings
     from trafficsplit.operator.kubeapi import KubeApi, make_api_client
-    from trafficsplit.operator.leader import LeaderElector
 
     if cfg.kubeconfig:
         os.environ["KUBECONFIG"] = cfg.kubeconfig  # kopf's login reads it
@@ -141,11 +172,25 @@ async def run_kubernetes(cfg: Config) -> None:
         provisioner=provisioner,
         dataplane_namespace=dataplane_namespace,
     )
+    try:
+        with _metrics_server(cfg, engine.metrics):
+            await _run_kubernetes(cfg, engine, api, kube)
+    finally:
+        api.close()
+
+
+async def _run_kubernetes(cfg: Config, engine: Engine, api: Any, kube: KubeApi) -> None:
+    import kopf
+
+    from trafficsplit.operator.handlers import build_registry, operator_settings
+    from trafficsplit.operator.leader import LeaderElector
+
     namespaces = list(cfg.namespaces)
     if namespaces and cfg.gateway_service and cfg.gateway_namespace not in namespaces:
         namespaces.append(cfg.gateway_namespace)  # its EndpointSlices name the dataplane replicas
-    if namespaces and gateway_api and dataplane_namespace not in namespaces:
-        namespaces.append(dataplane_namespace)  # the Gateways' publish Services
+    gateway_api = engine.gateways is not None
+    if engine.gateways is not None and engine.gateways.settings.namespace not in namespaces and namespaces:
+        namespaces.append(engine.gateways.settings.namespace)  # the Gateways' publish Services
 
     # The full resync: list everything once so the first pass sees the whole state (a pass on a partial store would
     # publish a generation missing splits). kopf's own initial listing and watch events then keep the store current.
@@ -182,7 +227,6 @@ async def run_kubernetes(cfg: Config) -> None:
         await engine.fleet.close()
         if engine.gateways is not None:
             await engine.gateways.close()
-        api.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Flagger, pinned and built from source through the Go module proxy.
+#
+#   third_party/flagger/crds/crd.yaml   the module's artifacts/flagger/crd.yaml (Canary, MetricTemplate, AlertProvider),
+#                                       byte for byte (committed; a unit test compares it with the module cache's)
+#   ${TRAFFICSPLIT_CACHE:-$HOME/.cache/trafficsplit}/bin/flagger-<version>/flagger
+#
+# github.com/fluxcd/flagger has no `replace` directives, so `go install …@version` builds it as released.
+#
+# Usage: hack/build-flagger.sh           copy the CRDs, build what is missing, print the bin dir
+#        hack/build-flagger.sh --crds    only copy the CRDs (no compiling)
+#        hack/build-flagger.sh --check   only check the committed CRDs against the module (exit 1 when stale)
+# Builds are CPU-heavy: on a shared machine run with `nice -n 19` and TRAFFICSPLIT_BUILD_JOBS=1.
+# Not part of `make test` (yet): timings in bench/results/*-progressive-build.json and docs/flagger.md.
+set -euo pipefail
+
+FLAGGER_VERSION=v1.44.0
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CRD_DIR="$ROOT/third_party/flagger/crds"
+
+MODE="${1:-build}"
+# shellcheck source=hack/build-controlplane.sh
+source "$ROOT/hack/build-controlplane.sh"
+log() { echo "build-flagger: $*" >&2; }
+
+# flagger takes Go's flag package: -version prints "Flagger version X revision Y" and exits 0.
+answers_version() { [[ -x "$1" ]] && "$1" -version >/dev/null 2>&1; }
+
+module_dir() {
+  local dir
+  dir=$(cd "$(mktemp -d)" && "$GO" mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -d "$dir" ]] || { log "could not download $1"; return 1; }
+  echo "$dir"
+}
+
+sync_crds() {
+  local src="$1/artifacts/flagger/crd.yaml" check="$2"
+  if [[ $check == 1 ]]; then
+    cmp -s "$src" "$CRD_DIR/crd.yaml" || { log "$CRD_DIR/crd.yaml is stale"; return 1; }
+    return 0
+  fi
+  mkdir -p "$CRD_DIR"
+  install -m 0644 "$src" "$CRD_DIR/crd.yaml"
+  echo "$FLAGGER_VERSION" >"$CRD_DIR/VERSION"
+  log "CRDs of $FLAGGER_VERSION copied to ${CRD_DIR#"$ROOT"/}"
+}
+
+build_flagger() {
+  local tmp="$1" version="$2"
+  mkdir -p "$tmp/out"
+  (cd "$tmp" && GOBIN="$tmp/out" "$GO" install -p "$JOBS" -ldflags "-s -w" "github.com/fluxcd/flagger/cmd/flagger@$version")
+}
+
+FLAGGER_DIR=$(module_dir "github.com/fluxcd/flagger@$FLAGGER_VERSION")
+case "$MODE" in
+  --check) sync_crds "$FLAGGER_DIR" 1 && log "CRDs match $FLAGGER_VERSION"; exit ;;
+  --crds) sync_crds "$FLAGGER_DIR" 0; exit ;;
+  build) sync_crds "$FLAGGER_DIR" 0 ;;
+  *) log "unknown argument $MODE"; exit 2 ;;
+esac
+
+total_start=$(date +%s)
+build flagger "$FLAGGER_VERSION" build_flagger
+log "done in $(($(date +%s) - total_start))s"
+echo "$BIN"

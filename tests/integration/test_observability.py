@@ -1,0 +1,307 @@
+"""Every Grafana dashboard query and every alert expression the chart ships, executed against a real Prometheus.
+
+Debian's `prometheus` binary (hack/test.sh installs it) runs on loopback with a temporary config that scrapes, every
+second, two real gateway units (Envoy + extproc, the extproc reading Envoy's fail-open counters with --envoy-stats)
+and a real operator in local mode (--file-source, --metrics), and loads the chart's rules file. Bounded traffic
+(sticky sessions through both units' Envoy) makes decisions happen; then:
+
+* each dashboard target, with Grafana's `$split` set to the split and `$__rate_interval` to 1m, returns at least one
+  series, and the request share, the weight share and the session share agree with the split's 70/30;
+* each alert expression returns at least one series when its threshold comparisons get the `bool` modifier (the
+  same expression, every series it watches, 0 or 1 instead of filtered out), and returns none as written: nothing
+  fires on a healthy gateway;
+* Prometheus evaluated every rule without error;
+* provoked: the processor of one unit killed while requests flow, Envoy fails open, and the fail-open alert's
+  expression as written (the threshold, without its `for`) returns that unit's job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.dataplane import run_sessions
+from tests.support.operator import PYTHONPATH, Gateway, OperatorProcess
+from tests.support.waiting import poll
+
+pytestmark = [pytest.mark.envoy, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "charts/trafficsplit/files/prometheus-rules.yaml"
+DASHBOARD = ROOT / "charts/trafficsplit/files/grafana-dashboard.json"
+SPLIT = "default/shop"
+HOST = "shop.local"
+COOKIE = "shop-affinity"
+SESSIONS = 200  # per unit: the session share's sampling error stays far below the 0.2 alert threshold
+SPLIT_YAML = """\
+apiVersion: trafficsplit.dev/v1alpha1
+kind: TrafficSplit
+metadata: {{name: shop}}
+spec:
+  hosts: [{host}]
+  backends:
+    - {{name: blue, weight: 70, endpoints: ["{blue}"]}}
+    - {{name: green, weight: 30, endpoints: ["{green}"]}}
+  sticky:
+    cookie: {{name: {cookie}}}
+  debugHeaders: {debug}
+"""
+# A comparison with a number literal (not `=~` or a label matcher's `=`): gets `bool`.
+_COMPARISON = re.compile(r"(?<![=!<>~])(==|!=|>=|<=|>|<)(?![=~])\s*(?=-?[0-9])")
+
+
+def with_bool(expr: str) -> str:
+    """`a > 0.01` → `a > bool 0.01`: the alert's expression, keeping every series it compares."""
+    out, n = _COMPARISON.subn(lambda m: f"{m.group(1)} bool ", expr)
+    assert n >= 1, f"no threshold comparison in {expr!r}"
+    return out
+
+
+def test_with_bool_rewrites_only_threshold_comparisons() -> None:
+    assert with_bool('sum(x{result="a"}) > 5') == 'sum(x{result="a"}) > bool 5'
+    assert with_bool('a{le=~"1"} == 0 and on (s) b > 0') == 'a{le=~"1"} == bool 0 and on (s) b > bool 0'
+    assert with_bool("abs(a - b)\n> 0.2") == "abs(a - b)\n> bool 0.2"
+
+
+class Prometheus:
+    def __init__(self, workdir: Path, targets: dict[str, list[str]]) -> None:
+        binary = shutil.which("prometheus")
+        if binary is None:
+            pytest.skip("prometheus not installed (Debian's prometheus package; hack/test.sh installs it)")
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        with socket.socket() as s:  # a free port, handed to prometheus (it does not report one it picked itself)
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        shutil.copy(RULES, workdir / "rules.yaml")
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": ["rules.yaml"],
+            "scrape_configs": [
+                {"job_name": job, "static_configs": [{"targets": addrs}]} for job, addrs in targets.items()
+            ],
+        }
+        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+        self.log_path = workdir / "prometheus.log"
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    binary,
+                    f"--config.file={workdir / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={workdir / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--log.level=warn",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=workdir,
+            )
+        poll(self._ready, 30, "prometheus ready")
+
+    def _ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def api(self, path: str, **params: str) -> Any:
+        url = f"http://127.0.0.1:{self.port}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = json.loads(r.read())
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        data = self.api("query", query=expr)
+        assert data["resultType"] == "vector", (expr, data)
+        return list(data["result"])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    dash = json.loads(DASHBOARD.read_text())
+    out = []
+    for panel in dash["panels"]:
+        for t in panel["targets"]:
+            expr = t["expr"].replace("$split", SPLIT).replace("$__rate_interval", "1m")
+            assert "$" not in expr, f"an unsubstituted variable in {t['expr']}"
+            out.append((f"{panel['title']} / {t['refId']}", expr))
+    return out
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    return [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if "alert" in r]
+
+
+def send_sessions(gw: Gateway, sessions: int, requests: int) -> int:
+    """`sessions` cookie sessions of `requests` requests through every unit's Envoy; returns the 200s."""
+    ok = 0
+    for u in gw.units:
+        out = asyncio.run(run_sessions(u.port, HOST, COOKIE, [None] * sessions, requests, concurrency=16))
+        ok += sum(1 for s in out for r in s if r.status == 200)
+    return ok
+
+
+def write_split(path: Path, gw: Gateway, debug: bool) -> None:
+    b = gw.units[0].backends
+    text = SPLIT_YAML.format(
+        host=HOST,
+        cookie=COOKIE,
+        blue=f"127.0.0.1:{b.ports['blue']}",
+        green=f"127.0.0.1:{b.ports['green']}",
+        debug="true" if debug else "false",
+    )
+    path.with_suffix(".tmp").write_text(text)
+    os.replace(path.with_suffix(".tmp"), path)  # atomic: the operator never reads half a file
+
+
+@pytest.fixture
+def observed(tmp_path: Path, gateway: Gateway) -> Iterator[tuple[Gateway, Path, Prometheus]]:
+    # Each extproc reads its own Envoy's fail-open counters: restarted with --envoy-stats once Envoy's admin is known.
+    # Its metrics port is kept from then on (the last --metrics wins): Prometheus scrapes a restarted one there.
+    for i, u in enumerate(gateway.units):
+        u.processor.extra.append(f"--envoy-stats={u.envoy.admin}")
+        gateway.restart_processor(i)
+        u.processor.extra.append(f"--metrics=127.0.0.1:{u.processor.ports['metrics']}")
+    splits = tmp_path / "splits"
+    splits.mkdir()
+    write_split(splits / "shop.yaml", gateway, debug=False)
+    env = {**os.environ, "PYTHONPATH": PYTHONPATH, "PYTHONUNBUFFERED": "1"}
+    args = [
+        f"--file-source={splits}",
+        f"--token-file={gateway.token_file}",
+        "--poll-interval=0.5",
+        "--metrics=127.0.0.1:0",
+        *gateway.dataplane_args(),
+    ]
+    op = OperatorProcess(args, env, tmp_path / "operator.log").start()
+    prom: Prometheus | None = None
+    try:
+        op_port = poll(op.metrics_port, 20, "the operator's metrics port in its log")
+        poll(lambda: gateway.held() == [1, 1], 20, "both units hold generation 1")
+        prom = Prometheus(
+            tmp_path / "prometheus",
+            {
+                "operator": [f"127.0.0.1:{op_port}"],
+                **{f"gateway-{i}": [f"127.0.0.1:{u.processor.ports['metrics']}"] for i, u in enumerate(gateway.units)},
+            },
+        )
+        yield gateway, splits / "shop.yaml", prom
+    finally:
+        if prom is not None:
+            prom.stop()
+        op.stop()
+        print(f"--- operator log ---\n{op.log_tail(40)}")
+
+
+def targets_up(prom: Prometheus) -> bool:
+    active = prom.api("targets")["activeTargets"]
+    return len(active) == 3 and all(t["health"] == "up" for t in active)
+
+
+def test_every_dashboard_query_and_alert_expression_returns_series(
+    observed: tuple[Gateway, Path, Prometheus],
+) -> None:
+    gw, split_file, prom = observed
+    t0 = time.monotonic()
+    poll(lambda: targets_up(prom), 30, "every target scraped and up")
+    # A change while Prometheus watches: a compile, a publish and its acknowledgements inside every rate window.
+    write_split(split_file, gw, debug=True)
+    poll(lambda: gw.held() == [2, 2], 20, "both units hold generation 2")
+    ok = send_sessions(gw, SESSIONS, 3)
+    assert ok == len(gw.units) * SESSIONS * 3
+    # Two scrapes after the traffic: every rate has samples on both sides of it.
+    time.sleep(3)
+    poll(lambda: prom.query(f'sum(trafficsplit_decisions_total{{split="{SPLIT}"}})'), 10, "decisions scraped")
+
+    results: dict[str, list[dict[str, Any]]] = {}
+    for name, expr in dashboard_queries():
+        results[name] = prom.query(expr)
+        assert results[name], f"dashboard panel {name!r} returned no series: {expr}"
+    # On a loaded machine a processor reply can miss Envoy's message_timeout and fail open: then that alert is right.
+    failed_open = prom.query("sum(trafficsplit_envoy_failed_open_total) > 0")
+    for rule in alert_rules():
+        assert prom.query(with_bool(rule["expr"])), f"{rule['alert']} watches no series: {with_bool(rule['expr'])}"
+        if rule["alert"] == "TrafficsplitFailOpen" and failed_open:
+            continue
+        # A healthy gateway fires nothing.
+        assert not prom.query(rule["expr"]), f"{rule['alert']} fires on a healthy gateway"
+
+    def values(name: str) -> dict[str, float]:
+        return {r["metric"].get("backend", ""): float(r["value"][1]) for r in results[name]}
+
+    weight = values("Request share per backend against its weight / B")
+    assert weight == {"blue": pytest.approx(0.7), "green": pytest.approx(0.3)}
+    requests = values("Request share per backend against its weight / A")
+    sessions = values("Session share per backend against its weight / A")
+    print(f"request share {requests}, session share {sessions}, weight {weight}")
+    assert sum(requests.values()) == pytest.approx(1.0)
+    for backend in ("blue", "green"):
+        # 400 sessions: the sampling error's standard deviation is 0.023 (and each replica's estimate ~1 %).
+        assert abs(requests[backend] - weight[backend]) < 0.15
+        assert abs(sessions[backend] - weight[backend]) < 0.15
+    # And every panel draws a line: no query is NaN only (a quantile with no event in its window would be).
+    nan = sorted(n for n, rs in results.items() if all(math.isnan(float(r["value"][1])) for r in rs))
+    assert not nan, f"dashboard queries with no value: {nan}"
+    lag = values("Publish lag (numbered → acknowledged by a replica) / B")[""]
+    print(
+        f"{len(results)} dashboard queries and {len(alert_rules())} alerts returned series; p99 publish lag {lag:.3f} s"
+    )
+
+    rules = prom.api("rules")["groups"]
+    evaluated = [r for g in rules for r in g["rules"]]
+    assert len(evaluated) == len(alert_rules())
+    assert all(r["health"] == "ok" for r in evaluated), [(r["name"], r.get("lastError")) for r in evaluated]
+    print(f"took {time.monotonic() - t0:.1f} s")
+
+
+def test_the_fail_open_alert_fires_when_a_processor_is_down(
+    observed: tuple[Gateway, Path, Prometheus],
+) -> None:
+    gw, _split_file, prom = observed
+    poll(lambda: targets_up(prom), 30, "every target scraped and up")
+    send_sessions(gw, 20, 2)
+    time.sleep(2)
+    gw.kill_processor(0)
+    try:
+        # Envoy waits for the dead processor's connection, fails open and routes by its native weights.
+        out = asyncio.run(run_sessions(gw.units[0].port, HOST, COOKIE, [None] * 20, 2, concurrency=8))
+        assert all(r.status == 200 for s in out for r in s)
+    finally:
+        gw.start_processor(0)
+    fail_open = next(r for r in alert_rules() if r["alert"] == "TrafficsplitFailOpen")
+
+    def unit_0_fires() -> list[dict[str, Any]]:
+        return [r for r in prom.query(fail_open["expr"]) if r["metric"]["job"] == "gateway-0"]
+
+    # (gateway-1 may fire too: on a loaded machine its processor can miss the 200 ms message_timeout.)
+    firing = poll(unit_0_fires, 20, "the fail-open expression above its threshold for gateway-0")
+    failed = prom.query('trafficsplit_envoy_failed_open_total{job="gateway-0"}')
+    assert float(failed[0]["value"][1]) >= 40  # and any a loaded machine failed open before
+    print(f"failed open: {failed[0]['value'][1]}, fail-open share {firing[0]['value'][1]}")

@@ -1,0 +1,86 @@
+"""Envoy's fail-open counters read from its admin `/stats` text and re-exported (extproc/envoystats.py): parsing, the
+filter sent, a stub admin on loopback, and an admin that does not answer."""
+
+from __future__ import annotations
+
+import re
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from trafficsplit.extproc.envoystats import FAILED_OPEN_STAT, STATS_FILTER, EnvoyStatsCollector, parse_stats
+from trafficsplit.wire.bootstrap import Address
+
+TEXT = f"""\
+{FAILED_OPEN_STAT}: 7
+http.trafficsplit.ext_proc.trafficsplit.streams_started: 100
+vhost.shop/web.route.fallback.upstream_rq_total: 5
+vhost.shop/api.route.fallback.upstream_rq_total: 0
+vhost.shop/web.route.fallback.upstream_rq_time: P0(nan,0)
+cluster.shop/web/blue.upstream_rq_total: 90
+"""
+
+
+def test_parse_keeps_the_fail_open_counters_only() -> None:
+    s = parse_stats(TEXT)
+    assert s.failed_open == 7
+    assert s.fallback == {"shop/web": 5, "shop/api": 0}
+    assert parse_stats("garbage\n: 3\nname: -1\n").failed_open is None
+
+
+def test_the_filter_asks_for_exactly_those_counters() -> None:
+    f = re.compile(STATS_FILTER)
+    names = [line.partition(": ")[0] for line in TEXT.splitlines()]
+    assert [n for n in names if f.search(n)] == [
+        FAILED_OPEN_STAT,
+        "vhost.shop/web.route.fallback.upstream_rq_total",
+        "vhost.shop/api.route.fallback.upstream_rq_total",
+    ]
+
+
+@pytest.fixture
+def admin() -> Iterator[tuple[Address, list[str]]]:
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            body = TEXT.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield Address(host="127.0.0.1", port=server.server_address[1]), asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_scrape_reads_envoy_and_exports_counters(admin: tuple[Address, list[str]]) -> None:
+    address, asked = admin
+    reg = CollectorRegistry()
+    reg.register(EnvoyStatsCollector(address))
+    assert reg.get_sample_value("trafficsplit_envoy_stats_up") == 1
+    assert reg.get_sample_value("trafficsplit_envoy_failed_open_total") == 7
+    assert reg.get_sample_value("trafficsplit_envoy_fallback_requests_total", {"split": "shop/web"}) == 5
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(asked[-1]).query)
+    assert query["filter"] == [STATS_FILTER]
+
+
+def test_an_envoy_that_does_not_answer_is_up_0_without_counters() -> None:
+    reg = CollectorRegistry()
+    reg.register(EnvoyStatsCollector(Address(host="127.0.0.1", port=1)))  # nothing listens on port 1
+    assert reg.get_sample_value("trafficsplit_envoy_stats_up") == 0
+    assert reg.get_sample_value("trafficsplit_envoy_failed_open_total") is None
