@@ -123,6 +123,8 @@ def model_doc(t: Translation) -> dict[str, Any]:
     rules = []
     for a in t.actions:
         doc: dict[str, Any] = {"route": a.route, "rule": a.rule, "errorWeight": a.error_weight}
+        if not a.filters.empty:
+            doc["filters"] = a.filters.to_dict()
         s = a.split
         if s is None:
             doc["split"] = None
@@ -135,7 +137,6 @@ def model_doc(t: Translation) -> dict[str, Any]:
         targets = {x.backend: x for x in a.targets}
         doc["split"] = {
             "key": s.key,
-            "hosts": list(s.hosts),
             "observedGeneration": s.observed_generation,
             "sticky": {
                 "key": "cookie" if s.cookie is not None else "request-id",
@@ -150,6 +151,7 @@ def model_doc(t: Translation) -> dict[str, Any]:
                     "port": b.port,
                     "endpoints": [f"{e.host}{'' if e.ready else ' (not ready)'}" for e in b.endpoints],
                     "sampledPicks": picks[i],
+                    **({"filters": targets[b.name].filters.to_dict()} if not targets[b.name].filters.empty else {}),
                 }
                 for i, b in enumerate(s.backends)
             ],

@@ -244,7 +244,7 @@ def test_attached_routes_count_accepted_routes_only() -> None:
     t = run(
         route("r"),
         route("s", hostnames=["b.example.com"]),
-        route("u", hostnames=["c.example.com"], rules=[{"filters": [{"type": "CORS"}]}]),
+        route("u", hostnames=["c.example.com"], rules=[{"filters": [{"type": "CORS", "cors": {}}]}]),
     )
     (gs,) = t.gateways
     assert gs.listeners[0].attached_routes == 2
@@ -457,3 +457,28 @@ def test_top_level_problems_name_the_field_from_the_root() -> None:
         parse_httproute({"metadata": 5, "spec": []})
     assert info.value.problems[0] == "metadata: expected an object"
     assert "spec: expected an object" in info.value.problems
+
+
+def test_routes_without_hostnames_serve_every_host_after_the_named_ones() -> None:
+    """A route with no hostname on a listener with none is the listener's catch-all virtual host (`*`): exact names
+    first, then the longest `*.` suffix, then `*`, as Envoy orders its domains."""
+    from tests.unit.gatewayapi import inputs_of, load
+    from trafficsplit.core.gateway_match import RouteTable
+
+    inputs, _ = inputs_of(load("hostless"))
+    t = translate(inputs)
+    (lr,) = t.listeners
+    assert sorted(vh.hostname for vh in lr.hosts) == ["*", "*.example.com", "app.example.com"]
+    table = RouteTable(lr)
+
+    def hit(host: str, path: str = "/") -> str | None:
+        e = table.select(host, path)
+        return None if e is None else f"{e.route}#{e.rule}"
+
+    assert hit("app.example.com") == "web/app#0"
+    assert hit("x.example.com") == "web/wild#0"
+    assert hit("example.com") == "web/everything#0"  # `*.example.com` does not cover the apex
+    assert hit("example.net:8080") == "web/everything#0"
+    assert hit("10.0.0.1", "/healthz") == "web/everything#1"  # Exact before the `/` prefix
+    assert hit("app.example.com", "/healthz") == "web/app#0"  # a named host does not fall through to `*`
+    assert all(c.ok for r in t.routes for p in r.parents for c in p.conditions if c.type == "Accepted")

@@ -20,7 +20,9 @@ REQUIRED_CASES = {
     "crossns-nogrant",
     "crossns-grant",
     "missing-backend",
-    "unsupported",  # kind, filters, timeouts
+    "unsupported",  # kind, filters we do not serve, timeouts
+    "filters",  # header modifiers, rewrites, redirects carried
+    "hostless",  # routes serving every host
     "session-cookie",
     "regex-bound",
     "listeners",  # a route on a listener it is not allowed on

@@ -181,7 +181,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             # (and GetHeld returns) is what is served.
             out = {r.split for r in refused}
             keep = [i for i, s in enumerate(gen.splits) if s.key not in out]
-            gen = Generation(gen.number, tuple(gen.splits[i] for i in keep))
+            gen = Generation(gen.number, tuple(gen.splits[i] for i in keep), gen.routes)
             del accepted.splits[:]
             accepted.splits.extend(msg.splits[i] for i in keep)
         loop = asyncio.get_running_loop()

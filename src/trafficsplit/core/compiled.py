@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from trafficsplit.core.assignment import AssignmentMode, SlotTable, advance
 from trafficsplit.core.cookie import CookieSettings
@@ -33,6 +34,9 @@ from trafficsplit.core.rules import (
 from trafficsplit.core.spec import MatchKind, MatchType, SplitSpec
 from trafficsplit.core.vocabulary import Reason
 from trafficsplit.core.weights import Weights
+
+if TYPE_CHECKING:  # gateway_routes builds on this module; a generation only reads the table it is given
+    from trafficsplit.core.gateway_routes import GatewayRoutes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,7 +143,8 @@ class CompiledSplit:
     def __post_init__(self) -> None:
         if not 1 <= self.endpoint_points <= MAX_POINTS:
             raise SpecError([f"endpoint points must be 1..{MAX_POINTS}, got {self.endpoint_points}"])
-        problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
+        # No hosts: a route rule's split, which `Generation` accepts only when its route table refers to it.
+        problems = name_problems(self.namespace, self.name) + host_problems(self.hosts, required=False)
         if self.key_header is not None:
             problems += [f"key_header: {q.removeprefix('name: ')}" for q in key_header_problems(self.key_header)]
         if self.persistent and self.cookie is None:
@@ -251,24 +256,31 @@ class GenerationContent:
     The operator compiles content on every pass and takes a number only when the content differs from what it
     published last (equal content, nothing to publish), then stamps it once: `stamp(number)` is the `Generation`
     that is validated, published and held, so what was checked is exactly what goes out.
+
+    `routes`: a Gateway's route table (`gateway_translate.gateway_content`), whose rules' splits are in `splits`
+    without hosts; None for the shared gateway, which serves TrafficSplits by host only.
     """
 
     splits: tuple[CompiledSplit, ...] = ()
+    routes: GatewayRoutes | None = None
 
     def stamp(self, number: int) -> Generation:
         """This content as generation `number`; raises SpecError when it is not a valid generation."""
-        return Generation(number, self.splits)
+        return Generation(number, self.splits, self.routes)
 
 
 @dataclass(frozen=True)
 class Generation:
     """One versioned, whole set of compiled splits. Held whole or not at all; numbers only grow.
 
-    Checks itself (number, hosts served once, clusters used once), so the operator's stamping and the dataplane's
-    receiver refuse the same generations."""
+    Checks itself (number, hosts served once, clusters used once, a split without hosts only as a rule of the route
+    table, each rule's split the one in `splits`), so the operator's stamping and the dataplane's receiver refuse the
+    same generations."""
 
     number: int
     splits: tuple[CompiledSplit, ...]
+    # One Gateway's route table (HTTPRoutes), or None: a generation of TrafficSplits only.
+    routes: GatewayRoutes | None = None
     by_host: Mapping[str, CompiledSplit] = field(init=False, repr=False, compare=False)
     _has_wildcards: bool = field(init=False, repr=False, compare=False)
 
@@ -276,7 +288,19 @@ class Generation:
         index: dict[str, CompiledSplit] = {}
         clusters: dict[str, str] = {}
         problems: list[str] = []
+        rule_splits = (
+            {a.key: a.split for a in self.routes.actions if a.split is not None} if self.routes is not None else {}
+        )
+        keys: set[str] = set()
         for i, s in enumerate(self.splits):
+            if not s.hosts and rule_splits.get(s.key) != s:
+                problems.append(
+                    f"splits[{i}].hosts: at least one host is required (a split without hosts is a rule of the "
+                    "generation's route table, and none has this split)"
+                )
+            if s.key in keys:
+                problems.append(f"splits[{i}]: split {s.key} is listed twice")
+            keys.add(s.key)
             for h in s.hosts:
                 if h in index:
                     problems.append(f"host {h!r} is served by both {index[h].key} and {s.key}")
@@ -287,6 +311,7 @@ class Generation:
                 clusters[b.cluster] = s.key
             if not 0 <= s.first_generation <= self.number:
                 problems.append(f"splits[{i}].first_generation: {s.first_generation} is not in 0..{self.number}")
+        problems += [f"routes: rule {k}'s split is not among the splits" for k in rule_splits if k not in keys]
         if not 1 <= self.number <= MAX_GENERATION:
             problems.append(f"generation number must be 1..{MAX_GENERATION} (2^53 - 1), got {self.number}")
         if len(self.splits) > MAX_SPLITS:
@@ -298,7 +323,7 @@ class Generation:
 
     @property
     def content(self) -> GenerationContent:
-        return GenerationContent(self.splits)
+        return GenerationContent(self.splits, self.routes)
 
     def split_for(self, authority: str) -> CompiledSplit | None:
         """The split serving `authority`: an exact host first, else the longest `*.suffix` host, as Envoy's virtual

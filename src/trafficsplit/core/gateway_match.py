@@ -6,7 +6,8 @@ The dataplane does not use it yet (docs/gateway-api.md); the tests do, to show t
 semantics the dataplane's matching must have:
 
 - the host is read as the rest of the project reads it (`normalize_host`: ASCII case folded, port dropped), then the
-  exact virtual host, else the longest `*.` suffix with at least one character before it;
+  exact virtual host, else the longest `*.` suffix with at least one character before it, else the catch-all `*`
+  (routes without hostnames on a listener without one), as Envoy orders its domains;
 - `PathPrefix` matches whole path segments (`/api` matches `/api`, `/api/` and `/api/v1`, not `/apis`), a trailing
   `/` in the prefix is ignored; `Exact` compares the whole path; `RegularExpression` must match the whole path;
 - header names compare case-insensitively (the match stores them lowercase, `header` takes a lowercase name), query
@@ -19,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from trafficsplit.core.gateway_objects import Method, PathType, ValueMatch, ValueMatchType
-from trafficsplit.core.gateway_translate import ListenerRoutes, RouteEntry
+from trafficsplit.core.gateway_routes import CATCH_ALL, ListenerRoutes, RouteEntry
 from trafficsplit.core.host import normalize_host
 from trafficsplit.core.regex import Pattern
 from trafficsplit.core.rules import compile_pattern
@@ -104,7 +105,7 @@ class RouteTable:
             if found is not None:
                 return found
             dot = host.find(".", dot + 1)
-        return ()
+        return self._hosts.get(CATCH_ALL, ())
 
     def select(
         self,

@@ -16,12 +16,27 @@ Two kinds of problem, kept apart because the spec answers them differently:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_filters import (
+    MAX_FILTER_HEADER_NAME,
+    MAX_FILTER_HEADER_VALUE,
+    MAX_HEADER_CHANGES,
+    MAX_PATH_MODIFIER,
+    NO_FILTERS,
+    HeaderModifier,
+    PathModifier,
+    PathModifierType,
+    RedirectCode,
+    RequestRedirect,
+    RuleFilters,
+    Scheme,
+    URLRewrite,
+)
 from trafficsplit.core.rules import (
     compile_pattern,
     is_dns_label,
@@ -109,6 +124,18 @@ class CookieLifetime(StrEnum):
 # unsupported (UnsupportedValue), elsewhere it is a problem of the listener or route that holds it. The guard test
 # checks that each of these appears in a golden case and is a real field of the upstream CRD.
 _REF = {"group": None, "kind": None, "namespace": None, "name": None}
+_HEADER_MOD = {"set": {"name": None, "value": None}, "add": {"name": None, "value": None}, "remove": None}
+_PATH_MOD = {"type": None, "replaceFullPath": None, "replacePrefixMatch": None}
+_BACKEND_FILTER: Mapping[str, Any] = {
+    "type": None,
+    "requestHeaderModifier": _HEADER_MOD,
+    "responseHeaderModifier": _HEADER_MOD,
+}
+_RULE_FILTER: Mapping[str, Any] = {
+    **_BACKEND_FILTER,
+    "requestRedirect": {"scheme": None, "hostname": None, "path": _PATH_MOD, "port": None, "statusCode": None},
+    "urlRewrite": {"hostname": None, "path": _PATH_MOD},
+}
 SUPPORTED_ROUTE_FIELDS: Mapping[str, Any] = {
     "parentRefs": {**_REF, "sectionName": None, "port": None},
     "hostnames": None,
@@ -120,7 +147,8 @@ SUPPORTED_ROUTE_FIELDS: Mapping[str, Any] = {
             "queryParams": {"type": None, "name": None, "value": None},
             "method": None,
         },
-        "backendRefs": {**_REF, "port": None, "weight": None},
+        "filters": _RULE_FILTER,
+        "backendRefs": {**_REF, "port": None, "weight": None, "filters": _BACKEND_FILTER},
         "sessionPersistence": {
             "sessionName": None,
             "absoluteTimeout": None,
@@ -584,6 +612,59 @@ class RouteMatch:
         return out
 
 
+def _printable(text: str) -> bool:
+    """Printable ASCII (spaces included): no control byte, nothing a header or a log line could be split by."""
+    return all(" " <= c <= "~" for c in text)
+
+
+def _pattern_problems(value: str) -> list[str]:
+    """RE2 with the core's program-size bound (core/regex.py)."""
+    try:
+        compile_pattern(value)
+    except SpecError as exc:
+        return [q.removeprefix("value: ") for q in exc.problems]
+    return []
+
+
+def _value_match_problems(m: ValueMatch, *, header: bool) -> list[str]:
+    bound = MAX_HEADER_VALUE if header else MAX_QUERY_VALUE
+    problems: list[str] = []
+    if not 1 <= len(m.name) <= MAX_HEADER_NAME or not is_token(m.name):
+        problems.append(f"name: {m.name[:64]!r} must be an HTTP token of at most {MAX_HEADER_NAME} characters")
+    elif header and m.name != m.name.lower():
+        problems.append(f"name: {m.name[:64]!r} must be lowercase (header names compare case-insensitively)")
+    if len(m.value) > bound:
+        problems.append(f"value: {len(m.value)} characters, at most {bound} are allowed")
+    elif m.type is ValueMatchType.REGULAR_EXPRESSION:
+        problems += [f"value: {q}" for q in _pattern_problems(m.value)]
+    elif not _printable(m.value):
+        problems.append("value: only printable ASCII is supported")
+    return problems
+
+
+def route_match_problems(m: RouteMatch) -> list[str]:
+    """Every reason `m` is not a match a data plane can serve: the CRD's bounds, absolute paths, RE2 patterns within
+    the program bound, header names that are lowercase tokens, no control byte anywhere. The parser reports these
+    for a rule (the rule is dropped: UnsupportedValue); `RouteEntry` checks them again for a table from the wire."""
+    problems: list[str] = []
+    if len(m.path) > MAX_PATH:
+        problems.append(f"path.value: {len(m.path)} characters, at most {MAX_PATH} are allowed")
+    elif m.path_type is PathType.REGULAR_EXPRESSION:
+        problems += [f"path.value: {q}" for q in _pattern_problems(m.path)]
+    elif not m.path.startswith("/") or not _printable(m.path) or " " in m.path:
+        problems.append(f"path.value: {m.path[:64]!r} must be an absolute path of printable ASCII")
+    for name, items, bound in (
+        ("headers", m.headers, MAX_MATCH_HEADERS),
+        ("queryParams", m.query_params, MAX_MATCH_QUERY_PARAMS),
+    ):
+        if len(items) > bound:
+            problems.append(f"{name}: {len(items)} items, at most {bound} are allowed")
+            continue
+        for i, v in enumerate(items):
+            problems += [f"{name}[{i}].{q}" for q in _value_match_problems(v, header=name == "headers")]
+    return problems
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BackendRef:
     group: str
@@ -592,6 +673,7 @@ class BackendRef:
     name: str
     port: int | None
     weight: int
+    filters: RuleFilters = NO_FILTERS  # header modifiers applied to the requests this backend serves
 
 
 @dataclass(frozen=True, slots=True)
@@ -609,6 +691,7 @@ class RouteRule:
     matches: tuple[RouteMatch, ...]
     backend_refs: tuple[BackendRef, ...]
     session: SessionPersistence | None
+    filters: RuleFilters = NO_FILTERS
     # Why this rule cannot be served as written (unsupported fields, a regex over the bound); empty when it can.
     problems: tuple[str, ...] = ()
 
@@ -679,19 +762,24 @@ def _rule(index: int, raw: Any, namespace: str, r: _Reader) -> RouteRule:
     unsupported = [
         q.removeprefix(f"{p}.")
         for q in unknown_fields({k: v for k, v in raw.items() if k != "filters"}, SUPPORTED_ROUTE_FIELDS["rules"], p)
-        if ".filters:" not in q
+        if ".filters:" not in q and ".filters[" not in q  # _filters reports those
     ]
-    unsupported += _filters(raw.get("filters"), "filters", r, p)
+    filters = _filters(raw.get("filters"), "filters", r, p, unsupported, backend=False)
     name = r.text(raw, "name", p, MAX_SECTION_NAME)
     raw_matches = r.items(raw, "matches", p, MAX_RULE_MATCHES) or [{}]
     matches = tuple(_match(f"{p}.matches[{j}]", m, r, unsupported) for j, m in enumerate(raw_matches))
+    # The CRD's rules across a rule's fields (its CEL): the API server refuses such a route.
+    if filters.redirect is not None and raw.get("backendRefs"):
+        r.add(f"{p}.filters", "a RequestRedirect filter must not be used together with backendRefs")
+    if filters.replaces_prefix and (len(matches) != 1 or matches[0].path_type is not PathType.PREFIX):
+        r.add(f"{p}.matches", "a path modifier of type ReplacePrefixMatch needs exactly one PathPrefix match")
     refs: list[BackendRef] = []
     for j, b in enumerate(r.items(raw, "backendRefs", p, MAX_BACKEND_REFS)):
         bp = f"{p}.backendRefs[{j}]"
         if not isinstance(b, Mapping):
             r.add(bp, "expected an object")
             continue
-        unsupported += _filters(b.get("filters"), f"backendRefs[{j}].filters", r, p)
+        ref_filters = _filters(b.get("filters"), f"backendRefs[{j}].filters", r, p, unsupported, backend=True)
         ref_name = r.text(b, "name", bp, 253, required=True)
         group = r.text(b, "group", bp, MAX_GROUP)
         kind = r.text(b, "kind", bp, MAX_KIND)
@@ -704,6 +792,7 @@ def _rule(index: int, raw: Any, namespace: str, r: _Reader) -> RouteRule:
             name=ref_name or "",
             port=port,
             weight=1 if weight is None else weight,
+            filters=ref_filters,
         )
         if ref.group == "" and ref.kind == "Service" and port is None:
             r.add(f"{bp}.port", "required for a Service")
@@ -716,16 +805,23 @@ def _rule(index: int, raw: Any, namespace: str, r: _Reader) -> RouteRule:
         matches=matches,
         backend_refs=tuple(refs),
         session=session,
+        filters=filters,
         problems=tuple(unsupported),
     )
 
 
-# What each filter would need that the split model does not have (the filters themselves are not built yet).
+# Filter type → its field. The ones this gateway does not serve are reported (the rule is dropped), never ignored.
+_FILTER_FIELD = {
+    "RequestHeaderModifier": "requestHeaderModifier",
+    "ResponseHeaderModifier": "responseHeaderModifier",
+    "RequestRedirect": "requestRedirect",
+    "URLRewrite": "urlRewrite",
+    "RequestMirror": "requestMirror",
+    "CORS": "cors",
+    "ExtensionRef": "extensionRef",
+    "ExternalAuth": "externalAuth",
+}
 _FILTER_GAPS = {
-    "RequestHeaderModifier": "request header rewriting",
-    "ResponseHeaderModifier": "response header rewriting",
-    "RequestRedirect": "redirect responses",
-    "URLRewrite": "path and host rewriting",
     "RequestMirror": "mirrored requests",
     "CORS": "CORS responses",
     "ExtensionRef": "extension filters",
@@ -733,21 +829,142 @@ _FILTER_GAPS = {
 }
 
 
-def _filters(raw: Any, rel: str, r: _Reader, p: str) -> list[str]:
-    """One problem per filter: none is supported yet, and dropping one silently would serve the rule wrongly."""
+def _filters(raw: Any, rel: str, r: _Reader, p: str, unsupported: list[str], *, backend: bool) -> RuleFilters:
+    """A rule's (or a backendRef's) filters. The CRD's shape rules are the body's problems; what this gateway does
+    not serve (a filter type, a field, a value it cannot put in a header) the rule's, in `unsupported`."""
     if raw is None:
-        return []
+        return NO_FILTERS
     if not isinstance(raw, list) or len(raw) > MAX_FILTERS:
         r.add(f"{p}.{rel}", f"expected a list of at most {MAX_FILTERS} filters")
-        return []
-    out: list[str] = []
+        return NO_FILTERS
+    found: dict[str, Any] = {}
+    seen: set[str] = set()
+    supported = _BACKEND_FILTER if backend else _RULE_FILTER
     for i, f in enumerate(raw):
+        fp, frel = f"{p}.{rel}[{i}]", f"{rel}[{i}]"
         type_ = f.get("type") if isinstance(f, Mapping) else None
-        if not isinstance(type_, str) or type_ not in _FILTER_GAPS:
-            r.add(f"{p}.{rel}[{i}].type", f"must be one of {', '.join(_FILTER_GAPS)}")
+        if not isinstance(type_, str) or type_ not in _FILTER_FIELD:
+            r.add(f"{fp}.type", f"must be one of {', '.join(_FILTER_FIELD)}")
             continue
-        out.append(f"{rel}[{i}]: {type_} is not supported yet (the split model has no {_FILTER_GAPS[type_]})")
-    return out
+        assert isinstance(f, Mapping)
+        if type_ in seen and type_ not in ("RequestMirror", "ExtensionRef"):
+            r.add(fp, f"{type_} filter cannot be repeated")
+            continue
+        seen.add(type_)
+        key = _FILTER_FIELD[type_]
+        for other in _FILTER_FIELD.values():
+            if other != key and other in f:
+                r.add(f"{fp}.{other}", f"must be nil if the filter type is not {other[0].upper()}{other[1:]}")
+        body = f.get(key)
+        if not isinstance(body, Mapping):
+            r.add(f"{fp}.{key}", f"must be specified for filter type {type_}")
+            continue
+        if type_ in _FILTER_GAPS:
+            unsupported.append(f"{frel}: {type_} is not supported (this gateway has no {_FILTER_GAPS[type_]})")
+            continue
+        if key not in supported:
+            unsupported.append(f"{frel}: {type_} on a backendRef is not supported (header modifiers are)")
+            continue
+        unsupported += [q.removeprefix(f"{p}.") for q in unknown_fields(body, supported[key], f"{fp}.{key}")]
+        try:
+            found[key] = _FILTER_READERS[key](body, f"{fp}.{key}", r)
+        except SpecError as exc:
+            unsupported.extend(exc.within(f"{frel}.{key}").problems)
+    if "RequestRedirect" in seen and "URLRewrite" in seen:
+        r.add(f"{p}.{rel}", "may specify either a RequestRedirect or a URLRewrite filter, but not both")
+    try:
+        return RuleFilters(
+            request_headers=found.get("requestHeaderModifier"),
+            response_headers=found.get("responseHeaderModifier"),
+            redirect=found.get("requestRedirect"),
+            rewrite=found.get("urlRewrite"),
+        )
+    except SpecError:
+        return NO_FILTERS  # both a redirect and a rewrite: reported above
+
+
+def _header_pairs(raw: Mapping[str, Any], key: str, p: str, r: _Reader) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    for i, item in enumerate(r.items(raw, key, p, MAX_HEADER_CHANGES)):
+        ip = f"{p}.{key}[{i}]"
+        if not isinstance(item, Mapping):
+            r.add(ip, "expected an object")
+            continue
+        name = r.text(item, "name", ip, MAX_FILTER_HEADER_NAME, required=True)
+        value = r.text(item, "value", ip, MAX_FILTER_HEADER_VALUE, required=True)
+        if name is not None and value is not None:
+            out.append((name, value))
+    return tuple(out)
+
+
+def _header_modifier(request: bool) -> Callable[[Mapping[str, Any], str, _Reader], HeaderModifier]:
+    def read(raw: Mapping[str, Any], p: str, r: _Reader) -> HeaderModifier:
+        remove: list[str] = []
+        for i, x in enumerate(r.items(raw, "remove", p, MAX_HEADER_CHANGES)):
+            if isinstance(x, str):
+                remove.append(x)
+            else:
+                r.add(f"{p}.remove[{i}]", "expected a string")
+        return HeaderModifier(
+            set=_header_pairs(raw, "set", p, r),
+            add=_header_pairs(raw, "add", p, r),
+            remove=tuple(remove),
+            request=request,
+        )
+
+    return read
+
+
+def _path_modifier(raw: Mapping[str, Any], p: str, r: _Reader) -> PathModifier | None:
+    path = r.obj(raw, "path", p)
+    if not path:
+        return None
+    pp = f"{p}.path"
+    if "type" not in path:
+        r.add(f"{pp}.type", "required")
+        return None
+    type_ = r.enum(path, "type", pp, PathModifierType, PathModifierType.FULL)
+    own, other = ("replaceFullPath", "replacePrefixMatch")[:: 1 if type_ is PathModifierType.FULL else -1]
+    value = r.text(path, own, pp, MAX_PATH_MODIFIER)
+    if other in path:
+        r.add(f"{pp}.{other}", f"must not be set when type is {type_.value}")
+    if value is None:
+        r.add(f"{pp}.{own}", f"must be specified when type is {type_.value}")
+        return None
+    try:
+        return PathModifier(type_, value)
+    except SpecError as exc:
+        raise exc.within("path") from None
+
+
+def _redirect(raw: Mapping[str, Any], p: str, r: _Reader) -> RequestRedirect:
+    scheme = r.enum(raw, "scheme", p, Scheme, Scheme.HTTP) if "scheme" in raw else None
+    code = r.integer(raw, "statusCode", p, 100, 599)
+    status = RedirectCode.FOUND
+    if code is not None:
+        try:
+            status = RedirectCode(code)
+        except ValueError:
+            r.add(f"{p}.statusCode", f"must be one of {', '.join(str(int(c)) for c in RedirectCode)}")
+    return RequestRedirect(
+        scheme=scheme,
+        hostname=r.text(raw, "hostname", p, 253),
+        path=_path_modifier(raw, p, r),
+        port=r.integer(raw, "port", p, 1, 65535),
+        status_code=status,
+    )
+
+
+def _rewrite(raw: Mapping[str, Any], p: str, r: _Reader) -> URLRewrite:
+    return URLRewrite(hostname=r.text(raw, "hostname", p, 253), path=_path_modifier(raw, p, r))
+
+
+_FILTER_READERS: Mapping[str, Callable[[Mapping[str, Any], str, _Reader], object]] = {
+    "requestHeaderModifier": _header_modifier(request=True),
+    "responseHeaderModifier": _header_modifier(request=False),
+    "requestRedirect": _redirect,
+    "urlRewrite": _rewrite,
+}
 
 
 def _match(p: str, raw: Any, r: _Reader, unsupported: list[str]) -> RouteMatch:
@@ -761,10 +978,8 @@ def _match(p: str, raw: Any, r: _Reader, unsupported: list[str]) -> RouteMatch:
     rel = p.split(".", 2)[-1]  # matches[j], relative to the rule
     if path_type is not PathType.REGULAR_EXPRESSION and not value.startswith("/"):
         r.add(f"{p}.path.value", "must be an absolute path (start with '/')")
-    elif path_type is PathType.REGULAR_EXPRESSION:
-        _regex(value, f"{rel}.path.value", unsupported)
-    headers = _value_matches(raw, "headers", p, MAX_MATCH_HEADERS, MAX_HEADER_VALUE, r, unsupported, fold=True)
-    query = _value_matches(raw, "queryParams", p, MAX_MATCH_QUERY_PARAMS, MAX_QUERY_VALUE, r, unsupported, fold=False)
+    headers = _value_matches(raw, "headers", p, MAX_MATCH_HEADERS, MAX_HEADER_VALUE, r, fold=True)
+    query = _value_matches(raw, "queryParams", p, MAX_MATCH_QUERY_PARAMS, MAX_QUERY_VALUE, r, fold=False)
     method_raw = r.text(raw, "method", p, 16)
     method: Method | None = None
     if method_raw is not None:
@@ -772,7 +987,10 @@ def _match(p: str, raw: Any, r: _Reader, unsupported: list[str]) -> RouteMatch:
             method = Method(method_raw)
         except ValueError:
             r.add(f"{p}.method", f"{method_raw!r} is not an HTTP method the API allows")
-    return RouteMatch(path_type=path_type, path=value, headers=headers, query_params=query, method=method)
+    match = RouteMatch(path_type=path_type, path=value, headers=headers, query_params=query, method=method)
+    # What a data plane cannot serve (a regex over the RE2 bound, a control byte): the rule's, not the body's.
+    unsupported.extend(f"{rel}.{q}" for q in route_match_problems(match))
+    return match
 
 
 def _value_matches(
@@ -782,12 +1000,10 @@ def _value_matches(
     bound: int,
     value_bound: int,
     r: _Reader,
-    unsupported: list[str],
     *,
     fold: bool,
 ) -> tuple[ValueMatch, ...]:
     out: list[ValueMatch] = []
-    rel = p.split(".", 2)[-1]
     for i, h in enumerate(r.items(raw, key, p, bound)):
         hp = f"{p}.{key}[{i}]"
         if not isinstance(h, Mapping):
@@ -799,19 +1015,9 @@ def _value_matches(
         if name is not None and not is_token(name):
             r.problems.extend(f"{hp}.{q}" for q in match_name_problems(key.removesuffix("s"), name))
             continue
-        if type_ is ValueMatchType.REGULAR_EXPRESSION and value is not None:
-            _regex(value, f"{rel}.{key}[{i}].value", unsupported)
         if name is not None and value is not None:
             out.append(ValueMatch(type_, name.lower() if fold else name, value))
     return tuple(out)
-
-
-def _regex(value: str, path: str, unsupported: list[str]) -> None:
-    """RE2 with the core's program-size bound (core/regex.py): a pattern over it is unsupported, not malformed."""
-    try:
-        compile_pattern(value)
-    except SpecError as exc:
-        unsupported.extend(f"{path}: {q.removeprefix('value: ')}" for q in exc.problems)
 
 
 def _session(raw: Mapping[str, Any], p: str, r: _Reader, unsupported: list[str]) -> SessionPersistence | None:

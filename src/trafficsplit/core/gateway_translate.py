@@ -13,10 +13,12 @@ BackendNotFound), `PartiallyInvalid` when some rules were dropped; per listener,
 conflicts. What this implementation cannot serve is reported there by name, never dropped silently. The shell (not
 built yet) writes it only after the gateway replicas ACK the generation carrying it.
 
-What the split model lacks, and this module therefore reports as UnsupportedValue: filters (header modifiers,
-redirects, rewrites, mirrors, CORS, extension refs), timeouts, retries, Header session persistence, a cookie lifetime
-enforced by the server (absoluteTimeout on a session cookie), and a route that serves every host (a split needs at
-least one host name).
+Filters are carried on the rule's action and its targets (core/gateway_filters.py: header modifiers, a redirect, a
+URL rewrite). What the model lacks, and this module therefore reports as UnsupportedValue: RequestMirror, CORS,
+ExtensionRef and ExternalAuth filters (and a redirect or rewrite on a backendRef), timeouts, retries, Header session
+persistence, and a cookie lifetime enforced by the server (absoluteTimeout on a session cookie). A route with no
+hostname on a listener with none serves every host: the listener's catch-all virtual host (`*`), which a request
+takes when no exact or `*.` host fits.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from trafficsplit.core.compiled import CompiledSplit, compile_split
+from trafficsplit.core.compiled import GenerationContent, compile_split
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_objects import (
@@ -44,10 +46,15 @@ from trafficsplit.core.gateway_objects import (
     PathType,
     ReferenceGrant,
     RouteKind,
-    RouteMatch,
     RouteRule,
     SessionType,
 )
+from trafficsplit.core.gateway_routes import CATCH_ALL, GatewayRoutes
+from trafficsplit.core.gateway_routes import BackendTarget as BackendTarget  # re-exported: defined here first
+from trafficsplit.core.gateway_routes import ListenerRoutes as ListenerRoutes
+from trafficsplit.core.gateway_routes import RouteEntry as RouteEntry
+from trafficsplit.core.gateway_routes import RuleAction as RuleAction
+from trafficsplit.core.gateway_routes import VirtualHost as VirtualHost
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, endpoints_for
 from trafficsplit.core.rules import Endpoint, is_dns_label
@@ -119,54 +126,6 @@ class Inputs:
     namespaces: tuple[Namespace, ...] = ()
     services: Mapping[tuple[str, str], ServiceInfo] | None = None
     slices: Mapping[tuple[str, str], Sequence[SliceInfo]] | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BackendTarget:
-    """Where a split backend's traffic goes. The split model names a Service in the split's own namespace; a
-    backendRef granted into another namespace keeps its namespace here (its endpoints are resolved there)."""
-
-    backend: str  # the backend's name in the split
-    namespace: str
-    service: str
-    port: int
-    weight: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RuleAction:
-    """What one rule of an accepted route does: its split (None: no backend can serve, every request answers 500),
-    and the weight of backendRefs that do not resolve, whose share of requests answers 500 per the spec."""
-
-    route: str
-    rule: int
-    split: CompiledSplit | None
-    targets: tuple[BackendTarget, ...]
-    error_weight: int
-
-
-@dataclass(frozen=True, slots=True)
-class RouteEntry:
-    route: str
-    rule: int
-    match_index: int
-    match: RouteMatch
-
-
-@dataclass(frozen=True, slots=True)
-class VirtualHost:
-    """A hostname of a listener and every match that serves it, in precedence order (first match wins)."""
-
-    hostname: str
-    entries: tuple[RouteEntry, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ListenerRoutes:
-    gateway: str
-    listener: str
-    port: int
-    hosts: tuple[VirtualHost, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,7 +345,12 @@ def _resolve_refs(
         ok.append(
             (
                 BackendTarget(
-                    backend=name, namespace=ref.namespace, service=ref.name, port=ref.port, weight=ref.weight
+                    backend=name,
+                    namespace=ref.namespace,
+                    service=ref.name,
+                    port=ref.port,
+                    weight=ref.weight,
+                    filters=ref.filters,
                 ),
                 svc,
             )
@@ -418,7 +382,6 @@ def _cookie(route: HTTPRoute, rule: RouteRule) -> tuple[CookieSettings | None, l
 def _build_action(
     route: HTTPRoute,
     rule: RouteRule,
-    hosts: tuple[str, ...],
     resolved: list[tuple[BackendTarget, ServiceInfo]],
     error_weight: int,
     slices: Mapping[tuple[str, str], Sequence[SliceInfo]],
@@ -430,7 +393,12 @@ def _build_action(
     key = route.meta.key
     if sum(t.weight for t, _ in resolved) == 0:  # no backendRef, none resolves, or all at weight 0
         return RuleAction(
-            route=key, rule=rule.index, split=None, targets=tuple(t for t, _ in resolved), error_weight=error_weight
+            route=key,
+            rule=rule.index,
+            split=None,
+            targets=tuple(t for t, _ in resolved),
+            error_weight=error_weight,
+            filters=rule.filters,
         ), []
     live = resolved
     endpoints: dict[str, tuple[Endpoint, ...]] = {}
@@ -441,7 +409,7 @@ def _build_action(
         spec = SplitSpec(
             namespace=route.meta.namespace,
             name=f"{route.meta.name}.rule-{rule.index}",
-            hosts=hosts,
+            hosts=(),  # the route table selects the rule, by its listeners' virtual hosts
             service=None,
             backends=tuple(
                 BackendSpec(name=t.backend, service=t.service, port=t.port, weight=t.weight) for t, _ in live
@@ -455,7 +423,12 @@ def _build_action(
     except SpecError as exc:
         return None, [f"rules[{rule.index}]: {q}" for q in exc.problems]
     return RuleAction(
-        route=key, rule=rule.index, split=split, targets=tuple(t for t, _ in live), error_weight=error_weight
+        route=key,
+        rule=rule.index,
+        split=split,
+        targets=tuple(t for t, _ in live),
+        error_weight=error_weight,
+        filters=rule.filters,
     ), []
 
 
@@ -511,17 +484,17 @@ def translate(inputs: Inputs) -> Translation:
             rule.index: _resolve_refs(route, rule, inputs.grants, services) for rule in route.rules
         }
         ref_problems = [p for _, probs, _ in resolved.values() for p in probs]
-        hosts = tuple(sorted({h for _, c, atts in parents if c is None for a in atts for h in a.hostnames}))
+        attached = any(c is None for _, c, _ in parents)
         dropped: list[str] = []
         route_actions: list[RuleAction] = []
         for rule in route.rules:
             if rule.problems:
                 dropped.extend(f"rules[{rule.index}].{q}" for q in rule.problems)
                 continue
-            if not hosts:
+            if not attached:
                 continue
             ok, _, error_weight = resolved[rule.index]
-            action, problems = _build_action(route, rule, hosts, ok, error_weight, slices)
+            action, problems = _build_action(route, rule, ok, error_weight, slices)
             dropped.extend(problems)
             if action is not None:
                 route_actions.append(action)
@@ -531,7 +504,7 @@ def translate(inputs: Inputs) -> Translation:
         # once, and counts it once.
         reached: set[tuple[str, str]] = set()
         for ref, refused, atts in parents:
-            if refused is None and hosts and not route_actions:
+            if refused is None and not route_actions:
                 refused = _cond(
                     "Accepted",
                     False,
@@ -568,7 +541,8 @@ def translate(inputs: Inputs) -> Translation:
                 for action in route_actions:
                     rule = route.rules[action.rule]
                     for j, m in enumerate(rule.matches):
-                        for h in a.hostnames:
+                        # No hostname on either side: every host, the catch-all taken after exact and `*.` hosts.
+                        for h in a.hostnames or (CATCH_ALL,):
                             table.setdefault(h, []).append((route, RouteEntry(route.meta.key, rule.index, j, m)))
         actions.extend(route_actions)
         if statuses:
@@ -595,6 +569,20 @@ def translate(inputs: Inputs) -> Translation:
         routes=tuple(route_status),
         gateways=tuple(gateway_status),
         classes=class_status,
+    )
+
+
+def gateway_content(translation: Translation, gateway: str) -> GenerationContent:
+    """What Gateway `gateway` (`namespace/name`)'s data plane serves: its listeners' route tables, and the split of
+    every rule they refer to (host-less, selected by the table). TrafficSplits are not in it: the chart's shared
+    gateway keeps serving those. A Gateway with no route attached has an empty table, not None, so its data plane
+    serves the spec's 404 for every request rather than TrafficSplits."""
+    listeners = tuple(lr for lr in translation.listeners if lr.gateway == gateway)
+    used = {e.rule_key for lr in listeners for vh in lr.hosts for e in vh.entries}
+    actions = tuple(a for a in translation.actions if a.key in used)
+    return GenerationContent(
+        splits=tuple(a.split for a in actions if a.split is not None),
+        routes=GatewayRoutes(gateway=gateway, listeners=listeners, actions=actions),
     )
 
 
@@ -635,15 +623,6 @@ def _attach(
             False,
             RouteReason.NO_MATCHING_LISTENER_HOSTNAME,
             f"no hostname of the route matches a listener of Gateway {gw.meta.key}",
-            g,
-        ), []
-    if any(not a.hostnames for a in attachments):
-        return _cond(
-            "Accepted",
-            False,
-            RouteReason.UNSUPPORTED_VALUE,
-            "serving every host (no hostname on the route nor on the listener) is not supported yet: a split needs "
-            "at least one host name",
             g,
         ), []
     return None, attachments

@@ -83,10 +83,11 @@ def port_problems(port: int, field: str = "port") -> list[str]:
     return [] if 1 <= port <= 65535 else [f"{field}: must be 1..65535, got {port}"]
 
 
-def host_problems(hosts: Sequence[str]) -> list[str]:
-    """Every reason `hosts` (already lowercased) is not a split's host list."""
+def host_problems(hosts: Sequence[str], *, required: bool = True) -> list[str]:
+    """Every reason `hosts` (already lowercased) is not a split's host list. `required=False`: none is allowed (a
+    route rule's split, which a Gateway's route table selects; `Generation` checks that a table refers to it)."""
     problems: list[str] = []
-    if not hosts:
+    if not hosts and required:
         problems.append("hosts: at least one host is required")
     if len(hosts) > MAX_HOSTS:
         problems.append(f"hosts: {len(hosts)} hosts, at most {MAX_HOSTS} are allowed")

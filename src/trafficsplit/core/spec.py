@@ -132,7 +132,8 @@ class SplitSpec:
     sticky_mode: StickyMode = StickyMode.REHASH  # sticky.mode: whether a session keeps its backend across changes
 
     def __post_init__(self) -> None:
-        problems = name_problems(self.namespace, self.name) + host_problems(self.hosts)
+        # No hosts: a route rule's split (parse_split requires hosts of a TrafficSplit; `Generation` of a split).
+        problems = name_problems(self.namespace, self.name) + host_problems(self.hosts, required=False)
         if self.key_header is not None:
             problems += [f"sticky.header.{q}" for q in key_header_problems(self.key_header)]
         if self.sticky_mode is StickyMode.PERSISTENT and self.cookie is None:

@@ -1,0 +1,210 @@
+"""One Gateway's route table in a generation: `gateway_content` (what a Gateway's data plane serves), the host-less
+rule splits a `Generation` accepts only through its table, and the table's values refusing what no translation
+builds (the publish receiver rebuilds tables through them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from tests.unit.test_gateway_translate import CLASS, gateway, route, service
+from trafficsplit.core.compiled import Generation, GenerationContent, compile_split
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_match import RouteTable
+from trafficsplit.core.gateway_objects import (
+    PathType,
+    RouteMatch,
+    ValueMatch,
+    ValueMatchType,
+    parse_gateway,
+    parse_httproute,
+)
+from trafficsplit.core.gateway_routes import (
+    BackendTarget,
+    GatewayRoutes,
+    ListenerRoutes,
+    RouteEntry,
+    RuleAction,
+    VirtualHost,
+)
+from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
+from trafficsplit.core.spec import parse_split
+
+
+def two_gateways() -> Translation:
+    gw1 = gateway()
+    gw2 = gateway({"name": "web", "port": 8080, "protocol": "HTTP"})
+    gw2["metadata"]["name"] = "gw2"
+    return translate(
+        Inputs(
+            classes=(CLASS,),
+            gateways=(parse_gateway(gw1), parse_gateway(gw2)),
+            routes=(
+                parse_httproute(route("r", rules=[{"backendRefs": [{"name": "a", "port": 80}]}])),
+                parse_httproute(
+                    route(
+                        "s",
+                        parentRefs=[{"name": "gw2"}],
+                        hostnames=["b.example.com"],
+                        rules=[
+                            {"matches": [{"path": {"value": "/x"}}], "backendRefs": [{"name": "b", "port": 80}]},
+                            {"matches": [{"path": {"value": "/y"}}], "backendRefs": [{"name": "a", "port": 80}]},
+                        ],
+                    )
+                ),
+            ),
+            services={("ns", s): service(s) for s in ("a", "b")},
+        )
+    )
+
+
+def test_gateway_content_is_that_gateways_listeners_and_the_splits_of_their_rules() -> None:
+    t = two_gateways()
+    one = gateway_content(t, "ns/gw")
+    two = gateway_content(t, "ns/gw2")
+    assert one.routes is not None and two.routes is not None
+    assert [(lr.gateway, lr.listener, lr.port) for lr in one.routes.listeners] == [("ns/gw", "http", 80)]
+    assert [(lr.gateway, lr.listener, lr.port) for lr in two.routes.listeners] == [("ns/gw2", "web", 8080)]
+    assert [s.key for s in one.splits] == ["ns/r.rule-0"]
+    assert [s.key for s in two.splits] == ["ns/s.rule-0", "ns/s.rule-1"]
+    assert [a.key for a in two.routes.actions] == ["ns/s.rule-0", "ns/s.rule-1"]
+    for content in (one, two):
+        assert all(s.hosts == () for s in content.splits)  # rule splits are host-less
+        gen = content.stamp(7)
+        assert gen.routes == content.routes and gen.content == content
+        assert dict(gen.by_host) == {}  # no split serves a host: the table selects them
+        assert gen.split_for("a.example.com") is None
+
+
+def test_a_request_reaches_its_rules_split_through_the_table() -> None:
+    gen = gateway_content(two_gateways(), "ns/gw2").stamp(1)
+    assert gen.routes is not None
+    (lr,) = gen.routes.listeners
+    table = RouteTable(lr)
+    picked = {}
+    for path in ("/x/1", "/y"):
+        entry = table.select("b.example.com", path)
+        assert entry is not None
+        split = gen.routes.action_for(entry).split
+        assert split is not None and split in gen.splits
+        picked[path] = [b.service for b in split.backends]
+    assert picked == {"/x/1": ["b"], "/y": ["a"]}
+    assert table.select("b.example.com", "/z") is None
+
+
+def test_a_gateway_with_no_route_has_an_empty_table_not_none() -> None:
+    content = gateway_content(two_gateways(), "ns/other")
+    assert content.splits == () and content.routes == GatewayRoutes(gateway="ns/other")
+    assert content.stamp(1).routes is not None
+
+
+def test_trafficsplits_are_not_in_a_gateways_content_and_keep_their_host_checks() -> None:
+    ts = compile_split(
+        parse_split("ns", "ts", {"hosts": ["shop.example"], "backends": [{"name": "x", "port": 80, "weight": 1}]})
+    )
+    gen = GenerationContent(splits=(ts,)).stamp(1)
+    assert gen.routes is None and gen.split_for("shop.example") == ts
+    hostless = dataclasses.replace(ts, hosts=())
+    with pytest.raises(SpecError, match=r"splits\[0\]\.hosts: at least one host is required"):
+        Generation(1, (hostless,))
+
+
+def test_a_hostless_split_needs_a_rule_of_the_table_that_is_that_split() -> None:
+    content = gateway_content(two_gateways(), "ns/gw")
+    assert content.routes is not None
+    (split,) = content.splits
+    with pytest.raises(SpecError, match=r"splits\[0\]\.hosts: at least one host is required"):
+        Generation(1, (split,), GatewayRoutes(gateway="ns/gw"))  # no rule names it
+    other = dataclasses.replace(split, observed_generation=9)
+    with pytest.raises(SpecError, match=r"at least one host is required"):
+        Generation(1, (other,), content.routes)  # a rule names the key, with another split
+    with pytest.raises(SpecError, match=r"routes: rule ns/r\.rule-0's split is not among the splits"):
+        Generation(1, (), content.routes)
+    with pytest.raises(SpecError, match=r"split ns/r\.rule-0 is listed twice"):
+        Generation(1, (split, split), content.routes)
+
+
+def _action(**changes: Any) -> RuleAction:
+    (a,) = gateway_content(two_gateways(), "ns/gw").routes.actions  # type: ignore[union-attr]
+    return dataclasses.replace(a, **changes)
+
+
+def test_a_rule_action_checks_its_split_and_targets() -> None:
+    a = _action()
+    assert a.split is not None
+    with_hosts = dataclasses.replace(a.split, hosts=("a.example.com",))
+    with pytest.raises(SpecError, match="a rule's split has no hosts"):
+        _action(split=with_hosts)
+    with pytest.raises(SpecError, match=r"is not this rule's split \('ns/r\.rule-1'\)"):
+        _action(rule=1)
+    with pytest.raises(SpecError, match="targets: one per backend of the split"):
+        _action(targets=())
+    (t,) = a.targets
+    with pytest.raises(SpecError, match=r"targets\[0\]: a:80 weight 5 is not backend a's"):
+        _action(targets=(dataclasses.replace(t, weight=5),))
+    with pytest.raises(SpecError, match="error_weight: -1"):
+        _action(error_weight=-1)
+    with pytest.raises(SpecError, match="route: namespace: 'Ns' must be a DNS label"):
+        _action(route="Ns/r", split=None, targets=())
+    with pytest.raises(SpecError, match="must be namespace/name"):
+        _action(route="r", split=None, targets=())
+    with pytest.raises(SpecError, match=r"service: 'A_b' must be a DNS label.*port: 0"):
+        BackendTarget(backend="a", namespace="ns", service="A_b", port=0, weight=1)
+
+
+def _entry(**match: Any) -> RouteEntry:
+    return RouteEntry("ns/r", 0, 0, RouteMatch(**match))
+
+
+@pytest.mark.parametrize(
+    ("match", "fragment"),
+    [
+        ({"path": "api"}, "path.value: 'api' must be an absolute path"),
+        ({"path": "/a\r\nx: y"}, "must be an absolute path of printable ASCII"),
+        ({"path": "/" * 1025}, "path.value: 1025 characters"),
+        ({"path_type": PathType.REGULAR_EXPRESSION, "path": "(a"}, "path.value: invalid regular expression"),
+        ({"path_type": PathType.REGULAR_EXPRESSION, "path": "a{1000}"}, "path.value: invalid regular expression"),
+        ({"headers": (ValueMatch(ValueMatchType.EXACT, "X-Up", "1"),)}, "headers[0].name: 'X-Up' must be lowercase"),
+        ({"headers": (ValueMatch(ValueMatchType.EXACT, "a b", "1"),)}, "headers[0].name: 'a b' must be an HTTP token"),
+        ({"headers": (ValueMatch(ValueMatchType.EXACT, "x", "1\n"),)}, "headers[0].value: only printable ASCII"),
+        ({"query_params": (ValueMatch(ValueMatchType.EXACT, "q", "v" * 1025),)}, "queryParams[0].value: 1025"),
+        ({"headers": tuple(ValueMatch(ValueMatchType.EXACT, f"h{i}", "1") for i in range(17))}, "headers: 17 items"),
+    ],
+)
+def test_a_route_entry_refuses_a_match_no_data_plane_serves(match: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(SpecError) as exc:
+        _entry(**match)
+    assert any(q.startswith("match.") and fragment in q for q in exc.value.problems), exc.value.problems
+
+
+def test_the_parser_drops_a_rule_whose_match_a_route_entry_would_refuse() -> None:
+    """One rule in one place: the translation never builds an entry its own values refuse (here: a control byte in
+    a header value, which YAML and the API server both let through)."""
+    body = route(rules=[{"matches": [{"headers": [{"name": "x", "value": "a\tb"}]}], "backendRefs": []}])
+    (rule,) = parse_httproute(body).rules
+    assert rule.problems == ("matches[0].headers[0].value: only printable ASCII is supported",)
+
+
+def test_a_table_refuses_entries_without_their_rule_and_foreign_or_repeated_listeners() -> None:
+    a = _action()
+    vh = VirtualHost("a.example.com", (_entry(path="/"),))
+    lr = ListenerRoutes("ns/gw", "http", 80, (vh,))
+    assert GatewayRoutes(gateway="ns/gw", listeners=(lr,), actions=(a,)).action_for(vh.entries[0]) == a
+    with pytest.raises(SpecError, match=r"listeners\[0\]\.hosts\[0\]\.entries\[0\]: rule ns/r\.rule-0 has no action"):
+        GatewayRoutes(gateway="ns/gw", listeners=(lr,))
+    with pytest.raises(SpecError, match=r"listeners\[0\]\.gateway: 'ns/gw' is not 'ns/gw2'"):
+        GatewayRoutes(gateway="ns/gw2", listeners=(lr,), actions=(a,))
+    with pytest.raises(SpecError, match=r"listeners\[1\]\.listener: 'http' is listed twice"):
+        GatewayRoutes(gateway="ns/gw", listeners=(lr, lr), actions=(a,))
+    with pytest.raises(SpecError, match=r"actions\[1\]: rule ns/r\.rule-0 is listed twice"):
+        GatewayRoutes(gateway="ns/gw", listeners=(lr,), actions=(a, a))
+    with pytest.raises(SpecError, match=r"hosts\[1\]: 'a\.example\.com' is listed twice"):
+        ListenerRoutes("ns/gw", "http", 80, (vh, vh))
+    with pytest.raises(SpecError, match=r"entries\[1\]: ns/r\.rule-0 match 0 is listed twice"):
+        VirtualHost("a.example.com", vh.entries * 2)
+    with pytest.raises(SpecError, match=r"hostname: 'a\.example\.com:80' is not a host name"):
+        VirtualHost("a.example.com:80", ())
+    with pytest.raises(SpecError, match=r"port: 0 is not in 1\.\.65535"):
+        ListenerRoutes("ns/gw", "http", 0, ())
