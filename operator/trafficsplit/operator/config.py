@@ -37,6 +37,8 @@ class Config:
     publish_timeout: float
     kubeconfig: str | None
     liveness: str | None
+    gateway_api: bool = True  # watch Gateway API objects when the API server serves them
+    dataplane_namespace: str = "default"  # where each Gateway's provisioned data plane (its publish Service) lives
 
     @property
     def local(self) -> bool:
@@ -111,6 +113,18 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--poll-interval", type=float, default=float(e("POLL_INTERVAL", "0.5") or 0.5), help="seconds")
     p.add_argument("--publish-timeout", type=float, default=float(e("PUBLISH_TIMEOUT", "5") or 5), help="seconds")
     p.add_argument("--kubeconfig", default=env.get("KUBECONFIG"))
+    p.add_argument(
+        "--gateway-api",
+        default=e("GATEWAY_API", "auto"),
+        choices=["auto", "off"],
+        help="auto: serve GatewayClasses/Gateways/HTTPRoutes when the API server has the Gateway API CRDs; off: "
+        "TrafficSplits only [GATEWAY_API]",
+    )
+    p.add_argument(
+        "--dataplane-namespace",
+        default=e("DATAPLANE_NAMESPACE", env.get("POD_NAMESPACE") or "default"),
+        help="the namespace of every Gateway's data plane and publish Service [DATAPLANE_NAMESPACE, POD_NAMESPACE]",
+    )
     p.add_argument("--liveness", default=e("LIVENESS"), help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     return p
 
@@ -154,4 +168,6 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         publish_timeout=a.publish_timeout,
         kubeconfig=a.kubeconfig,
         liveness=a.liveness,
+        gateway_api=a.gateway_api == "auto" and a.file_source is None,
+        dataplane_namespace=a.dataplane_namespace,
     )

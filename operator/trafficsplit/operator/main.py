@@ -14,18 +14,40 @@ from pathlib import Path
 from trafficsplit.operator.config import Config, parse_config
 from trafficsplit.operator.engine import Engine, EngineSettings, StatusSink
 from trafficsplit.operator.fleet import Fleet
+from trafficsplit.operator.gateways import GATEWAY_KINDS, GatewayPlane, GatewaySettings, GatewayStatusSink
 
 log = logging.getLogger("trafficsplit.operator")
 
 
-def _engine(cfg: Config, origin: str, *, static: bool = False, status_sink: StatusSink | None = None) -> Engine:
+def _engine(
+    cfg: Config,
+    origin: str,
+    *,
+    static: bool = False,
+    status_sink: StatusSink | None = None,
+    gateway_sink: GatewayStatusSink | None = None,
+) -> Engine:
+    """`gateway_sink` given: Gateway API is on (one fleet per Gateway, numbered from the engine's counter)."""
     engine: Engine | None = None
 
     def changed() -> None:
         if engine is not None:
             engine.poke()
 
-    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls)
+    def make_fleet() -> Fleet:
+        return Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls)
+
+    fleet = make_fleet()
+    gateways = (
+        GatewayPlane(
+            GatewaySettings(origin=origin, namespace=cfg.dataplane_namespace),
+            make_fleet,
+            changed,
+            status_sink=gateway_sink,
+        )
+        if gateway_sink is not None
+        else None
+    )
     settings = EngineSettings(
         origin=origin,
         debounce=cfg.debounce,
@@ -34,7 +56,7 @@ def _engine(cfg: Config, origin: str, *, static: bool = False, status_sink: Stat
         publish_port_name=cfg.publish_port_name,
         static=static,
     )
-    engine = Engine(fleet, settings, status_sink)
+    engine = Engine(fleet, settings, status_sink, gateways)
     return engine
 
 
@@ -80,14 +102,32 @@ async def run_kubernetes(cfg: Config) -> None:
         os.environ["KUBECONFIG"] = cfg.kubeconfig  # kopf's login reads it
     api = make_api_client(cfg.kubeconfig)
     kube = KubeApi(api, cfg.identity)
-    engine = _engine(cfg, cfg.identity, status_sink=kube.write_status)
+    gateway_api = cfg.gateway_api
+    if gateway_api:
+        missing = await kube.gateway_api_missing()
+        if missing is not None:
+            gateway_api = False
+            log.warning(
+                "Gateway API off: %s; serving TrafficSplits only (restart the operator once installed)", missing
+            )
+    else:
+        log.info("Gateway API off: --gateway-api=off; serving TrafficSplits only")
+    engine = _engine(
+        cfg,
+        cfg.identity,
+        status_sink=kube.write_status,
+        gateway_sink=kube.write_gateway_status if gateway_api else None,
+    )
     namespaces = list(cfg.namespaces)
     if namespaces and cfg.gateway_service and cfg.gateway_namespace not in namespaces:
         namespaces.append(cfg.gateway_namespace)  # its EndpointSlices name the dataplane replicas
+    if namespaces and gateway_api and cfg.dataplane_namespace not in namespaces:
+        namespaces.append(cfg.dataplane_namespace)  # the Gateways' publish Services
 
     # The full resync: list everything once so the first pass sees the whole state (a pass on a partial store would
     # publish a generation missing splits). kopf's own initial listing and watch events then keep the store current.
-    for kind in ("trafficsplit", "service", "endpointslice"):
+    kinds = ("trafficsplit", "service", "endpointslice", *(GATEWAY_KINDS if gateway_api else ()))
+    for kind in kinds:
         for body in await kube.list_all(kind, namespaces):
             engine.store.apply(kind, None, body)
     engine.mark_ready()
@@ -117,6 +157,8 @@ async def run_kubernetes(cfg: Config) -> None:
     finally:
         await _cancel(*reversed(tasks))
         await engine.fleet.close()
+        if engine.gateways is not None:
+            await engine.gateways.close()
         api.close()
 
 
