@@ -195,7 +195,7 @@ def test_an_upgrade_closes_the_connection() -> None:
 
 def test_a_processor_error_is_a_500_counted_as_over_grpc() -> None:
     async def scenario(c: Client, processor: Processor, metrics: Metrics) -> None:
-        def broken(view: object) -> Decided:
+        def broken(view: object, listener: int | None = None) -> Decided:
             raise RuntimeError("bug")
 
         processor._decide = broken  # type: ignore[method-assign]

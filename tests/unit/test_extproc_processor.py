@@ -335,9 +335,14 @@ class EnvoyStream:
     """The ext_proc stream as Envoy drives it: the request headers, then nothing until the request is over, when Envoy
     resets the stream (it never half-closes: docs/dataplane.md, `upstream_rq_tx_reset` counts every request)."""
 
-    def __init__(self, *messages: ep.ProcessingRequest) -> None:
+    def __init__(self, *messages: ep.ProcessingRequest, metadata: tuple[tuple[str, str], ...] = ()) -> None:
         self.pending = collections.deque(messages)
         self.reads = 0
+        self.metadata = metadata
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        """The call's initial metadata: a Gateway listener's filter names its port here (none from the chart's)."""
+        return self.metadata
 
     async def read(self) -> ep.ProcessingRequest:
         self.reads += 1

@@ -32,6 +32,7 @@ from trafficsplit.wire.bootstrap import (
     Address,
     BootstrapOptions,
     ExtProcTransport,
+    GatewayListener,
     bootstrap_json,
 )
 
@@ -100,6 +101,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     b = p.add_argument_group("bootstrap", "print the matching Envoy bootstrap and exit")
     b.add_argument("--print-bootstrap", action="store_true")
     b.add_argument("--envoy-listen", default="0.0.0.0:8080", help="the gateway's HTTP listener")
+    b.add_argument(
+        "--listener",
+        dest="listeners",
+        action="append",
+        type=GatewayListener.parse,
+        default=[],
+        metavar="PORT=HOST:PORT",
+        help="a Gateway data plane: one Envoy listener per Gateway listener port PORT, bound at HOST:PORT (repeat per "
+        "port; replaces --envoy-listen). Each names its PORT to the processor, which serves that port's route table",
+    )
     b.add_argument("--envoy-admin", default="127.0.0.1:9901")
     b.add_argument("--message-timeout-ms", type=int, default=DEFAULT_MESSAGE_TIMEOUT_MS)
     b.add_argument("--xff-num-trusted-hops", type=int, default=0, help="trusted proxies in front of the gateway")
@@ -189,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                     max_connections=args.max_connections,
                     extproc_transport=transport,
                     backend_cluster_stats=args.backend_cluster_stats,
+                    listeners=tuple(args.listeners),
                 )
             )
         )

@@ -26,7 +26,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.type.v3 import http_status_pb2
 from google.protobuf import struct_pb2
 
-from trafficsplit.extproc.processor import Decided, Undecided, protobuf_reply
+from trafficsplit.extproc.processor import Decided, Outcome, Undecided, protobuf_reply
 from trafficsplit.wire.envoy import METADATA_NAMESPACE
 from trafficsplit.wire.processing import DecisionReplies, RequestView, pass_through, request_view_of
 
@@ -256,11 +256,12 @@ class JsonReplies:
             got = self._fixed[phase] = encode_response(pass_through(phase))
         return got
 
-    def render(self, out: Decided | Undecided) -> bytes:
+    def render(self, out: Outcome) -> bytes:
         if not isinstance(out, Decided):
-            got = self._fixed.get(out.value)
+            fixed = out.value if isinstance(out, Undecided) else out.reason.value
+            got = self._fixed.get(fixed)
             if got is None:
-                got = self._fixed[out.value] = encode_response(protobuf_reply(out))
+                got = self._fixed[fixed] = encode_response(protobuf_reply(out))
             return got
         replies, d, split = out.replies, out.decision, out.split
         if replies is not self._for:  # a new generation: its replies differ (the generation number is in them)

@@ -23,6 +23,8 @@ from trafficsplit.extproc.httpcodec import CodecError, JsonReplies, decode_reque
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor
 from trafficsplit.wire.bootstrap import EXTPROC_HTTP_PATH, Address
+from trafficsplit.wire.envoy import LISTENER_PORT_METADATA
+from trafficsplit.wire.processing import listener_port
 
 try:
     import httptools
@@ -48,6 +50,7 @@ _REASONS = {
 }
 _REJECTED = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
 HEAD_TOO_LARGE = "head_too_large"
+_LISTENER_HEADER = LISTENER_PORT_METADATA.encode()
 
 
 def require_httptools() -> None:
@@ -73,6 +76,7 @@ class _Connection(asyncio.Protocol):
         self._parser = httptools.HttpRequestParser(self)
         self._transport: Any = None  # uvloop's transports are not asyncio.Transport subclasses
         self._url = b""
+        self._listener: int | None = None  # the Gateway listener port the POST names (the bootstrap's header)
         # Bytes fed to the parser since the last request's headers ended: the next request line and headers. They are
         # counted here, at the feed, because httptools buffers a header value whole before `on_header` sees it.
         self._head = 0
@@ -137,13 +141,15 @@ class _Connection(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._in_message = True
-        self._url, self._size, self._status = b"", 0, 200
+        self._url, self._size, self._status, self._listener = b"", 0, 200, None
         self._body.clear()
 
     def on_url(self, url: bytes) -> None:
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == _LISTENER_HEADER:
+            self._listener = listener_port(((LISTENER_PORT_METADATA, value),))
         if name.lower() == b"content-length" and value.strip().isdigit() and int(value) > self._max_body:
             self._reject(413, close=True)
 
@@ -187,7 +193,7 @@ class _Connection(asyncio.Protocol):
         try:
             # The same decision as over gRPC, rendered as JSON. Processor.respond counts and logs any error (an
             # EncodeError included); Envoy fails open on the 500.
-            return 200, self._processor.respond(lambda: view, replies.render)
+            return 200, self._processor.respond(lambda: view, replies.render, self._listener)
         except Exception:
             return 500, b""
 

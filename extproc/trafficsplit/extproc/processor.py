@@ -1,7 +1,9 @@
 """The ext_proc servicer: one message per HTTP request (its headers), one reply (route it, or 404).
 
 Thin on purpose: it reads the held generation, asks the core to decide, and converts with `trafficsplit.wire`. No
-split logic lives here.
+split logic lives here. A request that came on a Gateway listener (its ext_proc filter names the listener's port in
+the call's metadata: `trafficsplit.wire.bootstrap`) is served by that port's route table when the generation carries
+one (`trafficsplit.core.gateway_serve`); every other request by the split serving its host, as always.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import grpc
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ep_grpc
 
-from trafficsplit.core.compiled import CompiledSplit
+from trafficsplit.core.compiled import CompiledSplit, Generation
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import Decision, decide
 from trafficsplit.core.disclosure import affinity_applied
+from trafficsplit.core.gateway_serve import Refused, ServedRoutes
 from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.core.sessions import LiveSessions
 from trafficsplit.core.sketch import SplitBills
@@ -29,9 +32,12 @@ from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.wire.processing import (
     DecisionReplies,
     RequestView,
+    listener_port,
     no_split_response,
     pass_through,
+    refused_response,
     request_view,
+    served_routes,
 )
 
 log = logging.getLogger(__name__)
@@ -53,6 +59,7 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         self._metrics = metrics
         self._minter = minter or AffinityMinter()
         self._replies: DecisionReplies | None = None  # for the held generation; replaced when that changes
+        self._routes: ServedRoutes | None = None  # the held generation's route tables, compiled with `_replies`
         self._bills = SplitBills()  # the live stickiness bill of every sticky split (fixed memory per split)
         metrics.watch_bills(self._bills.reports)
 
@@ -68,21 +75,23 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         req = await context.read()
         if req is grpc.aio.EOF:  # type: ignore[attr-defined]
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the stream ended before any request headers")
-        return self.handle(req)
+        return self.handle(req, listener_port(context.invocation_metadata() or ()))
 
-    def handle(self, req: ep.ProcessingRequest) -> ep.ProcessingResponse:
-        """The gRPC transport's answer to one message."""
+    def handle(self, req: ep.ProcessingRequest, listener: int | None = None) -> ep.ProcessingResponse:
+        """The gRPC transport's answer to one message; `listener`: the Gateway listener port the call named."""
         phase = req.WhichOneof("request")
         if phase != "request_headers":
             return pass_through(phase or "request_headers")
-        return self.respond(lambda: request_view(req.request_headers.headers.headers), protobuf_reply)
+        return self.respond(lambda: request_view(req.request_headers.headers.headers), protobuf_reply, listener)
 
-    def respond(self, read: Callable[[], RequestView], render: Callable[[Decided | Undecided], T]) -> T:
+    def respond(
+        self, read: Callable[[], RequestView], render: Callable[[Outcome], T], listener: int | None = None
+    ) -> T:
         """Decide the request whose headers `read` gives, and answer with `render`, the transport's encoding (the
         same decision whichever transport asked), timed and counted as one processing."""
         started = time.perf_counter()
         try:
-            out = render(self._decide(read()))
+            out = render(self._decide(read(), listener))
         except Exception:
             # The stream ends with the error (over http_service: a 500) and Envoy fails open onto the native weighted
             # route: a processor bug never fails the request.
@@ -92,25 +101,44 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         self._metrics.processor_seconds.observe(time.perf_counter() - started)
         return out
 
-    def _decide(self, view: RequestView) -> Decided | Undecided:
+    def _decide(self, view: RequestView, listener: int | None = None) -> Outcome:
         gen = self._held.holding.current  # one read per decision: a swap never mixes two generations
         if gen is None:
             # A restarted processor before its first publish: Envoy keeps its last routes, so leaving the request
             # undecided routes it by native weights (not sticky) instead of failing it.
             self._metrics.undecided.labels("no_generation").inc()
             return Undecided.NO_GENERATION
-        split = gen.split_for(view.authority)
-        if split is None:
-            self._metrics.undecided.labels("no_split").inc()
-            return Undecided.NO_SPLIT
-        d = decide(
-            split,
-            cookie_lines=view.cookie_lines,
-            request_id=view.request_id,
-            header=view.header,
-            minter=self._minter,
-            signer=self._signer,
-        )
+        replies = self._replies_for(gen)
+        if listener is not None and self._routes is not None:
+            out = self._routes.route(
+                listener,
+                authority=view.authority,
+                raw_path=view.path,
+                method=view.method,
+                header=view.header,
+                cookie_lines=view.cookie_lines,
+                request_id=view.request_id,
+                minter=self._minter,
+                signer=self._signer,
+            )
+            if isinstance(out, Refused):
+                self._metrics.undecided.labels(out.reason.value).inc()
+                return out
+            split, d = out.split, out.decision
+        else:
+            found = gen.split_for(view.authority)
+            if found is None:
+                self._metrics.undecided.labels("no_split").inc()
+                return Undecided.NO_SPLIT
+            split = found
+            d = decide(
+                split,
+                cookie_lines=view.cookie_lines,
+                request_id=view.request_id,
+                header=view.header,
+                minter=self._minter,
+                signer=self._signer,
+            )
         self._metrics.count_decision(
             split.key, d.backend.name, d.key_source.value, d.path.value, affinity_applied(split, d)
         )
@@ -118,11 +146,17 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
             self._bills.record(split.key, split.weights.names, d.backend.name, d.key, d.key_hash)
         if split.persistent:
             self._sessions.record(split.key, d.backend.name, d.key_hash, time.monotonic())
+        return Decided(d, split, replies)
+
+    def _replies_for(self, gen: Generation) -> DecisionReplies:
+        """The held generation's replies and route tables, built at its first request; the per-split state of splits
+        it no longer carries is dropped then."""
         if self._replies is None or self._replies.generation is not gen:
             self._replies = DecisionReplies(gen)
+            self._routes = served_routes(gen)
             self._bills.retain({s.key for s in gen.splits})
             self._sessions.retain({s.key for s in gen.splits if s.persistent})
-        return Decided(d, split, self._replies)
+        return self._replies
 
 
 class Undecided(StrEnum):
@@ -141,10 +175,16 @@ class Decided:
     replies: DecisionReplies
 
 
-def protobuf_reply(out: Decided | Undecided) -> ep.ProcessingResponse:
+# A processing's result, which each transport renders.
+Outcome = Decided | Undecided | Refused
+
+
+def protobuf_reply(out: Outcome) -> ep.ProcessingResponse:
     """The gRPC transport's rendering of a processing."""
     if isinstance(out, Decided):
         return out.replies.reply(out.decision, out.split)
+    if isinstance(out, Refused):
+        return refused_response(out)
     return pass_through("request_headers") if out is Undecided.NO_GENERATION else no_split_response()
 
 

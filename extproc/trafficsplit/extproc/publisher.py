@@ -173,8 +173,28 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             gen = generation_from_proto(msg, split_index(held_msg, held) if held and held_msg else None)
         except SpecError as exc:
             return self._reply(pb.PublishReply.INVALID, str(exc))
-        accepted = pb.Generation()
-        accepted.CopyFrom(msg)  # our own copy: the request message belongs to grpc
+        return await self._apply(gen, msg, msg.origin, time_remaining)
+
+    async def adopt(self, gen: Generation, origin: str) -> pb.PublishReply:
+        """Publish an already compiled generation in-process: the same steps as `Publish` after the message is parsed
+        (numbers, refusals, make before break, ACKs). For an embedder or a test holding a core `Generation`; GetHeld
+        has no wire message to return for it."""
+        async with self._lock:
+            if gen.number <= self._held.number:
+                return self._reply(pb.PublishReply.STALE, f"generation {gen.number} <= held {self._held.number}")
+            if (jump := number_refusal(gen.number, self._held.number)) is not None:
+                return self._reply(pb.PublishReply.INVALID, jump)
+            return await self._apply(gen, None, origin, None)
+
+    async def _apply(
+        self, gen: Generation, msg: pb.Generation | None, origin: str, time_remaining: float | None
+    ) -> pb.PublishReply:
+        held_before = self._held.holding
+        held = held_before.current
+        accepted: pb.Generation | None = None
+        if msg is not None:
+            accepted = pb.Generation()
+            accepted.CopyFrom(msg)  # our own copy: the request message belongs to grpc
         refused = tuple(r for s in gen.splits if (r := refusal(s, self._caps)) is not None)
         if refused:
             # Isolation: the splits this replica cannot serve are left out, alone; the rest is served. What is held
@@ -182,8 +202,9 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             out = {r.split for r in refused}
             keep = [i for i, s in enumerate(gen.splits) if s.key not in out]
             gen = Generation(gen.number, tuple(gen.splits[i] for i in keep), gen.routes)
-            del accepted.splits[:]
-            accepted.splits.extend(msg.splits[i] for i in keep)
+            if accepted is not None and msg is not None:
+                del accepted.splits[:]
+                accepted.splits.extend(msg.splits[i] for i in keep)
         loop = asyncio.get_running_loop()
         # Both ACK waits end before the caller gives up (a margin for the reply), or it would see a deadline instead
         # of NOT_READY; half each, as the second wait needs its share.
@@ -197,7 +218,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         except AckError as exc:
             self._ads.restore(before)
             return self._refusal(exc, "not applied to Envoy")
-        self._held.swap(gen, msg.origin, accepted, refused)
+        self._held.swap(gen, origin, accepted, refused)
         if held is not None:
             draining.append(held)
             self._draining.append(_Draining(held, loop.time() + self._cluster_drain))

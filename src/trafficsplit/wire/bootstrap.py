@@ -61,10 +61,19 @@ from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from google.protobuf import any_pb2, duration_pb2, json_format, struct_pb2, wrappers_pb2
 
 from trafficsplit.core import disclosure
-from trafficsplit.wire.envoy import BUFFER_LIMIT_BYTES, METADATA_NAMESPACE, ROUTE_CONFIG_NAME, ads_source
+from trafficsplit.wire.envoy import (
+    BUFFER_LIMIT_BYTES,
+    LISTENER_PORT_METADATA,
+    METADATA_NAMESPACE,
+    ROUTE_CONFIG_NAME,
+    ads_source,
+)
 from trafficsplit.wire.reserved import ADS_CLUSTER, EXTPROC_CLUSTER
 
 LISTENER_NAME = "trafficsplit_http"
+# A Gateway data plane's listeners: `trafficsplit_http_<gateway listener port>`.
+GATEWAY_LISTENER_PREFIX = "trafficsplit_http_"
+MAX_LISTENERS = 64  # the Gateway CRD's bound on listeners
 HCM_STAT_PREFIX = "trafficsplit"
 EXTPROC_STAT_PREFIX = "trafficsplit"
 DEFAULT_MESSAGE_TIMEOUT_MS = 200
@@ -175,6 +184,37 @@ class Address:
         return address_pb2.Address(socket_address=address_pb2.SocketAddress(address=self.host, port_value=self.port))
 
 
+@dataclass(frozen=True, slots=True)
+class GatewayListener:
+    """One Envoy listener of a Gateway data plane: the Gateway listener `port` (what the route tables are keyed by,
+    what the Service exposes) served by Envoy bound at `bind` (the container port: a non-root Envoy cannot bind
+    below 1024). Given on the command line as `PORT=HOST:BINDPORT` (`--listener 80=0.0.0.0:8080`)."""
+
+    port: int
+    bind: Address
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"listener port {self.port} is outside 1..65535")
+
+    @classmethod
+    def parse(cls, text: str) -> GatewayListener:
+        port, sep, bind = text.partition("=")
+        if not sep or not port.isdigit() or not bind:
+            raise ValueError(f"listener {text!r} is not PORT=HOST:PORT")
+        try:
+            address = Address.parse(bind)
+        except ValueError as exc:
+            raise ValueError(f"listener {text!r}: {exc}") from exc
+        if address.path is None and not 0 <= address.port <= 65535:
+            raise ValueError(f"listener {text!r}: bind port outside 0..65535")
+        return cls(int(port), address)
+
+    @property
+    def name(self) -> str:
+        return f"{GATEWAY_LISTENER_PREFIX}{self.port}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class BootstrapOptions:
     node_id: str
@@ -194,8 +234,19 @@ class BootstrapOptions:
     # splits Envoy spends 60 % less CPU on the first publish and 36 % less memory (docs/helm.md); the processor's own
     # per-backend decision metrics stay either way.
     backend_cluster_stats: bool = True
+    # A Gateway data plane: one Envoy listener per Gateway listener port (`listen` is then unused), each telling the
+    # processor its port. Empty: the single listener at `listen`, as the chart's gateway has.
+    listeners: tuple[GatewayListener, ...] = ()
 
     def __post_init__(self) -> None:
+        ports = [g.port for g in self.listeners]
+        if len(set(ports)) != len(ports):
+            raise ValueError(f"listener ports {ports} repeat a port")
+        binds = [g.bind for g in self.listeners if g.bind.path is not None or g.bind.port != 0]  # 0: any free port
+        if len(set(binds)) != len(binds):
+            raise ValueError("two listeners bind the same address")
+        if len(ports) > MAX_LISTENERS:
+            raise ValueError(f"{len(ports)} listeners, at most {MAX_LISTENERS}")
         if not 0 <= self.xff_num_trusted_hops <= 16:
             raise ValueError(f"xff_num_trusted_hops {self.xff_num_trusted_hops} is outside 0..16")
         if self.max_heap_bytes < 16 * 1024 * 1024:
@@ -264,10 +315,13 @@ def _duration_ms(ms: int) -> duration_pb2.Duration:
 
 
 def ext_proc_filter(
-    message_timeout_ms: int, transport: ExtProcTransport = ExtProcTransport.GRPC
+    message_timeout_ms: int, transport: ExtProcTransport = ExtProcTransport.GRPC, listener_port: int | None = None
 ) -> ext_proc_pb2.ExternalProcessor:
     """The filter; its failure mode, timeout and processing mode are the same for both transports. Over http_service
-    the HTTP request's own timeout is the message timeout too, so a stalled processor costs the same either way."""
+    the HTTP request's own timeout is the message timeout too, so a stalled processor costs the same either way.
+
+    `listener_port`: a Gateway listener's filter names its port to the processor in every call, as gRPC initial
+    metadata (or a header of the http_service POST): configuration, so no client byte can claim another listener."""
     pm = processing_mode_pb2.ProcessingMode
     f = ext_proc_pb2.ExternalProcessor(
         failure_mode_allow=True,
@@ -290,8 +344,19 @@ def ext_proc_filter(
             uri=EXTPROC_HTTP_URI, cluster=EXTPROC_CLUSTER, timeout=_duration_ms(message_timeout_ms)
         )
         f.http_service.http_service.CopyFrom(http_service_pb2.HttpService(http_uri=uri))
+        if listener_port is not None:
+            f.http_service.http_service.request_headers_to_add.append(
+                base_pb2.HeaderValueOption(
+                    header=base_pb2.HeaderValue(key=LISTENER_PORT_METADATA, value=str(listener_port)),
+                    append_action=base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD,
+                )
+            )
     else:
         f.grpc_service.envoy_grpc.cluster_name = EXTPROC_CLUSTER
+        if listener_port is not None:
+            f.grpc_service.initial_metadata.append(
+                base_pb2.HeaderValue(key=LISTENER_PORT_METADATA, value=str(listener_port))
+            )
     return f
 
 
@@ -324,7 +389,9 @@ def _drop_client_address_headers() -> core_extension_pb2.TypedExtensionConfig:
     )
 
 
-def http_listener(opts: BootstrapOptions) -> listener_pb2.Listener:
+def http_listener(opts: BootstrapOptions, gateway: GatewayListener | None = None) -> listener_pb2.Listener:
+    """The chart gateway's listener at `opts.listen`, or a Gateway data plane's listener `gateway` (its port named to
+    the processor)."""
     hcm_t = hcm_pb2.HttpConnectionManager
     hcm = hcm_t(
         access_log=[access_log(opts.access_log)],
@@ -357,7 +424,13 @@ def http_listener(opts: BootstrapOptions) -> listener_pb2.Listener:
         http_filters=[
             hcm_pb2.HttpFilter(
                 name="envoy.filters.http.ext_proc",
-                typed_config=_pack(ext_proc_filter(opts.message_timeout_ms, opts.extproc_transport)),
+                typed_config=_pack(
+                    ext_proc_filter(
+                        opts.message_timeout_ms,
+                        opts.extproc_transport,
+                        None if gateway is None else gateway.port,
+                    )
+                ),
             ),
             hcm_pb2.HttpFilter(name="envoy.filters.http.router", typed_config=_pack(router_pb2.Router())),
         ],
@@ -365,8 +438,8 @@ def http_listener(opts: BootstrapOptions) -> listener_pb2.Listener:
     if opts.xff_num_trusted_hops == 0:
         hcm.early_header_mutation_extensions.append(_drop_client_address_headers())
     return listener_pb2.Listener(
-        name=LISTENER_NAME,
-        address=opts.listen.proto(),
+        name=LISTENER_NAME if gateway is None else gateway.name,
+        address=(opts.listen if gateway is None else gateway.bind).proto(),
         per_connection_buffer_limit_bytes=wrappers_pb2.UInt32Value(value=BUFFER_LIMIT_BYTES),
         filter_chains=[
             listener_components_pb2.FilterChain(
@@ -443,7 +516,7 @@ def bootstrap(opts: BootstrapOptions) -> bootstrap_pb2.Bootstrap:
         overload_manager=overload_manager(opts),
         admin=bootstrap_pb2.Admin(address=opts.admin.proto()),
         static_resources=bootstrap_pb2.Bootstrap.StaticResources(
-            listeners=[http_listener(opts)],
+            listeners=[http_listener(opts, g) for g in opts.listeners] or [http_listener(opts)],
             clusters=[extproc_cluster(opts.extproc, opts.extproc_transport), grpc_cluster(ADS_CLUSTER, opts.ads)],
         ),
         dynamic_resources=bootstrap_pb2.Bootstrap.DynamicResources(

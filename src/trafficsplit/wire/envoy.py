@@ -16,6 +16,13 @@ What Envoy gets per generation, all over ADS:
   cannot name a cluster (the endpoint choice travels in dynamic metadata, which a client cannot set at all);
   `request_headers_to_remove` strips the processor's routing header before the request goes upstream, so a backend
   never learns the internal cluster names.
+- A Gateway data plane (a generation with a route table): the rule splits' backend clusters as above (the splits
+  carry no host, so no virtual host of their own), and instead of the 404 default host a catch-all host whose
+  `decided` route goes where the processor's routing header says (the processor chose the rule by the listener's
+  route table: `trafficsplit.core.gateway_serve`). Without a decision (the processor down, slow or not yet holding
+  a generation) that host answers 503: a route table fails closed. Envoy-native routes could keep the weights
+  but not the rule the processor's table selects by the same precedence, nor the 500 share, nor the session pick,
+  so a fallback would answer differently from the route it stands in for (docs/gateway-api.md, "Serving").
 - Edge hardening of the backend side (docs/security.md says what was adopted from Envoy's edge best practices and
   why): a 32 KiB per-connection buffer limit; outlier detection that ejects an endpoint after consecutive gateway
   failures (connect refused, reset, 502/503/504: a dead pod, never the application's own 5xx); and a retry on
@@ -48,6 +55,9 @@ from trafficsplit.core.compiled import CompiledBackend, CompiledSplit, Generatio
 from trafficsplit.core.cookie import cookie_present_regex
 
 ROUTING_HEADER = "x-trafficsplit-cluster"
+# The gRPC initial metadata (or http_service request header) by which a Gateway listener's ext_proc filter names its
+# Gateway listener port to the processor: set by the bootstrap, never by a client.
+LISTENER_PORT_METADATA = "x-trafficsplit-listener-port"
 DECISION_HEADER = "x-trafficsplit-decision"
 METADATA_NAMESPACE = "trafficsplit"
 META_SET_COOKIE = "set_cookie"
@@ -58,6 +68,8 @@ RING_HASH_POLICY = "envoy.load_balancing_policies.ring_hash"
 ROUTE_CONFIG_NAME = "trafficsplit"
 FALLBACK_STAT_PREFIX = "fallback"
 NO_SPLIT_BODY = "no TrafficSplit serves this host\n"
+GATEWAY_VHOST = "gateway"
+NO_DECISION_BODY = "the gateway's route processor is unavailable\n"
 
 CLUSTER_TYPE = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 ENDPOINT_TYPE = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
@@ -311,18 +323,59 @@ def _fallback_clusters(split: CompiledSplit, generation: int, key: str) -> route
     return fallback
 
 
+def has_route_table(gen: Generation | None) -> bool:
+    """Whether `gen` is a Gateway's: it carries a route table (served through the catch-all gateway host)."""
+    return gen is not None and gen.routes is not None
+
+
 def route_configuration(gen: Generation | None) -> route_pb2.RouteConfiguration:
     """The one route configuration; `None` (no generation held yet) gives only the 404 default host."""
     if gen is None:
         return _route_configuration([])
-    return _route_configuration([virtual_host(s, s.first_generation or gen.number) for s in gen.splits])
+    return _route_configuration(
+        [virtual_host(s, s.first_generation or gen.number) for s in gen.splits if s.hosts], has_route_table(gen)
+    )
 
 
-def _route_configuration(vhosts: list[route_components_pb2.VirtualHost]) -> route_pb2.RouteConfiguration:
-    """The splits' virtual hosts, in order, then the 404 default host."""
+def gateway_virtual_host() -> route_components_pb2.VirtualHost:
+    """Every host of a Gateway data plane: the processor's decision (the cluster of the rule's backend its route
+    table chose), else 503 (fail closed: see the module docstring). The cookie and the disclosure as for a split."""
+    return route_components_pb2.VirtualHost(
+        name=GATEWAY_VHOST,
+        domains=["*"],
+        response_headers_to_add=[
+            _add_response_header("set-cookie", _meta(META_SET_COOKIE)),
+            _add_response_header(DECISION_HEADER, _meta(META_DECISION)),
+        ],
+        routes=[
+            route_components_pb2.Route(
+                name="decided",
+                match=route_components_pb2.RouteMatch(
+                    prefix="/",
+                    headers=[route_components_pb2.HeaderMatcher(name=ROUTING_HEADER, present_match=True)],
+                ),
+                route=route_components_pb2.RouteAction(cluster_header=ROUTING_HEADER, retry_policy=retry_policy()),
+            ),
+            route_components_pb2.Route(
+                name="no-decision",
+                match=route_components_pb2.RouteMatch(prefix="/"),
+                direct_response=route_components_pb2.DirectResponseAction(
+                    status=503, body=base_pb2.DataSource(inline_string=NO_DECISION_BODY)
+                ),
+            ),
+        ],
+    )
+
+
+def _route_configuration(
+    vhosts: list[route_components_pb2.VirtualHost], gateway: bool = False
+) -> route_pb2.RouteConfiguration:
+    """The splits' virtual hosts, in order, then the 404 default host (a Gateway's: the catch-all gateway host)."""
     vhosts = [*vhosts]
     vhosts.append(
-        route_components_pb2.VirtualHost(
+        gateway_virtual_host()
+        if gateway
+        else route_components_pb2.VirtualHost(
             name="no-split",
             domains=["*"],
             routes=[
@@ -421,12 +474,12 @@ def _varint(n: int) -> bytes:
 _VHOST_TAG = _varint(route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["virtual_hosts"].number << 3 | 2)
 
 
-def _packed_routes(vhosts: list[bytes]) -> any_pb2.Any:
+def _packed_routes(vhosts: list[bytes], gateway: bool = False) -> any_pb2.Any:
     """The route configuration of these serialized split virtual hosts, packed, without building or serialising it
     whole: protobuf's wire format parses concatenated encodings as one message and appends repeated elements in
     the order they come, so the splits' tagged virtual hosts followed by `_route_configuration([])` (the 404 host
     and the other fields) parse as exactly `_route_configuration(splits)`."""
-    rest = _route_configuration([]).SerializeToString(deterministic=True)
+    rest = _route_configuration([], gateway).SerializeToString(deterministic=True)
     a = any_pb2.Any(type_url=ROUTE_TYPE)
     a.value = b"".join(_VHOST_TAG + _varint(len(v)) + v for v in vhosts) + rest
     return a
@@ -523,13 +576,15 @@ class ResourceBuilder:
         if gen is not None:
             self._add_clusters(gen, used, clusters, endpoints)
             for s in gen.splits:
+                if not s.hosts:  # a Gateway rule's split: reached through the gateway host only
+                    continue
                 key = (s, s.first_generation or gen.number)
                 vh = used.vhosts.get(key) or self._last.vhosts.get(key)
                 if vh is None:
                     vh = virtual_host(s, key[1]).SerializeToString(deterministic=True)
                 used.vhosts[key] = vh
                 hosts.append(vh)
-        return PackedResources(clusters, endpoints, {ROUTE_CONFIG_NAME: _packed_routes(hosts)})
+        return PackedResources(clusters, endpoints, {ROUTE_CONFIG_NAME: _packed_routes(hosts, has_route_table(gen))})
 
     def _add_clusters(
         self, gen: Generation, used: _Used, clusters: dict[str, any_pb2.Any], endpoints: dict[str, any_pb2.Any]

@@ -20,7 +20,9 @@ from envoy.type.v3 import http_status_pb2
 from trafficsplit.core import disclosure as disclosure_fields
 from trafficsplit.core.compiled import CompiledSplit, Generation
 from trafficsplit.core.decide import Decision
+from trafficsplit.core.gateway_serve import Refusal, Refused, ServedRoutes
 from trafficsplit.wire.envoy import (
+    LISTENER_PORT_METADATA,
     META_DECISION,
     META_ENDPOINT,
     META_SET_COOKIE,
@@ -43,6 +45,34 @@ class RequestView:
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name)
+
+    @property
+    def path(self) -> str:
+        """`:path` with its query string, as Envoy normalised it before any filter ran."""
+        return self.headers.get(":path", "/")
+
+    @property
+    def method(self) -> str:
+        return self.headers.get(":method", "GET")
+
+
+def listener_port(metadata: Iterable[tuple[str, str | bytes]]) -> int | None:
+    """The Gateway listener port a call's metadata names (`LISTENER_PORT_METADATA`, set by the bootstrap's filter of
+    that listener), or None: the chart gateway's listener names none, and a value that is not a port counts as none."""
+    for key, value in metadata:
+        if key == LISTENER_PORT_METADATA:
+            text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+            if len(text) <= 5 and text.isascii() and text.isdigit() and 1 <= int(text) <= 65535:
+                return int(text)
+            return None
+    return None
+
+
+def served_routes(gen: Generation) -> ServedRoutes | None:
+    """The generation's route tables compiled for serving, or None when it carries none (TrafficSplits only)."""
+    if gen.routes is None:
+        return None
+    return ServedRoutes(gen.routes.listeners, gen.routes.actions)
 
 
 def request_view(headers: Iterable[base_pb2.HeaderValue]) -> RequestView:
@@ -151,6 +181,25 @@ def no_split_response() -> ep.ProcessingResponse:
             status=http_status_pb2.HttpStatus(code=http_status_pb2.NotFound),
             body=NO_SPLIT_BODY.encode(),
             details="trafficsplit_no_split",
+        )
+    )
+
+
+REFUSED_BODY = {
+    Refusal.NO_ROUTE: "no route matches this request\n",
+    Refusal.NO_BACKEND: "no backend can serve this route\n",
+    Refusal.ERROR_SHARE: "no backend can serve this route\n",
+}
+
+
+def refused_response(out: Refused) -> ep.ProcessingResponse:
+    """A route table's own answer: 404 when no rule matches, 500 for a rule (or the share of one) whose backendRefs
+    do not resolve, as the Gateway API spec requires."""
+    return ep.ProcessingResponse(
+        immediate_response=ep.ImmediateResponse(
+            status=http_status_pb2.HttpStatus(code=out.status),
+            body=REFUSED_BODY[out.reason].encode(),
+            details=f"trafficsplit_{out.reason.value}",
         )
     )
 

@@ -1,0 +1,162 @@
+"""One Gateway's route tables, served per request: which rule, then which backend (or which refusal). Pure.
+
+The request-time half of the Gateway API model (`gateway_translate` builds the tables, `gateway_match.RouteTable`
+reads one listener's precedence order). A Gateway data plane has one Envoy listener per Gateway listener port, and
+Envoy tells the processor which one a request came on (never a client byte: docs/architecture.md), so the tables are
+kept by port: the Gateway listeners that share a port (distinct hostnames, or the translation marks them conflicted)
+merge into one table, as they share one Envoy listener.
+
+Per request, `ServedRoutes.route`:
+- no entry of the port's table fits → 404 (the spec's answer for a request no rule matches);
+- the rule has no split (no backendRef resolves, or all weigh 0) → 500 (the spec's answer for an invalid backend);
+- the rule's split decides exactly as a TrafficSplit's does (`decide`: FNV-1a of the session cookie with
+  sessionPersistence, of the request id without), with the rule's 500 share (`RuleAction.error_weight`, the weight
+  of backendRefs that do not resolve) on top: a key whose hash lands in the top `error_weight` slots of
+  `split weights + error_weight` answers 500. A key that does not land there is decided by `decide` unchanged, so a
+  rule without a 500 share picks exactly what the TrafficSplit with the same backends picks, for every key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from trafficsplit.core.compiled import CompiledSplit
+from trafficsplit.core.cookie import AffinityMinter
+from trafficsplit.core.decide import Decision, decide
+from trafficsplit.core.gateway_match import RouteTable
+from trafficsplit.core.gateway_translate import ListenerRoutes, RouteEntry, RuleAction
+from trafficsplit.core.persistent import CookieSigner
+
+# Query parameters read from one request (the rest are ignored): the matches name at most 16 (the CRD's bound), and
+# a client must not make the processor split an unbounded query string.
+MAX_QUERY_PARAMS = 64
+
+
+class Refusal(StrEnum):
+    """Why a request on a route table is answered by the gateway itself."""
+
+    NO_ROUTE = "no_route"  # no rule matches: 404
+    NO_BACKEND = "no_backend"  # the rule has no backend that can serve: 500
+    ERROR_SHARE = "error_share"  # the pick landed on the share of backendRefs that do not resolve: 500
+
+
+REFUSAL_STATUS: Mapping[Refusal, int] = {Refusal.NO_ROUTE: 404, Refusal.NO_BACKEND: 500, Refusal.ERROR_SHARE: 500}
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    reason: Refusal
+
+    @property
+    def status(self) -> int:
+        return REFUSAL_STATUS[self.reason]
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """The rule a request met and the decision of its split."""
+
+    entry: RouteEntry
+    action: RuleAction
+    split: CompiledSplit
+    decision: Decision
+
+
+def split_target(raw_path: str) -> tuple[str, dict[str, str]]:
+    """`:path` as the matches read it: the path without its query string, and the query's first value per name
+    (at most `MAX_QUERY_PARAMS` parameters read; names and values compared as sent, without percent-decoding)."""
+    path, _, query = raw_path.partition("?")
+    params: dict[str, str] = {}
+    if query:
+        for pair in query.split("&", MAX_QUERY_PARAMS)[:MAX_QUERY_PARAMS]:
+            name, _, value = pair.partition("=")
+            if name:
+                params.setdefault(name, value)
+    return path, params
+
+
+def in_error_share(split: CompiledSplit, error_weight: int, h: int) -> bool:
+    """Whether hash `h` lands on a rule's 500 share: the top `error_weight` slots above the split's own weights."""
+    if error_weight <= 0:
+        return False
+    total = split.weights.total
+    return h % (total + error_weight) >= total
+
+
+def _merged(listeners: Sequence[ListenerRoutes]) -> dict[int, RouteTable]:
+    by_port: dict[int, list[ListenerRoutes]] = {}
+    for lr in listeners:
+        by_port.setdefault(lr.port, []).append(lr)
+    out: dict[int, RouteTable] = {}
+    for port, group in by_port.items():
+        seen: set[str] = set()
+        hosts = []
+        for lr in group:
+            for vh in lr.hosts:
+                if vh.hostname not in seen:  # conflicted listeners take no route: a repeat would be unreachable
+                    seen.add(vh.hostname)
+                    hosts.append(vh)
+        first = group[0]
+        out[port] = RouteTable(ListenerRoutes(first.gateway, first.listener, port, tuple(hosts)))
+    return out
+
+
+class ServedRoutes:
+    """One Gateway's route tables by listener port and its rules' actions, compiled once per generation."""
+
+    __slots__ = ("_actions", "_tables")
+
+    def __init__(self, listeners: Sequence[ListenerRoutes], actions: Sequence[RuleAction]) -> None:
+        self._tables = _merged(listeners)
+        self._actions: Mapping[tuple[str, int], RuleAction] = {(a.route, a.rule): a for a in actions}
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        return tuple(sorted(self._tables))
+
+    def select(
+        self,
+        port: int,
+        authority: str,
+        raw_path: str,
+        method: str,
+        header: Callable[[str], str | None],
+    ) -> tuple[RouteEntry, RuleAction] | None:
+        """The entry and action a request meets on the listener at `port`, or None (404)."""
+        table = self._tables.get(port)
+        if table is None:
+            return None
+        path, query = split_target(raw_path)
+        entry = table.select(authority, path, method, header, query)
+        if entry is None:
+            return None
+        action = self._actions.get((entry.route, entry.rule))
+        return None if action is None else (entry, action)
+
+    def route(
+        self,
+        port: int,
+        *,
+        authority: str,
+        raw_path: str,
+        method: str,
+        header: Callable[[str], str | None],
+        cookie_lines: Sequence[str],
+        request_id: str,
+        minter: AffinityMinter,
+        signer: CookieSigner | None = None,
+    ) -> Routed | Refused:
+        """The whole per-request answer (see the module docstring)."""
+        met = self.select(port, authority, raw_path, method, header)
+        if met is None:
+            return Refused(Refusal.NO_ROUTE)
+        entry, action = met
+        split = action.split
+        if split is None:
+            return Refused(Refusal.NO_BACKEND)
+        d = decide(split, cookie_lines=cookie_lines, request_id=request_id, header=header, minter=minter, signer=signer)
+        if in_error_share(split, action.error_weight, d.key_hash):
+            return Refused(Refusal.ERROR_SHARE)
+        return Routed(entry, action, split, d)

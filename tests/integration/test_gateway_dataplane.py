@@ -1,0 +1,185 @@
+"""A Gateway's route tables served by real Envoy and the processor on loopback, with real backends.
+
+HTTPRoutes are compiled by the core (`translate` → `gateway_content`), served by an Envoy bootstrapped with one
+listener per Gateway listener port, each naming its port to the processor; the processor picks each rule's backend by
+the core's FNV-1a pick of the request id (no sessionPersistence), answers 404 when no rule matches and 500 for
+backendRefs that do not resolve, and Envoy fails closed (503) when the processor cannot decide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scipy.stats import chisquare
+
+from tests.support.dataplane import Connection, NameBackends, Response, name_backends  # noqa: F401
+from tests.support.gatewayplane import GatewayPlane
+from trafficsplit.core.compiled import Generation
+from trafficsplit.core.gateway_serve import in_error_share
+from trafficsplit.core.hashing import key_hash
+
+pytestmark = [pytest.mark.envoy]
+
+HOST = "shop.example"
+P_MIN = 0.001
+LISTENERS = [
+    {"name": "http", "port": 80, "protocol": "HTTP"},
+    {"name": "admin", "port": 8081, "protocol": "HTTP"},
+]
+
+
+def ref(name: str, weight: int) -> dict[str, Any]:
+    return {"name": name, "port": 80, "weight": weight}
+
+
+def route(name: str, section: str, rules: list[dict[str, Any]], hostnames: tuple[str, ...] = (HOST,)) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 3},
+        "spec": {
+            "parentRefs": [{"name": "gw", "sectionName": section}],
+            "hostnames": list(hostnames),
+            "rules": rules,
+        },
+    }
+
+
+ROUTES = [
+    route(
+        "shop",
+        "http",
+        [
+            {
+                "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                "backendRefs": [ref("stable", 70), ref("canary", 30), ref("blue", 0)],
+            },
+            {"matches": [{"path": {"type": "Exact", "value": "/broken"}}], "backendRefs": [ref("missing", 1)]},
+            {
+                "matches": [{"path": {"type": "PathPrefix", "value": "/half"}}],
+                "backendRefs": [ref("green", 1), ref("gone", 1)],
+            },
+            {
+                "matches": [
+                    {"path": {"type": "PathPrefix", "value": "/"}, "headers": [{"name": "x-version", "value": "blue"}]}
+                ],
+                "backendRefs": [ref("blue", 1)],
+            },
+        ],
+    ),
+    route("admin", "admin", [{"backendRefs": [ref("fresh", 1)]}]),
+]
+
+
+@pytest.fixture
+def plane(name_backends: NameBackends) -> Iterator[GatewayPlane]:  # noqa: F811
+    with tempfile.TemporaryDirectory(prefix="ts-gwplane-") as d:
+        gp = GatewayPlane.start(Path(d), name_backends, [80, 8081])
+        try:
+            yield gp
+        finally:
+            gp.stop()
+
+
+async def _fetch(
+    port: int, jobs: list[tuple[str, str, list[tuple[str, str]]]], concurrency: int = 16
+) -> list[Response]:
+    results: list[Response | None] = [None] * len(jobs)
+    todo = iter(range(len(jobs)))
+
+    async def worker() -> None:
+        conn = Connection(port)
+        try:
+            for i in todo:
+                host, path, headers = jobs[i]
+                results[i] = await conn.request(host, path, headers)
+        finally:
+            conn.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return [r for r in results if r is not None]
+
+
+def fetch(port: int, jobs: list[tuple[str, str, list[tuple[str, str]]]]) -> list[Response]:
+    """Every job answered by the processor's decision: a 503 is Envoy failing closed (the processor's reply later
+    than the message timeout on a loaded machine), sent again, at most 5 rounds; what is left fails the test."""
+    out = asyncio.run(_fetch(port, jobs))
+    for _ in range(4):
+        again = [i for i, r in enumerate(out) if r.status == 503]
+        if not again:
+            break
+        for i, r in zip(again, asyncio.run(_fetch(port, [jobs[i] for i in again])), strict=True):
+            out[i] = r
+    assert not [r for r in out if r.status == 503], "requests never decided by the processor"
+    return out
+
+
+def rule_split(gen: Generation, key: str) -> Any:
+    assert gen.routes is not None
+    split = gen.routes.by_rule[key].split
+    assert split is not None
+    return split
+
+
+@pytest.mark.slow
+def test_a_70_30_0_rule_spreads_cookieless_requests_by_the_cores_pick_of_the_request_id(plane: GatewayPlane) -> None:
+    gen = plane.publish(LISTENERS, ROUTES)
+    split = rule_split(gen, "ns/shop.rule-0")
+    n = 5_000
+    jobs = [(HOST, "/shop", [("x-request-id", f"req-{i:05d}")]) for i in range(n)]
+    responses = fetch(plane.ports[80], jobs)
+    assert [r.status for r in responses] == [200] * n
+    counts = {"stable": 0, "canary": 0, "blue": 0}
+    mismatched = 0
+    for r in responses:
+        counts[r.backend] += 1
+        # The id the decision was made for is the one the backend received (Envoy generates an edge request's id).
+        rid = r.header("x-seen-request-id")
+        assert rid
+        mismatched += r.backend != split.weights.pick(rid)
+    result = chisquare([counts["stable"], counts["canary"]], [0.7 * n, 0.3 * n])
+    print(f"\n70/30/0 over {n} cookie-less requests: {counts}, chi2={result.statistic:.3f}, p={result.pvalue:.3f}")
+    assert counts["blue"] == 0
+    assert mismatched == 0
+    assert result.pvalue > P_MIN, counts
+
+
+def test_404_500_and_the_500_share_and_per_listener_tables(plane: GatewayPlane) -> None:
+    gen = plane.publish(LISTENERS, ROUTES)
+    port, admin = plane.ports[80], plane.ports[8081]
+    (nowhere, unmatched_host, broken) = fetch(
+        port, [("nowhere.example", "/", []), ("admin.example", "/", []), (HOST, "/broken", [])]
+    )
+    assert nowhere.status == 404 and nowhere.body == b"no route matches this request\n"
+    assert unmatched_host.status == 404
+    assert broken.status == 500 and broken.body == b"no backend can serve this route\n"
+    # A header match outranks the bare prefix: the precedence across the rules of one listener.
+    (blue,) = fetch(port, [(HOST, "/anything", [("x-version", "blue")])])
+    assert (blue.status, blue.backend) == (200, "blue")
+    # The other listener serves its own table: every host and path there goes to `fresh`; its routes are not port 80's.
+    (on_admin,) = fetch(admin, [(HOST, "/broken", [])])
+    assert (on_admin.status, on_admin.backend) == (200, "fresh")
+    # The 500 share: `gone` does not resolve, so its weight answers 500 for exactly the keys the core puts there.
+    split = rule_split(gen, "ns/shop.rule-2")
+    assert gen.routes is not None and gen.routes.by_rule["ns/shop.rule-2"].error_weight == 1
+    half = fetch(port, [(HOST, "/half", [("x-request-id", f"h-{i}")]) for i in range(400)])
+    errors = 0
+    for r in half:
+        rid = r.header("x-seen-request-id")
+        if r.status == 500:
+            errors += 1
+        else:
+            assert rid is not None and r.backend == "green"
+            assert not in_error_share(split, 1, key_hash(rid))
+    print(f"\n500 share of a 1/1 rule with one unresolved backendRef: {errors} of 400")
+    assert 140 < errors < 260
+
+
+def test_the_gateway_fails_closed_without_its_processor(plane: GatewayPlane) -> None:
+    plane.publish(LISTENERS, ROUTES)
+    plane.processor.stop()
+    (r,) = asyncio.run(_fetch(plane.ports[80], [(HOST, "/shop", [])], concurrency=1))
+    assert r.status == 503 and r.body == b"the gateway's route processor is unavailable\n"
