@@ -104,3 +104,22 @@ def test_every_image_the_suite_names_is_provided() -> None:
     for f in [src / "base" / "manifests.yaml", *(src / "tests").glob("*.yaml")]:
         named.update(re.findall(r"image:\s*(\S+)", f.read_text()))
     assert named - set(conformance.ECHO_BASIC_TAGS) - set(conformance.STAND_INS) == set()
+
+
+def test_summary_of_a_run_whose_setup_failed(tmp_path: Path) -> None:
+    # The suite writes `profiles: null` when its setup fails before any test: the summary must say so, not crash.
+    log = tmp_path / "conformance.log"
+    log.write_text(
+        "    suite.go:389: Test Setup: Ensuring GatewayClass has been accepted\n"
+        "        \tMessages:   \terror waiting for trafficsplit GatewayClass to have Accepted condition to be set:"
+        " context deadline exceeded\n--- FAIL: TestConformance (180.50s)\n"
+    )
+    res = conformance.SuiteResult(
+        tests={}, report={"kind": "ConformanceReport", "profiles": None}, exit_code=1, timed_out=False, log=log,
+        seconds=181.0,
+    )  # fmt: skip
+    run = conformance.Run(gateway_class="trafficsplit", result=res)
+    text = conformance.summary(run)
+    assert "passed 0, failed 0, skipped 0" in text
+    assert "error waiting for trafficsplit GatewayClass to have Accepted condition" in text
+    assert conformance.failed(run)
