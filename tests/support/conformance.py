@@ -22,6 +22,7 @@ What :func:`run_suite` does on a running cluster, each step bounded:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import io
 import json
@@ -429,9 +430,11 @@ def run_suite(
     run = Run()
     bins = ensure_binaries()
     t = time.monotonic()
+    print("conformance: importing echo-basic and the stand-ins", flush=True)
     import_images(containerd_sock, bins, pause, work)
     run.timings["images_s"] = time.monotonic() - t
     t = time.monotonic()
+    print("conformance: installing the Gateway API CRDs and the chart", flush=True)
     run.notes += install(cluster)
     run.timings["install_s"] = time.monotonic() - t
     t = time.monotonic()
@@ -443,6 +446,7 @@ def run_suite(
     pod = clusterip_preflight(cluster)
     run.timings["clusterip_check_s"] = time.monotonic() - t
     run.notes.append(f"a ClusterIP Service answered from the host through kube-proxy (pod {pod})")
+    print(f"conformance: running the suite (log: {work / 'conformance.log'})", flush=True)
     run.result = run_conformance(
         cluster,
         bins.conformance,
@@ -454,6 +458,18 @@ def run_suite(
     )
     run.timings["suite_s"] = run.result.seconds
     return run
+
+
+SUITE_ERROR = re.compile(r"^\s*Messages:\s*(.+)$")
+
+
+def suite_errors(log: Path, limit: int = 5) -> list[str]:
+    """The first ``limit`` failure messages (testify's ``Messages:`` lines) of the suite's log."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return []
+    return [m.group(1).strip() for m in map(SUITE_ERROR.match, text.splitlines()) if m][:limit]
 
 
 def report_name(channel: str) -> str:
@@ -473,7 +489,9 @@ def summary(run: Run) -> str:
             f"passed {len(res.names('PASS'))}, failed {len(res.names('FAIL'))}, skipped {len(res.names('SKIP'))}"
             f" (exit {res.exit_code}{', TIMED OUT' if res.timed_out else ''}; log {res.log})"
         )
-        for profile in (res.report or {}).get("profiles", []):
+        # `profiles: null` when the suite's setup failed before any test: its error messages say why.
+        lines += [f"suite error: {m}" for m in suite_errors(res.log)]
+        for profile in (res.report or {}).get("profiles") or []:
             for part in ("core", "extended"):
                 p = profile.get(part) or {}
                 lines.append(
@@ -500,6 +518,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--keep-logs", action="store_true", help="copy the node's and the suite's logs to e2e-artifacts"
     )
     args = parser.parse_args(argv)
+    # Progress lines reach a CI log as they happen, not when the buffer fills.
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     tests: Sequence[str] | None = QUICK_TESTS if args.quick else (args.tests.split(",") if args.tests else None)
 
     from tests.support.localnode import local_node
@@ -545,7 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 dest.write_text(raw)
                 print(f"conformance: report written to {dest.relative_to(REPO_ROOT)}")
     if run.result is not None:
-        run.result = SuiteResult(**{**run.result.__dict__, "log": artifacts / "conformance.log"})
+        run.result = dataclasses.replace(run.result, log=artifacts / "conformance.log")
     print(summary(run))
     print(f"conformance: total {time.monotonic() - t0:.1f}s")
     return 1 if failed(run) else 0
