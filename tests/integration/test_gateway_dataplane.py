@@ -180,6 +180,111 @@ def test_404_500_and_the_500_share_and_per_listener_tables(plane: GatewayPlane) 
 
 def test_the_gateway_fails_closed_without_its_processor(plane: GatewayPlane) -> None:
     plane.publish(LISTENERS, ROUTES)
-    plane.processor.stop()
+    plane.processor.kill()
     (r,) = asyncio.run(_fetch(plane.ports[80], [(HOST, "/shop", [])], concurrency=1))
     assert r.status == 503 and r.body == b"the gateway's route processor is unavailable\n"
+
+
+FILTERS = route(
+    "filters",
+    "http",
+    [
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/headers"}}],
+            "filters": [
+                {
+                    "type": "RequestHeaderModifier",
+                    "requestHeaderModifier": {
+                        "set": [{"name": "X-Env", "value": "prod"}],
+                        "add": [{"name": "X-Via", "value": "ts"}],
+                        "remove": ["X-Debug"],
+                    },
+                },
+                {
+                    "type": "ResponseHeaderModifier",
+                    "responseHeaderModifier": {
+                        "set": [{"name": "Cache-Control", "value": "no-store"}],
+                        "remove": ["X-Seen-Path"],
+                    },
+                },
+            ],
+            "backendRefs": [
+                {
+                    **ref("stable", 1),
+                    "filters": [
+                        {
+                            "type": "ResponseHeaderModifier",
+                            "responseHeaderModifier": {"add": [{"name": "X-Served", "value": "stable"}]},
+                        }
+                    ],
+                }
+            ],
+        },
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/prefix/one"}}],
+            "filters": [
+                {
+                    "type": "URLRewrite",
+                    "urlRewrite": {
+                        "hostname": "internal.example",
+                        "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/one"},
+                    },
+                }
+            ],
+            "backendRefs": [ref("canary", 1)],
+        },
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/old"}}],
+            "filters": [
+                {
+                    "type": "RequestRedirect",
+                    "requestRedirect": {
+                        "scheme": "https",
+                        "hostname": "new.example",
+                        "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"},
+                        "statusCode": 301,
+                    },
+                }
+            ],
+        },
+    ],
+    hostnames=("filters.example",),
+)
+
+
+def test_header_filters_rewrite_and_redirect(plane: GatewayPlane) -> None:
+    plane.publish(LISTENERS, [FILTERS])
+    port = plane.ports[80]
+    headers, kept, rewritten, redirected = fetch(
+        port,
+        [
+            ("filters.example", "/headers/x", [("x-debug", "1"), ("x-env", "client")]),
+            ("filters.example", "/headers/x", [("x-via", "client")]),
+            ("filters.example", "/prefix/one/two?k=v", []),
+            ("filters.example", "/old/page?q=1", []),
+        ],
+    )
+    # RequestHeaderModifier, as the backend received it: set replaces the client's value, add adds, remove removes;
+    # add keeps a value the client sent (the backend echoes a header's first value).
+    assert (headers.status, headers.backend) == (200, "stable")
+    assert headers.header("x-seen-env") == "prod"
+    assert headers.header("x-seen-via") == "ts"
+    assert headers.header("x-seen-debug") is None
+    assert kept.header("x-seen-via") == "client"
+    # ResponseHeaderModifier, the rule's (set, remove) and the backendRef's (add), on the response.
+    assert headers.header("cache-control") == "no-store"
+    assert headers.header("x-seen-path") is None
+    assert headers.header("x-served") == "stable"
+    # URLRewrite: the backend got the rewritten host and path, the query kept.
+    assert (rewritten.status, rewritten.backend) == (200, "canary")
+    assert rewritten.header("x-seen-path") == "/one/two?k=v"
+    assert rewritten.header("x-seen-authority") == "internal.example"
+    # RequestRedirect: answered by the gateway with the core's Location.
+    assert redirected.status == 301
+    assert redirected.header("location") == "https://new.example/new/page?q=1"
+    print(
+        f"\nheader filters: x-seen-env={headers.header('x-seen-env')} x-seen-via={headers.header('x-seen-via')} "
+        f"cache-control={headers.header('cache-control')} x-served={headers.header('x-served')}; "
+        f"rewrite: {rewritten.header('x-seen-authority')}{rewritten.header('x-seen-path')}; "
+        f"redirect: {redirected.status} {redirected.header('location')}"
+    )

@@ -190,6 +190,11 @@ ECHOED = {
     "external": "x-envoy-external-address",
     "path": ":path",
     "request-id": "x-request-id",
+    # What a Gateway rule's URLRewrite and RequestHeaderModifier change (tests/integration/test_gateway_dataplane.py).
+    "authority": ":authority",
+    "env": "x-env",
+    "via": "x-via",
+    "debug": "x-debug",
 }
 
 

@@ -1,98 +1,31 @@
 """A Gateway's data plane for tests: real Envoy with one listener per Gateway listener port (the bootstrap's
-`listeners`), the extproc's `DataplaneProcessor` in a thread of the test process, and HTTPRoutes compiled by the core
-(`translate` → `gateway_content`) onto the loopback name backends.
-
-The processor runs in-process and takes each generation through `Publisher.adopt` (every step of a publish after the
-message is parsed: refusals, make before break, Envoy's ACKs), because a test holds the core `Generation` it wants
-served. Envoy, its bootstrap, ADS and ext_proc are the real ones, over the real Unix socket.
+`listeners`), the real processor (`python -m trafficsplit.extproc`, as `tests/support/dataplane.py` starts it), and
+HTTPRoutes compiled by the core (`translate` → `gateway_content`) onto the loopback name backends, published through
+the real publish API (the route table in `Generation.routes`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Coroutine, Mapping, Sequence
+import secrets
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from tests.support.dataplane import TEST_MESSAGE_TIMEOUT_MS, Envoy, NameBackends
+from tests.support.dataplane import TEST_MESSAGE_TIMEOUT_MS, Envoy, NameBackends, Processor
 from trafficsplit.core.compiled import Generation
 from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class, parse_httproute
 from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
 from trafficsplit.core.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo
-from trafficsplit.extproc.server import DataplaneProcessor, Settings
 from trafficsplit.v1alpha1 import publish_pb2 as pb
-from trafficsplit.wire.bootstrap import Address, BootstrapOptions, ExtProcTransport, GatewayListener, bootstrap_json
+from trafficsplit.wire.bootstrap import Address, BootstrapOptions, GatewayListener, bootstrap_json
+from trafficsplit.wire.generation import generation_to_proto
 
-T = TypeVar("T")
 NAMESPACE = "ns"
 GATEWAY = "gw"
 CLASS = parse_gateway_class(
     {"metadata": {"name": "ts"}, "spec": {"controllerName": "trafficsplit.dev/gateway-controller"}}
 )
-
-
-class InProcessProcessor:
-    """`DataplaneProcessor` on its own event loop in a daemon thread; `call` runs a coroutine there."""
-
-    def __init__(self, workdir: Path, transport: ExtProcTransport = ExtProcTransport.GRPC) -> None:
-        self.socket = workdir / "extproc.sock"
-        self.http_socket = workdir / "extproc-http.sock"
-        self.transport = transport
-        self.settings = Settings(
-            listen=f"unix:{self.socket}",
-            publish="127.0.0.1:0",
-            metrics="127.0.0.1:0",
-            token=b"test-token",
-            replica="gw-0",
-            drain_seconds=0,
-            cluster_drain=1.0,
-            ext_proc_transport=transport,
-            ext_proc_http_listen=f"unix:{self.http_socket}" if transport is ExtProcTransport.HTTP else None,
-        )
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="in-process-extproc", daemon=True)
-        self.dp: DataplaneProcessor | None = None
-
-    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 30) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def start(self) -> InProcessProcessor:
-        self.thread.start()
-
-        async def start() -> DataplaneProcessor:
-            dp = DataplaneProcessor(self.settings)  # grpc.aio servers bind to the loop they are made on
-            await dp.start()
-            return dp
-
-        self.dp = self.call(start())
-        return self
-
-    @property
-    def extproc_address(self) -> Address:
-        return Address(path=str(self.http_socket if self.transport is ExtProcTransport.HTTP else self.socket))
-
-    def adopt(self, gen: Generation) -> pb.PublishReply:
-        assert self.dp is not None
-        return self.call(self.dp.publisher.adopt(gen, "test"))
-
-    def stop(self) -> None:
-        """Stop serving (ext_proc and ADS go away, as when the container dies); a second call does nothing."""
-        if self.dp is None:
-            return
-        dp, self.dp = self.dp, None
-        self.call(dp.stop())
-
-        async def cancel_the_rest() -> None:  # Envoy's ADS streams, still open: ended, not destroyed pending
-            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in rest:
-                t.cancel()
-            await asyncio.gather(*rest, return_exceptions=True)
-
-        self.call(cancel_the_rest())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 def services(backends: NameBackends, names: Sequence[str]) -> tuple[dict[Any, ServiceInfo], dict[Any, list[SliceInfo]]]:
@@ -118,7 +51,7 @@ def services(backends: NameBackends, names: Sequence[str]) -> tuple[dict[Any, Se
 class GatewayPlane:
     workdir: Path
     backends: NameBackends
-    processor: InProcessProcessor
+    processor: Processor
     envoy: Envoy
     ports: dict[int, int]  # Gateway listener port → Envoy's bound loopback port
     number: int = 0
@@ -145,25 +78,21 @@ class GatewayPlane:
         return gateway_content(self.translation, f"{NAMESPACE}/{GATEWAY}").stamp(number or self.number + 1)
 
     def publish(self, listeners: Sequence[Mapping[str, Any]], routes: Sequence[Mapping[str, Any]]) -> Generation:
+        """Compile and publish through the publish API; asserts ACCEPTED; returns the core generation served."""
         gen = self.compile(listeners, routes)
-        reply = self.processor.adopt(gen)
-        assert reply.result == pb.PublishReply.ACCEPTED, reply
+        reply = self.processor.publish_until_taken(generation_to_proto(gen, origin="test"))
+        assert reply.result == pb.PublishReply.ACCEPTED, (reply, self.processor.log_tail())
         self.number = gen.number
         return gen
 
     def stop(self) -> None:
         self.envoy.stop()
-        self.processor.stop()
+        self.processor.terminate()
 
     @classmethod
-    def start(
-        cls,
-        workdir: Path,
-        backends: NameBackends,
-        gateway_ports: Sequence[int],
-        transport: ExtProcTransport = ExtProcTransport.GRPC,
-    ) -> GatewayPlane:
-        processor = InProcessProcessor(workdir, transport).start()
+    def start(cls, workdir: Path, backends: NameBackends, gateway_ports: Sequence[int]) -> GatewayPlane:
+        """The processor, then Envoy with one listener per Gateway port (each bound to a free loopback port)."""
+        processor = Processor(workdir, token=secrets.token_hex(16), replica="gw-0").start()
         local = Address(path=str(processor.socket))
         listeners = tuple(GatewayListener(p, Address("127.0.0.1", 0)) for p in gateway_ports)
         config = bootstrap_json(
@@ -175,7 +104,6 @@ class GatewayPlane:
                 admin=Address("127.0.0.1", 0),
                 message_timeout_ms=TEST_MESSAGE_TIMEOUT_MS,
                 access_log=str(workdir / "gateway.access.log"),
-                extproc_transport=transport,
                 listeners=listeners,
             )
         )
@@ -183,6 +111,6 @@ class GatewayPlane:
         try:
             envoy.start()
         except BaseException:
-            processor.stop()
+            processor.kill()
             raise
         return cls(workdir, backends, processor, envoy, {g.port: envoy.listener_port(g.name) for g in listeners})

@@ -207,7 +207,9 @@ def test_a_header_envoy_would_split_or_misread_is_never_written(key: str, value:
 def test_a_field_the_codec_does_not_write_is_refused_not_dropped() -> None:
     for reply in (
         ep.ProcessingResponse(request_drain=True),
-        ep.ProcessingResponse(immediate_response=ep.ImmediateResponse(headers=ep.HeaderMutation(remove_headers=["a"]))),
+        ep.ProcessingResponse(immediate_response=ep.ImmediateResponse(grpc_status=ep.GrpcStatus(status=1))),
+        # Headers of an immediate response are written (a redirect's Location), and checked as a mutation's are.
+        ep.ProcessingResponse(immediate_response=ep.ImmediateResponse(headers=ep.HeaderMutation(remove_headers=["A"]))),
         ep.ProcessingResponse(request_body=ep.BodyResponse(response=ep.CommonResponse(clear_route_cache=True))),
     ):
         with pytest.raises(EncodeError):

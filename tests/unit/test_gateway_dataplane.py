@@ -23,7 +23,7 @@ from trafficsplit.wire import envoy
 from trafficsplit.wire.envoy import LISTENER_PORT_METADATA, ROUTING_HEADER
 from trafficsplit.wire.processing import request_view
 
-from .test_gateway_serve import ref, route, served
+from .test_gateway_serve import FILTERED, ref, route, served
 
 
 def gateway_generation(number: int = 5) -> Generation:
@@ -154,3 +154,62 @@ def _unpacked(routes: Any) -> bytes:
     rc = route_pb2.RouteConfiguration()
     routes[envoy.ROUTE_CONFIG_NAME].Unpack(rc)
     return bytes(rc.SerializeToString(deterministic=True))
+
+
+def test_response_header_filters_are_envoy_routes_per_backend_cluster() -> None:
+    _, t = served(FILTERED)
+    gen = gateway_content(t, "ns/gw").stamp(2)
+    (vhost,) = envoy.route_configuration(gen).virtual_hosts
+    by_name = {r.name: r for r in vhost.routes}
+    # One route per cluster with response filters, before the generic decided route; the rest as without filters.
+    assert [r.name for r in vhost.routes] == [
+        "decided:ns/f.rule-0/a",
+        "decided:ns/f.rule-0/b",
+        "decided",
+        "no-decision",
+    ]
+    b = by_name["decided:ns/f.rule-0/b"]
+    assert b.match.headers[0].name == ROUTING_HEADER and b.match.headers[0].string_match.exact == "ns/f.rule-0/b"
+    assert b.route.cluster == "ns/f.rule-0/b"
+    assert [(h.header.key, h.header.value, h.append_action) for h in b.response_headers_to_add] == [
+        ("cache-control", "no-store", h_overwrite()),
+        ("x-backend", "b", h_append()),
+    ]
+    assert list(b.response_headers_to_remove) == ["server"]
+
+
+def h_overwrite() -> int:
+    return int(base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD)
+
+
+def h_append() -> int:
+    return int(base_pb2.HeaderValueOption.APPEND_IF_EXISTS_OR_ADD)
+
+
+def test_redirects_rewrites_and_header_filters_in_the_reply() -> None:
+    _, t = served(FILTERED)
+    held = HeldGeneration()
+    held.swap(gateway_content(t, "ns/gw").stamp(2), "test")
+    p = Processor(held, Metrics())
+    moved = ask(p, 80, "/old/a?b=c")
+    assert moved.immediate_response.status.code == 301
+    assert [(h.header.key, h.header.raw_value) for h in moved.immediate_response.headers.set_headers] == [
+        ("location", b"https://new.example.com/new/a?b=c")
+    ]
+    rewritten = ask(p, 80, "/prefix/one/x")
+    sets = {h.header.key: h.header.raw_value for h in rewritten.request_headers.response.header_mutation.set_headers}
+    assert sets[":path"] == b"/one/x" and sets[":authority"] == b"internal.example.com"
+    assert rewritten.request_headers.response.clear_route_cache
+    headers = ask(p, 80, "/headers", rid="k1")
+    m = headers.request_headers.response.header_mutation
+    assert "x-debug" in m.remove_headers
+    added = [(h.header.key, h.append.value) for h in m.set_headers if h.header.key == "x-via"]
+    assert added == [("x-via", True)]  # appended beside a client's value (ext_proc reads `append`)
+    # The http_service transport renders the same replies.
+    rendered = JsonReplies()
+    for path in ("/old/a?b=c", "/prefix/one/x", "/headers"):
+        req = request(**{":authority": "a.example.com", ":path": path, "x-request-id": "k1"})
+        view = decode_request_view(json_format.MessageToJson(req).encode())
+        assert not isinstance(view, str)
+        got = Processor(held, Metrics()).respond(lambda v=view: v, rendered.render, 80)  # type: ignore[misc]
+        assert json.loads(got) == json.loads(encode_response(p.handle(req, 80)))

@@ -11,11 +11,15 @@ from trafficsplit.core.decide import decide
 from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class, parse_httproute
 from trafficsplit.core.gateway_serve import (
     MAX_QUERY_PARAMS,
+    HeaderEdits,
+    Redirected,
     Refusal,
     Refused,
     Routed,
     ServedRoutes,
     in_error_share,
+    merged_response_edits,
+    response_modifiers,
     split_target,
 )
 from trafficsplit.core.gateway_translate import Inputs, Translation, translate
@@ -62,7 +66,7 @@ def ask(
     method: str = "GET",
     headers: dict[str, str] | None = None,
     request_id: str = "rid",
-) -> Routed | Refused:
+) -> Routed | Refused | Redirected:
     h = headers or {}
     return s.route(
         port,
@@ -76,7 +80,7 @@ def ask(
     )
 
 
-def rule_of(out: Routed | Refused) -> tuple[str, int]:
+def rule_of(out: Routed | Refused | Redirected) -> tuple[str, int]:
     assert isinstance(out, Routed), out
     return out.entry.route, out.entry.rule
 
@@ -213,3 +217,128 @@ def test_query_parsing_is_bounded() -> None:
     many = "&".join(f"k{i}=v" for i in range(MAX_QUERY_PARAMS * 3))
     path, params = split_target("/p?" + many)
     assert path == "/p" and len(params) == MAX_QUERY_PARAMS
+
+
+FILTERED = route(
+    "f",
+    parentRefs=[{"name": "gw", "sectionName": "http"}],
+    hostnames=["a.example.com"],
+    rules=[
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/headers"}}],
+            "filters": [
+                {
+                    "type": "RequestHeaderModifier",
+                    "requestHeaderModifier": {
+                        "set": [{"name": "X-Env", "value": "prod"}],
+                        "add": [{"name": "X-Via", "value": "ts"}],
+                        "remove": ["X-Debug"],
+                    },
+                },
+                {
+                    "type": "ResponseHeaderModifier",
+                    "responseHeaderModifier": {
+                        "set": [{"name": "Cache-Control", "value": "no-store"}],
+                        "remove": ["Server"],
+                    },
+                },
+            ],
+            "backendRefs": [
+                ref("a", 1),
+                {
+                    **ref("b", 1),
+                    "filters": [
+                        {
+                            "type": "RequestHeaderModifier",
+                            "requestHeaderModifier": {"set": [{"name": "X-Canary", "value": "1"}], "remove": ["X-Env"]},
+                        },
+                        {
+                            "type": "ResponseHeaderModifier",
+                            "responseHeaderModifier": {"add": [{"name": "X-Backend", "value": "b"}]},
+                        },
+                    ],
+                },
+            ],
+        },
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/prefix/one"}}],
+            "filters": [
+                {
+                    "type": "URLRewrite",
+                    "urlRewrite": {
+                        "hostname": "internal.example.com",
+                        "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/one"},
+                    },
+                }
+            ],
+            "backendRefs": [ref("a", 1)],
+        },
+        {
+            "matches": [{"path": {"type": "Exact", "value": "/full"}}],
+            "filters": [
+                {"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplaceFullPath", "replaceFullPath": "/x"}}}
+            ],
+            "backendRefs": [ref("a", 1)],
+        },
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/old"}}],
+            "filters": [
+                {
+                    "type": "RequestRedirect",
+                    "requestRedirect": {
+                        "scheme": "https",
+                        "hostname": "new.example.com",
+                        "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"},
+                        "statusCode": 301,
+                    },
+                }
+            ],
+        },
+        {
+            "matches": [{"path": {"type": "Exact", "value": "/moved"}}],
+            "filters": [
+                {
+                    "type": "RequestRedirect",
+                    "requestRedirect": {"path": {"type": "ReplaceFullPath", "replaceFullPath": "/here"}},
+                }
+            ],
+        },
+    ],
+)
+
+
+def test_redirects_answer_the_cores_location() -> None:
+    s, _ = served(FILTERED)
+    assert ask(s, 80, "a.example.com", "/old/page?q=1") == Redirected(301, "https://new.example.com/new/page?q=1")
+    assert ask(s, 80, "a.example.com:80", "/moved") == Redirected(302, "http://a.example.com/here")
+
+
+def test_rewrites_set_path_and_authority_keeping_the_query() -> None:
+    s, _ = served(FILTERED)
+    out = ask(s, 80, "a.example.com", "/prefix/one/two?k=v")
+    assert isinstance(out, Routed)
+    assert dict(out.edits.set) == {":authority": "internal.example.com", ":path": "/one/two?k=v"}
+    full = ask(s, 80, "a.example.com", "/full?z=1")
+    assert isinstance(full, Routed) and full.edits == HeaderEdits(set=((":path", "/x?z=1"),))
+
+
+def test_request_header_filters_apply_the_rules_then_the_picked_backends() -> None:
+    s, t = served(FILTERED)
+    seen = set()
+    for i in range(64):
+        out = ask(s, 80, "a.example.com", "/headers", request_id=f"k{i}")
+        assert isinstance(out, Routed)
+        backend = out.decision.backend.name
+        seen.add(backend)
+        if backend == "a":
+            assert out.edits == HeaderEdits(set=(("x-env", "prod"),), add=(("x-via", "ts"),), remove=("x-debug",))
+        else:  # b's own filter sets x-canary and removes the x-env the rule set
+            assert out.edits == HeaderEdits(
+                set=(("x-canary", "1"),), add=(("x-via", "ts"),), remove=("x-debug", "x-env")
+            )
+    assert seen == {"a", "b"}
+    mods = response_modifiers(t.actions)
+    assert set(mods) == {"ns/f.rule-0/a", "ns/f.rule-0/b"}
+    assert merged_response_edits(mods["ns/f.rule-0/b"]) == HeaderEdits(
+        set=(("cache-control", "no-store"),), add=(("x-backend", "b"),), remove=("server",)
+    )

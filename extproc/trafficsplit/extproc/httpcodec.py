@@ -26,6 +26,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.type.v3 import http_status_pb2
 from google.protobuf import struct_pb2
 
+from trafficsplit.core.gateway_serve import Redirected
 from trafficsplit.extproc.processor import Decided, Outcome, Undecided, protobuf_reply
 from trafficsplit.wire.envoy import METADATA_NAMESPACE
 from trafficsplit.wire.processing import DecisionReplies, RequestView, pass_through, request_view_of
@@ -176,32 +177,37 @@ def _set_header(o: base_pb2.HeaderValueOption) -> dict[str, Any]:
     return out
 
 
+def _mutation(m: ep.HeaderMutation) -> dict[str, Any]:
+    mutation: dict[str, Any] = {}
+    if m.set_headers:
+        mutation["set_headers"] = [_set_header(o) for o in m.set_headers]
+    if m.remove_headers:
+        for name in m.remove_headers:
+            if not _FIELD_NAME.fullmatch(name):
+                raise EncodeError(f"header name {name!r} is not a lowercase token")
+        mutation["remove_headers"] = list(m.remove_headers)
+    return mutation
+
+
 def _common(common: ep.CommonResponse) -> dict[str, Any]:
     if common.status or common.HasField("body_mutation") or common.HasField("trailers"):
         raise EncodeError("the codec writes header mutations and clear_route_cache only")
     out: dict[str, Any] = {}
     if common.HasField("header_mutation"):
-        m = common.header_mutation
-        mutation: dict[str, Any] = {}
-        if m.set_headers:
-            mutation["set_headers"] = [_set_header(o) for o in m.set_headers]
-        if m.remove_headers:
-            for name in m.remove_headers:
-                if not _FIELD_NAME.fullmatch(name):
-                    raise EncodeError(f"header name {name!r} is not a lowercase token")
-            mutation["remove_headers"] = list(m.remove_headers)
-        out["header_mutation"] = mutation
+        out["header_mutation"] = _mutation(common.header_mutation)
     if common.clear_route_cache:
         out["clear_route_cache"] = True
     return out
 
 
 def _immediate(ir: ep.ImmediateResponse) -> dict[str, Any]:
-    if ir.HasField("headers") or ir.HasField("grpc_status"):
-        raise EncodeError("the codec writes an immediate response's status, body and details only")
+    if ir.HasField("grpc_status"):
+        raise EncodeError("the codec writes an immediate response's status, headers, body and details only")
     out: dict[str, Any] = {}
     if ir.HasField("status"):
         out["status"] = {"code": _STATUS_NAMES.Name(ir.status.code)} if ir.status.code else {}
+    if ir.HasField("headers"):  # a redirect's Location
+        out["headers"] = _mutation(ir.headers)
     if ir.body:
         out["body"] = _b64(ir.body)
     if ir.details:
@@ -257,6 +263,9 @@ class JsonReplies:
         return got
 
     def render(self, out: Outcome) -> bytes:
+        if isinstance(out, Redirected) or (isinstance(out, Decided) and not out.edits.empty):
+            # Per request (a Location, a rewritten path): encoded whole, through every check encode_response makes.
+            return encode_response(protobuf_reply(out))
         if not isinstance(out, Decided):
             fixed = out.value if isinstance(out, Undecided) else out.reason.value
             got = self._fixed.get(fixed)

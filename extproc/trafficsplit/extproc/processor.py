@@ -23,7 +23,7 @@ from trafficsplit.core.compiled import CompiledSplit, Generation
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import Decision, decide
 from trafficsplit.core.disclosure import affinity_applied
-from trafficsplit.core.gateway_serve import Refused, ServedRoutes
+from trafficsplit.core.gateway_serve import NO_EDITS, HeaderEdits, Redirected, Refused, ServedRoutes
 from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.core.sessions import LiveSessions
 from trafficsplit.core.sketch import SplitBills
@@ -32,9 +32,11 @@ from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.wire.processing import (
     DecisionReplies,
     RequestView,
+    edited,
     listener_port,
     no_split_response,
     pass_through,
+    redirect_response,
     refused_response,
     request_view,
     served_routes,
@@ -124,13 +126,16 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
             if isinstance(out, Refused):
                 self._metrics.undecided.labels(out.reason.value).inc()
                 return out
-            split, d = out.split, out.decision
+            if isinstance(out, Redirected):
+                self._metrics.undecided.labels("redirect").inc()
+                return out
+            split, d, edits = out.split, out.decision, out.edits
         else:
             found = gen.split_for(view.authority)
             if found is None:
                 self._metrics.undecided.labels("no_split").inc()
                 return Undecided.NO_SPLIT
-            split = found
+            split, edits = found, NO_EDITS
             d = decide(
                 split,
                 cookie_lines=view.cookie_lines,
@@ -146,7 +151,7 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
             self._bills.record(split.key, split.weights.names, d.backend.name, d.key, d.key_hash)
         if split.persistent:
             self._sessions.record(split.key, d.backend.name, d.key_hash, time.monotonic())
-        return Decided(d, split, replies)
+        return Decided(d, split, replies, edits)
 
     def _replies_for(self, gen: Generation) -> DecisionReplies:
         """The held generation's replies and route tables, built at its first request; the per-split state of splits
@@ -173,18 +178,22 @@ class Decided:
     decision: Decision
     split: CompiledSplit
     replies: DecisionReplies
+    edits: HeaderEdits = NO_EDITS  # a Gateway rule's header filters and URL rewrite for this request
 
 
 # A processing's result, which each transport renders.
-Outcome = Decided | Undecided | Refused
+Outcome = Decided | Undecided | Refused | Redirected
 
 
 def protobuf_reply(out: Outcome) -> ep.ProcessingResponse:
     """The gRPC transport's rendering of a processing."""
     if isinstance(out, Decided):
-        return out.replies.reply(out.decision, out.split)
+        reply = out.replies.reply(out.decision, out.split)
+        return reply if out.edits.empty else edited(reply, out.edits)
     if isinstance(out, Refused):
         return refused_response(out)
+    if isinstance(out, Redirected):
+        return redirect_response(out)
     return pass_through("request_headers") if out is Undecided.NO_GENERATION else no_split_response()
 
 

@@ -175,17 +175,6 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             return self._reply(pb.PublishReply.INVALID, str(exc))
         return await self._apply(gen, msg, msg.origin, time_remaining)
 
-    async def adopt(self, gen: Generation, origin: str) -> pb.PublishReply:
-        """Publish an already compiled generation in-process: the same steps as `Publish` after the message is parsed
-        (numbers, refusals, make before break, ACKs). For an embedder or a test holding a core `Generation`; GetHeld
-        has no wire message to return for it."""
-        async with self._lock:
-            if gen.number <= self._held.number:
-                return self._reply(pb.PublishReply.STALE, f"generation {gen.number} <= held {self._held.number}")
-            if (jump := number_refusal(gen.number, self._held.number)) is not None:
-                return self._reply(pb.PublishReply.INVALID, jump)
-            return await self._apply(gen, None, origin, None)
-
     async def _apply(
         self, gen: Generation, msg: pb.Generation | None, origin: str, time_remaining: float | None
     ) -> pb.PublishReply:

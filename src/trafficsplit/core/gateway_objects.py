@@ -9,8 +9,8 @@ v1.6.3; tests/unit/test_gateway_objects.py compares them with the committed CRD 
 Two kinds of problem, kept apart because the spec answers them differently:
 - a body whose shape is wrong (a missing name, a list over its bound, a hostname that is no hostname) raises
   `SpecError`: the API server would have refused it, there is nothing to translate;
-- a well-formed rule that uses what this implementation does not support (a filter, timeouts, a regex over the RE2
-  bound) is kept, with its `problems`: the translation drops that rule and says so in the route's status
+- a well-formed rule that uses what this implementation does not support (a RequestMirror or CORS filter, timeouts,
+  a regex over the RE2 bound, a header value with a control byte) is kept, with its `problems`: the translation drops that rule and says so in the route's status
   (`UnsupportedValue`, `PartiallyInvalid`), as the spec asks, instead of silently ignoring the field.
 """
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#trafficsplit/v1alpha1/publish.proto\x12\x15trafficsplit.v1alpha1\"8\n\x08\x45ndpoint\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\x12\r\n\x05ready\x18\x03 \x01(\x08\"\x9a\x01\n\x07\x42\x61\x63kend\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\r\x12\x0f\n\x07\x63luster\x18\x03 \x01(\t\x12\x0f\n\x07service\x18\x04 \x01(\t\x12\x0c\n\x04port\x18\x05 \x01(\r\x12\x32\n\tendpoints\x18\x06 \x03(\x0b\x32\x1f.trafficsplit.v1alpha1.Endpoint\x12\r\n\x05\x64rain\x18\x07 \x01(\x08\"\xa1\x01\n\x06\x43ookie\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x14\n\x07max_age\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x0e\n\x06\x64omain\x18\x04 \x01(\t\x12\x0e\n\x06secure\x18\x05 \x01(\x08\x12\x11\n\thttp_only\x18\x06 \x01(\x08\x12\x11\n\tsame_site\x18\x07 \x01(\t\x12\x13\n\x0bpartitioned\x18\x08 \x01(\x08\x42\n\n\x08_max_age\"\xe2\x01\n\x05Match\x12/\n\x04kind\x18\x01 \x01(\x0e\x32!.trafficsplit.v1alpha1.Match.Kind\x12\x0c\n\x04name\x18\x02 \x01(\t\x12/\n\x04type\x18\x03 \x01(\x0e\x32!.trafficsplit.v1alpha1.Match.Type\x12\r\n\x05value\x18\x04 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\"\x1e\n\x04Kind\x12\n\n\x06HEADER\x10\x00\x12\n\n\x06\x43OOKIE\x10\x01\")\n\x04Type\x12\t\n\x05\x45XACT\x10\x00\x12\x16\n\x12REGULAR_EXPRESSION\x10\x01\"\xa8\x03\n\x05Split\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05hosts\x18\x03 \x03(\t\x12\x30\n\x08\x62\x61\x63kends\x18\x04 \x03(\x0b\x32\x1e.trafficsplit.v1alpha1.Backend\x12-\n\x06\x63ookie\x18\x05 \x01(\x0b\x32\x1d.trafficsplit.v1alpha1.Cookie\x12\x19\n\x11\x65ndpoint_affinity\x18\x06 \x01(\x08\x12-\n\x07matches\x18\x07 \x03(\x0b\x32\x1c.trafficsplit.v1alpha1.Match\x12\x15\n\rdebug_headers\x18\x08 \x01(\x08\x12\x1b\n\x13observed_generation\x18\t \x01(\x03\x12\x17\n\x0f\x65ndpoint_points\x18\n \x01(\r\x12\x12\n\nkey_header\x18\x0b \x01(\t\x12\x35\n\nassignment\x18\x0c \x01(\x0b\x32!.trafficsplit.v1alpha1.Assignment\x12\x12\n\npersistent\x18\r \x01(\x08\x12\x18\n\x10\x66irst_generation\x18\x0e \x01(\x04\"<\n\nAssignment\x12\r\n\x05slots\x18\x01 \x01(\r\x12\x0e\n\x06owners\x18\x02 \x03(\r\x12\x0f\n\x07lengths\x18\x03 \x03(\r\"Z\n\nGeneration\x12\x0e\n\x06number\x18\x01 \x01(\x04\x12,\n\x06splits\x18\x02 \x03(\x0b\x32\x1c.trafficsplit.v1alpha1.Split\x12\x0e\n\x06origin\x18\x03 \x01(\t\"G\n\x0ePublishRequest\x12\x35\n\ngeneration\x18\x01 \x01(\x0b\x32!.trafficsplit.v1alpha1.Generation\"#\n\x0c\x43\x61pabilities\x12\x13\n\x0b\x63ookie_keys\x18\x01 \x01(\x08\">\n\x0cSplitRefusal\x12\r\n\x05split\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xdb\x02\n\x0cPublishReply\x12:\n\x06result\x18\x01 \x01(\x0e\x32*.trafficsplit.v1alpha1.PublishReply.Result\x12\x13\n\x0bheld_number\x18\x02 \x01(\x04\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0f\n\x07replica\x18\x04 \x01(\t\x12\x34\n\x07refused\x18\x05 \x03(\x0b\x32#.trafficsplit.v1alpha1.SplitRefusal\x12\x39\n\x0c\x63\x61pabilities\x18\x06 \x01(\x0b\x32#.trafficsplit.v1alpha1.Capabilities\x12\x10\n\x08instance\x18\x07 \x01(\t\"U\n\x06Result\x12\x16\n\x12RESULT_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x41\x43\x43\x45PTED\x10\x01\x12\t\n\x05STALE\x10\x02\x12\x0b\n\x07INVALID\x10\x03\x12\r\n\tNOT_READY\x10\x04\")\n\x0eGetHeldRequest\x12\x17\n\x0fwith_generation\x18\x01 \x01(\x08\"\xb2\x02\n\tHeldReply\x12\x13\n\x0bheld_number\x18\x01 \x01(\x04\x12\x0f\n\x07replica\x18\x02 \x01(\t\x12\x0e\n\x06origin\x18\x03 \x01(\t\x12\x35\n\ngeneration\x18\x04 \x01(\x0b\x32!.trafficsplit.v1alpha1.Generation\x12\x35\n\x08sessions\x18\x05 \x03(\x0b\x32#.trafficsplit.v1alpha1.LiveSessions\x12\x39\n\x0c\x63\x61pabilities\x18\x06 \x01(\x0b\x32#.trafficsplit.v1alpha1.Capabilities\x12\x10\n\x08instance\x18\x07 \x01(\t\x12\x34\n\x07refused\x18\x08 \x03(\x0b\x32#.trafficsplit.v1alpha1.SplitRefusal\"O\n\x0cLiveSessions\x12\r\n\x05split\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x0c\n\x04live\x18\x03 \x01(\x04\x12\x11\n\tsaturated\x18\x04 \x01(\x08\x32\xb6\x01\n\tPublisher\x12U\n\x07Publish\x12%.trafficsplit.v1alpha1.PublishRequest\x1a#.trafficsplit.v1alpha1.PublishReply\x12R\n\x07GetHeld\x12%.trafficsplit.v1alpha1.GetHeldRequest\x1a .trafficsplit.v1alpha1.HeldReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#trafficsplit/v1alpha1/publish.proto\x12\x15trafficsplit.v1alpha1\"8\n\x08\x45ndpoint\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\x12\r\n\x05ready\x18\x03 \x01(\x08\"\x9a\x01\n\x07\x42\x61\x63kend\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\r\x12\x0f\n\x07\x63luster\x18\x03 \x01(\t\x12\x0f\n\x07service\x18\x04 \x01(\t\x12\x0c\n\x04port\x18\x05 \x01(\r\x12\x32\n\tendpoints\x18\x06 \x03(\x0b\x32\x1f.trafficsplit.v1alpha1.Endpoint\x12\r\n\x05\x64rain\x18\x07 \x01(\x08\"\xa1\x01\n\x06\x43ookie\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x14\n\x07max_age\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x0e\n\x06\x64omain\x18\x04 \x01(\t\x12\x0e\n\x06secure\x18\x05 \x01(\x08\x12\x11\n\thttp_only\x18\x06 \x01(\x08\x12\x11\n\tsame_site\x18\x07 \x01(\t\x12\x13\n\x0bpartitioned\x18\x08 \x01(\x08\x42\n\n\x08_max_age\"\xe2\x01\n\x05Match\x12/\n\x04kind\x18\x01 \x01(\x0e\x32!.trafficsplit.v1alpha1.Match.Kind\x12\x0c\n\x04name\x18\x02 \x01(\t\x12/\n\x04type\x18\x03 \x01(\x0e\x32!.trafficsplit.v1alpha1.Match.Type\x12\r\n\x05value\x18\x04 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\"\x1e\n\x04Kind\x12\n\n\x06HEADER\x10\x00\x12\n\n\x06\x43OOKIE\x10\x01\")\n\x04Type\x12\t\n\x05\x45XACT\x10\x00\x12\x16\n\x12REGULAR_EXPRESSION\x10\x01\"\xa8\x03\n\x05Split\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05hosts\x18\x03 \x03(\t\x12\x30\n\x08\x62\x61\x63kends\x18\x04 \x03(\x0b\x32\x1e.trafficsplit.v1alpha1.Backend\x12-\n\x06\x63ookie\x18\x05 \x01(\x0b\x32\x1d.trafficsplit.v1alpha1.Cookie\x12\x19\n\x11\x65ndpoint_affinity\x18\x06 \x01(\x08\x12-\n\x07matches\x18\x07 \x03(\x0b\x32\x1c.trafficsplit.v1alpha1.Match\x12\x15\n\rdebug_headers\x18\x08 \x01(\x08\x12\x1b\n\x13observed_generation\x18\t \x01(\x03\x12\x17\n\x0f\x65ndpoint_points\x18\n \x01(\r\x12\x12\n\nkey_header\x18\x0b \x01(\t\x12\x35\n\nassignment\x18\x0c \x01(\x0b\x32!.trafficsplit.v1alpha1.Assignment\x12\x12\n\npersistent\x18\r \x01(\x08\x12\x18\n\x10\x66irst_generation\x18\x0e \x01(\x04\"<\n\nAssignment\x12\r\n\x05slots\x18\x01 \x01(\r\x12\x0e\n\x06owners\x18\x02 \x03(\r\x12\x0f\n\x07lengths\x18\x03 \x03(\r\"\x96\x02\n\nRouteMatch\x12=\n\tpath_type\x18\x01 \x01(\x0e\x32*.trafficsplit.v1alpha1.RouteMatch.PathType\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x32\n\x07headers\x18\x03 \x03(\x0b\x32!.trafficsplit.v1alpha1.ValueMatch\x12\x37\n\x0cquery_params\x18\x04 \x03(\x0b\x32!.trafficsplit.v1alpha1.ValueMatch\x12\x0e\n\x06method\x18\x05 \x01(\t\">\n\x08PathType\x12\x0f\n\x0bPATH_PREFIX\x10\x00\x12\t\n\x05\x45XACT\x10\x01\x12\x16\n\x12REGULAR_EXPRESSION\x10\x02\"\x8a\x01\n\nValueMatch\x12\x34\n\x04type\x18\x01 \x01(\x0e\x32&.trafficsplit.v1alpha1.ValueMatch.Type\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\")\n\x04Type\x12\t\n\x05\x45XACT\x10\x00\x12\x16\n\x12REGULAR_EXPRESSION\x10\x01\"p\n\nRouteEntry\x12\r\n\x05route\x18\x01 \x01(\t\x12\x0c\n\x04rule\x18\x02 \x01(\r\x12\x13\n\x0bmatch_index\x18\x03 \x01(\r\x12\x30\n\x05match\x18\x04 \x01(\x0b\x32!.trafficsplit.v1alpha1.RouteMatch\"S\n\x0bVirtualHost\x12\x10\n\x08hostname\x18\x01 \x01(\t\x12\x32\n\x07\x65ntries\x18\x02 \x03(\x0b\x32!.trafficsplit.v1alpha1.RouteEntry\"c\n\x0eListenerRoutes\x12\x10\n\x08listener\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\x12\x31\n\x05hosts\x18\x03 \x03(\x0b\x32\".trafficsplit.v1alpha1.VirtualHost\"%\n\x06Header\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"x\n\x0eHeaderModifier\x12*\n\x03set\x18\x01 \x03(\x0b\x32\x1d.trafficsplit.v1alpha1.Header\x12*\n\x03\x61\x64\x64\x18\x02 \x03(\x0b\x32\x1d.trafficsplit.v1alpha1.Header\x12\x0e\n\x06remove\x18\x03 \x03(\t\"\x8e\x01\n\x0cPathModifier\x12\x36\n\x04type\x18\x01 \x01(\x0e\x32(.trafficsplit.v1alpha1.PathModifier.Type\x12\r\n\x05value\x18\x02 \x01(\t\"7\n\x04Type\x12\x15\n\x11REPLACE_FULL_PATH\x10\x00\x12\x18\n\x14REPLACE_PREFIX_MATCH\x10\x01\"\x82\x01\n\x08Redirect\x12\x0e\n\x06scheme\x18\x01 \x01(\t\x12\x10\n\x08hostname\x18\x02 \x01(\t\x12\x31\n\x04path\x18\x03 \x01(\x0b\x32#.trafficsplit.v1alpha1.PathModifier\x12\x0c\n\x04port\x18\x04 \x01(\r\x12\x13\n\x0bstatus_code\x18\x05 \x01(\r\"N\n\x07Rewrite\x12\x10\n\x08hostname\x18\x01 \x01(\t\x12\x31\n\x04path\x18\x02 \x01(\x0b\x32#.trafficsplit.v1alpha1.PathModifier\"\xee\x01\n\x07\x46ilters\x12>\n\x0frequest_headers\x18\x01 \x01(\x0b\x32%.trafficsplit.v1alpha1.HeaderModifier\x12?\n\x10response_headers\x18\x02 \x01(\x0b\x32%.trafficsplit.v1alpha1.HeaderModifier\x12\x31\n\x08redirect\x18\x03 \x01(\x0b\x32\x1f.trafficsplit.v1alpha1.Redirect\x12/\n\x07rewrite\x18\x04 \x01(\x0b\x32\x1e.trafficsplit.v1alpha1.Rewrite\"\x93\x01\n\rBackendTarget\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0f\n\x07service\x18\x03 \x01(\t\x12\x0c\n\x04port\x18\x04 \x01(\r\x12\x0e\n\x06weight\x18\x05 \x01(\r\x12/\n\x07\x66ilters\x18\x06 \x01(\x0b\x32\x1e.trafficsplit.v1alpha1.Filters\"\xb6\x01\n\nRuleAction\x12\r\n\x05route\x18\x01 \x01(\t\x12\x0c\n\x04rule\x18\x02 \x01(\r\x12\r\n\x05split\x18\x03 \x01(\t\x12\x35\n\x07targets\x18\x04 \x03(\x0b\x32$.trafficsplit.v1alpha1.BackendTarget\x12\x14\n\x0c\x65rror_weight\x18\x05 \x01(\r\x12/\n\x07\x66ilters\x18\x06 \x01(\x0b\x32\x1e.trafficsplit.v1alpha1.Filters\"\x8e\x01\n\rGatewayRoutes\x12\x0f\n\x07gateway\x18\x01 \x01(\t\x12\x38\n\tlisteners\x18\x02 \x03(\x0b\x32%.trafficsplit.v1alpha1.ListenerRoutes\x12\x32\n\x07\x61\x63tions\x18\x03 \x03(\x0b\x32!.trafficsplit.v1alpha1.RuleAction\"\x90\x01\n\nGeneration\x12\x0e\n\x06number\x18\x01 \x01(\x04\x12,\n\x06splits\x18\x02 \x03(\x0b\x32\x1c.trafficsplit.v1alpha1.Split\x12\x0e\n\x06origin\x18\x03 \x01(\t\x12\x34\n\x06routes\x18\x04 \x01(\x0b\x32$.trafficsplit.v1alpha1.GatewayRoutes\"G\n\x0ePublishRequest\x12\x35\n\ngeneration\x18\x01 \x01(\x0b\x32!.trafficsplit.v1alpha1.Generation\"#\n\x0c\x43\x61pabilities\x12\x13\n\x0b\x63ookie_keys\x18\x01 \x01(\x08\">\n\x0cSplitRefusal\x12\r\n\x05split\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xdb\x02\n\x0cPublishReply\x12:\n\x06result\x18\x01 \x01(\x0e\x32*.trafficsplit.v1alpha1.PublishReply.Result\x12\x13\n\x0bheld_number\x18\x02 \x01(\x04\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0f\n\x07replica\x18\x04 \x01(\t\x12\x34\n\x07refused\x18\x05 \x03(\x0b\x32#.trafficsplit.v1alpha1.SplitRefusal\x12\x39\n\x0c\x63\x61pabilities\x18\x06 \x01(\x0b\x32#.trafficsplit.v1alpha1.Capabilities\x12\x10\n\x08instance\x18\x07 \x01(\t\"U\n\x06Result\x12\x16\n\x12RESULT_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x41\x43\x43\x45PTED\x10\x01\x12\t\n\x05STALE\x10\x02\x12\x0b\n\x07INVALID\x10\x03\x12\r\n\tNOT_READY\x10\x04\")\n\x0eGetHeldRequest\x12\x17\n\x0fwith_generation\x18\x01 \x01(\x08\"\xb2\x02\n\tHeldReply\x12\x13\n\x0bheld_number\x18\x01 \x01(\x04\x12\x0f\n\x07replica\x18\x02 \x01(\t\x12\x0e\n\x06origin\x18\x03 \x01(\t\x12\x35\n\ngeneration\x18\x04 \x01(\x0b\x32!.trafficsplit.v1alpha1.Generation\x12\x35\n\x08sessions\x18\x05 \x03(\x0b\x32#.trafficsplit.v1alpha1.LiveSessions\x12\x39\n\x0c\x63\x61pabilities\x18\x06 \x01(\x0b\x32#.trafficsplit.v1alpha1.Capabilities\x12\x10\n\x08instance\x18\x07 \x01(\t\x12\x34\n\x07refused\x18\x08 \x03(\x0b\x32#.trafficsplit.v1alpha1.SplitRefusal\"O\n\x0cLiveSessions\x12\r\n\x05split\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x0c\n\x04live\x18\x03 \x01(\x04\x12\x11\n\tsaturated\x18\x04 \x01(\x08\x32\xb6\x01\n\tPublisher\x12U\n\x07Publish\x12%.trafficsplit.v1alpha1.PublishRequest\x1a#.trafficsplit.v1alpha1.PublishReply\x12R\n\x07GetHeld\x12%.trafficsplit.v1alpha1.GetHeldRequest\x1a .trafficsplit.v1alpha1.HeldReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,24 +47,58 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SPLIT']._serialized_end=1095
   _globals['_ASSIGNMENT']._serialized_start=1097
   _globals['_ASSIGNMENT']._serialized_end=1157
-  _globals['_GENERATION']._serialized_start=1159
-  _globals['_GENERATION']._serialized_end=1249
-  _globals['_PUBLISHREQUEST']._serialized_start=1251
-  _globals['_PUBLISHREQUEST']._serialized_end=1322
-  _globals['_CAPABILITIES']._serialized_start=1324
-  _globals['_CAPABILITIES']._serialized_end=1359
-  _globals['_SPLITREFUSAL']._serialized_start=1361
-  _globals['_SPLITREFUSAL']._serialized_end=1423
-  _globals['_PUBLISHREPLY']._serialized_start=1426
-  _globals['_PUBLISHREPLY']._serialized_end=1773
-  _globals['_PUBLISHREPLY_RESULT']._serialized_start=1688
-  _globals['_PUBLISHREPLY_RESULT']._serialized_end=1773
-  _globals['_GETHELDREQUEST']._serialized_start=1775
-  _globals['_GETHELDREQUEST']._serialized_end=1816
-  _globals['_HELDREPLY']._serialized_start=1819
-  _globals['_HELDREPLY']._serialized_end=2125
-  _globals['_LIVESESSIONS']._serialized_start=2127
-  _globals['_LIVESESSIONS']._serialized_end=2206
-  _globals['_PUBLISHER']._serialized_start=2209
-  _globals['_PUBLISHER']._serialized_end=2391
+  _globals['_ROUTEMATCH']._serialized_start=1160
+  _globals['_ROUTEMATCH']._serialized_end=1438
+  _globals['_ROUTEMATCH_PATHTYPE']._serialized_start=1376
+  _globals['_ROUTEMATCH_PATHTYPE']._serialized_end=1438
+  _globals['_VALUEMATCH']._serialized_start=1441
+  _globals['_VALUEMATCH']._serialized_end=1579
+  _globals['_VALUEMATCH_TYPE']._serialized_start=627
+  _globals['_VALUEMATCH_TYPE']._serialized_end=668
+  _globals['_ROUTEENTRY']._serialized_start=1581
+  _globals['_ROUTEENTRY']._serialized_end=1693
+  _globals['_VIRTUALHOST']._serialized_start=1695
+  _globals['_VIRTUALHOST']._serialized_end=1778
+  _globals['_LISTENERROUTES']._serialized_start=1780
+  _globals['_LISTENERROUTES']._serialized_end=1879
+  _globals['_HEADER']._serialized_start=1881
+  _globals['_HEADER']._serialized_end=1918
+  _globals['_HEADERMODIFIER']._serialized_start=1920
+  _globals['_HEADERMODIFIER']._serialized_end=2040
+  _globals['_PATHMODIFIER']._serialized_start=2043
+  _globals['_PATHMODIFIER']._serialized_end=2185
+  _globals['_PATHMODIFIER_TYPE']._serialized_start=2130
+  _globals['_PATHMODIFIER_TYPE']._serialized_end=2185
+  _globals['_REDIRECT']._serialized_start=2188
+  _globals['_REDIRECT']._serialized_end=2318
+  _globals['_REWRITE']._serialized_start=2320
+  _globals['_REWRITE']._serialized_end=2398
+  _globals['_FILTERS']._serialized_start=2401
+  _globals['_FILTERS']._serialized_end=2639
+  _globals['_BACKENDTARGET']._serialized_start=2642
+  _globals['_BACKENDTARGET']._serialized_end=2789
+  _globals['_RULEACTION']._serialized_start=2792
+  _globals['_RULEACTION']._serialized_end=2974
+  _globals['_GATEWAYROUTES']._serialized_start=2977
+  _globals['_GATEWAYROUTES']._serialized_end=3119
+  _globals['_GENERATION']._serialized_start=3122
+  _globals['_GENERATION']._serialized_end=3266
+  _globals['_PUBLISHREQUEST']._serialized_start=3268
+  _globals['_PUBLISHREQUEST']._serialized_end=3339
+  _globals['_CAPABILITIES']._serialized_start=3341
+  _globals['_CAPABILITIES']._serialized_end=3376
+  _globals['_SPLITREFUSAL']._serialized_start=3378
+  _globals['_SPLITREFUSAL']._serialized_end=3440
+  _globals['_PUBLISHREPLY']._serialized_start=3443
+  _globals['_PUBLISHREPLY']._serialized_end=3790
+  _globals['_PUBLISHREPLY_RESULT']._serialized_start=3705
+  _globals['_PUBLISHREPLY_RESULT']._serialized_end=3790
+  _globals['_GETHELDREQUEST']._serialized_start=3792
+  _globals['_GETHELDREQUEST']._serialized_end=3833
+  _globals['_HELDREPLY']._serialized_start=3836
+  _globals['_HELDREPLY']._serialized_end=4142
+  _globals['_LIVESESSIONS']._serialized_start=4144
+  _globals['_LIVESESSIONS']._serialized_end=4223
+  _globals['_PUBLISHER']._serialized_start=4226
+  _globals['_PUBLISHER']._serialized_end=4408
 # @@protoc_insertion_point(module_scope)

@@ -123,15 +123,193 @@ class Assignment(_message.Message):
     lengths: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, slots: _Optional[int] = ..., owners: _Optional[_Iterable[int]] = ..., lengths: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class RouteMatch(_message.Message):
+    __slots__ = ("path_type", "path", "headers", "query_params", "method")
+    class PathType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        PATH_PREFIX: _ClassVar[RouteMatch.PathType]
+        EXACT: _ClassVar[RouteMatch.PathType]
+        REGULAR_EXPRESSION: _ClassVar[RouteMatch.PathType]
+    PATH_PREFIX: RouteMatch.PathType
+    EXACT: RouteMatch.PathType
+    REGULAR_EXPRESSION: RouteMatch.PathType
+    PATH_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_PARAMS_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    path_type: RouteMatch.PathType
+    path: str
+    headers: _containers.RepeatedCompositeFieldContainer[ValueMatch]
+    query_params: _containers.RepeatedCompositeFieldContainer[ValueMatch]
+    method: str
+    def __init__(self, path_type: _Optional[_Union[RouteMatch.PathType, str]] = ..., path: _Optional[str] = ..., headers: _Optional[_Iterable[_Union[ValueMatch, _Mapping]]] = ..., query_params: _Optional[_Iterable[_Union[ValueMatch, _Mapping]]] = ..., method: _Optional[str] = ...) -> None: ...
+
+class ValueMatch(_message.Message):
+    __slots__ = ("type", "name", "value")
+    class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        EXACT: _ClassVar[ValueMatch.Type]
+        REGULAR_EXPRESSION: _ClassVar[ValueMatch.Type]
+    EXACT: ValueMatch.Type
+    REGULAR_EXPRESSION: ValueMatch.Type
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    type: ValueMatch.Type
+    name: str
+    value: str
+    def __init__(self, type: _Optional[_Union[ValueMatch.Type, str]] = ..., name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class RouteEntry(_message.Message):
+    __slots__ = ("route", "rule", "match_index", "match")
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+    MATCH_FIELD_NUMBER: _ClassVar[int]
+    route: str
+    rule: int
+    match_index: int
+    match: RouteMatch
+    def __init__(self, route: _Optional[str] = ..., rule: _Optional[int] = ..., match_index: _Optional[int] = ..., match: _Optional[_Union[RouteMatch, _Mapping]] = ...) -> None: ...
+
+class VirtualHost(_message.Message):
+    __slots__ = ("hostname", "entries")
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    hostname: str
+    entries: _containers.RepeatedCompositeFieldContainer[RouteEntry]
+    def __init__(self, hostname: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[RouteEntry, _Mapping]]] = ...) -> None: ...
+
+class ListenerRoutes(_message.Message):
+    __slots__ = ("listener", "port", "hosts")
+    LISTENER_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    listener: str
+    port: int
+    hosts: _containers.RepeatedCompositeFieldContainer[VirtualHost]
+    def __init__(self, listener: _Optional[str] = ..., port: _Optional[int] = ..., hosts: _Optional[_Iterable[_Union[VirtualHost, _Mapping]]] = ...) -> None: ...
+
+class Header(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class HeaderModifier(_message.Message):
+    __slots__ = ("set", "add", "remove")
+    SET_FIELD_NUMBER: _ClassVar[int]
+    ADD_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    set: _containers.RepeatedCompositeFieldContainer[Header]
+    add: _containers.RepeatedCompositeFieldContainer[Header]
+    remove: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, set: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., add: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., remove: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PathModifier(_message.Message):
+    __slots__ = ("type", "value")
+    class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        REPLACE_FULL_PATH: _ClassVar[PathModifier.Type]
+        REPLACE_PREFIX_MATCH: _ClassVar[PathModifier.Type]
+    REPLACE_FULL_PATH: PathModifier.Type
+    REPLACE_PREFIX_MATCH: PathModifier.Type
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    type: PathModifier.Type
+    value: str
+    def __init__(self, type: _Optional[_Union[PathModifier.Type, str]] = ..., value: _Optional[str] = ...) -> None: ...
+
+class Redirect(_message.Message):
+    __slots__ = ("scheme", "hostname", "path", "port", "status_code")
+    SCHEME_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
+    scheme: str
+    hostname: str
+    path: PathModifier
+    port: int
+    status_code: int
+    def __init__(self, scheme: _Optional[str] = ..., hostname: _Optional[str] = ..., path: _Optional[_Union[PathModifier, _Mapping]] = ..., port: _Optional[int] = ..., status_code: _Optional[int] = ...) -> None: ...
+
+class Rewrite(_message.Message):
+    __slots__ = ("hostname", "path")
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    hostname: str
+    path: PathModifier
+    def __init__(self, hostname: _Optional[str] = ..., path: _Optional[_Union[PathModifier, _Mapping]] = ...) -> None: ...
+
+class Filters(_message.Message):
+    __slots__ = ("request_headers", "response_headers", "redirect", "rewrite")
+    REQUEST_HEADERS_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_HEADERS_FIELD_NUMBER: _ClassVar[int]
+    REDIRECT_FIELD_NUMBER: _ClassVar[int]
+    REWRITE_FIELD_NUMBER: _ClassVar[int]
+    request_headers: HeaderModifier
+    response_headers: HeaderModifier
+    redirect: Redirect
+    rewrite: Rewrite
+    def __init__(self, request_headers: _Optional[_Union[HeaderModifier, _Mapping]] = ..., response_headers: _Optional[_Union[HeaderModifier, _Mapping]] = ..., redirect: _Optional[_Union[Redirect, _Mapping]] = ..., rewrite: _Optional[_Union[Rewrite, _Mapping]] = ...) -> None: ...
+
+class BackendTarget(_message.Message):
+    __slots__ = ("backend", "namespace", "service", "port", "weight", "filters")
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    backend: str
+    namespace: str
+    service: str
+    port: int
+    weight: int
+    filters: Filters
+    def __init__(self, backend: _Optional[str] = ..., namespace: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., weight: _Optional[int] = ..., filters: _Optional[_Union[Filters, _Mapping]] = ...) -> None: ...
+
+class RuleAction(_message.Message):
+    __slots__ = ("route", "rule", "split", "targets", "error_weight", "filters")
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_FIELD_NUMBER: _ClassVar[int]
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    route: str
+    rule: int
+    split: str
+    targets: _containers.RepeatedCompositeFieldContainer[BackendTarget]
+    error_weight: int
+    filters: Filters
+    def __init__(self, route: _Optional[str] = ..., rule: _Optional[int] = ..., split: _Optional[str] = ..., targets: _Optional[_Iterable[_Union[BackendTarget, _Mapping]]] = ..., error_weight: _Optional[int] = ..., filters: _Optional[_Union[Filters, _Mapping]] = ...) -> None: ...
+
+class GatewayRoutes(_message.Message):
+    __slots__ = ("gateway", "listeners", "actions")
+    GATEWAY_FIELD_NUMBER: _ClassVar[int]
+    LISTENERS_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    gateway: str
+    listeners: _containers.RepeatedCompositeFieldContainer[ListenerRoutes]
+    actions: _containers.RepeatedCompositeFieldContainer[RuleAction]
+    def __init__(self, gateway: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[ListenerRoutes, _Mapping]]] = ..., actions: _Optional[_Iterable[_Union[RuleAction, _Mapping]]] = ...) -> None: ...
+
 class Generation(_message.Message):
-    __slots__ = ("number", "splits", "origin")
+    __slots__ = ("number", "splits", "origin", "routes")
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     SPLITS_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    ROUTES_FIELD_NUMBER: _ClassVar[int]
     number: int
     splits: _containers.RepeatedCompositeFieldContainer[Split]
     origin: str
-    def __init__(self, number: _Optional[int] = ..., splits: _Optional[_Iterable[_Union[Split, _Mapping]]] = ..., origin: _Optional[str] = ...) -> None: ...
+    routes: GatewayRoutes
+    def __init__(self, number: _Optional[int] = ..., splits: _Optional[_Iterable[_Union[Split, _Mapping]]] = ..., origin: _Optional[str] = ..., routes: _Optional[_Union[GatewayRoutes, _Mapping]] = ...) -> None: ...
 
 class PublishRequest(_message.Message):
     __slots__ = ("generation",)

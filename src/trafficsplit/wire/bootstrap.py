@@ -339,6 +339,9 @@ def ext_proc_filter(
             receiving_namespaces=ext_proc_pb2.MetadataOptions.MetadataNamespaces(untyped=[METADATA_NAMESPACE])
         ),
     )
+    if listener_port is not None:
+        # A Gateway rule's URLRewrite sets `:authority` (Envoy refuses a processor's routing headers by default).
+        f.mutation_rules.allow_all_routing.value = True
     if transport is ExtProcTransport.HTTP:
         uri = http_uri_pb2.HttpUri(
             uri=EXTPROC_HTTP_URI, cluster=EXTPROC_CLUSTER, timeout=_duration_ms(message_timeout_ms)

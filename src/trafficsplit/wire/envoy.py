@@ -19,10 +19,13 @@ What Envoy gets per generation, all over ADS:
 - A Gateway data plane (a generation with a route table): the rule splits' backend clusters as above (the splits
   carry no host, so no virtual host of their own), and instead of the 404 default host a catch-all host whose
   `decided` route goes where the processor's routing header says (the processor chose the rule by the listener's
-  route table: `trafficsplit.core.gateway_serve`). Without a decision (the processor down, slow or not yet holding
-  a generation) that host answers 503: a route table fails closed. Envoy-native routes could keep the weights
-  but not the rule the processor's table selects by the same precedence, nor the 500 share, nor the session pick,
-  so a fallback would answer differently from the route it stands in for (docs/gateway-api.md, "Serving").
+  route table: `trafficsplit.core.gateway_serve`). A backend cluster whose responses a ResponseHeaderModifier
+  changes (the rule's, then its backendRef's) has its own route before it, matched by the exact cluster header:
+  one route per such cluster, built from the generation alone. Without a decision (the processor down, slow or
+  not yet holding a generation) that host answers 503: a route table fails closed. Envoy-native routes could keep
+  the weights but not the rule the processor's table selects by the same precedence, nor the 500 share, nor the
+  session pick, so a fallback would answer differently from the route it stands in for (docs/gateway-api.md,
+  "Serving").
 - Edge hardening of the backend side (docs/security.md says what was adopted from Envoy's edge best practices and
   why): a 32 KiB per-connection buffer limit; outlier detection that ejects an endpoint after consecutive gateway
   failures (connect refused, reset, 502/503/504: a dead pod, never the application's own 5xx); and a retry on
@@ -53,6 +56,7 @@ from google.protobuf.message import Message
 from trafficsplit.core import disclosure
 from trafficsplit.core.compiled import CompiledBackend, CompiledSplit, Generation
 from trafficsplit.core.cookie import cookie_present_regex
+from trafficsplit.core.gateway_serve import merged_response_edits, response_modifiers
 
 ROUTING_HEADER = "x-trafficsplit-cluster"
 # The gRPC initial metadata (or http_service request header) by which a Gateway listener's ext_proc filter names its
@@ -333,13 +337,49 @@ def route_configuration(gen: Generation | None) -> route_pb2.RouteConfiguration:
     if gen is None:
         return _route_configuration([])
     return _route_configuration(
-        [virtual_host(s, s.first_generation or gen.number) for s in gen.splits if s.hosts], has_route_table(gen)
+        [virtual_host(s, s.first_generation or gen.number) for s in gen.splits if s.hosts],
+        gen if has_route_table(gen) else None,
     )
 
 
-def gateway_virtual_host() -> route_components_pb2.VirtualHost:
+def _response_edited(gen: Generation) -> list[route_components_pb2.Route]:
+    """One route per backend cluster with ResponseHeaderModifiers: that cluster, those response edits."""
+    assert gen.routes is not None
+    routes = []
+    for c, mods in sorted(response_modifiers(gen.routes.actions).items()):
+        edits = merged_response_edits(mods)
+        routes.append(
+            route_components_pb2.Route(
+                name=f"decided:{c}",
+                match=route_components_pb2.RouteMatch(
+                    prefix="/",
+                    headers=[
+                        route_components_pb2.HeaderMatcher(
+                            name=ROUTING_HEADER, string_match=string_pb2.StringMatcher(exact=c)
+                        )
+                    ],
+                ),
+                route=route_components_pb2.RouteAction(cluster=c, retry_policy=retry_policy()),
+                response_headers_to_add=[
+                    *(
+                        _HVO(header=_HV(key=n, value=v), append_action=_HVO.OVERWRITE_IF_EXISTS_OR_ADD)
+                        for n, v in edits.set
+                    ),
+                    *(
+                        _HVO(header=_HV(key=n, value=v), append_action=_HVO.APPEND_IF_EXISTS_OR_ADD)
+                        for n, v in edits.add
+                    ),
+                ],
+                response_headers_to_remove=list(edits.remove),
+            )
+        )
+    return routes
+
+
+def gateway_virtual_host(gen: Generation) -> route_components_pb2.VirtualHost:
     """Every host of a Gateway data plane: the processor's decision (the cluster of the rule's backend its route
-    table chose), else 503 (fail closed: see the module docstring). The cookie and the disclosure as for a split."""
+    table chose; a cluster with response header filters by its own route), else 503 (fail closed: see the module
+    docstring). The cookie and the disclosure as for a split."""
     return route_components_pb2.VirtualHost(
         name=GATEWAY_VHOST,
         domains=["*"],
@@ -348,6 +388,7 @@ def gateway_virtual_host() -> route_components_pb2.VirtualHost:
             _add_response_header(DECISION_HEADER, _meta(META_DECISION)),
         ],
         routes=[
+            *_response_edited(gen),
             route_components_pb2.Route(
                 name="decided",
                 match=route_components_pb2.RouteMatch(
@@ -368,13 +409,13 @@ def gateway_virtual_host() -> route_components_pb2.VirtualHost:
 
 
 def _route_configuration(
-    vhosts: list[route_components_pb2.VirtualHost], gateway: bool = False
+    vhosts: list[route_components_pb2.VirtualHost], gateway: Generation | None = None
 ) -> route_pb2.RouteConfiguration:
     """The splits' virtual hosts, in order, then the 404 default host (a Gateway's: the catch-all gateway host)."""
     vhosts = [*vhosts]
     vhosts.append(
-        gateway_virtual_host()
-        if gateway
+        gateway_virtual_host(gateway)
+        if gateway is not None
         else route_components_pb2.VirtualHost(
             name="no-split",
             domains=["*"],
@@ -474,7 +515,7 @@ def _varint(n: int) -> bytes:
 _VHOST_TAG = _varint(route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["virtual_hosts"].number << 3 | 2)
 
 
-def _packed_routes(vhosts: list[bytes], gateway: bool = False) -> any_pb2.Any:
+def _packed_routes(vhosts: list[bytes], gateway: Generation | None = None) -> any_pb2.Any:
     """The route configuration of these serialized split virtual hosts, packed, without building or serialising it
     whole: protobuf's wire format parses concatenated encodings as one message and appends repeated elements in
     the order they come, so the splits' tagged virtual hosts followed by `_route_configuration([])` (the 404 host
@@ -584,7 +625,8 @@ class ResourceBuilder:
                     vh = virtual_host(s, key[1]).SerializeToString(deterministic=True)
                 used.vhosts[key] = vh
                 hosts.append(vh)
-        return PackedResources(clusters, endpoints, {ROUTE_CONFIG_NAME: _packed_routes(hosts, has_route_table(gen))})
+        gateway = gen if has_route_table(gen) else None
+        return PackedResources(clusters, endpoints, {ROUTE_CONFIG_NAME: _packed_routes(hosts, gateway)})
 
     def _add_clusters(
         self, gen: Generation, used: _Used, clusters: dict[str, any_pb2.Any], endpoints: dict[str, any_pb2.Any]

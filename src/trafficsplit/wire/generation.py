@@ -7,6 +7,11 @@ same self-checking core values the parser builds (`CompiledSplit`, `CompiledBack
 reports every problem in one `SpecError` under the proto's field paths, so a bad generation is refused whole, before
 Envoy sees any of it. What is left here is the proto's shape: enums, the match → backend reference, and the bounds
 checked before anything is built (counts of core/limits.py, the gateway's own cluster names).
+
+A Gateway's generation also carries its route table (`GatewayRoutes`: listeners, virtual hosts, match entries, rule
+actions with their filters), rebuilt through the same core values the translation builds (`RouteEntry`, `VirtualHost`,
+`ListenerRoutes`, `RuleAction`, `BackendTarget`, `HeaderModifier`, `RequestRedirect`, `URLRewrite`, `GatewayRoutes`);
+a rule names its split by key, which must be one of the generation's (tests/unit/test_routes_both_paths.py).
 """
 
 from __future__ import annotations
@@ -20,6 +25,40 @@ from trafficsplit.core.capabilities import Capabilities, SplitRefusal
 from trafficsplit.core.compiled import CompiledBackend, CompiledMatch, CompiledSplit, Endpoint, Generation
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_filters import (
+    MAX_HEADER_CHANGES,
+    NO_FILTERS,
+    HeaderModifier,
+    PathModifier,
+    PathModifierType,
+    RedirectCode,
+    RequestRedirect,
+    RuleFilters,
+    Scheme,
+    URLRewrite,
+)
+from trafficsplit.core.gateway_objects import (
+    MAX_BACKEND_REFS,
+    MAX_LISTENERS,
+    MAX_MATCH_HEADERS,
+    MAX_MATCH_QUERY_PARAMS,
+    Method,
+    PathType,
+    RouteMatch,
+    ValueMatch,
+    ValueMatchType,
+)
+from trafficsplit.core.gateway_routes import (
+    MAX_HOST_ENTRIES,
+    MAX_TABLE_ENTRIES,
+    MAX_VIRTUAL_HOSTS,
+    BackendTarget,
+    GatewayRoutes,
+    ListenerRoutes,
+    RouteEntry,
+    RuleAction,
+    VirtualHost,
+)
 from trafficsplit.core.limits import (
     MAX_BACKENDS,
     MAX_ENDPOINTS,
@@ -38,6 +77,25 @@ from trafficsplit.wire.reserved import RESERVED_CLUSTERS
 
 _KIND_TO_PB = MappingProxyType({MatchKind.HEADER: pb.Match.HEADER, MatchKind.COOKIE: pb.Match.COOKIE})
 _KIND_FROM_PB = MappingProxyType({v: k for k, v in _KIND_TO_PB.items()})
+_PATH_TO_PB = MappingProxyType(
+    {
+        PathType.PREFIX: pb.RouteMatch.PATH_PREFIX,
+        PathType.EXACT: pb.RouteMatch.EXACT,
+        PathType.REGULAR_EXPRESSION: pb.RouteMatch.REGULAR_EXPRESSION,
+    }
+)
+_PATH_FROM_PB = MappingProxyType({v: k for k, v in _PATH_TO_PB.items()})
+_VALUE_TO_PB = MappingProxyType(
+    {ValueMatchType.EXACT: pb.ValueMatch.EXACT, ValueMatchType.REGULAR_EXPRESSION: pb.ValueMatch.REGULAR_EXPRESSION}
+)
+_VALUE_FROM_PB = MappingProxyType({v: k for k, v in _VALUE_TO_PB.items()})
+_MODIFIER_TO_PB = MappingProxyType(
+    {
+        PathModifierType.FULL: pb.PathModifier.REPLACE_FULL_PATH,
+        PathModifierType.PREFIX: pb.PathModifier.REPLACE_PREFIX_MATCH,
+    }
+)
+_MODIFIER_FROM_PB = MappingProxyType({v: k for k, v in _MODIFIER_TO_PB.items()})
 _MAX_KEY = MAX_NAMESPACE + 1 + MAX_NAME  # namespace/name
 _MAX_REASON = 64
 T = TypeVar("T")
@@ -49,6 +107,8 @@ def generation_to_proto(gen: Generation, origin: str = "", first: Mapping[str, i
     operator, and `generation_from_proto` the one way back (the dataplane's receiver, the operator's seeding).
     `first`: per split key, the first generation number that carried it as it is (else 0: the generation's own)."""
     msg = pb.Generation(number=gen.number, splits=[split_to_proto(s) for s in gen.splits], origin=origin)
+    if gen.routes is not None:
+        msg.routes.CopyFrom(routes_to_proto(gen.routes))
     if first:
         for m, s in zip(msg.splits, gen.splits, strict=True):
             m.first_generation = first.get(s.key, 0)
@@ -114,6 +174,97 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
     return out
 
 
+def routes_to_proto(routes: GatewayRoutes) -> pb.GatewayRoutes:
+    return pb.GatewayRoutes(
+        gateway=routes.gateway,
+        listeners=[
+            pb.ListenerRoutes(
+                listener=lr.listener,
+                port=lr.port,
+                hosts=[
+                    pb.VirtualHost(
+                        hostname=vh.hostname,
+                        entries=[
+                            pb.RouteEntry(
+                                route=e.route, rule=e.rule, match_index=e.match_index, match=_match_to_proto(e.match)
+                            )
+                            for e in vh.entries
+                        ],
+                    )
+                    for vh in lr.hosts
+                ],
+            )
+            for lr in routes.listeners
+        ],
+        actions=[
+            pb.RuleAction(
+                route=a.route,
+                rule=a.rule,
+                split=a.split.key if a.split is not None else "",
+                targets=[
+                    pb.BackendTarget(
+                        backend=t.backend,
+                        namespace=t.namespace,
+                        service=t.service,
+                        port=t.port,
+                        weight=t.weight,
+                        filters=_filters_to_proto(t.filters),
+                    )
+                    for t in a.targets
+                ],
+                error_weight=a.error_weight,
+                filters=_filters_to_proto(a.filters),
+            )
+            for a in routes.actions
+        ],
+    )
+
+
+def _match_to_proto(m: RouteMatch) -> pb.RouteMatch:
+    def values(items: tuple[ValueMatch, ...]) -> list[pb.ValueMatch]:
+        return [pb.ValueMatch(type=_VALUE_TO_PB[v.type], name=v.name, value=v.value) for v in items]
+
+    return pb.RouteMatch(
+        path_type=_PATH_TO_PB[m.path_type],
+        path=m.path,
+        headers=values(m.headers),
+        query_params=values(m.query_params),
+        method=m.method.value if m.method is not None else "",
+    )
+
+
+def _filters_to_proto(f: RuleFilters) -> pb.Filters:
+    def headers(m: HeaderModifier) -> pb.HeaderModifier:
+        return pb.HeaderModifier(
+            set=[pb.Header(name=n, value=v) for n, v in m.set],
+            add=[pb.Header(name=n, value=v) for n, v in m.add],
+            remove=list(m.remove),
+        )
+
+    def path(m: PathModifier | None) -> pb.PathModifier | None:
+        return None if m is None else pb.PathModifier(type=_MODIFIER_TO_PB[m.type], value=m.value)
+
+    out = pb.Filters()
+    if f.request_headers is not None:
+        out.request_headers.CopyFrom(headers(f.request_headers))
+    if f.response_headers is not None:
+        out.response_headers.CopyFrom(headers(f.response_headers))
+    if f.redirect is not None:
+        r = f.redirect
+        out.redirect.CopyFrom(
+            pb.Redirect(
+                scheme=r.scheme.value if r.scheme is not None else "",
+                hostname=r.hostname or "",
+                path=path(r.path),
+                port=r.port or 0,
+                status_code=int(r.status_code),
+            )
+        )
+    if f.rewrite is not None:
+        out.rewrite.CopyFrom(pb.Rewrite(hostname=f.rewrite.hostname or "", path=path(f.rewrite.path)))
+    return out
+
+
 def split_index(msg: pb.Generation, gen: Generation) -> dict[bytes, CompiledSplit]:
     """Each split of a generation by its message's bytes, for `generation_from_proto(..., known=)`: the held
     generation's splits, which the next publish mostly carries unchanged. `gen` must be `msg`'s own conversion."""
@@ -139,10 +290,13 @@ def generation_from_proto(msg: pb.Generation, known: Mapping[bytes, CompiledSpli
             split = _split_from_proto(s, f"splits[{i}]", problems)
         if split is not None:
             splits.append(split)
+    routes = None
+    if msg.HasField("routes") and not problems:
+        routes = _routes_from_proto(msg.routes, {s.key: s for s in splits}, "routes", problems)
     if problems:
         raise SpecError(problems)
-    try:  # checks itself: the number's range, hosts served once, clusters used once
-        return Generation(msg.number, tuple(splits))
+    try:  # checks itself: the number's range, hosts served once, clusters used once, host-less splits are rules'
+        return Generation(msg.number, tuple(splits), routes)
     except SpecError as exc:
         raise SpecError(problems + list(exc.problems)) from None
 
@@ -293,6 +447,223 @@ def _cookie_from_proto(c: pb.Cookie, path: str, problems: list[str]) -> CookieSe
         same_site=same_site,
         partitioned=c.partitioned,
     )
+
+
+def _route_count_problems(r: pb.GatewayRoutes, path: str) -> list[str]:
+    """The table's oversized lists, found before anything is built from them (as `_count_problems` for a split)."""
+    p: list[str] = []
+    if len(r.listeners) > MAX_LISTENERS:
+        p.append(f"{path}.listeners: {len(r.listeners)} listeners, at most {MAX_LISTENERS} are allowed")
+    if len(r.actions) > MAX_SPLITS:
+        p.append(f"{path}.actions: {len(r.actions)} actions, at most {MAX_SPLITS} are allowed")
+    if p:
+        return p
+    total = 0
+    for i, lr in enumerate(r.listeners):
+        if len(lr.hosts) > MAX_VIRTUAL_HOSTS:
+            p.append(f"{path}.listeners[{i}].hosts: {len(lr.hosts)} hosts, at most {MAX_VIRTUAL_HOSTS} are allowed")
+            continue
+        for j, vh in enumerate(lr.hosts):
+            total += len(vh.entries)
+            if len(vh.entries) > MAX_HOST_ENTRIES:
+                p.append(
+                    f"{path}.listeners[{i}].hosts[{j}].entries: {len(vh.entries)} entries, at most {MAX_HOST_ENTRIES} "
+                    "are allowed"
+                )
+                continue
+            for k, e in enumerate(vh.entries):
+                for name, items, limit in (
+                    ("headers", e.match.headers, MAX_MATCH_HEADERS),
+                    ("query_params", e.match.query_params, MAX_MATCH_QUERY_PARAMS),
+                ):
+                    if len(items) > limit:
+                        p.append(
+                            f"{path}.listeners[{i}].hosts[{j}].entries[{k}].match.{name}: {len(items)} {name}, at "
+                            f"most {limit} are allowed"
+                        )
+    if total > MAX_TABLE_ENTRIES:
+        p.append(f"{path}.listeners: {total} entries, at most {MAX_TABLE_ENTRIES} are allowed")
+    for i, a in enumerate(r.actions):
+        if len(a.targets) > MAX_BACKEND_REFS:
+            p.append(f"{path}.actions[{i}].targets: {len(a.targets)} targets, at most {MAX_BACKEND_REFS} are allowed")
+        for where, f in [(f"{path}.actions[{i}].filters", a.filters)] + [
+            (f"{path}.actions[{i}].targets[{j}].filters", t.filters) for j, t in enumerate(a.targets[:MAX_BACKEND_REFS])
+        ]:
+            for name in ("request_headers", "response_headers"):
+                m = getattr(f, name)
+                p.extend(
+                    f"{where}.{name}.{lst}: {len(items)} headers, at most {MAX_HEADER_CHANGES} are allowed"
+                    for lst, items in (("set", m.set), ("add", m.add), ("remove", m.remove))
+                    if len(items) > MAX_HEADER_CHANGES
+                )
+    return p
+
+
+def _routes_from_proto(
+    r: pb.GatewayRoutes, splits: Mapping[str, CompiledSplit], path: str, problems: list[str]
+) -> GatewayRoutes | None:
+    refused = _route_count_problems(r, path)
+    if refused:
+        problems.extend(refused)
+        return None
+    before = len(problems)
+    listeners: list[ListenerRoutes] = []
+    for i, lr in enumerate(r.listeners):
+        lpath = f"{path}.listeners[{i}]"
+        hosts: list[VirtualHost] = []
+        for j, vh in enumerate(lr.hosts):
+            hpath = f"{lpath}.hosts[{j}]"
+            entries = [_entry_from_proto(e, f"{hpath}.entries[{k}]", problems) for k, e in enumerate(vh.entries)]
+            host = _build(problems, hpath, VirtualHost, vh.hostname, tuple(e for e in entries if e is not None))
+            if host is not None:
+                hosts.append(host)
+        listener = _build(problems, lpath, ListenerRoutes, r.gateway, lr.listener, lr.port, tuple(hosts))
+        if listener is not None:
+            listeners.append(listener)
+    actions: list[RuleAction] = []
+    for i, a in enumerate(r.actions):
+        apath = f"{path}.actions[{i}]"
+        split = None
+        if a.split:
+            split = splits.get(a.split)
+            if split is None:
+                problems.append(f"{apath}.split: {a.split[:_MAX_KEY]!r} is not a split of this generation")
+                continue
+        targets = [
+            _build(
+                problems,
+                f"{apath}.targets[{j}]",
+                BackendTarget,
+                backend=t.backend,
+                namespace=t.namespace,
+                service=t.service,
+                port=t.port,
+                weight=t.weight,
+                filters=_filters_from_proto(t.filters, f"{apath}.targets[{j}].filters", problems),
+            )
+            for j, t in enumerate(a.targets)
+        ]
+        action = _build(
+            problems,
+            apath,
+            RuleAction,
+            route=a.route,
+            rule=a.rule,
+            split=split,
+            targets=tuple(t for t in targets if t is not None),
+            error_weight=a.error_weight,
+            filters=_filters_from_proto(a.filters, f"{apath}.filters", problems),
+        )
+        if action is not None:
+            actions.append(action)
+    if len(problems) > before:
+        return None
+    return _build(problems, path, GatewayRoutes, gateway=r.gateway, listeners=tuple(listeners), actions=tuple(actions))
+
+
+def _entry_from_proto(e: pb.RouteEntry, path: str, problems: list[str]) -> RouteEntry | None:
+    m = e.match
+    path_type = _PATH_FROM_PB.get(m.path_type)
+    if path_type is None:
+        problems.append(f"{path}.match.path_type: unknown type {m.path_type}")
+        return None
+    method = None
+    if m.method:
+        try:
+            method = Method(m.method)
+        except ValueError:
+            problems.append(f"{path}.match.method: {m.method[:16]!r} is not an HTTP method the API allows")
+            return None
+    values: dict[str, list[ValueMatch]] = {"headers": [], "query_params": []}
+    for name, items in (("headers", m.headers), ("query_params", m.query_params)):
+        for k, v in enumerate(items):
+            type_ = _VALUE_FROM_PB.get(v.type)
+            if type_ is None:
+                problems.append(f"{path}.match.{name}[{k}].type: unknown type {v.type}")
+                return None
+            values[name].append(ValueMatch(type_, v.name, v.value))
+    match = RouteMatch(
+        path_type=path_type,
+        path=m.path,
+        headers=tuple(values["headers"]),
+        query_params=tuple(values["query_params"]),
+        method=method,
+    )
+    return _build(problems, path, RouteEntry, e.route, e.rule, e.match_index, match)
+
+
+def _path_modifier_from_proto(m: pb.PathModifier, path: str, problems: list[str]) -> PathModifier | None:
+    type_ = _MODIFIER_FROM_PB.get(m.type)
+    if type_ is None:
+        problems.append(f"{path}.type: unknown type {m.type}")
+        return None
+    return _build(problems, path, PathModifier, type_, m.value)
+
+
+def _filters_from_proto(f: pb.Filters, path: str, problems: list[str]) -> RuleFilters:
+    """The filters a proto carries; NO_FILTERS with the problems recorded when any part is refused (the caller's
+    value is then refused too, as `problems` grew)."""
+    before = len(problems)
+
+    def headers(m: pb.HeaderModifier, name: str, request: bool) -> HeaderModifier | None:
+        return _build(
+            problems,
+            f"{path}.{name}",
+            HeaderModifier,
+            set=tuple((h.name, h.value) for h in m.set),
+            add=tuple((h.name, h.value) for h in m.add),
+            remove=tuple(m.remove),
+            request=request,
+        )
+
+    request = headers(f.request_headers, "request_headers", True) if f.HasField("request_headers") else None
+    response = headers(f.response_headers, "response_headers", False) if f.HasField("response_headers") else None
+    redirect = None
+    if f.HasField("redirect"):
+        r, rpath = f.redirect, f"{path}.redirect"
+        scheme = None
+        if r.scheme:
+            try:
+                scheme = Scheme(r.scheme)
+            except ValueError:
+                problems.append(f"{rpath}.scheme: {r.scheme[:16]!r} must be http or https")
+        try:
+            code = RedirectCode(r.status_code or RedirectCode.FOUND)
+        except ValueError:
+            problems.append(f"{rpath}.status_code: {r.status_code} must be one of 301, 302, 303, 307, 308")
+            code = RedirectCode.FOUND
+        redirect = _build(
+            problems,
+            rpath,
+            RequestRedirect,
+            scheme=scheme,
+            hostname=r.hostname or None,
+            path=_path_modifier_from_proto(r.path, f"{rpath}.path", problems) if r.HasField("path") else None,
+            port=r.port or None,
+            status_code=code,
+        )
+    rewrite = None
+    if f.HasField("rewrite"):
+        w, wpath = f.rewrite, f"{path}.rewrite"
+        rewrite = _build(
+            problems,
+            wpath,
+            URLRewrite,
+            hostname=w.hostname or None,
+            path=_path_modifier_from_proto(w.path, f"{wpath}.path", problems) if w.HasField("path") else None,
+        )
+    if len(problems) > before:
+        return NO_FILTERS
+    out = _build(
+        problems,
+        path,
+        RuleFilters,
+        request_headers=request,
+        response_headers=response,
+        redirect=redirect,
+        rewrite=rewrite,
+    )
+    return NO_FILTERS if out is None else out
 
 
 def capabilities_from_proto(c: pb.Capabilities) -> Capabilities:

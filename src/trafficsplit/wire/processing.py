@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.type.v3 import http_status_pb2
+from google.protobuf import wrappers_pb2
 
 from trafficsplit.core import disclosure as disclosure_fields
 from trafficsplit.core.compiled import CompiledSplit, Generation
 from trafficsplit.core.decide import Decision
-from trafficsplit.core.gateway_serve import Refusal, Refused, ServedRoutes
+from trafficsplit.core.gateway_serve import HeaderEdits, Redirected, Refusal, Refused, ServedRoutes
 from trafficsplit.wire.envoy import (
     LISTENER_PORT_METADATA,
     META_DECISION,
@@ -202,6 +203,36 @@ def refused_response(out: Refused) -> ep.ProcessingResponse:
             details=f"trafficsplit_{out.reason.value}",
         )
     )
+
+
+def redirect_response(out: Redirected) -> ep.ProcessingResponse:
+    """A rule's RequestRedirect: its status and the core's Location (`gateway_filters.redirect_location`, which only
+    gives a valid header value)."""
+    return ep.ProcessingResponse(
+        immediate_response=ep.ImmediateResponse(
+            status=http_status_pb2.HttpStatus(code=out.status),  # type: ignore[arg-type]
+            headers=ep.HeaderMutation(set_headers=[_set_header("location", out.location)]),
+            details="trafficsplit_redirect",
+        )
+    )
+
+
+def edited(reply: ep.ProcessingResponse, edits: HeaderEdits) -> ep.ProcessingResponse:
+    """`reply` (a routed request's, already a copy) with a Gateway rule's request edits: set overwrites (`:path` and
+    `:authority` too: the route cache is cleared anyway), add appends, remove drops. The values are the filters'
+    (checked when the route was translated) or the request's own path rewritten."""
+    mutation = reply.request_headers.response.header_mutation
+    mutation.set_headers.extend(_set_header(n, v) for n, v in edits.set)
+    mutation.set_headers.extend(
+        # ext_proc reads the (deprecated) `append` flag here, not append_action (measured: append_action alone
+        # replaced the client's value).
+        base_pb2.HeaderValueOption(
+            header=base_pb2.HeaderValue(key=n, raw_value=v.encode()), append=wrappers_pb2.BoolValue(value=True)
+        )
+        for n, v in edits.add
+    )
+    mutation.remove_headers.extend(edits.remove)
+    return reply
 
 
 def pass_through(phase: str) -> ep.ProcessingResponse:
