@@ -107,6 +107,7 @@ def model_doc(t: Translation) -> dict[str, Any]:
             "gateway": lr.gateway,
             "listener": lr.listener,
             "port": lr.port,
+            **({"hostname": lr.hostname} if lr.hostname is not None else {}),
             "hosts": [
                 {
                     "hostname": vh.hostname,

@@ -208,3 +208,65 @@ def test_a_table_refuses_entries_without_their_rule_and_foreign_or_repeated_list
         VirtualHost("a.example.com:80", ())
     with pytest.raises(SpecError, match=r"port: 0 is not in 1\.\.65535"):
         ListenerRoutes("ns/gw", "http", 0, ())
+
+
+def _port_80(*routes: dict[str, Any]) -> Translation:
+    gw = gateway(
+        {"name": "any", "port": 80, "protocol": "HTTP"},
+        {"name": "wild", "port": 80, "protocol": "HTTP", "hostname": "*.example.com"},
+        {"name": "exact", "port": 80, "protocol": "HTTP", "hostname": "foo.example.com"},
+    )
+    return translate(
+        Inputs(
+            classes=(CLASS,),
+            gateways=(parse_gateway(gw),),
+            routes=tuple(parse_httproute(r) for r in routes),
+            services={("ns", "a"): service("a")},
+        )
+    )
+
+
+def _on(name: str, listener: str, hostnames: list[str]) -> dict[str, Any]:
+    return route(name, parentRefs=[{"name": "gw", "sectionName": listener}], hostnames=hostnames)
+
+
+def test_listeners_sharing_a_port_take_a_request_by_the_most_specific_hostname() -> None:
+    """The spec picks the listener first (exact, longest `*.`, none), then that listener's routes: a route for
+    bar.example.com on the catch-all listener does not serve bar.example.com while a `*.example.com` listener takes
+    it, even when that listener has no route for it (404)."""
+    both = (_on("r-any", "any", ["bar.example.com", "other.net"]), _on("r-all", "any", []))
+    for with_wild in (True, False):
+        extra = (_on("r-wild", "wild", []), _on("r-exact", "exact", [])) if with_wild else ()
+        t = _port_80(*both, *extra)
+        table = RouteTable(t.listeners)
+
+        def hit(host: str, table: RouteTable = table) -> str | None:
+            e = table.select(host, "/")
+            return None if e is None else e.route
+
+        assert hit("bar.example.com") == ("ns/r-wild" if with_wild else None)
+        assert hit("foo.example.com") == ("ns/r-exact" if with_wild else None)
+        assert hit("other.net") == "ns/r-any"
+        assert hit("x.y.net") == "ns/r-all"
+        assert hit("example.com") == "ns/r-all"  # `*.example.com` does not take the apex
+        content = gateway_content(t, "ns/gw")
+        assert content.routes is not None
+        (port,) = content.routes.ports()
+        assert port == 80
+    # Listeners without routes are in the table too (here, the second pass): they take their hosts, and answer 404.
+    assert {lr.listener: (lr.hostname, len(lr.hosts)) for lr in t.listeners} == {
+        "any": (None, 3),
+        "wild": ("*.example.com", 0),
+        "exact": ("foo.example.com", 0),
+    }
+
+
+def test_a_listeners_virtual_hosts_lie_within_its_hostname() -> None:
+    vh = VirtualHost("a.example.net", ())
+    with pytest.raises(SpecError, match=r"hosts\[0\]\.hostname: 'a\.example\.net' is not within"):
+        ListenerRoutes("ns/gw", "http", 80, (vh,), hostname="*.example.com")
+    with pytest.raises(SpecError, match="is not within"):
+        ListenerRoutes("ns/gw", "http", 80, (VirtualHost("*", ()),), hostname="a.example.net")
+    assert ListenerRoutes("ns/gw", "http", 80, (vh,), hostname="a.example.net").hostname == "a.example.net"
+    with pytest.raises(ValueError, match="one port"):
+        RouteTable([ListenerRoutes("ns/gw", "a", 80, ()), ListenerRoutes("ns/gw", "b", 81, ())])

@@ -281,6 +281,7 @@ def test_the_parser_and_the_receiver_refuse_the_same_table(bad: Bad) -> None:
         (lambda m: setattr(m.routes, "gateway", "gw"), "routes.listeners[0].gateway: 'gw' must be namespace/name"),
         (lambda m: m.routes.ClearField("actions"), "rule ns/shop.rule-0 has no action"),
         (lambda m: setattr(_pb_redirect(m), "scheme", "ftp"), "redirect.scheme: 'ftp' must be http or https"),
+        (lambda m: setattr(m.routes.listeners[0], "hostname", "x.example.net"), "is not within the listener's"),
     ],
 )
 def test_the_receiver_refuses_a_table_no_translation_builds(

@@ -16,11 +16,11 @@ semantics the dataplane's matching must have:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from trafficsplit.core.gateway_objects import Method, PathType, ValueMatch, ValueMatchType
-from trafficsplit.core.gateway_routes import CATCH_ALL, ListenerRoutes, RouteEntry
+from trafficsplit.core.gateway_routes import CATCH_ALL, ListenerRoutes, RouteEntry, port_virtual_hosts
 from trafficsplit.core.host import normalize_host
 from trafficsplit.core.regex import Pattern
 from trafficsplit.core.rules import compile_pattern
@@ -85,13 +85,18 @@ def _compile(e: RouteEntry) -> _CompiledEntry:
 
 
 class RouteTable:
-    """One listener's virtual hosts, compiled once; immutable after construction."""
+    """One listener's virtual hosts, or those of the listeners sharing a port (`port_virtual_hosts`: a request meets
+    the most specific listener that takes its host, and only its routes), compiled once; immutable after
+    construction."""
 
     __slots__ = ("_hosts",)
 
-    def __init__(self, listener: ListenerRoutes) -> None:
+    def __init__(self, listener: ListenerRoutes | Sequence[ListenerRoutes]) -> None:
+        listeners = (listener,) if isinstance(listener, ListenerRoutes) else tuple(listener)
+        if len({lr.port for lr in listeners}) > 1:
+            raise ValueError("a route table serves the listeners of one port")
         self._hosts: Mapping[str, tuple[_CompiledEntry, ...]] = {
-            vh.hostname: tuple(_compile(e) for e in vh.entries) for vh in listener.hosts
+            vh.hostname: tuple(_compile(e) for e in vh.entries) for vh in port_virtual_hosts(listeners)
         }
 
     def _virtual_host(self, authority: str) -> tuple[_CompiledEntry, ...]:

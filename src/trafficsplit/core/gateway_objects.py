@@ -10,8 +10,9 @@ Two kinds of problem, kept apart because the spec answers them differently:
 - a body whose shape is wrong (a missing name, a list over its bound, a hostname that is no hostname) raises
   `SpecError`: the API server would have refused it, there is nothing to translate;
 - a well-formed rule that uses what this implementation does not support (a RequestMirror or CORS filter, timeouts,
-  a regex over the RE2 bound, a header value with a control byte) is kept, with its `problems`: the translation drops that rule and says so in the route's status
-  (`UnsupportedValue`, `PartiallyInvalid`), as the spec asks, instead of silently ignoring the field.
+  a regex over the RE2 bound, a header value with a control byte) is kept, with its `problems`: the translation
+  drops that rule and says so in the route's status (`UnsupportedValue`, `PartiallyInvalid`), as the spec asks,
+  instead of silently ignoring the field.
 """
 
 from __future__ import annotations

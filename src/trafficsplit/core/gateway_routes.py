@@ -12,7 +12,7 @@ its split (host-less: the table, not a host, selects it), the share that answers
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -104,19 +104,40 @@ class VirtualHost:
             raise SpecError(problems)
 
 
+def covers(listener_hostname: str | None, name: str) -> bool:
+    """Whether a listener with `listener_hostname` (None: every host) takes requests for `name` (a host, a `*.`
+    suffix, or CATCH_ALL): the same name, or strictly under the listener's `*.` suffix."""
+    if listener_hostname is None:
+        return True
+    if name == listener_hostname:
+        return True
+    suffix = listener_hostname[1:]  # ".example.com" of "*.example.com"
+    return listener_hostname.startswith("*.") and name.endswith(suffix) and len(name) > len(suffix)
+
+
 @dataclass(frozen=True, slots=True)
 class ListenerRoutes:
-    """One listener of a Gateway: its port and virtual hosts."""
+    """One listener of a Gateway: its port, its hostname (None: every host) and virtual hosts, each within it."""
 
     gateway: str  # namespace/name
     listener: str
     port: int
     hosts: tuple[VirtualHost, ...]
+    # Keyword-only, after the positional four: callers built ListenerRoutes positionally before it was carried.
+    hostname: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         problems = key_problems("gateway", self.gateway)
         if not is_dns_subdomain(self.listener):
             problems.append(f"listener: {self.listener[:64]!r} must be a DNS subdomain (a listener's name)")
+        if self.hostname is not None and not is_host(self.hostname):
+            problems.append(f"hostname: {self.hostname[:64]!r} is not a host name or a *. wildcard")
+        else:
+            problems += [
+                f"hosts[{i}].hostname: {vh.hostname!r} is not within the listener's hostname {self.hostname!r}"
+                for i, vh in enumerate(self.hosts)
+                if not covers(self.hostname, vh.hostname)
+            ]
         if not 1 <= self.port <= 65535:
             problems.append(f"port: {self.port} is not in 1..65535")
         if len(self.hosts) > MAX_VIRTUAL_HOSTS:
@@ -260,3 +281,49 @@ class GatewayRoutes:
     def action_for(self, entry: RouteEntry) -> RuleAction:
         """The action of the rule `entry` selects (always present: the table checks it)."""
         return self.by_rule[entry.rule_key]
+
+    def ports(self) -> dict[int, tuple[VirtualHost, ...]]:
+        """Per port, the virtual hosts that serve it (`port_virtual_hosts` of its listeners): what one Envoy listener's
+        route configuration holds."""
+        by_port: dict[int, list[ListenerRoutes]] = {}
+        for lr in self.listeners:
+            by_port.setdefault(lr.port, []).append(lr)
+        return {port: port_virtual_hosts(lrs) for port, lrs in sorted(by_port.items())}
+
+
+def _specificity(name: str | None) -> tuple[int, int]:
+    """Exact names before `*.` suffixes (longer first) before every host: the spec's listener order, Envoy's domains."""
+    if name is None or name == CATCH_ALL:
+        return (2, 0)
+    if name.startswith("*."):
+        return (1, -len(name))
+    return (0, 0)
+
+
+def port_virtual_hosts(listeners: Sequence[ListenerRoutes]) -> tuple[VirtualHost, ...]:
+    """The listeners sharing one port, as one set of virtual hosts Envoy can match (exact, then longest `*.` suffix,
+    then `*`) with the spec's result: a request goes to the most specific listener whose hostname takes its host, and
+    only that listener's routes serve it (a route's `foo.example.com` on a catch-all listener does not take a host a
+    `*.example.com` listener of the port covers).
+
+    One virtual host per name that is a listener's hostname or one of their virtual hosts. Every host Envoy sends to a
+    name has the same most specific listener (a longer name would have caught it), so each name takes the entries of
+    that listener's virtual host for it (its own name, else its longest `*.` suffix, else its `*`), or none: the
+    spec's 404, where falling through to a less specific listener would be wrong."""
+    names: set[str] = set()
+    for lr in listeners:
+        names.add(CATCH_ALL if lr.hostname is None else lr.hostname)
+        names.update(vh.hostname for vh in lr.hosts)
+    out: list[VirtualHost] = []
+    for name in sorted(names, key=lambda n: (_specificity(n), n)):
+        owners = [lr for lr in listeners if covers(lr.hostname, name)]
+        if not owners:
+            continue  # no listener takes it (only a listener's own name or virtual hosts are names)
+        owner = min(owners, key=lambda lr: _specificity(lr.hostname))
+        own = {vh.hostname: vh for vh in owner.hosts}
+        best = own.get(name)
+        if best is None:
+            under = [vh for vh in owner.hosts if vh.hostname.startswith("*.") and covers(vh.hostname, name)]
+            best = min(under, key=lambda vh: _specificity(vh.hostname)) if under else own.get(CATCH_ALL)
+        out.append(VirtualHost(name, best.entries if best is not None else ()))
+    return tuple(out)

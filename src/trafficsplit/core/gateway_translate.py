@@ -555,13 +555,17 @@ def translate(inputs: Inputs) -> Translation:
         for v in views[key]:
             n = attached_count.get((key, v.listener.name), 0)
             listener_status.append(ListenerStatus(v.listener.name, v.supported_kinds, n, v.conditions))
-            by_host = tables.get((key, v.listener.name))
-            if by_host:
+            # Every listener that serves, routes or none: one without routes still takes its hosts from a less
+            # specific listener of its port (and answers 404), so the port's table must know it.
+            by_host = tables.get((key, v.listener.name), {})
+            if v.usable:
                 hosts_ = tuple(
                     VirtualHost(h, tuple(e for _, e in sorted(entries, key=lambda x: _precedence(*x))))
                     for h, entries in sorted(by_host.items())
                 )
-                listeners.append(ListenerRoutes(key, v.listener.name, v.listener.port, hosts_))
+                listeners.append(
+                    ListenerRoutes(key, v.listener.name, v.listener.port, hosts_, hostname=v.listener.hostname)
+                )
         gateway_status.append(GatewayStatus(key, _gateway_conditions(gw, views[key]), tuple(listener_status)))
     return Translation(
         listeners=tuple(listeners),

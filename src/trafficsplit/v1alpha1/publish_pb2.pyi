@@ -182,14 +182,16 @@ class VirtualHost(_message.Message):
     def __init__(self, hostname: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[RouteEntry, _Mapping]]] = ...) -> None: ...
 
 class ListenerRoutes(_message.Message):
-    __slots__ = ("listener", "port", "hosts")
+    __slots__ = ("listener", "port", "hosts", "hostname")
     LISTENER_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     listener: str
     port: int
     hosts: _containers.RepeatedCompositeFieldContainer[VirtualHost]
-    def __init__(self, listener: _Optional[str] = ..., port: _Optional[int] = ..., hosts: _Optional[_Iterable[_Union[VirtualHost, _Mapping]]] = ...) -> None: ...
+    hostname: str
+    def __init__(self, listener: _Optional[str] = ..., port: _Optional[int] = ..., hosts: _Optional[_Iterable[_Union[VirtualHost, _Mapping]]] = ..., hostname: _Optional[str] = ...) -> None: ...
 
 class Header(_message.Message):
     __slots__ = ("name", "value")

@@ -181,6 +181,7 @@ def routes_to_proto(routes: GatewayRoutes) -> pb.GatewayRoutes:
             pb.ListenerRoutes(
                 listener=lr.listener,
                 port=lr.port,
+                hostname=lr.hostname or "",
                 hosts=[
                     pb.VirtualHost(
                         hostname=vh.hostname,
@@ -517,7 +518,9 @@ def _routes_from_proto(
             host = _build(problems, hpath, VirtualHost, vh.hostname, tuple(e for e in entries if e is not None))
             if host is not None:
                 hosts.append(host)
-        listener = _build(problems, lpath, ListenerRoutes, r.gateway, lr.listener, lr.port, tuple(hosts))
+        listener = _build(
+            problems, lpath, ListenerRoutes, r.gateway, lr.listener, lr.port, tuple(hosts), hostname=lr.hostname or None
+        )
         if listener is not None:
             listeners.append(listener)
     actions: list[RuleAction] = []
