@@ -2,12 +2,18 @@
 group of the GATEWAY-HTTP profile (tests/support/conformance.py, QUICK_TESTS), run by the suite's own binary against
 the chart installed with Gateway API on. The whole profile is `make conformance` (docs/gateway-api.md).
 
-Runs after test_6 has uninstalled the tier's release: it installs its own, with ``gatewayAPI.enabled``.
-A conformance test that fails (or is missing from the results) fails this test, naming it.
+Runs last: every release left by the earlier tests (test_7 keeps the README's) is uninstalled first, so one operator
+answers our GatewayClass; then it installs its own, with ``gatewayAPI.enabled``. A conformance test that fails (or is
+missing from the results) fails this test, naming it.
+
+Expected to fail until issue 20's pieces land (the operator provisioning a data plane per Gateway and publishing its
+route table; docs/gateway-api.md, "Running the conformance suite"): strict, so the first run that passes fails here
+and says to remove the marker.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -18,9 +24,20 @@ from tests.support import conformance
 pytestmark = pytest.mark.e2e
 
 
+def _uninstall_every_release(cluster: Cluster) -> None:
+    out = cluster.helm("list", "-A", "-o", "json").stdout
+    for rel in json.loads(out or "[]"):
+        cluster.helm("uninstall", rel["name"], "-n", rel["namespace"], "--wait", "--timeout", "3m")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 20 not complete: no data plane is provisioned per Gateway yet (remove this marker when it passes)",
+)
 def test_conformance_quick(cluster: Cluster, tmp_path: Path) -> None:
     if cluster.containerd_sock is None:
         pytest.skip(f"{cluster.name}: the conformance images are imported into the local node's containerd only")
+    _uninstall_every_release(cluster)
     run = conformance.run_suite(
         cluster,
         containerd_sock=cluster.containerd_sock,

@@ -425,9 +425,11 @@ def run_suite(
     report: Path,
     tests: Sequence[str] | None = None,
     timeout_s: float = FULL_TIMEOUT_S,
+    run: Run | None = None,
 ) -> Run:
-    """Images, CRDs, chart, GatewayClass, the ClusterIP check, then the suite (see the module's docstring)."""
-    run = Run()
+    """Images, CRDs, chart, GatewayClass, the ClusterIP check, then the suite (see the module's docstring). Fills
+    ``run`` as it goes, so a step that raises leaves the timings of the steps before it."""
+    run = run if run is not None else Run()
     bins = ensure_binaries()
     t = time.monotonic()
     print("conformance: importing echo-basic and the stand-ins", flush=True)
@@ -525,12 +527,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tests.support.localnode import local_node
 
     t0 = time.monotonic()
-    run: Run | None = None
+    run = Run()
     artifacts = Path(os.environ.get("E2E_ARTIFACTS") or REPO_ROOT / "e2e-artifacts") / "conformance"
     with tempfile.TemporaryDirectory(prefix="trafficsplit-conformance-") as tmp:
         work = Path(tmp)
         report = work / "report.yaml"
-        with local_node(keep_logs=lambda: args.keep_logs or run is None or failed(run)) as node:
+        with local_node(keep_logs=lambda: args.keep_logs or failed(run)) as node:
             cluster = Cluster(
                 name="local node",
                 kubeconfig=node.kubeconfig,
@@ -541,16 +543,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             booted = time.monotonic() - t0
             print(f"conformance: local node Ready in {node.started_seconds:.1f}s ({booted:.1f}s with builds)")
-            run = run_suite(
-                cluster,
-                containerd_sock=node.containerd_sock,
-                pause=pause_binary(),
-                work=work,
-                report=report,
-                tests=tests,
-                timeout_s=QUICK_TIMEOUT_S if tests else FULL_TIMEOUT_S,
-            )
-            run.timings = {"node_boot_s": node.started_seconds, "node_with_builds_s": booted, **run.timings}
+            run.timings.update(node_boot_s=node.started_seconds, node_with_builds_s=booted)
+            try:
+                run_suite(
+                    cluster,
+                    containerd_sock=node.containerd_sock,
+                    pause=pause_binary(),
+                    work=work,
+                    report=report,
+                    tests=tests,
+                    timeout_s=QUICK_TIMEOUT_S if tests else FULL_TIMEOUT_S,
+                    run=run,
+                )
+            except (AssertionError, RuntimeError, subprocess.SubprocessError) as e:
+                # A step before the suite failed (install, GatewayClass, ClusterIP): say which, keep the logs.
+                run.notes.append(f"harness step failed: {str(e).strip()[:2000]}")
         artifacts.mkdir(parents=True, exist_ok=True)
         if run.result is not None:
             (artifacts / "conformance.log").write_text(run.result.log.read_text(errors="replace"))
@@ -566,8 +573,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"conformance: report written to {dest.relative_to(REPO_ROOT)}")
     if run.result is not None:
         run.result = dataclasses.replace(run.result, log=artifacts / "conformance.log")
+    run.timings["total_s"] = time.monotonic() - t0
+    (artifacts / "timings.json").write_text(json.dumps(run.timings, indent=1) + "\n")
     print(summary(run))
-    print(f"conformance: total {time.monotonic() - t0:.1f}s")
+    print(f"conformance: total {run.timings['total_s']:.1f}s (timings in {artifacts / 'timings.json'})")
     return 1 if failed(run) else 0
 
 
