@@ -14,7 +14,8 @@ What :func:`run_suite` does on a running cluster, each step bounded:
 3. installs the chart with ``gatewayAPI.enabled=true`` (when the chart has that value) and the node's images;
 4. waits for a GatewayClass of our controller to be ``Accepted`` (creates one named ``trafficsplit`` when the chart
    made none, as a user would);
-5. checks that a ClusterIP Service answers from the host (the suite dials each Gateway's address from here);
+5. (done right after the images, before the chart) checks that a ClusterIP Service answers from the host (the suite
+   dials each Gateway's address from here);
 6. runs the conformance binary with the GATEWAY-HTTP profile, :data:`SUPPORTED_FEATURES` and :data:`SKIP_TESTS`,
    and reads every test's result from its ``-test.v`` output and the ``ConformanceReport`` it writes.
 """
@@ -427,7 +428,7 @@ def run_suite(
     timeout_s: float = FULL_TIMEOUT_S,
     run: Run | None = None,
 ) -> Run:
-    """Images, CRDs, chart, GatewayClass, the ClusterIP check, then the suite (see the module's docstring). Fills
+    """Images, the ClusterIP check, CRDs, chart, GatewayClass, then the suite (see the module's docstring). Fills
     ``run`` as it goes, so a step that raises leaves the timings of the steps before it."""
     run = run if run is not None else Run()
     bins = ensure_binaries()
@@ -435,6 +436,11 @@ def run_suite(
     print("conformance: importing echo-basic and the stand-ins", flush=True)
     import_images(containerd_sock, bins, pause, work)
     run.timings["images_s"] = time.monotonic() - t
+    # Before the chart: the node's own path to a ClusterIP is checked even when the install fails.
+    t = time.monotonic()
+    pod = clusterip_preflight(cluster)
+    run.timings["clusterip_check_s"] = time.monotonic() - t
+    run.notes.append(f"a ClusterIP Service answered from the host through kube-proxy (pod {pod})")
     t = time.monotonic()
     print("conformance: installing the Gateway API CRDs and the chart", flush=True)
     run.notes += install(cluster)
@@ -444,10 +450,6 @@ def run_suite(
     run.timings["gateway_class_s"] = time.monotonic() - t
     if not run.class_accepted:
         run.notes.append(f"GatewayClass {run.gateway_class} not Accepted after {CLASS_TIMEOUT_S}s (run anyway)")
-    t = time.monotonic()
-    pod = clusterip_preflight(cluster)
-    run.timings["clusterip_check_s"] = time.monotonic() - t
-    run.notes.append(f"a ClusterIP Service answered from the host through kube-proxy (pod {pod})")
     print(f"conformance: running the suite (log: {work / 'conformance.log'})", flush=True)
     run.result = run_conformance(
         cluster,
