@@ -17,7 +17,8 @@ t0=$(date +%s)
 trap 'echo "conformance.sh: total $(($(date +%s) - t0))s"' EXIT
 [[ "$(uname -s)" == Linux && "$(id -u)" == 0 ]] || { echo "conformance.sh: needs Linux and root (the local node)" >&2; exit 2; }
 
-venv_bin=$(bash hack/venv.sh test | tail -n 1)
+# The same extras as hack/test.sh: the venv's stamp then matches and neither reinstalls it.
+venv_bin=$(bash hack/venv.sh test,bench | tail -n 1)
 export PATH="$venv_bin:$PATH"
 bash hack/build-controlplane.sh >/dev/null
 bash hack/build-gateway-api.sh >/dev/null
