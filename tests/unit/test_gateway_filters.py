@@ -170,6 +170,10 @@ def _rule(**fields: Any) -> dict[str, Any]:
             "spec.rules[0].filters[1]: RequestHeaderModifier filter cannot be repeated",
         ),
         (
+            {"filters": [{"type": "RequestRedirect", "requestRedirect": {}, "urlRewrite": {}}]},
+            "spec.rules[0].filters[0].urlRewrite: must be nil if the filter type is not URLRewrite",
+        ),
+        (
             {"filters": [{"type": "URLRewrite"}]},
             "spec.rules[0].filters[0].urlRewrite: must be specified for filter type URLRewrite",
         ),

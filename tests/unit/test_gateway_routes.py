@@ -270,3 +270,10 @@ def test_a_listeners_virtual_hosts_lie_within_its_hostname() -> None:
     assert ListenerRoutes("ns/gw", "http", 80, (vh,), hostname="a.example.net").hostname == "a.example.net"
     with pytest.raises(ValueError, match="one port"):
         RouteTable([ListenerRoutes("ns/gw", "a", 80, ()), ListenerRoutes("ns/gw", "b", 81, ())])
+
+
+def test_a_listener_name_that_is_no_section_name_is_refused_while_parsing() -> None:
+    """The CRD's SectionName pattern: such a Gateway never reaches the translation, whose ListenerRoutes would refuse
+    the name (an exception there would stop the translation of every other Gateway)."""
+    with pytest.raises(SpecError, match=r"spec\.listeners\[0\]\.name: 'Web_1' must be"):
+        parse_gateway(gateway({"name": "Web_1", "port": 80, "protocol": "HTTP"}))

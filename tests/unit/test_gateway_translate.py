@@ -21,9 +21,10 @@ from trafficsplit.core.gateway_objects import (
     parse_gateway_class,
     parse_httproute,
 )
-from trafficsplit.core.gateway_translate import Inputs, Translation, intersect_hostnames, translate
+from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, intersect_hostnames, translate
 from trafficsplit.core.resolve import ServiceInfo, ServicePort
 from trafficsplit.core.spec import parse_split
+from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 CLASS = parse_gateway_class(
     {"metadata": {"name": "ts"}, "spec": {"controllerName": "trafficsplit.dev/gateway-controller"}}
@@ -324,7 +325,11 @@ _JSON = st.recursive(
     | st.integers(-(2**70), 2**70)
     | st.text(max_size=12)
     | st.sampled_from(
-        ["Exact", "PathPrefix", "RegularExpression", "/", "gw", "a", "Cookie", "Header", "Permanent", "1h", "HTTP"]
+        [
+            *("Exact", "PathPrefix", "RegularExpression", "/", "gw", "a", "Cookie", "Header", "Permanent", "1h"),
+            *("HTTP", "RequestHeaderModifier", "ResponseHeaderModifier", "RequestRedirect", "URLRewrite"),
+            *("ReplacePrefixMatch", "ReplaceFullPath", "https", "X-A", "host", "a.example.com", 301),
+        ]
     ),
     lambda inner: (
         st.lists(inner, max_size=4)
@@ -332,6 +337,18 @@ _JSON = st.recursive(
             st.text(max_size=8)
             | st.sampled_from(
                 [
+                    "requestHeaderModifier",
+                    "responseHeaderModifier",
+                    "requestRedirect",
+                    "urlRewrite",
+                    "set",
+                    "add",
+                    "remove",
+                    "replacePrefixMatch",
+                    "replaceFullPath",
+                    "hostname",
+                    "statusCode",
+                    "scheme",
                     "path",
                     "type",
                     "value",
@@ -350,7 +367,7 @@ _JSON = st.recursive(
     ),
     max_leaves=20,
 )
-_PLACES = ("spec", "rules", "rule", "match", "backendRef", "parentRef", "session", "hostnames")
+_PLACES = ("spec", "rules", "rule", "match", "backendRef", "parentRef", "session", "hostnames", "filter", "refFilter")
 
 
 @settings(max_examples=200, deadline=None)
@@ -373,6 +390,10 @@ def test_hostile_route_bodies_are_refused_by_name_or_translated(place: str, valu
         body["spec"]["parentRefs"] = [value]
     elif place == "session":
         rule["sessionPersistence"] = value
+    elif place == "filter":
+        rule["filters"] = [value]
+    elif place == "refFilter":
+        rule["backendRefs"][0]["filters"] = [value]
     else:
         body["spec"]["hostnames"] = value
     try:
@@ -380,7 +401,10 @@ def test_hostile_route_bodies_are_refused_by_name_or_translated(place: str, valu
     except SpecError as exc:
         assert exc.problems and all(isinstance(p, str) and ":" in p for p in exc.problems)
         return
-    translate(Inputs(classes=(CLASS,), gateways=(parse_gateway(gateway()),), routes=(parsed,)))
+    t = translate(Inputs(classes=(CLASS,), gateways=(parse_gateway(gateway()),), routes=(parsed,)))
+    # What translates is a valid generation, and the publish API carries it there and back unchanged.
+    gen = gateway_content(t, "ns/gw").stamp(1)
+    assert generation_from_proto(generation_to_proto(gen)) == gen
 
 
 @settings(max_examples=150, deadline=None)

@@ -22,6 +22,8 @@ from trafficsplit.cli.common import EXIT_OK, UsageError, emit_json
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
 from trafficsplit.cli.planview import render, to_json
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_objects import RouteRule, parse_httproute
+from trafficsplit.core.gateway_translate import find_rule, rule_weights
 from trafficsplit.core.plan import Plan, estimate_plan, plan
 from trafficsplit.core.spec import DeclaredBackend, declared_backends
 from trafficsplit.core.weights import Weights, parse_pairs
@@ -29,7 +31,17 @@ from trafficsplit.core.weights import Weights, parse_pairs
 
 def add_live_arguments(parser: argparse.ArgumentParser) -> None:
     """The live form's arguments, added to the `plan` parser (which keeps --from/--to for the offline form)."""
-    parser.add_argument("name", nargs="?", metavar="NAME", help="a TrafficSplit: plan from its live weights")
+    parser.add_argument(
+        "name",
+        nargs="?",
+        metavar="NAME",
+        help="a TrafficSplit, or httproute/NAME with --rule: plan from its live weights",
+    )
+    parser.add_argument(
+        "--rule",
+        metavar="N",
+        help="with httproute/NAME: the rule (its index, or its name) whose backendRefs' weights change",
+    )
     parser.add_argument(
         "--set",
         dest="assignments",
@@ -128,6 +140,11 @@ def run_live(args: argparse.Namespace, out: TextIO) -> int:
     if args.assignments is None:
         raise UsageError(f"plan {args.name} needs --set NAME=W,... (the backends that change)")
     assignments = parse_assignments(args.assignments)
+    kind, _, route_name = args.name.partition("/")
+    if route_name and kind.lower() in ROUTE_KINDS:
+        return _run_route(args, route_name, assignments, out)
+    if args.rule is not None:
+        raise UsageError("--rule goes with httproute/NAME")
     cluster = Cluster.connect(args)
     ref = cluster.ref(args.name)
     current = spec_backends(ref, cluster.get(args.name))
@@ -141,4 +158,47 @@ def run_live(args: argparse.Namespace, out: TextIO) -> int:
         emit_json({"trafficsplit": trafficsplit, **to_json(result, draining_of(proposed))}, out)
     else:
         out.write(f"{ref}\n" + render(result, flag="--set", draining=draining_of(proposed)))
+    return EXIT_OK
+
+
+# How kubectl spells the kind in `kind/name`.
+ROUTE_KINDS = frozenset({"httproute", "httproutes", "httproute.gateway.networking.k8s.io"})
+
+
+def route_plan(
+    ref: Ref, obj: Mapping[str, Any], rule: str, assignments: Sequence[tuple[str, int]], samples: int | None = None
+) -> tuple[RouteRule, Plan]:
+    """The plan for one rule of a live HTTPRoute: the same core weights and planner as a TrafficSplit's, over the
+    rule's backendRefs by their split names (`gateway_translate.rule_weights`)."""
+    try:
+        found = find_rule(parse_httproute(obj), rule)
+        before = rule_weights(found)
+    except SpecError as exc:
+        raise SpecError([p if p.startswith(f"{ref.namespace}/") else f"{ref}: {p}" for p in exc.problems]) from exc
+    unknown = [n for n, _ in assignments if n not in before.names]
+    if unknown:
+        raise UsageError(
+            f"--set: {ref} rule {found.index} has no backendRef {unknown[0]!r}; its backends are "
+            f"{', '.join(before.names)}. A new backendRef needs a port: add it to the route"
+        )
+    new = dict(assignments)
+    try:
+        after = Weights(before.names, tuple(new.get(n, w) for n, w in before.items()))
+        result = plan(before, after) if samples is None else estimate_plan(before, after, samples=samples)
+    except SpecError as exc:
+        raise SpecError([f"{ref}: {p}" for p in exc.problems]) from exc
+    return found, result
+
+
+def _run_route(args: argparse.Namespace, name: str, assignments: Sequence[tuple[str, int]], out: TextIO) -> int:
+    if args.rule is None:
+        raise UsageError(f"plan {args.name} needs --rule N (the rule whose weights change)")
+    cluster = Cluster.connect(args)
+    ref = Ref(cluster.namespace, name, "httproute")
+    rule, result = route_plan(ref, cluster.get_httproute(name), args.rule, assignments, args.sample)
+    if args.json:
+        route = {"namespace": ref.namespace, "name": ref.name, "rule": rule.index}
+        emit_json({"httproute": route, **to_json(result, frozenset())}, out)
+    else:
+        out.write(f"{ref} rule {rule.index}\n" + render(result, flag="--set"))
     return EXIT_OK

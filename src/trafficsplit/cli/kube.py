@@ -25,6 +25,7 @@ from trafficsplit.cli.common import Handler
 
 GROUP, VERSION, PLURAL = "trafficsplit.dev", "v1alpha1", "trafficsplits"
 API_VERSION = f"{GROUP}/{VERSION}"
+HTTPROUTE, HTTPROUTE_PLURAL = ("gateway.networking.k8s.io", "v1"), "httproutes"
 FIELD_MANAGER = "kubectl-trafficsplit"
 EXIT_KUBE = 1
 # Where a pod's service-account namespace lives; kubectl uses it when running in a cluster without a kubeconfig.
@@ -39,9 +40,10 @@ class KubeError(Exception):
 class Ref:
     namespace: str
     name: str
+    kind: str = "trafficsplit"
 
     def __str__(self) -> str:
-        return f"trafficsplit {self.namespace}/{self.name}"
+        return f"{self.kind} {self.namespace}/{self.name}"
 
 
 def add_kube_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,6 +132,15 @@ class Cluster:
             ref,
             lambda: self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, ref.namespace, PLURAL, ref.name, _preload_content=False
+            ),
+        )
+
+    def get_httproute(self, name: str) -> dict[str, Any]:
+        ref = Ref(self.namespace, name, "httproute")
+        return self._call(
+            ref,
+            lambda: self.custom.get_namespaced_custom_object(
+                *HTTPROUTE, ref.namespace, HTTPROUTE_PLURAL, ref.name, _preload_content=False
             ),
         )
 

@@ -515,6 +515,9 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
             r.add(p, "expected an object")
             continue
         name = r.text(raw, "name", p, MAX_SECTION_NAME, required=True)
+        if name is not None and not is_dns_subdomain(name):
+            r.add(f"{p}.name", f"{name[:64]!r} must be a section name (lowercase letters, digits, '-', '.')")
+            name = None
         hostname = _hostname(r.text(raw, "hostname", p, 253), f"{p}.hostname", r)
         port = r.integer(raw, "port", p, 1, 65535)
         if port is None and "port" not in raw:
@@ -853,9 +856,9 @@ def _filters(raw: Any, rel: str, r: _Reader, p: str, unsupported: list[str], *, 
             continue
         seen.add(type_)
         key = _FILTER_FIELD[type_]
-        for other in _FILTER_FIELD.values():
+        for other_type, other in _FILTER_FIELD.items():
             if other != key and other in f:
-                r.add(f"{fp}.{other}", f"must be nil if the filter type is not {other[0].upper()}{other[1:]}")
+                r.add(f"{fp}.{other}", f"must be nil if the filter type is not {other_type}")
         body = f.get(key)
         if not isinstance(body, Mapping):
             r.add(f"{fp}.{key}", f"must be specified for filter type {type_}")

@@ -34,6 +34,7 @@ from trafficsplit.core.gateway_objects import (
     CONTROLLER_NAME,
     GATEWAY_GROUP,
     HTTPROUTE_KIND,
+    BackendRef,
     CookieLifetime,
     FromNamespaces,
     Gateway,
@@ -60,6 +61,7 @@ from trafficsplit.core.resolve import ServiceInfo, SliceInfo, endpoints_for
 from trafficsplit.core.rules import Endpoint, is_dns_label
 from trafficsplit.core.spec import BackendSpec, SplitSpec
 from trafficsplit.core.status import MAX_CONDITION_MESSAGE, Condition
+from trafficsplit.core.weights import Weights
 
 
 class RouteReason(StrEnum):
@@ -306,7 +308,7 @@ def _resolve_refs(
     ok: list[tuple[BackendTarget, ServiceInfo]] = []
     problems: list[_RefProblem] = []
     error_weight = 0
-    names = [ref.name for ref in rule.backend_refs]
+    names = split_backend_names(rule.backend_refs)
     source = GrantFrom(GATEWAY_GROUP, "HTTPRoute", route.meta.namespace)
     for j, ref in enumerate(rule.backend_refs):
         where = f"rules[{rule.index}].backendRefs[{j}]"
@@ -340,8 +342,7 @@ def _resolve_refs(
             error_weight += ref.weight
             continue
         assert svc is not None and ref.port is not None
-        # The split's backend name: the Service's, made unique within the rule when two refs name the same one.
-        name = ref.name if names.count(ref.name) == 1 else f"{ref.name[:58]}-{j}"
+        name = names[j]
         ok.append(
             (
                 BackendTarget(
@@ -356,6 +357,31 @@ def _resolve_refs(
             )
         )
     return ok, problems, error_weight
+
+
+def split_backend_names(refs: Sequence[BackendRef]) -> list[str]:
+    """Each backendRef's name in its rule's split: the Service's, made unique within the rule (`<name>-<index>`)
+    when two refs name the same one."""
+    names = [ref.name for ref in refs]
+    return [n if names.count(n) == 1 else f"{n[:58]}-{j}" for j, n in enumerate(names)]
+
+
+def find_rule(route: HTTPRoute, rule: str) -> RouteRule:
+    """A rule by index (`0`) or by its `name`; SpecError naming the rules there are."""
+    for r in route.rules:
+        if rule == str(r.index) or (r.name is not None and rule == r.name):
+            return r
+    have = ", ".join(str(r.index) + (f" ({r.name})" if r.name else "") for r in route.rules)
+    raise SpecError([f"{route.meta.key} has no rule {rule[:64]!r}; its rules: {have}"])
+
+
+def rule_weights(rule: RouteRule) -> Weights:
+    """The weights a rule's split picks with, by the split's backend names: its core Service backendRefs as written
+    (whether each resolves is the cluster's to say: the weight of one that does not answers 500 instead)."""
+    names = split_backend_names(rule.backend_refs)
+    return Weights.of(
+        (names[j], ref.weight) for j, ref in enumerate(rule.backend_refs) if (ref.group, ref.kind) == ("", "Service")
+    )
 
 
 def _cookie(route: HTTPRoute, rule: RouteRule) -> tuple[CookieSettings | None, list[str]]:
