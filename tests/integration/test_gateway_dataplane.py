@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from scipy.stats import chisquare
 
-from tests.support.dataplane import Connection, NameBackends, Response, name_backends  # noqa: F401
+from tests.support.dataplane import TRANSPORTS, Connection, NameBackends, Response, name_backends  # noqa: F401
 from tests.support.gatewayplane import GatewayPlane
 from trafficsplit.core.compiled import Generation
 from trafficsplit.core.gateway_serve import in_error_share
@@ -75,9 +75,14 @@ ROUTES = [
 
 
 @pytest.fixture
-def plane(name_backends: NameBackends) -> Iterator[GatewayPlane]:  # noqa: F811
+def transport() -> str:
+    return "grpc"
+
+
+@pytest.fixture
+def plane(name_backends: NameBackends, transport: str) -> Iterator[GatewayPlane]:  # noqa: F811
     with tempfile.TemporaryDirectory(prefix="ts-gwplane-") as d:
-        gp = GatewayPlane.start(Path(d), name_backends, [80, 8081])
+        gp = GatewayPlane.start(Path(d), name_backends, [80, 8081], transport)
         try:
             yield gp
         finally:
@@ -133,20 +138,26 @@ def test_a_70_30_0_rule_spreads_cookieless_requests_by_the_cores_pick_of_the_req
     responses = fetch(plane.ports[80], jobs)
     assert [r.status for r in responses] == [200] * n
     counts = {"stable": 0, "canary": 0, "blue": 0}
-    mismatched = 0
-    for r in responses:
+    mismatched = kept_ids = 0
+    for (_, _, sent), r in zip(jobs, responses, strict=True):
         counts[r.backend] += 1
-        # The id the decision was made for is the one the backend received (Envoy generates an edge request's id).
+        # The id the decision was made for is the one the backend received (Envoy generates an edge request's id
+        # unless it keeps the client's).
         rid = r.header("x-seen-request-id")
         assert rid
+        kept_ids += rid == sent[0][1]
         mismatched += r.backend != split.weights.pick(rid)
     result = chisquare([counts["stable"], counts["canary"]], [0.7 * n, 0.3 * n])
-    print(f"\n70/30/0 over {n} cookie-less requests: {counts}, chi2={result.statistic:.3f}, p={result.pvalue:.3f}")
+    print(
+        f"\n70/30/0 over {n} cookie-less requests: {counts}, chi2={result.statistic:.3f}, p={result.pvalue:.3f}, "
+        f"{n - mismatched} decisions equal to the core's pick, client's request id kept in {kept_ids}"
+    )
     assert counts["blue"] == 0
     assert mismatched == 0
     assert result.pvalue > P_MIN, counts
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_404_500_and_the_500_share_and_per_listener_tables(plane: GatewayPlane) -> None:
     gen = plane.publish(LISTENERS, ROUTES)
     port, admin = plane.ports[80], plane.ports[8081]
@@ -252,6 +263,7 @@ FILTERS = route(
 )
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_header_filters_rewrite_and_redirect(plane: GatewayPlane) -> None:
     plane.publish(LISTENERS, [FILTERS])
     port = plane.ports[80]
@@ -288,3 +300,27 @@ def test_header_filters_rewrite_and_redirect(plane: GatewayPlane) -> None:
         f"rewrite: {rewritten.header('x-seen-authority')}{rewritten.header('x-seen-path')}; "
         f"redirect: {redirected.status} {redirected.header('location')}"
     )
+
+
+def test_session_persistence_keeps_a_session_on_the_cores_pick_of_its_cookie(plane: GatewayPlane) -> None:
+    sticky = route(
+        "sticky",
+        "http",
+        [
+            {
+                "backendRefs": [ref("stable", 50), ref("canary", 50)],
+                "sessionPersistence": {"sessionName": "gw-session"},
+            }
+        ],
+    )
+    gen = plane.publish(LISTENERS, [sticky])
+    split = rule_split(gen, "ns/sticky.rule-0")
+    firsts = fetch(plane.ports[80], [(HOST, "/", []) for _ in range(40)])
+    cookies = [r.cookie("gw-session") for r in firsts]
+    assert all(cookies), "every first response mints the session cookie"
+    again = fetch(plane.ports[80], [(HOST, "/", [("cookie", f"gw-session={c}")]) for c in cookies])
+    for first, second, c in zip(firsts, again, cookies, strict=True):
+        assert c is not None
+        assert first.backend == second.backend == split.weights.pick(c)
+        assert second.cookie("gw-session") is None  # kept, not minted again
+    assert {r.backend for r in firsts} == {"stable", "canary"}

@@ -90,9 +90,12 @@ class GatewayPlane:
         self.processor.terminate()
 
     @classmethod
-    def start(cls, workdir: Path, backends: NameBackends, gateway_ports: Sequence[int]) -> GatewayPlane:
-        """The processor, then Envoy with one listener per Gateway port (each bound to a free loopback port)."""
-        processor = Processor(workdir, token=secrets.token_hex(16), replica="gw-0").start()
+    def start(
+        cls, workdir: Path, backends: NameBackends, gateway_ports: Sequence[int], transport: str = "grpc"
+    ) -> GatewayPlane:
+        """The processor, then Envoy with one listener per Gateway port (each bound to a free loopback port);
+        `transport`: how Envoy calls ext_proc (grpc, or http: the experimental http_service)."""
+        processor = Processor(workdir, token=secrets.token_hex(16), replica="gw-0", transport=transport).start()
         local = Address(path=str(processor.socket))
         listeners = tuple(GatewayListener(p, Address("127.0.0.1", 0)) for p in gateway_ports)
         config = bootstrap_json(
@@ -104,6 +107,7 @@ class GatewayPlane:
                 admin=Address("127.0.0.1", 0),
                 message_timeout_ms=TEST_MESSAGE_TIMEOUT_MS,
                 access_log=str(workdir / "gateway.access.log"),
+                extproc_transport=processor.transport,
                 listeners=listeners,
             )
         )

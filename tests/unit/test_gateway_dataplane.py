@@ -205,6 +205,12 @@ def test_redirects_rewrites_and_header_filters_in_the_reply() -> None:
     assert "x-debug" in m.remove_headers
     added = [(h.header.key, h.append.value) for h in m.set_headers if h.header.key == "x-via"]
     assert added == [("x-via", True)]  # appended beside a client's value (ext_proc reads `append`)
+    # Over http_service too: the JSON keeps the append flag (without it Envoy replaces the client's value).
+    doc = json.loads(encode_response(headers))
+    via = [
+        h for h in doc["request_headers"]["response"]["header_mutation"]["set_headers"] if h["header"]["key"] == "x-via"
+    ]
+    assert via and via[0]["append"] is True
     # The http_service transport renders the same replies.
     rendered = JsonReplies()
     for path in ("/old/a?b=c", "/prefix/one/x", "/headers"):

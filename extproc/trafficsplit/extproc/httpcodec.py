@@ -174,6 +174,8 @@ def _set_header(o: base_pb2.HeaderValueOption) -> dict[str, Any]:
     out: dict[str, Any] = {"header": {"key": h.key, "raw_value": _b64(raw)}}
     if o.append_action:
         out["append_action"] = _APPEND_ACTIONS.Name(o.append_action)
+    if o.HasField("append"):  # what ext_proc reads to append a request header (a Gateway filter's `add`)
+        out["append"] = o.append.value
     return out
 
 

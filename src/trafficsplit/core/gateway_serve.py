@@ -3,8 +3,8 @@
 The request-time half of the Gateway API model (`gateway_translate` builds the tables, `gateway_match.RouteTable`
 reads one listener's precedence order). A Gateway data plane has one Envoy listener per Gateway listener port, and
 Envoy tells the processor which one a request came on (never a client byte: docs/architecture.md), so the tables are
-kept by port: the Gateway listeners that share a port (distinct hostnames, or the translation marks them conflicted)
-merge into one table, as they share one Envoy listener.
+kept by port: the Gateway listeners that share a port share one Envoy listener and one table, in which a request
+meets the most specific listener that takes its host.
 
 Per request, `ServedRoutes.route`:
 - no entry of the port's table fits → 404 (the spec's answer for a request no rule matches);
@@ -95,7 +95,7 @@ class HeaderEdits:
 NO_EDITS = HeaderEdits()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Routed:
     """The rule a request met, the decision of its split, and the edits the request gets."""
 
@@ -214,22 +214,13 @@ def in_error_share(split: CompiledSplit, error_weight: int, h: int) -> bool:
     return h % (total + error_weight) >= total
 
 
-def _merged(listeners: Sequence[ListenerRoutes]) -> dict[int, RouteTable]:
+def _tables(listeners: Sequence[ListenerRoutes]) -> dict[int, RouteTable]:
+    """One table per port: the listeners sharing it, in which a request meets the most specific listener that takes
+    its host (`gateway_routes.port_virtual_hosts`)."""
     by_port: dict[int, list[ListenerRoutes]] = {}
     for lr in listeners:
         by_port.setdefault(lr.port, []).append(lr)
-    out: dict[int, RouteTable] = {}
-    for port, group in by_port.items():
-        seen: set[str] = set()
-        hosts = []
-        for lr in group:
-            for vh in lr.hosts:
-                if vh.hostname not in seen:  # conflicted listeners take no route: a repeat would be unreachable
-                    seen.add(vh.hostname)
-                    hosts.append(vh)
-        first = group[0]
-        out[port] = RouteTable(ListenerRoutes(first.gateway, first.listener, port, tuple(hosts)))
-    return out
+    return {port: RouteTable(group) for port, group in by_port.items()}
 
 
 class ServedRoutes:
@@ -238,7 +229,7 @@ class ServedRoutes:
     __slots__ = ("_actions", "_tables")
 
     def __init__(self, listeners: Sequence[ListenerRoutes], actions: Sequence[RuleAction]) -> None:
-        self._tables = _merged(listeners)
+        self._tables = _tables(listeners)
         self._actions: Mapping[tuple[str, int], RuleAction] = {(a.route, a.rule): a for a in actions}
 
     @property
@@ -290,4 +281,5 @@ class ServedRoutes:
         d = decide(split, cookie_lines=cookie_lines, request_id=request_id, header=header, minter=minter, signer=signer)
         if in_error_share(split, action.error_weight, d.key_hash):
             return Refused(Refusal.ERROR_SHARE)
-        return Routed(entry, action, split, d, request_edits(action, d.backend.name, entry, raw_path))
+        edits = request_edits(action, d.backend.name, entry, raw_path)
+        return Routed(entry=entry, action=action, split=split, decision=d, edits=edits)

@@ -210,7 +210,7 @@ def redirect_response(out: Redirected) -> ep.ProcessingResponse:
     gives a valid header value)."""
     return ep.ProcessingResponse(
         immediate_response=ep.ImmediateResponse(
-            status=http_status_pb2.HttpStatus(code=out.status),  # type: ignore[arg-type]
+            status=http_status_pb2.HttpStatus(code=out.status),
             headers=ep.HeaderMutation(set_headers=[_set_header("location", out.location)]),
             details="trafficsplit_redirect",
         )
