@@ -788,3 +788,247 @@ def test_the_generated_certificates_work_between_the_real_extproc_and_the_operat
         assert asyncio.run(held(swapped)) == grpc.StatusCode.UNAVAILABLE
     finally:
         processor.kill()
+
+
+# --- Gateway API: the class, the RBAC, the CRDs, and data planes equal to the chart's gateway ------------------------
+
+GATEWAY_CLASS_API = "gateway.networking.k8s.io/v1/GatewayClass"
+
+
+def render_gateway_api(helm: Helm, *sets: str, class_api: bool = True) -> Docs:
+    args = ["template", "rel", str(CHART), "-n", "ts-system", "--kube-version", KUBE_VERSIONS[-1]]
+    if class_api:
+        args += ["--api-versions", GATEWAY_CLASS_API]
+    for s in ("gatewayAPI.enabled=true", *sets):
+        args += ["--set", s]
+    return [d for d in yaml.load_all(helm(*args).stdout, Loader=StrictLoader) if d]
+
+
+def _provisioned(docs: Docs, *ports: int) -> Any:
+    from tests.support.provision import gateway
+    from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS
+    from trafficsplit.operator.provision import parse_settings, render
+
+    cm = find(docs, "ConfigMap", "rel-operator-dataplane")["data"]
+    settings = parse_settings(cm["settings.json"], cm["envoy-bootstrap.json"])
+    return settings, render(gateway(*ports), DEFAULT_PARAMETERS, settings)
+
+
+def test_gateway_api_is_off_by_default(helm: Helm) -> None:
+    from trafficsplit.operator.config import parse_config
+
+    docs = render(helm)
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert not [k for k in kinds if k[0] in ("GatewayClass", "GatewayParameters", "CustomResourceDefinition")]
+    assert ("ConfigMap", "rel-operator-dataplane") not in kinds and (
+        "ClusterRole",
+        "rel-operator-gateway-api",
+    ) not in kinds
+    op = find(docs, "Deployment", "rel-operator")["spec"]["template"]["spec"]["containers"][0]
+    assert not parse_config(op["args"], {"POD_NAME": "p"}).gateway_api
+
+
+def test_gateway_api_renders_the_class_the_rbac_and_the_operators_settings(helm: Helm) -> None:
+    from trafficsplit.operator.config import parse_config
+
+    docs = render_gateway_api(helm)
+    cls = find(docs, "GatewayClass", "trafficsplit")
+    assert cls["spec"]["controllerName"] == "trafficsplit.dev/gateway-controller" and "parametersRef" not in cls["spec"]
+    assert not [d for d in docs if d["kind"] == "GatewayParameters"]
+    with_params = render_gateway_api(
+        helm, "gatewayAPI.gatewayClass.parameters.replicas=3", "gatewayAPI.gatewayClass.name=edge"
+    )
+    ref = find(with_params, "GatewayClass", "edge")["spec"]["parametersRef"]
+    assert ref == {"group": "trafficsplit.dev", "kind": "GatewayParameters", "name": "rel"}
+    assert find(with_params, "GatewayParameters", "rel")["spec"] == {"replicas": 3}
+
+    rules = find(docs, "ClusterRole", "rel-operator-gateway-api")["rules"]
+    granted = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    for resource in ("gatewayclasses", "gateways", "httproutes", "referencegrants"):
+        assert ("gateway.networking.k8s.io", resource, "watch") in granted
+        assert ("gateway.networking.k8s.io", resource, "patch") not in granted  # never a spec
+    for resource in ("gatewayclasses/status", "gateways/status", "httproutes/status"):
+        assert ("gateway.networking.k8s.io", resource, "patch") in granted
+    assert ("trafficsplit.dev", "gatewayparameters", "watch") in granted
+    role = find(docs, "Role", "rel-operator-dataplanes")
+    assert role["metadata"]["namespace"] == "ts-system"
+    owned = {
+        (g, r)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        if "patch" in rule["verbs"]
+    }
+    assert owned == {("apps", "deployments"), ("", "services"), ("", "configmaps"),
+                     ("policy", "poddisruptionbudgets"), ("networking.k8s.io", "networkpolicies")}  # fmt: skip
+    assert find(docs, "RoleBinding", "rel-operator-dataplanes")["subjects"][0]["name"] == "rel-operator"
+
+    pod = find(docs, "Deployment", "rel-operator")["spec"]["template"]
+    config = parse_config(pod["spec"]["containers"][0]["args"], {"POD_NAME": "p"})
+    assert config.gateway_api
+    mount = next(m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "dataplane")["mountPath"]
+    assert config.dataplane_settings == f"{mount}/settings.json"
+    assert config.dataplane_bootstrap == f"{mount}/envoy-bootstrap.json"
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "dataplane")
+    assert volume["configMap"]["name"] == "rel-operator-dataplane"
+    assert "checksum/dataplane" in pod["metadata"]["annotations"]
+    changed = render_gateway_api(helm, "gateway.envoy.concurrency=5")
+    annotations = find(changed, "Deployment", "rel-operator")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["checksum/dataplane"] != pod["metadata"]["annotations"]["checksum/dataplane"]
+
+
+VALUE_SETS = [
+    (),
+    ("gateway.extproc.transport=http", "publish.tls.enabled=false", "gateway.extproc.cookieKeysSecret=keys",
+     "gateway.extproc.extraArgs={--session-cap=10}", "gateway.envoy.preStopSleepSeconds=0",
+     "gateway.envoy.concurrency=7", "gateway.extproc.resources.limits.memory=1Gi", "imagePullSecrets[0].name=reg",
+     "gateway.priorityClassName=high", "securityContext.appUser=20000", "gateway.extproc.logLevel=DEBUG",
+     "gateway.extproc.image.digest=sha256:" + "a" * 64, "gateway.envoy.image.pullPolicy=Always",
+     "gateway.terminationGracePeriodSeconds=45", "gateway.nodeSelector.pool=edge"),
+    ("publish.tls.gatewaySecret=gw-tls", "publish.tls.operatorSecret=op-tls", "publish.token.existingSecret=tok",
+     "gateway.serviceAccount.name=edge-sa", "gateway.extproc.extraEnv[0].name=X",
+     "gateway.extproc.extraEnv[0].value=1"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("sets", VALUE_SETS, ids=["defaults", "many-values", "existing-secrets"])
+def test_a_provisioned_data_plane_runs_the_charts_gateway_containers(helm: Helm, sets: tuple[str, ...]) -> None:
+    """The provisioner builds Envoy and the extproc from the chart's values: the same containers (images, args,
+    env, probes, resources, security contexts, mounts), the same pod settings and volumes. Only what is per Gateway
+    differs: Envoy's ports are the listener ports (named `http-<port>`) and its readiness probe the first of them;
+    the bootstrap ConfigMap is the Gateway's own."""
+    docs = render_gateway_api(helm, *sets)
+    _, rendered = _provisioned(docs, 8080)
+    chart = find(docs, "Deployment", "rel-gateway")["spec"]["template"]["spec"]
+    mine = rendered.of_kind("Deployment")[0]["spec"]["template"]["spec"]
+    assert [c["name"] for c in mine["containers"]] == [c["name"] for c in chart["containers"]] == ["extproc", "envoy"]
+    extproc, envoy = mine["containers"]
+    assert extproc == chart["containers"][0]
+    assert envoy["ports"] == [{"name": "http-8080", "containerPort": 8080, "protocol": "TCP"}]
+    assert envoy["readinessProbe"]["tcpSocket"] == {"port": "http-8080"}
+    chart_envoy = {**chart["containers"][1], "ports": envoy["ports"]}
+    chart_envoy["readinessProbe"] = {**chart_envoy["readinessProbe"], "tcpSocket": {"port": "http-8080"}}
+    assert envoy == chart_envoy
+    for key in ("securityContext", "serviceAccountName", "automountServiceAccountToken", "enableServiceLinks",
+                "terminationGracePeriodSeconds", "imagePullSecrets", "priorityClassName", "nodeSelector",
+                "tolerations"):  # fmt: skip
+        assert mine.get(key) == chart.get(key), key
+    bootstrap_cm = rendered.of_kind("ConfigMap")[0]["metadata"]["name"]
+    chart_volumes = [
+        {**v, "configMap": {"name": bootstrap_cm}} if v["name"] == "bootstrap" else v for v in chart["volumes"]
+    ]
+    assert mine["volumes"] == chart_volumes
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        (),
+        ("gateway.extproc.transport=http", "gateway.envoy.messageTimeoutMs=1250", "gateway.envoy.xffNumTrustedHops=2",
+         "gateway.envoy.overload.maxHeapSizeBytes=104857600", "gateway.envoy.overload.maxConnections=10",
+         "gateway.envoy.backendClusterStats=false"),
+    ],
+    ids=["defaults", "envoy-values"],
+)  # fmt: skip
+def test_a_provisioned_bootstrap_is_the_charts_with_one_gateway_listener_per_port(
+    helm: Helm, sets: tuple[str, ...]
+) -> None:
+    """Everything but the listeners is the chart gateway's bootstrap; the listeners are the extproc generator's
+    Gateway listeners (tests/unit/test_provision.py compares the whole document with the generator too)."""
+    from trafficsplit.wire.bootstrap import GATEWAY_LISTENER_PREFIX
+
+    docs = render_gateway_api(helm, *sets)
+    chart = json.loads(find(docs, "ConfigMap", "rel-gateway-bootstrap")["data"]["envoy.json"])
+    _, rendered = _provisioned(docs, 80, 8080)
+    mine = json.loads(rendered.of_kind("ConfigMap")[0]["data"]["envoy.json"])
+    listeners = mine["static_resources"].pop("listeners")
+    chart_listener = chart["static_resources"].pop("listeners")[0]
+    assert mine == chart
+    assert [lis["name"] for lis in listeners] == [f"{GATEWAY_LISTENER_PREFIX}80", f"{GATEWAY_LISTENER_PREFIX}8080"]
+    assert [lis["address"]["socket_address"]["port_value"] for lis in listeners] == [10080, 8080]
+    hcm = listeners[0]["filter_chains"][0]["filters"][0]["typed_config"]
+    assert hcm == {
+        **chart_listener["filter_chains"][0]["filters"][0]["typed_config"],
+        "http_filters": hcm["http_filters"],
+    }
+
+
+def test_gateway_api_crds_are_packaged_installed_only_when_asked_and_kept_on_uninstall(helm: Helm) -> None:
+    assert not [d for d in render(helm) if d["kind"] == "CustomResourceDefinition"]
+    for channel in ("standard", "experimental"):
+        docs = render(helm, "gatewayAPI.installCRDs=true", f"gatewayAPI.crdChannel={channel}")
+        files = [f for f in sorted((CHART / "gateway-api-crds" / channel).glob("*.yaml")) if not _helmignored(f)]
+        rendered = {(d["kind"], d["metadata"]["name"]): d for d in docs if d["metadata"].get("annotations", {}).get(
+            "gateway.networking.k8s.io/bundle-version")}  # fmt: skip
+        expected = {
+            (y["kind"], y["metadata"]["name"]): y for f in files for y in yaml.safe_load_all(f.read_text()) if y
+        }
+        assert rendered.keys() == expected.keys(), channel
+        for key, doc in rendered.items():
+            assert doc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", key
+            assert doc["spec"] == expected[key]["spec"], key  # the upstream objects, only annotated
+        names = {name for kind, name in rendered if kind == "CustomResourceDefinition"}
+        assert names == {f"{r}.gateway.networking.k8s.io" for r in ("gatewayclasses", "gateways", "httproutes",
+                                                                      "referencegrants")}  # fmt: skip
+
+
+def _helmignored(path: Path) -> bool:
+    """A file the chart's .helmignore leaves out by its base name (the only kind of pattern it uses for these)."""
+    import fnmatch
+
+    patterns = [p for p in (CHART / ".helmignore").read_text().splitlines() if p and not p.startswith("#")]
+    return any(fnmatch.fnmatch(path.name, p) for p in patterns if "/" not in p)
+
+
+def test_a_gateway_class_without_the_crds_is_refused_with_the_fix(helm: Helm) -> None:
+    args = ["template", "rel", str(CHART), "--kube-version", KUBE_VERSIONS[-1], "--set", "gatewayAPI.enabled=true"]
+    proc = helm(*args, check=False)
+    assert proc.returncode != 0 and "gatewayAPI.gatewayClass.create needs the Gateway API CRDs" in proc.stderr
+    # With installCRDs the class waits for the next upgrade instead; without the class, nothing needs the CRDs.
+    assert not [
+        d for d in render(helm, "gatewayAPI.enabled=true", "gatewayAPI.installCRDs=true") if d["kind"] == "GatewayClass"
+    ]
+    assert helm(*args, "--set", "gatewayAPI.gatewayClass.create=false").returncode == 0
+
+
+def test_install_with_gateway_api_creates_the_crds_then_the_class_and_provisions_admitted_objects(
+    kube: ControlPlane, namespace: str, release: str
+) -> None:
+    import asyncio
+
+    from tests.support.provision import gateway
+    from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS
+    from trafficsplit.operator.provision import parse_settings
+    from trafficsplit.operator.provisioner import Provisioner
+
+    present = kube.kubectl("get", "crd", "gatewayclasses.gateway.networking.k8s.io", check=False).returncode == 0
+    # Another test of this session may have installed the CRDs already (helm would refuse to adopt them).
+    install_crds = "false" if present else "true"
+    sets = ["--set", "gatewayAPI.enabled=true", "--set", f"gatewayAPI.installCRDs={install_crds}",
+            "--set", f"gatewayAPI.gatewayClass.name={release}"]  # fmt: skip
+    kube.helm("install", release, str(CHART), "-n", namespace, *sets, timeout=300)
+    kube.kubectl("wait", "--for=condition=Established", "crd/gateways.gateway.networking.k8s.io", "--timeout=60s")
+    has_class = kube.kubectl("get", "gatewayclass", release, check=False).returncode == 0
+    assert has_class == present  # on a cluster without the CRDs, the class comes with the next upgrade
+    kube.helm("upgrade", release, str(CHART), "-n", namespace, *sets, timeout=300)
+    cls = _json(kube, "get", "gatewayclass", release)
+    assert cls["spec"]["controllerName"] == "trafficsplit.dev/gateway-controller"
+    kube.kubectl("get", "crd", "gatewayparameters.trafficsplit.dev")
+
+    cm = _json(kube, "get", "configmap", f"{release}-operator-dataplane", "-n", namespace)["data"]
+    settings = parse_settings(cm["settings.json"], cm["envoy-bootstrap.json"])
+    assert settings.namespace == namespace and settings.tls_secret == f"{release}-publish-tls-gateway"
+    provisioner = Provisioner(kube.api_client(), settings)
+    addresses = asyncio.run(provisioner.ensure(gateway(80, 8080, name="web"), DEFAULT_PARAMETERS))
+    assert addresses and addresses[0].type == "IPAddress"
+    # The provisioned pods mount Secrets the release made, and run as the release's gateway ServiceAccount.
+    from trafficsplit.operator.dataplane_names import dataplane_name
+
+    dp = _json(kube, "get", "deployment", dataplane_name("shop", "web"), "-n", namespace)["spec"]["template"]["spec"]
+    for v in dp["volumes"]:
+        if "secret" in v:
+            kube.kubectl("get", "secret", v["secret"]["secretName"], "-n", namespace)
+    kube.kubectl("get", "serviceaccount", dp["serviceAccountName"], "-n", namespace)
+    kube.helm("uninstall", release, "-n", namespace)
+    if not present:
+        kube.kubectl("get", "crd", "httproutes.gateway.networking.k8s.io")  # kept: helm.sh/resource-policy

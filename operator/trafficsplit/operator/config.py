@@ -37,8 +37,10 @@ class Config:
     publish_timeout: float
     kubeconfig: str | None
     liveness: str | None
-    gateway_api: bool = True  # watch Gateway API objects when the API server serves them
-    dataplane_namespace: str = "default"  # where each Gateway's provisioned data plane (its publish Service) lives
+    gateway_api: bool  # answer our GatewayClass and provision a data plane per Gateway
+    dataplane_settings: str | None  # the chart's settings file for provisioned data planes (provision.py)
+    dataplane_bootstrap: str | None  # the extproc's Envoy bootstrap those data planes start from
+    dataplane_namespace: str = "default"  # where each Gateway's data plane (and its publish Service) lives
 
     @property
     def local(self) -> bool:
@@ -113,19 +115,29 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--poll-interval", type=float, default=float(e("POLL_INTERVAL", "0.5") or 0.5), help="seconds")
     p.add_argument("--publish-timeout", type=float, default=float(e("PUBLISH_TIMEOUT", "5") or 5), help="seconds")
     p.add_argument("--kubeconfig", default=env.get("KUBECONFIG"))
+    p.add_argument("--liveness", default=e("LIVENESS"), help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument(
         "--gateway-api",
-        default=e("GATEWAY_API", "auto"),
-        choices=["auto", "off"],
-        help="auto: serve GatewayClasses/Gateways/HTTPRoutes when the API server has the Gateway API CRDs; off: "
-        "TrafficSplits only [GATEWAY_API]",
+        default=e("GATEWAY_API", "false"),
+        choices=["true", "false"],
+        help="answer GatewayClasses of controllerName trafficsplit.dev/gateway-controller and provision a data plane "
+        "per Gateway [GATEWAY_API]",
+    )
+    p.add_argument(
+        "--dataplane-settings",
+        default=e("DATAPLANE_SETTINGS"),
+        help="JSON settings of provisioned data planes, as the chart renders them [DATAPLANE_SETTINGS]",
+    )
+    p.add_argument(
+        "--dataplane-bootstrap",
+        default=e("DATAPLANE_BOOTSTRAP"),
+        help="the extproc's Envoy bootstrap JSON provisioned data planes start from [DATAPLANE_BOOTSTRAP]",
     )
     p.add_argument(
         "--dataplane-namespace",
         default=e("DATAPLANE_NAMESPACE", env.get("POD_NAMESPACE") or "default"),
         help="the namespace of every Gateway's data plane and publish Service [DATAPLANE_NAMESPACE, POD_NAMESPACE]",
     )
-    p.add_argument("--liveness", default=e("LIVENESS"), help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     return p
 
 
@@ -147,6 +159,13 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         tls = ClientTlsFiles(a.tls_ca, a.tls_cert, a.tls_key, a.tls_server_name)
     elif a.tls_cert is not None or a.tls_key is not None or a.tls_server_name is not None:
         raise SystemExit("--tls-cert, --tls-key and --tls-server-name need --tls-ca")
+    gateway_api = a.gateway_api == "true"
+    # Without the two files Gateways are served but not provisioned: their data planes (publish Services) are made
+    # by someone else, as the tests do.
+    if gateway_api and (a.file_source is not None or (a.dataplane_settings is None) != (a.dataplane_bootstrap is None)):
+        raise SystemExit(
+            "--gateway-api needs Kubernetes mode; --dataplane-settings and --dataplane-bootstrap go together"
+        )
     return Config(
         namespaces=tuple(_split_list(a.namespaces)),
         gateway_service=a.gateway_service,
@@ -168,6 +187,8 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         publish_timeout=a.publish_timeout,
         kubeconfig=a.kubeconfig,
         liveness=a.liveness,
-        gateway_api=a.gateway_api == "auto" and a.file_source is None,
+        gateway_api=gateway_api,
+        dataplane_settings=a.dataplane_settings,
+        dataplane_bootstrap=a.dataplane_bootstrap,
         dataplane_namespace=a.dataplane_namespace,
     )

@@ -220,6 +220,13 @@ class Engine:
     def poke(self) -> None:
         self._dirty.set()
 
+    def load(self, kind: str, body: Mapping[str, Any]) -> None:
+        """The start-up listing: into the store, no pass (`mark_ready` starts the first)."""
+        if kind not in GATEWAY_KINDS:
+            self.store.apply(kind, None, body)
+        elif self.gateways is not None:
+            self.gateways.store.apply(kind, None, body)
+
     def apply(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         if kind in GATEWAY_KINDS:
             if self.gateways is not None:

@@ -23,11 +23,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from trafficsplit.core.compiled import GenerationContent, assemble
+from trafficsplit.core.compiled import GenerationContent
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_objects import (
     GATEWAY_GROUP,
@@ -43,8 +43,9 @@ from trafficsplit.core.gateway_objects import (
     parse_namespace,
     parse_reference_grant,
 )
+from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS, GatewayParameters
 from trafficsplit.core.gateway_status import class_status_body, gateway_status_body, route_parents
-from trafficsplit.core.gateway_translate import GatewayStatus, Inputs, Translation, translate
+from trafficsplit.core.gateway_translate import GatewayStatus, Inputs, Translation, gateway_content, translate
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, slices_by_service
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, publish_service_name
@@ -63,31 +64,25 @@ _PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
     "namespace": parse_namespace,
 }
 
-# What a Gateway serves, from the translation: its route tables and rule splits.
+# What a Gateway serves, from the translation: its route tables and rule splits (`gateway_content`).
 ContentFor = Callable[[Translation, str], GenerationContent]
 
 
-def splits_content(translation: Translation, gateway: str) -> GenerationContent:
-    """The rule splits of the routes attached to `gateway`, as a TrafficSplit generation carries splits (hosts
-    claimed twice: the later split is left out, as `assemble` does for TrafficSplits)."""
-    rules = {
-        (e.route, e.rule)
-        for lis in translation.listeners
-        if lis.gateway == gateway
-        for vh in lis.hosts
-        for e in vh.entries
-    }
-    content, _ = assemble(a.split for a in translation.actions if a.split is not None and (a.route, a.rule) in rules)
-    return content
+class Address(Protocol):
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
 
 
 class Provisioner(Protocol):
-    """The per-Gateway data plane (Deployment, Services, PDB, NetworkPolicy): created or updated for a Gateway,
-    returning its `status.addresses` entries; everything of a Gateway not in `keep` removed."""
+    """The per-Gateway data plane (`provisioner.Provisioner`): created or updated for a Gateway, returning its
+    `status.addresses`; the data plane of every Gateway not in `keep` (`namespace/name` keys) removed."""
 
-    async def ensure(self, gateway: Gateway, parameters: Any) -> Sequence[Mapping[str, str]]: ...
+    async def ensure(self, gateway: Gateway, parameters: GatewayParameters) -> Sequence[Address]: ...
 
-    async def remove_absent(self, keep: Collection[Key]) -> None: ...
+    async def remove_absent(self, keep: Iterable[str]) -> Sequence[str]: ...
 
 
 class GatewayStatusSink(Protocol):
@@ -105,7 +100,7 @@ class Stored:
     status: Mapping[str, Any]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class GatewayStore:
     classes: dict[Key, GatewayClass] = field(default_factory=dict)
     gateways: dict[Key, Gateway] = field(default_factory=dict)
@@ -145,7 +140,7 @@ class GatewayStore:
         )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class GatewayPublishing:
     """One Gateway's fleet and what this leadership published to it."""
 
@@ -192,7 +187,7 @@ class GatewayPlane:
         make_fleet: Callable[[], Fleet],
         poke: Callable[[], None],
         *,
-        content_for: ContentFor = splits_content,
+        content_for: ContentFor = gateway_content,
         provisioner: Provisioner | None = None,
         status_sink: GatewayStatusSink | None = None,
     ) -> None:
@@ -266,7 +261,7 @@ class GatewayPlane:
         for key in ours:
             p = self._gateways.get(key)
             if p is None:
-                p = self._gateways[key] = GatewayPublishing(self._make_fleet(), loop.time())
+                p = self._gateways[key] = GatewayPublishing(fleet=self._make_fleet(), created=loop.time())
                 loop.call_later(self.settings.probe_timeout, self._poke)
             await p.fleet.set_replicas(self.replicas(key, slices))
             self._provision(key, p)
@@ -275,7 +270,7 @@ class GatewayPlane:
         if self._provisioner is not None and not self._cleaned:
             # Once per leadership: what a Gateway deleted while no operator led left behind.
             with _logged("removing the data planes of deleted Gateways"):
-                await self._provisioner.remove_absent(tuple(ours))
+                await self._provisioner.remove_absent([f"{ns}/{name}" for ns, name in ours])
                 self._cleaned = True
         if self._sink is not None:
             await self._write_status(translation, ours, now)
@@ -331,8 +326,9 @@ class GatewayPlane:
     async def _ensure(self, key: Key, p: GatewayPublishing, gw: Gateway) -> None:
         assert self._provisioner is not None
         try:
-            addresses = await self._provisioner.ensure(gw, None)
-            p.addresses = tuple(addresses)
+            # The class's parametersRef is not resolved yet: every Gateway gets the chart's settings.
+            addresses = await self._provisioner.ensure(gw, DEFAULT_PARAMETERS)
+            p.addresses = tuple({"type": a.type, "value": a.value} for a in addresses)
             p.provisioned = gw.meta.generation
         except Exception as exc:  # retried on the next pass
             log.warning("Gateway %s/%s: data plane not provisioned: %s", *key, exc)
@@ -350,7 +346,7 @@ class GatewayPlane:
         await p.fleet.close()
         if self._provisioner is not None:
             with _logged(f"removing the data plane of Gateway {key[0]}/{key[1]}"):
-                await self._provisioner.remove_absent(tuple(self._gateways))
+                await self._provisioner.remove_absent([f"{ns}/{name}" for ns, name in self._gateways])
 
     async def close(self) -> None:
         """Leadership lost or the process stops: every fleet closed (the data planes keep serving)."""

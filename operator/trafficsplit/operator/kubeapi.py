@@ -101,17 +101,11 @@ class KubeApi:
 
     def _gateway_api_missing_sync(self) -> str | None:
         try:
-            resp = self.api.call_api(
-                f"/apis/{GATEWAY_GROUP}/{GATEWAY_VERSION}",
-                "GET",
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _return_http_data_only=True,
-            )
+            resp = self.custom.get_api_resources(GATEWAY_GROUP, GATEWAY_VERSION, _preload_content=False)
         except client.ApiException as exc:
             if exc.status == 404:
                 return f"the API server does not serve {GATEWAY_GROUP}/{GATEWAY_VERSION} (no Gateway API CRDs)"
-            raise
+            return f"discovery of {GATEWAY_GROUP}/{GATEWAY_VERSION} failed: HTTP {exc.status} {exc.reason}"
         served = {r.get("name") for r in json.loads(resp.data).get("resources") or []}
         missing = sorted(p for p, _ in GATEWAY_RESOURCES.values() if p not in served)
         if missing:

@@ -14,7 +14,13 @@ from pathlib import Path
 from trafficsplit.operator.config import Config, parse_config
 from trafficsplit.operator.engine import Engine, EngineSettings, StatusSink
 from trafficsplit.operator.fleet import Fleet
-from trafficsplit.operator.gateways import GATEWAY_KINDS, GatewayPlane, GatewaySettings, GatewayStatusSink
+from trafficsplit.operator.gateways import (
+    GATEWAY_KINDS,
+    GatewayPlane,
+    GatewaySettings,
+    GatewayStatusSink,
+    Provisioner,
+)
 
 log = logging.getLogger("trafficsplit.operator")
 
@@ -26,6 +32,8 @@ def _engine(
     static: bool = False,
     status_sink: StatusSink | None = None,
     gateway_sink: GatewayStatusSink | None = None,
+    provisioner: Provisioner | None = None,
+    dataplane_namespace: str = "default",
 ) -> Engine:
     """`gateway_sink` given: Gateway API is on (one fleet per Gateway, numbered from the engine's counter)."""
     engine: Engine | None = None
@@ -40,10 +48,11 @@ def _engine(
     fleet = make_fleet()
     gateways = (
         GatewayPlane(
-            GatewaySettings(origin=origin, namespace=cfg.dataplane_namespace),
+            GatewaySettings(origin=origin, namespace=dataplane_namespace),
             make_fleet,
             changed,
             status_sink=gateway_sink,
+            provisioner=provisioner,
         )
         if gateway_sink is not None
         else None
@@ -111,25 +120,39 @@ async def run_kubernetes(cfg: Config) -> None:
                 "Gateway API off: %s; serving TrafficSplits only (restart the operator once installed)", missing
             )
     else:
-        log.info("Gateway API off: --gateway-api=off; serving TrafficSplits only")
+        log.info("Gateway API off: --gateway-api=false; serving TrafficSplits only")
+    provisioner: Provisioner | None = None
+    dataplane_namespace = cfg.dataplane_namespace
+    if gateway_api and cfg.dataplane_settings and cfg.dataplane_bootstrap:
+        from trafficsplit.operator.provision import parse_settings
+        from trafficsplit.operator.provisioner import Provisioner as ApiProvisioner
+
+        settings = parse_settings(Path(cfg.dataplane_settings).read_text(), Path(cfg.dataplane_bootstrap).read_text())
+        provisioner = ApiProvisioner(api, settings)
+        dataplane_namespace = settings.namespace
+    elif gateway_api:
+        log.warning("Gateways' data planes are not provisioned (no --dataplane-settings): their publish Services "
+                    "in %s must be made otherwise", dataplane_namespace)  # fmt: skip
     engine = _engine(
         cfg,
         cfg.identity,
         status_sink=kube.write_status,
         gateway_sink=kube.write_gateway_status if gateway_api else None,
+        provisioner=provisioner,
+        dataplane_namespace=dataplane_namespace,
     )
     namespaces = list(cfg.namespaces)
     if namespaces and cfg.gateway_service and cfg.gateway_namespace not in namespaces:
         namespaces.append(cfg.gateway_namespace)  # its EndpointSlices name the dataplane replicas
-    if namespaces and gateway_api and cfg.dataplane_namespace not in namespaces:
-        namespaces.append(cfg.dataplane_namespace)  # the Gateways' publish Services
+    if namespaces and gateway_api and dataplane_namespace not in namespaces:
+        namespaces.append(dataplane_namespace)  # the Gateways' publish Services
 
     # The full resync: list everything once so the first pass sees the whole state (a pass on a partial store would
     # publish a generation missing splits). kopf's own initial listing and watch events then keep the store current.
     kinds = ("trafficsplit", "service", "endpointslice", *(GATEWAY_KINDS if gateway_api else ()))
     for kind in kinds:
         for body in await kube.list_all(kind, namespaces):
-            engine.store.apply(kind, None, body)
+            engine.load(kind, body)
     engine.mark_ready()
 
     stop = asyncio.Event()

@@ -312,9 +312,21 @@ def _is_ip(host: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class ParametersRef:
+    """A GatewayClass's `spec.parametersRef` as written; whether it names something usable is the translation's
+    call (`gateway_translate.class_parameters`), since a wrong one is a status, not a malformed body."""
+
+    group: str
+    kind: str
+    name: str
+    namespace: str | None  # set only for a namespaced kind
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayClass:
     meta: Meta
     controller_name: str
+    parameters_ref: ParametersRef | None = None
 
     @property
     def ours(self) -> bool:
@@ -326,8 +338,18 @@ def parse_gateway_class(body: Mapping[str, Any]) -> GatewayClass:
     meta = _meta(body, r, namespaced=False)
     spec = r.obj(body, "spec", "")
     controller = r.text(spec, "controllerName", "spec", 253, required=True) or ""
+    ref: ParametersRef | None = None
+    if "parametersRef" in spec:
+        raw = r.obj(spec, "parametersRef", "spec")
+        p = "spec.parametersRef"
+        group = r.text(raw, "group", p, MAX_GROUP, required=True)
+        kind = r.text(raw, "kind", p, MAX_KIND, required=True)
+        name = r.text(raw, "name", p, 253, required=True)
+        namespace = r.text(raw, "namespace", p, 63)
+        if group is not None and kind is not None and name is not None:
+            ref = ParametersRef(group, kind, name, namespace)
     r.done()
-    return GatewayClass(meta, controller)
+    return GatewayClass(meta, controller, ref)
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,12 @@ from trafficsplit.core.gateway_objects import (
     RouteRule,
     SessionType,
 )
+from trafficsplit.core.gateway_parameters import (
+    DEFAULT_PARAMETERS,
+    PARAMETERS_GROUP,
+    PARAMETERS_KIND,
+    GatewayParameters,
+)
 from trafficsplit.core.gateway_routes import CATCH_ALL, GatewayRoutes
 from trafficsplit.core.gateway_routes import BackendTarget as BackendTarget  # re-exported: defined here first
 from trafficsplit.core.gateway_routes import ListenerRoutes as ListenerRoutes
@@ -128,6 +134,8 @@ class Inputs:
     namespaces: tuple[Namespace, ...] = ()
     services: Mapping[tuple[str, str], ServiceInfo] | None = None
     slices: Mapping[tuple[str, str], Sequence[SliceInfo]] | None = None
+    # GatewayParameters by name: the parsed value, or why its body was refused (SpecError's message).
+    parameters: Mapping[str, GatewayParameters | str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +170,7 @@ class GatewayStatus:
 class ClassStatus:
     name: str
     conditions: tuple[Condition, ...]
+    parameters: GatewayParameters | None = None  # what its Gateways' data planes use; None when not Accepted
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -171,6 +180,36 @@ class Translation:
     routes: tuple[RouteStatus, ...]
     gateways: tuple[GatewayStatus, ...]
     classes: tuple[ClassStatus, ...]
+
+
+# --- GatewayClass parameters -----------------------------------------------------------------------------------------
+
+
+def class_parameters(
+    cls: GatewayClass, available: Mapping[str, GatewayParameters | str]
+) -> tuple[GatewayParameters | None, Condition]:
+    """The parameters a class's data planes run with and its `Accepted` condition: no parametersRef is the
+    operator's defaults; a ref that is not a trafficsplit.dev GatewayParameters, names a namespace (the kind is
+    cluster-scoped), is missing or was refused gives `Accepted: False, InvalidParameters` and no parameters, so
+    nothing is provisioned from a half-understood class."""
+    g = cls.meta.generation
+    ref = cls.parameters_ref
+    if ref is None:
+        return DEFAULT_PARAMETERS, _cond("Accepted", True, "Accepted", "", g)
+
+    def invalid(why: str) -> tuple[None, Condition]:
+        return None, _cond("Accepted", False, "InvalidParameters", f"spec.parametersRef: {why}", g)
+
+    if (ref.group, ref.kind) != (PARAMETERS_GROUP, PARAMETERS_KIND):
+        return invalid(f"must name a {PARAMETERS_GROUP} {PARAMETERS_KIND}, not {ref.group or 'core'} {ref.kind}")
+    if ref.namespace:
+        return invalid(f"{PARAMETERS_KIND} is cluster-scoped: namespace must be empty, not {ref.namespace!r}")
+    found = available.get(ref.name)
+    if found is None:
+        return invalid(f"{PARAMETERS_KIND} {ref.name!r} not found")
+    if isinstance(found, str):
+        return invalid(f"{PARAMETERS_KIND} {ref.name!r} is invalid: {found}")
+    return found, _cond("Accepted", True, "Accepted", "", g)
 
 
 # --- hostnames --------------------------------------------------------------------------------------------------------
@@ -483,10 +522,12 @@ def translate(inputs: Inputs) -> Translation:
     slices = inputs.slices or {}
     labels = {n.name: dict(n.labels) for n in inputs.namespaces}
     ours = {c.meta.name for c in inputs.classes if c.ours}
+    params = inputs.parameters or {}
     class_status = tuple(
-        ClassStatus(c.meta.name, (_cond("Accepted", True, "Accepted", "", c.meta.generation),))
+        ClassStatus(c.meta.name, (accepted,), resolved)
         for c in sorted(inputs.classes, key=lambda c: c.meta.name)
         if c.ours
+        for resolved, accepted in [class_parameters(c, params)]
     )
     gateways = {g.meta.key: g for g in inputs.gateways if g.class_name in ours}
     views = {key: _listener_views(g) for key, g in gateways.items()}

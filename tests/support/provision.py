@@ -1,0 +1,62 @@
+"""Data-plane settings as the chart renders them (templates/operator-dataplane-configmap.yaml), built from the chart's
+default values, and Gateway bodies: shared by the renderer's unit tests and the provisioner's integration test."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trafficsplit.core.gateway_objects import Gateway, parse_gateway
+from trafficsplit.core.gateway_parameters import GatewayParameters, parse_gateway_parameters
+from trafficsplit.operator.provision import DataplaneSettings, parse_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "trafficsplit"
+OPERATOR_LABELS = {"app.kubernetes.io/name": "trafficsplit", "app.kubernetes.io/instance": "rel",
+                   "app.kubernetes.io/component": "operator"}  # fmt: skip
+
+
+def settings_doc(namespace: str = "ts-system", **gateway_changes: Any) -> dict[str, Any]:
+    """The settings the chart renders (templates/operator-dataplane-configmap.yaml) from its default values."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    gw = copy.deepcopy(values["gateway"])
+    for path, value in gateway_changes.items():
+        node = gw
+        keys = path.split("__")
+        for k in keys[:-1]:
+            node = node[k]
+        node[keys[-1]] = value
+    return {
+        "namespace": namespace,
+        "gateway": gw,
+        "extprocImage": "ghcr.io/trafficsplit/extproc:0.1.0",
+        "envoyImage": "envoyproxy/envoy:distroless-v1.40.0",
+        "publishPort": values["publish"]["port"],
+        "tokenSecret": "rel-publish-token",
+        "tlsSecret": "rel-publish-tls-gateway",
+        "serviceAccount": "rel-gateway",
+        "securityContext": values["securityContext"],
+        "imagePullSecrets": [],
+        "operatorLabels": OPERATOR_LABELS,
+        "labels": {"app.kubernetes.io/part-of": "trafficsplit"},
+    }
+
+
+def settings(doc: dict[str, Any] | None = None, transport: str = "grpc") -> DataplaneSettings:
+    name = "envoy-bootstrap-http.json" if transport == "http" else "envoy-bootstrap.json"
+    return parse_settings(json.dumps(doc or settings_doc()), (CHART / "files" / name).read_text())
+
+
+def gateway(*ports: int, name: str = "web", namespace: str = "shop") -> Gateway:
+    listeners = [{"name": f"l{i}", "port": p, "protocol": "HTTP"} for i, p in enumerate(ports or (80,))]
+    body = {"metadata": {"name": name, "namespace": namespace}, "spec": {"gatewayClassName": "trafficsplit",
+            "listeners": listeners}}  # fmt: skip
+    return parse_gateway(body)
+
+
+def params(spec: dict[str, Any]) -> GatewayParameters:
+    return parse_gateway_parameters({"metadata": {"name": "p"}, "spec": spec})

@@ -1,0 +1,267 @@
+"""The per-Gateway data plane renderer (operator/provision.py): the objects, their names, labels and namespace, the
+listener ports, the parameters laid over the chart's values, and the bootstrap edits. The chart comparison (the same
+containers as the chart's gateway Deployment, rendered by the real helm) is in tests/integration/test_chart.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.support.provision import OPERATOR_LABELS, gateway, params, settings, settings_doc
+from trafficsplit.core.gateway_objects import parse_gateway
+from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS
+from trafficsplit.operator.dataplane_names import (
+    GATEWAY_NAME_ANNOTATION,
+    GATEWAY_NAMESPACE_ANNOTATION,
+    dataplane_name,
+    publish_service_name,
+    selector_labels,
+)
+from trafficsplit.operator.provision import (
+    GatewayAddress,
+    ProvisionError,
+    Rendered,
+    parse_settings,
+    render,
+    render_bootstrap,
+    service_addresses,
+)
+
+
+def one(r: Rendered, kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [o for o in r.of_kind(kind) if name is None or o["metadata"]["name"] == name]
+    assert len(found) == 1, (kind, name, [o["metadata"]["name"] for o in r.of_kind(kind)])
+    return found[0]
+
+
+def pod(r: Rendered) -> dict[str, Any]:
+    return one(r, "Deployment")["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+
+
+def container(r: Rendered, name: str) -> dict[str, Any]:
+    return next(c for c in pod(r)["containers"] if c["name"] == name)
+
+
+def test_every_object_is_in_the_operators_namespace_named_and_labelled_by_dataplane_names() -> None:
+    r = render(gateway(80), DEFAULT_PARAMETERS, settings())
+    base = dataplane_name("shop", "web")
+    assert r.name == base
+    kinds = sorted((o["kind"], o["metadata"]["name"]) for o in r.objects)
+    assert kinds == sorted([
+        ("ConfigMap", f"{base}-bootstrap"), ("Deployment", base), ("Service", base),
+        ("Service", publish_service_name("shop", "web")), ("PodDisruptionBudget", base), ("NetworkPolicy", base),
+    ])  # fmt: skip
+    for o in r.objects:
+        m = o["metadata"]
+        assert m["namespace"] == "ts-system"
+        assert selector_labels("shop", "web").items() <= m["labels"].items()
+        assert m["annotations"][GATEWAY_NAMESPACE_ANNOTATION] == "shop"
+        assert m["annotations"][GATEWAY_NAME_ANNOTATION] == "web"
+    d = one(r, "Deployment")
+    assert d["spec"]["selector"]["matchLabels"] == selector_labels("shop", "web")
+    assert selector_labels("shop", "web").items() <= d["spec"]["template"]["metadata"]["labels"].items()
+    for kind in ("Service", "PodDisruptionBudget", "NetworkPolicy"):
+        for o in r.of_kind(kind):
+            sel = o["spec"].get("selector") or o["spec"].get("podSelector")
+            assert sel in (selector_labels("shop", "web"), {"matchLabels": selector_labels("shop", "web")}), kind
+
+
+def test_two_gateways_share_no_object_name_or_selector() -> None:
+    a = render(gateway(80, name="web"), DEFAULT_PARAMETERS, settings())
+    b = render(gateway(80, name="web", namespace="other"), DEFAULT_PARAMETERS, settings())
+    assert not {o["metadata"]["name"] for o in a.objects} & {o["metadata"]["name"] for o in b.objects}
+    assert one(a, "Deployment")["spec"]["selector"] != one(b, "Deployment")["spec"]["selector"]
+
+
+def test_service_ports_are_the_listener_ports_served_on_unprivileged_ports_in_the_pod() -> None:
+    gw = parse_gateway({"metadata": {"name": "web", "namespace": "shop"}, "spec": {"gatewayClassName": "ts",
+        "listeners": [{"name": "a", "port": 80, "protocol": "HTTP", "hostname": "a.example"},
+                      {"name": "b", "port": 80, "protocol": "HTTP", "hostname": "b.example"},
+                      {"name": "c", "port": 8443, "protocol": "HTTP"}]}})  # fmt: skip
+    r = render(gw, DEFAULT_PARAMETERS, settings())
+    svc = one(r, "Service", r.name)
+    assert [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [(80, "http-80"), (8443, "http-8443")]
+    envoy = container(r, "envoy")
+    assert [(p["name"], p["containerPort"]) for p in envoy["ports"]] == [("http-80", 10080), ("http-8443", 8443)]
+    assert envoy["readinessProbe"]["tcpSocket"]["port"] == "http-80"
+    boot = json.loads(one(r, "ConfigMap")["data"]["envoy.json"])
+    bound = [lis["address"]["socket_address"]["port_value"] for lis in boot["static_resources"]["listeners"]]
+    assert bound == [10080, 8443]
+    np = one(r, "NetworkPolicy")["spec"]["ingress"]
+    assert np[0] == {"ports": [{"port": "http-80", "protocol": "TCP"}, {"port": "http-8443", "protocol": "TCP"}]}
+
+
+@pytest.mark.parametrize(
+    ("ports", "expect"),
+    [
+        ((9002,), "listener port 9002 would be served on 9002, the publish port"),
+        ((9001,), "the extproc's ext_proc and ADS port"),
+        ((9901,), "Envoy's admin port"),
+        ((9004,), "health port"),
+        ((80, 10080), "listener ports 80 and 10080 would both be served on 10080"),
+    ],
+)
+def test_a_listener_port_that_collides_in_the_pod_is_refused(ports: tuple[int, ...], expect: str) -> None:
+    with pytest.raises(ProvisionError, match=expect):
+        render(gateway(*ports), DEFAULT_PARAMETERS, settings())
+
+
+def test_without_parameters_the_chart_values_apply() -> None:
+    r = render(gateway(80), DEFAULT_PARAMETERS, settings())
+    d = settings_doc()["gateway"]
+    assert one(r, "Deployment")["spec"]["replicas"] == d["replicas"]
+    svc = one(r, "Service", r.name)["spec"]
+    assert svc["type"] == "ClusterIP" and "externalTrafficPolicy" not in svc
+    assert container(r, "envoy")["resources"] == d["envoy"]["resources"]
+    assert container(r, "extproc")["resources"] == d["extproc"]["resources"]
+
+
+def test_parameters_override_the_chart_values_field_by_field() -> None:
+    p = params({
+        "replicas": 4,
+        "service": {"type": "LoadBalancer", "annotations": {"lb.example.com/internal": "true"},
+                    "externalTrafficPolicy": "Local"},
+        "envoy": {"concurrency": 8, "logLevel": "debug", "preStopSleepSeconds": 0,
+                  "resources": {"limits": {"memory": "1Gi"}}},
+        "extproc": {"resources": {"requests": {"cpu": "2"}}},
+    })  # fmt: skip
+    r = render(gateway(80), p, settings())
+    assert one(r, "Deployment")["spec"]["replicas"] == 4
+    svc = one(r, "Service", r.name)
+    assert svc["spec"]["type"] == "LoadBalancer" and svc["spec"]["externalTrafficPolicy"] == "Local"
+    assert svc["metadata"]["annotations"]["lb.example.com/internal"] == "true"
+    envoy = container(r, "envoy")
+    assert envoy["args"][envoy["args"].index("--concurrency") + 1] == "8"
+    assert envoy["args"][envoy["args"].index("--log-level") + 1] == "debug"
+    assert "lifecycle" not in envoy  # preStopSleepSeconds 0: no pause, as in the chart
+    chart = settings_doc()["gateway"]
+    assert envoy["resources"] == {**chart["envoy"]["resources"], "limits": {"cpu": "1", "memory": "1Gi"}}
+    assert container(r, "extproc")["resources"]["requests"] == {"cpu": "2", "memory": "128Mi"}
+
+
+def test_a_service_annotation_cannot_overwrite_the_gateways_identity() -> None:
+    p = params({"service": {"annotations": {GATEWAY_NAME_ANNOTATION: "someone-else"}}})
+    svc = one(render(gateway(80), p, settings()), "Service", dataplane_name("shop", "web"))
+    assert svc["metadata"]["annotations"][GATEWAY_NAME_ANNOTATION] == "web"
+
+
+def test_bootstrap_edits_are_the_charts_and_the_parameters() -> None:
+    s = settings()
+    default = render_bootstrap(gateway(80), DEFAULT_PARAMETERS, s)
+    ext_proc = next(
+        f for f in default["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"][
+            "http_filters"] if f["name"] == "envoy.filters.http.ext_proc"
+    )  # fmt: skip
+    assert ext_proc["typed_config"]["message_timeout"] == "0.200s"
+    p = params({"envoy": {"messageTimeoutMs": 1500, "xffNumTrustedHops": 2, "backendClusterStats": False,
+                          "overload": {"maxHeapSizeBytes": 2**28, "maxConnections": 77}}})  # fmt: skip
+    b = render_bootstrap(gateway(80), p, s)
+    hcm = b["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    assert hcm["xff_num_trusted_hops"] == 2 and "early_header_mutation_extensions" not in hcm
+    assert (
+        "early_header_mutation_extensions"
+        in (default["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"])
+    )
+    f = next(f for f in hcm["http_filters"] if f["name"] == "envoy.filters.http.ext_proc")
+    assert f["typed_config"]["message_timeout"] == "1.500s"
+    monitors = {m["name"]: m["typed_config"] for m in b["overload_manager"]["resource_monitors"]}
+    assert monitors["envoy.resource_monitors.fixed_heap"]["max_heap_size_bytes"] == str(2**28)
+    assert (
+        monitors["envoy.resource_monitors.global_downstream_max_connections"]["max_active_downstream_connections"]
+        == "77"
+    )
+    assert "stats_config" in b and "stats_config" not in default
+    assert s.bootstrap == settings().bootstrap  # the settings' template was not edited in place
+
+
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_bootstrap_equals_the_extprocs_generator_with_the_same_options(transport: str) -> None:
+    """What `python -m trafficsplit.extproc --print-bootstrap --listener PORT=0.0.0.0:INNER ...` writes for a Gateway
+    data plane (gw-dataplane's listeners: each names its port to the processor), with the values and parameters."""
+    from trafficsplit.wire.bootstrap import (
+        Address,
+        BootstrapOptions,
+        ExtProcTransport,
+        GatewayListener,
+        bootstrap_json,
+    )
+
+    s = settings(settings_doc(extproc__transport=transport), transport)
+    p = params({"envoy": {"messageTimeoutMs": 250, "xffNumTrustedHops": 1, "backendClusterStats": False,
+                          "overload": {"maxHeapSizeBytes": 100 * 2**20, "maxConnections": 10}}})  # fmt: skip
+    got = render_bootstrap(gateway(80, 8443), p, s)
+    expected = json.loads(bootstrap_json(BootstrapOptions(
+        node_id="gateway", listen=Address("0.0.0.0", 8080),
+        extproc=Address("127.0.0.1", 9005 if transport == "http" else 9001), ads=Address("127.0.0.1", 9001),
+        admin=Address("127.0.0.1", 9901), message_timeout_ms=250, xff_num_trusted_hops=1,
+        max_heap_bytes=100 * 2**20, max_connections=10, extproc_transport=ExtProcTransport(transport),
+        backend_cluster_stats=False,
+        listeners=(GatewayListener(80, Address("0.0.0.0", 10080)), GatewayListener(8443, Address("0.0.0.0", 8443))),
+    )))  # fmt: skip
+    assert got == expected
+
+
+def test_a_changed_listener_port_rolls_the_pods() -> None:
+    def checksum(*ports: int) -> str:
+        r = render(gateway(*ports), DEFAULT_PARAMETERS, settings())
+        return one(r, "Deployment")["spec"]["template"]["metadata"]["annotations"]["checksum/bootstrap"]  # type: ignore[no-any-return]
+
+    assert checksum(80) == checksum(80)
+    assert checksum(80) != checksum(80, 8080)
+
+
+def test_the_publish_port_is_headless_and_open_only_to_the_operator() -> None:
+    r = render(gateway(80), DEFAULT_PARAMETERS, settings())
+    publish = one(r, "Service", publish_service_name("shop", "web"))["spec"]
+    assert publish["clusterIP"] == "None" and publish["publishNotReadyAddresses"] is True
+    assert [p["name"] for p in publish["ports"]] == ["publish"]
+    rules = one(r, "NetworkPolicy")["spec"]["ingress"]
+    [publish_rule] = [x for x in rules if x["ports"] == [{"port": "publish", "protocol": "TCP"}]]
+    assert publish_rule["from"] == [{"podSelector": {"matchLabels": OPERATOR_LABELS}}]
+    assert not [x for x in rules if x["ports"] == [{"port": "metrics", "protocol": "TCP"}]]  # metricsFrom empty
+
+
+def test_the_chart_switches_reach_the_data_plane() -> None:
+    doc = settings_doc(podDisruptionBudget__enabled=False, networkPolicy__enabled=False)
+    doc["tlsSecret"] = ""
+    r = render(gateway(80), DEFAULT_PARAMETERS, settings(doc))
+    assert not r.of_kind("PodDisruptionBudget") and not r.of_kind("NetworkPolicy")
+    ext = container(r, "extproc")
+    assert "--insecure-publish" in ext["args"] and not [a for a in ext["args"] if a.startswith("--tls-")]
+    assert "publish-tls" not in {v["name"] for v in pod(r)["volumes"]}
+    pdb = one(render(gateway(80), DEFAULT_PARAMETERS, settings()), "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1  # never blocks a drain, whatever the class's replica count
+
+
+@pytest.mark.parametrize(
+    ("change", "expect"),
+    [
+        (lambda d: d.pop("namespace"), "namespace is missing"),
+        (lambda d: d.update(publishPort="9002"), "publishPort is missing or not a int"),
+        (lambda d: d["gateway"].pop("envoy"), "gateway.envoy is missing"),
+        (lambda d: d["securityContext"].update(appUser=True), "securityContext.appUser"),
+    ],
+)
+def test_bad_settings_stop_the_operator_naming_the_field(change: Any, expect: str) -> None:
+    doc = settings_doc()
+    change(doc)
+    with pytest.raises(ValueError, match=expect):
+        settings(doc)
+
+
+def test_a_bootstrap_of_another_shape_is_refused() -> None:
+    with pytest.raises(ValueError, match="does not have the shape"):
+        parse_settings(json.dumps(settings_doc()), json.dumps({"static_resources": {"listeners": []}}))
+
+
+def test_addresses_are_the_load_balancers_else_the_cluster_ip() -> None:
+    svc: dict[str, Any] = {"spec": {"clusterIP": "10.0.0.7", "clusterIPs": ["10.0.0.7", "fd00::7"]}}
+    assert service_addresses(svc) == (GatewayAddress("IPAddress", "10.0.0.7"), GatewayAddress("IPAddress", "fd00::7"))
+    svc["status"] = {"loadBalancer": {"ingress": [{"ip": "203.0.113.9"}, {"hostname": "lb.example.com"}]}}
+    assert service_addresses(svc) == (
+        GatewayAddress("IPAddress", "203.0.113.9"),
+        GatewayAddress("Hostname", "lb.example.com"),
+    )
+    assert service_addresses({"spec": {"clusterIP": "None"}}) == ()
