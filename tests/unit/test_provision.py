@@ -5,11 +5,12 @@ containers as the chart's gateway Deployment, rendered by the real helm) is in t
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.provision import OPERATOR_LABELS, gateway, params, settings, settings_doc
+from tests.support.provision import CHART, OPERATOR_LABELS, gateway, params, settings, settings_doc
 from trafficsplit.core.gateway_objects import parse_gateway
 from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS
 from trafficsplit.operator.dataplane_names import (
@@ -265,3 +266,15 @@ def test_addresses_are_the_load_balancers_else_the_cluster_ip() -> None:
         GatewayAddress("Hostname", "lb.example.com"),
     )
     assert service_addresses({"spec": {"clusterIP": "None"}}) == ()
+
+
+def test_the_settings_files_load_as_the_chart_mounts_them(tmp_path: Path) -> None:
+    from trafficsplit.operator.provisioner import load_settings
+
+    (tmp_path / "settings.json").write_text(json.dumps(settings_doc("ops")))
+    (tmp_path / "envoy-bootstrap.json").write_text((CHART / "files" / "envoy-bootstrap.json").read_text())
+    loaded = load_settings(str(tmp_path / "settings.json"), str(tmp_path / "envoy-bootstrap.json"))
+    assert loaded.namespace == "ops" and loaded == settings(settings_doc("ops"))
+    (tmp_path / "big.json").write_text(" " * (2 << 20))
+    with pytest.raises(ValueError, match="over"):
+        load_settings(str(tmp_path / "big.json"), str(tmp_path / "envoy-bootstrap.json"))

@@ -18,6 +18,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -33,8 +34,10 @@ from trafficsplit.operator.dataplane_names import (
 )
 from trafficsplit.operator.provision import (
     COMPONENT_SELECTOR,
+    MAX_SETTINGS_BYTES,
     DataplaneSettings,
     GatewayAddress,
+    parse_settings,
     render,
     service_addresses,
 )
@@ -43,6 +46,17 @@ log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "trafficsplit-operator"
 APPLY = "application/apply-patch+yaml"
+
+
+def load_settings(settings_file: str, bootstrap_file: str) -> DataplaneSettings:
+    """The files `--dataplane-settings` and `--dataplane-bootstrap` name (the chart mounts both from its ConfigMap),
+    read once at start: a bad file stops the operator with the field named."""
+    texts = []
+    for path in (Path(settings_file), Path(bootstrap_file)):
+        if path.stat().st_size > MAX_SETTINGS_BYTES:
+            raise ValueError(f"{path}: over {MAX_SETTINGS_BYTES} bytes")
+        texts.append(path.read_text(encoding="utf-8"))
+    return parse_settings(texts[0], texts[1])
 
 
 class Provisioner:
