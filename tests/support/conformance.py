@@ -99,6 +99,14 @@ STAND_INS = {
     "registry.k8s.io/coredns/coredns:v1.12.2": "pause",
 }
 RESULT_LINE = re.compile(r"^\s*--- (PASS|FAIL|SKIP): TestConformance/([^/\s]+) \(([\d.]+)s\)")
+# The suite keeps five or more Gateways at once (four in its base manifests), each with a provisioned data plane of
+# two replicas taking the chart's gateway.* values: at the chart's 250m + 250m CPU requests only one fits this
+# 2-core node beside the chart's own gateway (the rest stay Pending: "Insufficient cpu"). Requests reserve, they do
+# not limit: the pods get the same CPU either way.
+SMALL_REQUESTS = (
+    "--set", "gateway.extproc.resources.requests.cpu=10m",
+    "--set", "gateway.envoy.resources.requests.cpu=10m",
+)  # fmt: skip
 INSTALL_TIMEOUT_S = 360
 CLASS_TIMEOUT_S = 120
 FULL_TIMEOUT_S = 3600
@@ -201,7 +209,7 @@ def install(cluster: Cluster) -> list[str]:
     cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
     gw_values: list[str] = []
     if chart_has_gateway_api():
-        gw_values = ["--set", "gatewayAPI.enabled=true"]
+        gw_values = ["--set", "gatewayAPI.enabled=true", *SMALL_REQUESTS]
     else:
         notes.append("the chart has no gatewayAPI values: installed without them (nothing provisions Gateways)")
     ns = cluster.release_namespace
@@ -395,6 +403,11 @@ def run_conformance(
             timed_out = True
             proc.kill()
             code = proc.wait()
+        finally:
+            # Interrupted (SIGTERM, Ctrl-C): the suite must not outlive the node it talks to.
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     output = log.read_text(errors="replace")
     return SuiteResult(
         tests=parse_results(output),
