@@ -6,9 +6,9 @@ Runs last: every release left by the earlier tests (test_7 keeps the README's) i
 answers our GatewayClass; then it installs its own, with ``gatewayAPI.enabled``. A conformance test that fails (or is
 missing from the results) fails this test, naming it.
 
-Expected to fail until issue 20's pieces land (the operator provisioning a data plane per Gateway and publishing its
-route table; docs/gateway-api.md, "Running the conformance suite"): strict, so the first run that passes fails here
-and says to remove the marker.
+Expected to fail until HTTPS listeners are built: the suite's setup needs every Gateway of its base manifests
+Accepted, one of which has only HTTPS listeners (docs/gateway-api.md, "Running the conformance suite"). Strict, so
+the first run that passes fails here and says to remove the marker.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _uninstall_every_release(cluster: Cluster) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 20 not complete: no data plane is provisioned per Gateway yet (remove this marker when it passes)",
+    reason="HTTPS listeners are not built: the suite's setup needs its HTTPS Gateway Accepted (remove when it passes)",
 )
 def test_conformance_quick(cluster: Cluster, tmp_path: Path) -> None:
     if cluster.containerd_sock is None:
