@@ -273,3 +273,27 @@ async def _second(engine: Engine, api: Api, one: FakeReplica, two: FakeReplica, 
     await until(lambda: api.accepted_at("one-route") == 2, timeout=10)
     assert one2.held_gen is not None and [b.weight for b in one2.held_gen.splits[0].backends] == [10, 90]
     task.cancel()
+
+
+def test_a_rule_a_replica_refuses_alone_is_named_in_its_routes_status(tmp_path: Any) -> None:
+    async def main() -> None:
+        chart = await FakeReplica("chart").start()
+        one = await FakeReplica("one").start()
+        one.refuse_splits = {f"{NS}/one-route.rule-0"}
+        api = Api()
+        engine = make(tmp_path, chart, api)
+        try:
+            seed(api, engine, {"one": one})
+            await engine.become_leader()
+            engine.mark_ready()
+            task = asyncio.create_task(engine.run(), name="engine")
+            await until(lambda: api.accepted_at("one-route") == 1)
+            parent = api.parent("one-route")
+            assert parent is not None
+            partial = next(c for c in parent["conditions"] if c["type"] == "PartiallyInvalid")
+            assert partial["status"] == "True" and "rules[0] refused by one: refused here" in partial["message"]
+            task.cancel()
+        finally:
+            await _shutdown(engine, chart, one)
+
+    run(main)

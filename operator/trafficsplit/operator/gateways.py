@@ -43,9 +43,16 @@ from trafficsplit.core.gateway_objects import (
     parse_namespace,
     parse_reference_grant,
 )
-from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS, GatewayParameters
-from trafficsplit.core.gateway_status import class_status_body, gateway_status_body, route_parents
-from trafficsplit.core.gateway_translate import GatewayStatus, Inputs, Translation, gateway_content, translate
+from trafficsplit.core.gateway_parameters import GatewayParameters, parse_gateway_parameters
+from trafficsplit.core.gateway_status import class_status_body, gateway_status_body, route_parents, with_refusals
+from trafficsplit.core.gateway_translate import (
+    GatewayStatus,
+    Inputs,
+    ParentStatus,
+    Translation,
+    gateway_content,
+    translate,
+)
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, slices_by_service
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, publish_service_name
@@ -55,13 +62,14 @@ from trafficsplit.wire.generation import generation_to_proto
 log = logging.getLogger("trafficsplit.operator.gateways")
 
 Key = tuple[str, str]  # (namespace, name); a GatewayClass or Namespace has namespace ""
-GATEWAY_KINDS = ("gatewayclass", "gateway", "httproute", "referencegrant", "namespace")
+GATEWAY_KINDS = ("gatewayclass", "gateway", "httproute", "referencegrant", "namespace", "gatewayparameters")
 _PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
     "gatewayclass": parse_gateway_class,
     "gateway": parse_gateway,
     "httproute": parse_httproute,
     "referencegrant": parse_reference_grant,
     "namespace": parse_namespace,
+    "gatewayparameters": parse_gateway_parameters,
 }
 
 # What a Gateway serves, from the translation: its route tables and rule splits (`gateway_content`).
@@ -107,6 +115,8 @@ class GatewayStore:
     routes: dict[Key, HTTPRoute] = field(default_factory=dict)
     grants: dict[Key, ReferenceGrant] = field(default_factory=dict)
     namespaces: dict[Key, Namespace] = field(default_factory=dict)
+    # GatewayParameters by name: the value, or why its body was refused (a GatewayClass naming it says so)
+    parameters: dict[Key, GatewayParameters | str] = field(default_factory=dict)
     stored: dict[tuple[str, Key], Stored] = field(default_factory=dict)
 
     def table(self, kind: str) -> dict[Key, Any]:
@@ -116,6 +126,7 @@ class GatewayStore:
             "httproute": self.routes,
             "referencegrant": self.grants,
             "namespace": self.namespaces,
+            "gatewayparameters": self.parameters,
         }
         return tables[kind]
 
@@ -130,6 +141,9 @@ class GatewayStore:
         try:
             table[k] = _PARSERS[kind](body)
         except SpecError as exc:
+            if kind == "gatewayparameters":
+                table[k] = "; ".join(exc.problems)[:1000]
+                return
             # The API server validated it against the CRD, so this is a body our stricter bounds refuse: it is
             # left out (as if absent) and said once per version.
             log.warning("%s %s/%s left out: %s", kind, *k, "; ".join(exc.problems)[:2000])
@@ -150,7 +164,7 @@ class GatewayPublishing:
     content: GenerationContent | None = None
     refused: str | None = None  # why its current content could not be numbered (a status message)
     since: dict[str, tuple[int, int]] = field(default_factory=dict)  # object → (metadata.generation, first number)
-    provisioned: int | None = None  # the Gateway generation the provisioner last ensured
+    provisioned: tuple[int, GatewayParameters] | None = None  # the Gateway generation and parameters last ensured
     provisioning: asyncio.Task[None] | None = None
     addresses: tuple[Mapping[str, str], ...] | None = None
 
@@ -235,6 +249,7 @@ class GatewayPlane:
                 routes=tuple(s.routes.values()),
                 grants=tuple(s.grants.values()),
                 namespaces=tuple(s.namespaces.values()),
+                parameters={name: p for (_, name), p in s.parameters.items()},
                 services=services,
                 slices=slices_by_service(slices.values()),
             )
@@ -264,7 +279,7 @@ class GatewayPlane:
                 p = self._gateways[key] = GatewayPublishing(fleet=self._make_fleet(), created=loop.time())
                 loop.call_later(self.settings.probe_timeout, self._poke)
             await p.fleet.set_replicas(self.replicas(key, slices))
-            self._provision(key, p)
+            self._provision(key, p, translation)
             self._publish(key, p, translation, numbering, loop.time())
             self._carry(key, p, translation)
         if self._provisioner is not None and not self._cleaned:
@@ -315,21 +330,23 @@ class GatewayPlane:
         for gone in [o for o in p.since if o not in objects]:
             del p.since[gone]
 
-    def _provision(self, key: Key, p: GatewayPublishing) -> None:
+    def _provision(self, key: Key, p: GatewayPublishing, t: Translation) -> None:
+        """Ensure the Gateway's data plane when the Gateway or its class's parameters changed; a class refused
+        (InvalidParameters: no parameters) provisions nothing new, and what exists keeps running."""
         gw = self.store.gateways.get(key)
         if self._provisioner is None or gw is None or p.provisioning is not None:
             return
-        if p.provisioned == gw.meta.generation:
+        params = next((c.parameters for c in t.classes if c.name == gw.class_name), None)
+        if params is None or p.provisioned == (gw.meta.generation, params):
             return
-        p.provisioning = asyncio.create_task(self._ensure(key, p, gw), name=f"provision:{key[0]}/{key[1]}")
+        p.provisioning = asyncio.create_task(self._ensure(key, p, gw, params), name=f"provision:{key[0]}/{key[1]}")
 
-    async def _ensure(self, key: Key, p: GatewayPublishing, gw: Gateway) -> None:
+    async def _ensure(self, key: Key, p: GatewayPublishing, gw: Gateway, params: GatewayParameters) -> None:
         assert self._provisioner is not None
         try:
-            # The class's parametersRef is not resolved yet: every Gateway gets the chart's settings.
-            addresses = await self._provisioner.ensure(gw, DEFAULT_PARAMETERS)
+            addresses = await self._provisioner.ensure(gw, params)
             p.addresses = tuple({"type": a.type, "value": a.value} for a in addresses)
-            p.provisioned = gw.meta.generation
+            p.provisioned = (gw.meta.generation, params)
         except Exception as exc:  # retried on the next pass
             log.warning("Gateway %s/%s: data plane not provisioned: %s", *key, exc)
         finally:
@@ -398,10 +415,26 @@ class GatewayPlane:
                 gk = _parent_gateway(ref)
                 return gk is not None and self._served(gk, f"route:{r}", g)
 
+            ours_ = tuple(self._refused_rules(ps, rs.route, generation) for ps in rs.parents)
             parents = route_parents(
-                stored=st.status.get("parents"), ours=rs.parents, route_namespace=rkey[0], served=served, now=now
+                stored=st.status.get("parents"), ours=ours_, route_namespace=rkey[0], served=served, now=now
             )
-            await self._write("httproute", rkey, st, {**st.status, "parents": parents})
+            if parents or st.status.get("parents"):  # nothing of ours yet and nothing stored: no empty write
+                await self._write("httproute", rkey, st, {**st.status, "parents": parents})
+
+    def _refused_rules(self, ps: ParentStatus, route: str, generation: int) -> ParentStatus:
+        """The parent with the rules its Gateway's replicas refused alone (`Fleet.refusals`, keyed by split key
+        `namespace/route.rule-<i>`) named."""
+        gk = _parent_gateway(ps.parent)
+        p = self._gateways.get(gk) if gk is not None else None
+        if p is None:
+            return ps
+        prefix = f"{route}.rule-"
+        rules: dict[int, tuple[tuple[str, str], ...]] = {}
+        for split, by in p.fleet.refusals().items():
+            if split.startswith(prefix) and split[len(prefix) :].isdigit():
+                rules[int(split[len(prefix) :])] = by
+        return with_refusals(ps, rules, generation)
 
     async def _write(self, kind: str, key: Key, stored: Stored, body: Mapping[str, Any]) -> None:
         """Write `body` unless the object has it, or it is what was last written (the watch event of our own write

@@ -26,6 +26,7 @@ GATEWAY_WATCHED = (
     ("httproute", "gateway.networking.k8s.io", "v1", "httproutes"),
     ("referencegrant", "gateway.networking.k8s.io", "v1", "referencegrants"),
     ("namespace", "", "v1", "namespaces"),
+    ("gatewayparameters", "trafficsplit.dev", "v1alpha1", "gatewayparameters"),
 )
 
 

@@ -60,6 +60,17 @@ class KubeApi:
                 if ns is not None and ns != nss[0]:
                     continue  # cluster-scoped: listed once
                 resp = self.core.list_namespace(_preload_content=False)
+            elif kind == "gatewayparameters":
+                if ns is not None and ns != nss[0]:
+                    continue
+                try:
+                    resp = self.custom.list_cluster_custom_object(
+                        GROUP, VERSION, "gatewayparameters", _preload_content=False
+                    )
+                except client.ApiException as exc:
+                    if exc.status != 404:
+                        raise
+                    continue  # its CRD is not installed: a class naming parameters is refused (InvalidParameters)
             elif kind in GATEWAY_RESOURCES:
                 plural, namespaced = GATEWAY_RESOURCES[kind]
                 if not namespaced and ns is not None and ns != nss[0]:

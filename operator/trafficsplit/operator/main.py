@@ -124,10 +124,10 @@ async def run_kubernetes(cfg: Config) -> None:
     provisioner: Provisioner | None = None
     dataplane_namespace = cfg.dataplane_namespace
     if gateway_api and cfg.dataplane_settings and cfg.dataplane_bootstrap:
-        from trafficsplit.operator.provision import parse_settings
         from trafficsplit.operator.provisioner import Provisioner as ApiProvisioner
+        from trafficsplit.operator.provisioner import load_settings
 
-        settings = parse_settings(Path(cfg.dataplane_settings).read_text(), Path(cfg.dataplane_bootstrap).read_text())
+        settings = load_settings(cfg.dataplane_settings, cfg.dataplane_bootstrap)
         provisioner = ApiProvisioner(api, settings)
         dataplane_namespace = settings.namespace
     elif gateway_api:

@@ -94,6 +94,30 @@ def class_status_body(status: ClassStatus, stored: Mapping[str, Any], now: str) 
     return {"conditions": stamped(status.conditions, stored.get("conditions"), now)}
 
 
+def with_refusals(
+    parent: ParentStatus, rules: Mapping[int, Sequence[tuple[str, str]]], generation: int
+) -> ParentStatus:
+    """A parent whose Gateway's replicas refused some of the route's rules alone (they serve the rest): those rules
+    are named in `PartiallyInvalid` (with the translation's dropped rules, if any), the route stays Accepted."""
+    if not rules:
+        return parent
+    named = "; ".join(
+        f"rules[{i}] refused by {', '.join(f'{r}: {m}' for r, m in sorted(by))}" for i, by in sorted(rules.items())
+    )
+    old = next((c for c in parent.conditions if c.type == "PartiallyInvalid"), None)
+    message = f"{old.message}; {named}" if old is not None else f"Dropped Rule(s): {named}"
+    partial = Condition(
+        type="PartiallyInvalid",
+        status="True",
+        reason="UnsupportedValue",
+        message=message[:MAX_CONDITION_MESSAGE],
+        observed_generation=generation,
+        last_transition_time=None,
+    )
+    kept = tuple(c for c in parent.conditions if c.type != "PartiallyInvalid")
+    return replace(parent, conditions=(*kept, partial))
+
+
 def _ref_key(raw: Mapping[str, Any], route_namespace: str) -> tuple[str, str, str, str, str, int | None]:
     """A parentRef's identity as the status echoes it, with the API's defaults filled in."""
     port = raw.get("port")
