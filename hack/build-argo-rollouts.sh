@@ -17,7 +17,8 @@
 #        hack/build-argo-rollouts.sh --controller   only copy the CRDs and build the controller
 #        hack/build-argo-rollouts.sh --plugin  only build the plugin, print its path
 # Builds are CPU-heavy: on a shared machine run with `nice -n 19` and TRAFFICSPLIT_BUILD_JOBS=1.
-# Not part of `make test` (yet): timings in bench/results/*-progressive-build.json and docs/argo-rollouts.md.
+# `make test` builds only the plugin (--plugin); the controller is not built by it yet: timings in
+# bench/results/*-progressive-build.json and docs/argo-rollouts.md.
 set -euo pipefail
 
 ARGO_ROLLOUTS_VERSION=v1.9.1

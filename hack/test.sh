@@ -88,6 +88,11 @@ step "gateway API (CRDs checked against v1.6.3, the conformance binary and echo-
 # tests/e2e/test_8_conformance.py runs the suite's quick list (the whole profile: `make conformance`).
 bash hack/build-gateway-api.sh >/dev/null
 
+step "argo rollouts plugin (plugins/argo-rollouts, cached by a hash of its sources)"
+# Built here, not inside tests/integration/test_argo_rollouts_plugin.py, so the log separates its build from the test.
+# The controller and Flagger are not built by make test: no test runs them yet (docs/argo-rollouts.md).
+bash hack/build-argo-rollouts.sh --plugin >/dev/null
+
 if ((NODE)); then
   # Built here rather than inside the first e2e test so that the timings below separate build from test.
   step "node binaries (kubelet, controller-manager, scheduler, kube-proxy, pause, kube-router)"

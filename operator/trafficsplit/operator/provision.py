@@ -300,6 +300,8 @@ def extproc_container(settings: DataplaneSettings) -> dict[str, Any]:
         f"--publish=0.0.0.0:{settings.publish_port}",
         f"--health=$(POD_IP):{ext['healthPort']}",
         f"--metrics=0.0.0.0:{ext['metricsPort']}",
+        # Envoy's fail-open counters, read from its loopback admin at scrape time (as the chart's gateway does).
+        f"--envoy-stats=127.0.0.1:{ENVOY_ADMIN}",
         f"--token-file={TOKEN_DIR}/token",
     ]
     if tls:
