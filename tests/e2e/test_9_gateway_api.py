@@ -1,0 +1,363 @@
+"""HTTPRoutes served on real pods through a Gateway the operator provisioned (issue 20's must-shows).
+
+The tier's release is upgraded to ``gatewayAPI.enabled=true`` (the Gateway API CRDs applied first, the experimental
+channel: ``sessionPersistence`` lives there; the class's GatewayParameters asks for 2 data-plane replicas; small CPU
+requests so the chart's gateway, the provisioned data plane and the backends fit the 2-core node). One Gateway of our
+class with one HTTP listener on port 80, three name-echoing backends, then:
+
+- a cookie-less 70/30/0 HTTPRoute: the realised split over 5,000 requests to the Gateway's ClusterIP (χ²), nothing
+  on the weight-0 backend;
+- a 90/10 HTTPRoute with ``sessionPersistence: Cookie``: 1,000 sessions, each request sent straight to one of the two
+  data-plane pods in turn (so every session is served by both replicas); re-weighting to 50/50 moves no session while
+  new sessions split 50/50; weight 0 keeps its sessions; removing the backendRef moves them. Each change is measured
+  only once the route's parent status is ``Accepted`` at its new ``observedGeneration`` (status after ACK: every
+  replica serves it), and how long that took is printed.
+
+The Gateway rules answer without debug headers and the echo backend does not return the request id, so the core's
+pick per request id cannot be compared request by request here; tests/integration/test_gateway_dataplane.py does
+that on loopback.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+from scipy.stats import chisquare
+
+from tests.e2e.cluster import CHART, Cluster, Gateway, Response, condition, wait_for
+from tests.e2e.load import parallel
+
+pytestmark = [pytest.mark.e2e]
+
+CONTROLLER = "trafficsplit.dev/gateway-controller"
+CLASS = "trafficsplit"
+CRDS = CHART / "gateway-api-crds" / "experimental"
+NS = "gw-e2e"
+GATEWAY = "edge"
+BACKENDS = ("alpha", "beta", "gamma")
+REPLICAS = 2
+LISTENER_PORT = 80
+# The provisioned pod serves a privileged listener port shifted above 1024 (a non-root Envoy cannot bind 80):
+# operator/trafficsplit/operator/provision.py, container_port.
+POD_PORT = LISTENER_PORT + 10000
+SESSIONS = 1000
+COOKIE = "gw-e2e-session"
+# Requests reserve CPU, they do not limit it: at the chart's 250m + 250m per gateway pod, the chart's two gateway
+# pods and a Gateway's two data-plane pods do not all fit a 2-core node.
+SMALL_REQUESTS = (
+    "--set", "gateway.extproc.resources.requests.cpu=10m",
+    "--set", "gateway.envoy.resources.requests.cpu=10m",
+)  # fmt: skip
+P_MIN = 0.001
+
+
+def _backend_docs() -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}]
+    for name in BACKENDS:
+        labels = {"app": "gw-e2e", "version": name}
+        docs.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": name, "namespace": NS, "labels": labels},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {
+                            "automountServiceAccountToken": False,
+                            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534},
+                            "containers": [
+                                {
+                                    "name": "echo",
+                                    "image": "IMAGE",
+                                    "args": ["-listen=:8080", f"-text={name}"],
+                                    "ports": [{"name": "http", "containerPort": 8080}],
+                                    "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 2},
+                                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                                }
+                            ],
+                        },
+                    },
+                },
+            }
+        )
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": name, "namespace": NS, "labels": labels},
+                "spec": {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+            }
+        )
+    return docs
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatewayAPI:
+    cluster: Cluster
+    address: str  # the Gateway's status.addresses[0] (its Service's ClusterIP)
+    pods: tuple[str, ...]  # the data-plane pods' IPs
+
+
+def _programmed(cluster: Cluster) -> dict[str, Any] | None:
+    gw = cluster.get("gateway", GATEWAY, "-n", NS)
+    cond = condition(gw, "Programmed")
+    ok = (
+        cond is not None
+        and cond.get("status") == "True"
+        and cond.get("observedGeneration") == gw["metadata"]["generation"]
+        and gw.get("status", {}).get("addresses")
+    )
+    return gw if ok else None
+
+
+def _dataplane_pod_ips(cluster: Cluster) -> tuple[str, ...] | None:
+    pods = cluster.get("pods", "-n", cluster.release_namespace, "-l", "app.kubernetes.io/component=gateway-dataplane")
+    ready = [
+        p["status"]["podIP"]
+        for p in pods["items"]
+        if not p["metadata"].get("deletionTimestamp")
+        and p["metadata"].get("annotations", {}).get("trafficsplit.dev/gateway-name", GATEWAY) == GATEWAY
+        and any(c.get("type") == "Ready" and c.get("status") == "True" for c in p["status"].get("conditions", []))
+    ]
+    return tuple(sorted(ready)) if len(ready) == REPLICAS else None
+
+
+@pytest.fixture(scope="module")
+def gwapi(cluster: Cluster) -> Iterator[GatewayAPI]:
+    t0 = time.monotonic()
+    cluster.kubectl("apply", "--server-side", "-f", str(CRDS), timeout=120)
+    cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
+    ns = cluster.release_namespace
+    if cluster.kubectl("get", "namespace", ns, check=False).returncode != 0:
+        cluster.kubectl("create", "namespace", ns)
+    cluster.helm(
+        "upgrade", "--install", cluster.release, str(CHART), "-n", ns,
+        *cluster.image_values(), *cluster.extra_values, *SMALL_REQUESTS,
+        "--set", "gatewayAPI.enabled=true",
+        "--set", f"gatewayAPI.gatewayClass.name={CLASS}",
+        "--set", f"gatewayAPI.gatewayClass.parameters.replicas={REPLICAS}",
+        "--wait", "--timeout", "6m",
+        timeout=420,
+    )  # fmt: skip
+    install_s = time.monotonic() - t0
+    docs = _backend_docs()
+    for d in docs:
+        if d["kind"] == "Deployment":
+            d["spec"]["template"]["spec"]["containers"][0]["image"] = cluster.echo_image()
+    gateway = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": GATEWAY, "namespace": NS},
+        "spec": {
+            "gatewayClassName": CLASS,
+            "listeners": [{"name": "http", "protocol": "HTTP", "port": LISTENER_PORT}],
+        },
+    }
+    t1 = time.monotonic()
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([*docs, gateway]))
+    cluster.kubectl(
+        "-n", NS, "wait", "--for=condition=Available", "deployment", "--all", "--timeout=240s", timeout=260
+    )  # fmt: skip
+    gw = wait_for("Gateway Programmed with an address", lambda: _programmed(cluster), timeout=240, interval=1)
+    programmed_s = time.monotonic() - t1
+    pods = wait_for(f"{REPLICAS} data-plane pods Ready", lambda: _dataplane_pod_ips(cluster), timeout=120)
+    address = gw["status"]["addresses"][0]["value"]
+    svc_ips = {
+        s["spec"].get("clusterIP")
+        for s in cluster.get("services", "-n", ns, "-l", "app.kubernetes.io/component=gateway-dataplane")["items"]
+    }
+    print(
+        f"\nchart upgraded with gatewayAPI.enabled in {install_s:.1f}s; Gateway {NS}/{GATEWAY} Programmed in "
+        f"{programmed_s:.1f}s, addresses {gw['status']['addresses']}, data-plane pods {pods}"
+    )
+    assert gw["status"]["addresses"][0].get("type", "IPAddress") == "IPAddress", gw["status"]
+    assert address in svc_ips, (address, svc_ips)
+    yield GatewayAPI(cluster=cluster, address=address, pods=pods)
+    cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+
+
+def _route(name: str, host: str, backends: list[tuple[str, int]], sticky: bool) -> dict[str, Any]:
+    rule: dict[str, Any] = {"backendRefs": [{"name": b, "port": 80, "weight": w} for b, w in backends]}
+    if sticky:
+        rule["sessionPersistence"] = {"type": "Cookie", "sessionName": COOKIE}
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"parentRefs": [{"name": GATEWAY}], "hostnames": [host], "rules": [rule]},
+    }
+
+
+def _our_parent(route: dict[str, Any]) -> dict[str, Any] | None:
+    return next(
+        (
+            p
+            for p in route.get("status", {}).get("parents", [])
+            if p.get("controllerName") == CONTROLLER and p.get("parentRef", {}).get("name") == GATEWAY
+        ),
+        None,
+    )
+
+
+def _accepted_now(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    """Our parent entry once it says Accepted at the route's current generation (written after every replica ACKed)."""
+    route = cluster.get("httproute", name, "-n", NS)
+    parent = _our_parent(route)
+    if parent is None:
+        return None
+    acc = next((c for c in parent.get("conditions", []) if c.get("type") == "Accepted"), None)
+    gen = route["metadata"]["generation"]
+    return (
+        parent | {"_generation": gen} if acc and acc["status"] == "True" and acc["observedGeneration"] == gen else None
+    )
+
+
+def _apply_and_wait(cluster: Cluster, doc: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    t = time.monotonic()
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
+    parent = wait_for(f"{doc['metadata']['name']} Accepted", lambda: _accepted_now(cluster, doc["metadata"]["name"]))
+    return parent, time.monotonic() - t
+
+
+def _assert_parent_status(parent: dict[str, Any]) -> None:
+    conds = {c["type"]: c for c in parent["conditions"]}
+    assert parent["controllerName"] == CONTROLLER, parent
+    for type_ in ("Accepted", "ResolvedRefs"):
+        assert conds[type_]["status"] == "True", parent
+        assert conds[type_]["observedGeneration"] == parent["_generation"], parent
+    print(
+        f"parent status: controllerName={parent['controllerName']}, "
+        + ", ".join(f"{t}={conds[t]['status']}/{conds[t]['reason']}@{conds[t]['observedGeneration']}" for t in conds)
+    )
+
+
+def test_the_gateway_is_programmed_with_two_replicas(gwapi: GatewayAPI) -> None:
+    gw = gwapi.cluster.get("gateway", GATEWAY, "-n", NS)
+    cond = condition(gw, "Programmed")
+    assert cond is not None and cond["status"] == "True", gw["status"]
+    accepted = condition(gw, "Accepted")
+    assert accepted is not None and accepted["status"] == "True", gw["status"]
+    print(f"\nGateway Accepted={accepted['status']}, Programmed={cond['status']} ({cond.get('message', '')!r})")
+    assert len(gwapi.pods) == REPLICAS
+
+
+def test_a_70_30_0_route_splits_5000_cookieless_requests(gwapi: GatewayAPI) -> None:
+    cluster = gwapi.cluster
+    host = "split.gw-e2e.test"
+    parent, took = _apply_and_wait(cluster, _route("split", host, [("alpha", 70), ("beta", 30), ("gamma", 0)], False))
+    print(f"\n70/30/0 route Accepted at generation {parent['_generation']} after {took:.2f}s")
+    _assert_parent_status(parent)
+    gw = Gateway(gwapi.address, LISTENER_PORT)
+    n = 5000
+    t = time.monotonic()
+    responses = parallel(lambda _: gw.request(host), range(n))
+    took = time.monotonic() - t
+    statuses = Counter(r.status for r in responses)
+    assert statuses == {200: n}, statuses
+    counts = Counter(r.backend for r in responses)
+    assert counts["gamma"] == 0, counts
+    assert set(counts) <= {"alpha", "beta"}, counts
+    result = chisquare([counts["alpha"], counts["beta"]], [n * 0.7, n * 0.3])
+    print(f"70/30/0 over {n} requests to {gwapi.address}:{LISTENER_PORT} in {took:.1f}s: {dict(counts)}, "
+          f"chi-square p={result.pvalue:.3f}")  # fmt: skip
+    assert result.pvalue > P_MIN, (counts, result)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Session:
+    cookie: str
+    backend: str
+
+
+def _replica(gwapi: GatewayAPI, i: int) -> Gateway:
+    return Gateway(gwapi.pods[i % len(gwapi.pods)], POD_PORT)
+
+
+def _new_session(gwapi: GatewayAPI, host: str, i: int) -> Session:
+    first = _replica(gwapi, i).request(host)
+    value = first.cookie(COOKIE)
+    assert first.status == 200 and value, first
+    return Session(cookie=f"{COOKIE}={value}", backend=first.backend)
+
+
+def _revisit(gwapi: GatewayAPI, host: str, sessions: list[Session], start: int = 0) -> list[Response]:
+    """One request per session, alternating data-plane replicas (``start`` shifts which replica a session meets)."""
+    return parallel(
+        lambda iv: _replica(gwapi, iv[0] + start).request(host, cookie=iv[1].cookie), list(enumerate(sessions))
+    )
+
+
+def _moved(sessions: list[Session], responses: list[Response]) -> list[tuple[str, str]]:
+    assert all(r.status == 200 for r in responses), Counter(r.status for r in responses)
+    return [(s.backend, r.backend) for s, r in zip(sessions, responses, strict=True) if r.backend != s.backend]
+
+
+def test_sticky_sessions_across_both_replicas_and_weight_changes(gwapi: GatewayAPI) -> None:
+    cluster = gwapi.cluster
+    host = "sticky.gw-e2e.test"
+    doc = _route("sticky", host, [("alpha", 90), ("beta", 10)], True)
+    parent, took = _apply_and_wait(cluster, doc)
+    print(f"\n90/10 sticky route Accepted at generation {parent['_generation']} after {took:.2f}s")
+    _assert_parent_status(parent)
+
+    # 1,000 sessions: minted on replica i % 2, then revisited on the other replica and on the first again.
+    sessions = parallel(lambda i: _new_session(gwapi, host, i), range(SESSIONS))
+    counts = Counter(s.backend for s in sessions)
+    moved = _moved(sessions, _revisit(gwapi, host, sessions, start=1)) + _moved(
+        sessions, _revisit(gwapi, host, sessions)
+    )
+    r90 = chisquare([counts["alpha"], counts["beta"]], [SESSIONS * 0.9, SESSIONS * 0.1])
+    print(f"90/10: {SESSIONS} sessions {dict(counts)} (chi-square p={r90.pvalue:.3f}); each revisited on both "
+          f"replicas {gwapi.pods}: {len(moved)} changed backend")  # fmt: skip
+    assert not moved, moved[:10]
+    assert set(counts) == {"alpha", "beta"}, counts
+
+    # 90/10 → 50/50: no existing session moves, new sessions split 50/50.
+    doc = _route("sticky", host, [("alpha", 50), ("beta", 50)], True)
+    parent, took = _apply_and_wait(cluster, doc)
+    print(f"50/50: Accepted at generation {parent['_generation']} {took:.2f}s after the patch")
+    _assert_parent_status(parent)
+    moved = _moved(sessions, _revisit(gwapi, host, sessions, start=1))
+    fresh = parallel(lambda i: _new_session(gwapi, host, i), range(SESSIONS))
+    fresh_counts = Counter(s.backend for s in fresh)
+    r50 = chisquare([fresh_counts["alpha"], fresh_counts["beta"]])
+    print(f"50/50: {len(moved)} of {SESSIONS} existing sessions moved; {SESSIONS} new sessions {dict(fresh_counts)} "
+          f"(chi-square p={r50.pvalue:.3f})")  # fmt: skip
+    assert not moved, moved[:10]
+    assert r50.pvalue > P_MIN, (fresh_counts, r50)
+
+    # beta at weight 0: its sessions stay; new sessions all go to alpha.
+    everyone = sessions + fresh
+    on_beta = [s for s in everyone if s.backend == "beta"]
+    doc = _route("sticky", host, [("alpha", 50), ("beta", 0)], True)
+    parent, took = _apply_and_wait(cluster, doc)
+    _assert_parent_status(parent)
+    moved = _moved(on_beta, _revisit(gwapi, host, on_beta))
+    newest = Counter(s.backend for s in parallel(lambda i: _new_session(gwapi, host, i), range(200)))
+    print(f"beta weight 0 (Accepted {took:.2f}s after the patch): {len(moved)} of {len(on_beta)} beta sessions "
+          f"moved; 200 new sessions {dict(newest)}")  # fmt: skip
+    assert not moved, moved[:10]
+    assert newest == {"alpha": 200}, newest
+
+    # beta's backendRef removed: its sessions move (to alpha, the only backend left); alpha's stay.
+    doc = _route("sticky", host, [("alpha", 50)], True)
+    parent, took = _apply_and_wait(cluster, doc)
+    _assert_parent_status(parent)
+    after = _revisit(gwapi, host, on_beta, start=1)
+    assert all(r.status == 200 for r in after), Counter(r.status for r in after)
+    landed = Counter(r.backend for r in after)
+    on_alpha = [s for s in everyone if s.backend == "alpha"][:500]
+    alpha_moved = _moved(on_alpha, _revisit(gwapi, host, on_alpha, start=1))
+    print(f"beta removed (Accepted {took:.2f}s after the patch): {len(on_beta)} beta sessions now on {dict(landed)}; "
+          f"{len(alpha_moved)} of {len(on_alpha)} alpha sessions moved")  # fmt: skip
+    assert landed == {"alpha": len(on_beta)}, landed
+    assert not alpha_moved, alpha_moved[:10]
