@@ -51,12 +51,12 @@ def _engine(
 
     gateway = "static" if cfg.static_dataplanes else f"{cfg.gateway_namespace}/{cfg.gateway_service}"
     metrics = OperatorMetrics(gateway)
+    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls, metrics=metrics)
 
     def make_fleet() -> Fleet:
-        # A Gateway's fleet: its own (unexported) metrics; the endpoint reports the chart's gateway.
+        # A Gateway's fleet: the operator's metrics describe the chart's gateway only.
         return Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls)
 
-    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls, metrics=metrics)
     gateways = (
         GatewayPlane(
             GatewaySettings(origin=origin, namespace=dataplane_namespace),
@@ -174,14 +174,12 @@ async def run_kubernetes(cfg: Config) -> None:
     )
     try:
         with _metrics_server(cfg, engine.metrics):
-            await _run_kubernetes(cfg, engine, api, kube, gateway_api, dataplane_namespace)
+            await _run_kubernetes(cfg, engine, api, kube)
     finally:
         api.close()
 
 
-async def _run_kubernetes(
-    cfg: Config, engine: Engine, api: Any, kube: KubeApi, gateway_api: bool, dataplane_namespace: str
-) -> None:
+async def _run_kubernetes(cfg: Config, engine: Engine, api: Any, kube: KubeApi) -> None:
     import kopf
 
     from trafficsplit.operator.handlers import build_registry, operator_settings
@@ -190,8 +188,9 @@ async def _run_kubernetes(
     namespaces = list(cfg.namespaces)
     if namespaces and cfg.gateway_service and cfg.gateway_namespace not in namespaces:
         namespaces.append(cfg.gateway_namespace)  # its EndpointSlices name the dataplane replicas
-    if namespaces and gateway_api and dataplane_namespace not in namespaces:
-        namespaces.append(dataplane_namespace)  # the Gateways' publish Services
+    gateway_api = engine.gateways is not None
+    if engine.gateways is not None and engine.gateways.settings.namespace not in namespaces and namespaces:
+        namespaces.append(engine.gateways.settings.namespace)  # the Gateways' publish Services
 
     # The full resync: list everything once so the first pass sees the whole state (a pass on a partial store would
     # publish a generation missing splits). kopf's own initial listing and watch events then keep the store current.
