@@ -1,0 +1,141 @@
+"""An HTTPS listener's certificate: the Secret it comes from, the checks on its PEM, and the listener status the
+translation gives for each way a certificateRef fails."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.certs import issue, make_ca
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class, parse_reference_grant
+from trafficsplit.core.gateway_tls import MAX_PEM_BYTES, Certificate, TlsSecret, parse_tls_secret
+from trafficsplit.core.gateway_translate import Inputs, translate
+
+
+@pytest.fixture(scope="module")
+def pem(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, bytes]:
+    d: Path = tmp_path_factory.mktemp("pki")
+    leaf = issue(d, make_ca(d, "ca"), "a.example.com", server=True, dns=("a.example.com",), stem="a")
+    return leaf.cert.read_bytes(), leaf.key.read_bytes()
+
+
+def secret(chain: bytes, key: bytes, *, type_: str = "kubernetes.io/tls", ns: str = "infra") -> dict[str, Any]:
+    return {
+        "metadata": {"name": "cert", "namespace": ns},
+        "type": type_,
+        "data": {"tls.crt": base64.b64encode(chain).decode(), "tls.key": base64.b64encode(key).decode()},
+    }
+
+
+def test_a_tls_secret_gives_its_certificate(pem: tuple[bytes, bytes]) -> None:
+    s = parse_tls_secret(secret(*pem))
+    assert s.problem is None
+    assert s.certificate == Certificate(*pem)
+
+
+def test_the_key_never_shows_in_the_repr(pem: tuple[bytes, bytes]) -> None:
+    text = repr(parse_tls_secret(secret(*pem)))
+    assert b"PRIVATE" not in text.encode()
+    assert pem[1].split(b"\n")[1].decode() not in text
+    assert f"<{len(pem[1])} bytes>" in text
+
+
+@pytest.mark.parametrize(
+    ("mutate", "problem"),
+    [
+        (lambda c, k: secret(c, k, type_="Opaque"), "type is not kubernetes.io/tls"),
+        (
+            lambda c, k: {**secret(c, k), "data": {"tls.crt": secret(c, k)["data"]["tls.crt"]}},
+            "data[tls.key] is missing",
+        ),
+        (lambda c, k: {**secret(c, k), "data": {"tls.crt": "@@", "tls.key": "a2V5"}}, "data[tls.crt] is not base64"),
+        (lambda c, k: secret(k, k), "tls.crt: every block must be a CERTIFICATE"),
+        (lambda c, k: secret(c, c), "tls.key: must be one block of"),
+        (lambda c, k: secret(b"junk" + c, k), "tls.crt: bytes outside a PEM block"),
+        (lambda c, k: secret(c, k + k), "tls.key: must be one block of"),
+        (lambda c, k: secret(c.replace(b"\n", b"!\n", 3), k), "tls.crt"),
+    ],
+)
+def test_a_secret_that_cannot_serve_says_why_without_its_key(
+    mutate: Any, problem: str, pem: tuple[bytes, bytes]
+) -> None:
+    s = parse_tls_secret(mutate(*pem))
+    assert s.certificate is None
+    assert s.problem is not None and problem in s.problem
+    body = pem[1].split(b"\n")[1].decode()
+    assert body not in s.problem
+
+
+def test_each_part_is_bounded(pem: tuple[bytes, bytes]) -> None:
+    big = pem[0] * (MAX_PEM_BYTES // len(pem[0]) + 1)
+    with pytest.raises(SpecError, match=r"chain_pem: .* bytes, at most 65536"):
+        Certificate(big, pem[1])
+    assert "larger than 65536" in (parse_tls_secret(secret(big, pem[1])).problem or "")
+
+
+GW = {
+    "metadata": {"name": "gw", "namespace": "infra", "generation": 1},
+    "spec": {"gatewayClassName": "trafficsplit", "listeners": []},
+}
+CLASS = {"metadata": {"name": "trafficsplit"}, "spec": {"controllerName": "trafficsplit.dev/gateway-controller"}}
+
+
+def listener_conditions(listener: dict[str, Any], secrets: list[TlsSecret], grants: list[Any] = ()) -> dict[str, str]:  # type: ignore[assignment]
+    gw = parse_gateway({**GW, "spec": {**GW["spec"], "listeners": [{"name": "l", "port": 443, **listener}]}})
+    t = translate(
+        Inputs(
+            classes=(parse_gateway_class(CLASS),),
+            gateways=(gw,),
+            grants=tuple(grants),
+            secrets={s.key: s for s in secrets},
+        )
+    )
+    (status,) = t.gateways[0].listeners
+    out = {c.type: f"{c.status}/{c.reason}" for c in status.conditions}
+    out["served"] = str(any(lr.listener == "l" for lr in t.listeners))
+    return out
+
+
+def test_listener_status_for_each_certificate_ref(pem: tuple[bytes, bytes]) -> None:
+    ok = parse_tls_secret(secret(*pem))
+    https = {"protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "cert"}]}}
+    assert listener_conditions(https, [ok]) == {
+        "Accepted": "True/Accepted",
+        "ResolvedRefs": "True/ResolvedRefs",
+        "Conflicted": "False/NoConflicts",
+        "Programmed": "Unknown/Pending",
+        "served": "True",
+    }
+    missing = listener_conditions(https, [])
+    assert (missing["Accepted"], missing["ResolvedRefs"]) == ("True/Accepted", "False/InvalidCertificateRef")
+    assert (missing["Programmed"], missing["served"]) == ("False/Invalid", "False")
+    no_refs = listener_conditions({"protocol": "HTTPS"}, [ok])
+    assert no_refs["ResolvedRefs"] == "False/InvalidCertificateRef"
+    kind = {"protocol": "HTTPS", "tls": {"certificateRefs": [{"group": "example.com", "kind": "Cert", "name": "cert"}]}}
+    assert listener_conditions(kind, [ok])["ResolvedRefs"] == "False/InvalidCertificateRef"
+    passthrough = {"protocol": "HTTPS", "tls": {"mode": "Passthrough", "certificateRefs": [{"name": "cert"}]}}
+    assert listener_conditions(passthrough, [ok])["Accepted"] == "False/UnsupportedValue"
+    assert (
+        listener_conditions({"protocol": "HTTP", **{"tls": https["tls"]}}, [ok])["Accepted"] == "False/UnsupportedValue"
+    )
+
+
+def test_a_secret_in_another_namespace_needs_a_grant(pem: tuple[bytes, bytes]) -> None:
+    other = parse_tls_secret(secret(*pem, ns="certs"))
+    https = {"protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "cert", "namespace": "certs"}]}}
+    assert listener_conditions(https, [other])["ResolvedRefs"] == "False/RefNotPermitted"
+    grant = parse_reference_grant(
+        {
+            "metadata": {"name": "g", "namespace": "certs"},
+            "spec": {
+                "from": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "infra"}],
+                "to": [{"group": "", "kind": "Secret"}],
+            },
+        }
+    )
+    granted = listener_conditions(https, [other], [grant])
+    assert (granted["ResolvedRefs"], granted["served"]) == ("True/ResolvedRefs", "True")
