@@ -10,10 +10,14 @@ from typing import Any
 import pytest
 
 from tests.support.certs import issue, make_ca
+from trafficsplit.core.compiled import Generation, GenerationContent
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class, parse_reference_grant
+from trafficsplit.core.gateway_routes import GatewayRoutes, ListenerRoutes
 from trafficsplit.core.gateway_tls import MAX_PEM_BYTES, Certificate, TlsSecret, parse_tls_secret
 from trafficsplit.core.gateway_translate import Inputs, translate
+from trafficsplit.v1alpha1 import publish_pb2 as pb
+from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +143,40 @@ def test_a_secret_in_another_namespace_needs_a_grant(pem: tuple[bytes, bytes]) -
     )
     granted = listener_conditions(https, [other], [grant])
     assert (granted["ResolvedRefs"], granted["served"]) == ("True/ResolvedRefs", "True")
+
+
+def https_generation(pem: tuple[bytes, bytes]) -> Generation:
+    cert = Certificate(*pem)
+    listener = ListenerRoutes("infra/gw", "secure", 443, (), hostname="a.example.com", certificate=cert)
+    return GenerationContent(splits=(), routes=GatewayRoutes(gateway="infra/gw", listeners=(listener,))).stamp(7)
+
+
+def test_the_certificate_comes_back_from_the_publish_proto(pem: tuple[bytes, bytes]) -> None:
+    gen = https_generation(pem)
+    msg = generation_to_proto(gen, origin="test")
+    assert msg.routes.listeners[0].certificate.key_pem == pem[1]
+    back = generation_from_proto(pb.Generation.FromString(msg.SerializeToString()))
+    assert back == gen
+    assert back.routes is not None and back.routes.listeners[0].certificate == Certificate(*pem)
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        (lambda c, pem: setattr(c, "key_pem", pem[0]), "routes.listeners[0].certificate.key_pem: must be one block"),
+        (lambda c, pem: setattr(c, "chain_pem", b""), "routes.listeners[0].certificate.chain_pem: no PEM block"),
+        (
+            lambda c, pem: setattr(c, "key_pem", pem[1] * 400),
+            "routes.listeners[0].certificate.key_pem: ",
+        ),
+    ],
+)
+def test_the_receiver_refuses_a_bad_certificate_by_its_field_without_its_key(
+    change: Any, fragment: str, pem: tuple[bytes, bytes]
+) -> None:
+    msg = generation_to_proto(https_generation(pem), origin="test")
+    change(msg.routes.listeners[0].certificate, pem)
+    with pytest.raises(SpecError) as refused:
+        generation_from_proto(msg)
+    assert fragment in str(refused.value)
+    assert pem[1].split(b"\n")[1].decode() not in str(refused.value)
