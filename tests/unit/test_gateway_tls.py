@@ -4,6 +4,7 @@ translation gives for each way a certificateRef fails."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from tests.support.certs import issue, make_ca
 from trafficsplit.core.compiled import Generation, GenerationContent
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class, parse_reference_grant
+from trafficsplit.core.gateway_objects import ReferenceGrant, parse_gateway, parse_gateway_class, parse_reference_grant
 from trafficsplit.core.gateway_routes import GatewayRoutes, ListenerRoutes
 from trafficsplit.core.gateway_tls import MAX_PEM_BYTES, Certificate, TlsSecret, parse_tls_secret
 from trafficsplit.core.gateway_translate import Inputs, translate
@@ -81,14 +82,16 @@ def test_each_part_is_bounded(pem: tuple[bytes, bytes]) -> None:
     assert "larger than 65536" in (parse_tls_secret(secret(big, pem[1])).problem or "")
 
 
-GW = {
+GW: dict[str, Any] = {
     "metadata": {"name": "gw", "namespace": "infra", "generation": 1},
     "spec": {"gatewayClassName": "trafficsplit", "listeners": []},
 }
 CLASS = {"metadata": {"name": "trafficsplit"}, "spec": {"controllerName": "trafficsplit.dev/gateway-controller"}}
 
 
-def listener_conditions(listener: dict[str, Any], secrets: list[TlsSecret], grants: list[Any] = ()) -> dict[str, str]:  # type: ignore[assignment]
+def listener_conditions(
+    listener: dict[str, Any], secrets: list[TlsSecret], grants: Sequence[ReferenceGrant] = ()
+) -> dict[str, str]:
     gw = parse_gateway({**GW, "spec": {**GW["spec"], "listeners": [{"name": "l", "port": 443, **listener}]}})
     t = translate(
         Inputs(
