@@ -135,7 +135,9 @@ def test_a_rotated_secret_is_served_without_a_restart(plane: GatewayPlane, pki: 
     plane.publish(LISTENERS, ROUTES, [tls_secret("shop-cert", first.cert, first.key), admin_secret])
     port = plane.ports[443]
     assert get_decided(port, "shop.example", ca.path)[0] == leaf_der(first.cert)
-    pid = plane.envoy.proc.pid
+    proc = plane.envoy.proc
+    assert proc is not None
+    pid = proc.pid
     second = issue(d, ca, "shop.example", server=True, dns=("shop.example",), stem="second")
     assert leaf_der(second.cert) != leaf_der(first.cert)
     plane.publish(LISTENERS, ROUTES, [tls_secret("shop-cert", second.cert, second.key), admin_secret])
@@ -144,6 +146,6 @@ def test_a_rotated_secret_is_served_without_a_restart(plane: GatewayPlane, pki: 
         assert time.monotonic() < deadline, "the rotated certificate was never served"
         time.sleep(0.1)
     assert der == leaf_der(second.cert)
-    assert plane.envoy.proc.pid == pid and plane.envoy.proc.poll() is None  # the same Envoy, never restarted
+    assert plane.envoy.proc is proc and proc.pid == pid and proc.poll() is None  # the same Envoy, never restarted
     _, text = get_decided(port, "shop.example", ca.path)
     assert text.endswith("stable")
