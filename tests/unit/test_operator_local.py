@@ -61,8 +61,9 @@ def test_gateway_api_flags_need_kubernetes_mode_and_both_dataplane_files() -> No
            "TRAFFICSPLIT_DATAPLANE_BOOTSTRAP": "/b.json"}  # fmt: skip
     assert parse_config(base, env).gateway_api
     local = ["--file-source", "/tmp/x", "--dataplane", "127.0.0.1:1"]
-    refused = [[*base, "--gateway-api", "true"], [*base, "--gateway-api", "true", *files[:2]],
-               [*local, "--gateway-api", "true", *files]]  # fmt: skip
+    # Served without provisioning (the publish Services made otherwise) when neither file is given.
+    assert parse_config([*base, "--gateway-api", "true"], {}).dataplane_settings is None
+    refused = [[*base, "--gateway-api", "true", *files[:2]], [*local, "--gateway-api", "true", *files]]  # fmt: skip
     for argv in refused:
         with pytest.raises(SystemExit):
             parse_config(argv, {})

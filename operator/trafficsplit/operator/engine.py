@@ -34,7 +34,8 @@ from trafficsplit.operator.cluster import (
     slice_from_body,
     split_from_body,
 )
-from trafficsplit.operator.fleet import Fleet
+from trafficsplit.operator.fleet import Fleet, Numbering
+from trafficsplit.operator.gateways import GATEWAY_KINDS, GatewayPlane
 from trafficsplit.operator.metrics import OperatorState, backend_states
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
@@ -189,9 +190,19 @@ class StatusWriter:
 
 
 class Engine:
-    def __init__(self, fleet: Fleet, settings: EngineSettings, status_sink: StatusSink | None = None) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        settings: EngineSettings,
+        status_sink: StatusSink | None = None,
+        gateways: GatewayPlane | None = None,
+    ) -> None:
         self.settings = settings
         self.fleet = fleet
+        # Gateway API (None: off). Its Gateways' generations take their numbers from the same counter as the chart's
+        # gateway, so a number names one generation whichever data plane holds it.
+        self.gateways = gateways
+        self.numbering = Numbering()
         self.store = Store()
         self.leader = False
         self.passes = 0
@@ -217,7 +228,19 @@ class Engine:
     def poke(self) -> None:
         self._dirty.set()
 
+    def load(self, kind: str, body: Mapping[str, Any]) -> None:
+        """The start-up listing: into the store, no pass (`mark_ready` starts the first)."""
+        if kind not in GATEWAY_KINDS:
+            self.store.apply(kind, None, body)
+        elif self.gateways is not None:
+            self.gateways.store.apply(kind, None, body)
+
     def apply(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        if kind in GATEWAY_KINDS:
+            if self.gateways is not None:
+                self.gateways.store.apply(kind, event_type, body)
+                self.poke()
+            return
         self.store.apply(kind, event_type, body)
         if kind == "trafficsplit" or self._concerns_us(kind, body):
             self.poke()
@@ -237,6 +260,8 @@ class Engine:
             if kind == "service"
             else str((meta.get("labels") or {}).get(SERVICE_NAME_LABEL) or "")
         )
+        if self.gateways is not None and (ns, name) in self.gateways.referenced:
+            return True
         return (ns, name) in referenced_services(self.store.splits.values()) or (ns, name) == self.settings.gateway
 
     def mark_ready(self) -> None:
@@ -250,6 +275,7 @@ class Engine:
         # What this leadership publishes starts here: the current content under a fresh number above what the
         # replicas hold (another leader may have published meanwhile).
         self._publishing = Publishing(number=max(self._publishing.number, floor))
+        self.numbering.took(self._publishing.number)
         self.leader = True
         log.info("leading: numbering continues above %d", self._publishing.number)
         self.poke()
@@ -258,6 +284,8 @@ class Engine:
         self.leader = False
         await self.fleet.set_replicas(())
         self._replicas = None
+        if self.gateways is not None:
+            await self.gateways.close()
 
     # --- the loop ----------------------------------------------------------------------------------------------------
 
@@ -338,6 +366,9 @@ class Engine:
         self._export_state()
         if self._status is not None:
             await self._status.write(self.store.splits.values(), desired, self.view(), now_rfc3339())
+        if self.gateways is not None:
+            translation = self.gateways.translate(self.store.services, self.store.slices)
+            await self.gateways.run_pass(translation, self.store.slices, self.numbering, now_rfc3339())
 
     def _export_state(self) -> None:
         """The metrics' view of this pass (every acknowledgement change pokes a pass, so it stays current)."""
@@ -387,7 +418,7 @@ class Engine:
         content = desired.content
         if content == published.content and floor <= published.number:
             return  # the content the current number carries: nothing new to publish
-        number = max(published.number, floor) + 1
+        number = self.numbering.next(max(published.number, floor))
         try:
             # Numbered once, and the numbered generation validates itself before anything leaves the process: never
             # publish what could not compile. What was checked is exactly what is published.
@@ -396,6 +427,7 @@ class Engine:
             log.error("generation %d not published: %s", number, exc)
             self.metrics.error("generation_invalid")
             return
+        self.numbering.took(number)
         published.record(gen, {o.key: o.uid for o in self.store.splits.values()})
         self._last_good = dict(desired.last_good)
         log.info("generation %d: %d splits", number, len(gen.splits))

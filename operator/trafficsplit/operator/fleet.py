@@ -224,6 +224,22 @@ class _Worker:
         await self.client.close()
 
 
+class Numbering:
+    """The operator's one generation counter, shared by every fleet it publishes to (the chart's gateway, each
+    Gateway's data plane), so a number names one generation whichever replica holds it. A number is taken only once
+    the generation it stamps validated, so a content that cannot be numbered does not use numbers up."""
+
+    def __init__(self) -> None:
+        self.issued = 0
+
+    def next(self, floor: int) -> int:
+        """The number the next generation gets: above everything taken and above `floor` (what a fleet holds)."""
+        return max(self.issued, floor) + 1
+
+    def took(self, number: int) -> None:
+        self.issued = max(self.issued, number)
+
+
 class Fleet:
     """The set of replicas and the generation they should hold. `changed` is called on any acknowledgement change."""
 
@@ -313,6 +329,10 @@ class Fleet:
 
     def acks(self) -> tuple[ReplicaAck, ...]:
         return tuple(ReplicaAck(w.name, w.acked) for w in self._workers.values())
+
+    def all_known(self) -> bool:
+        """Every replica answered once since it was found (so `highest_held` covers them all)."""
+        return all(w.known for w in self._workers.values())
 
     async def probe(self, timeout: float) -> int:
         """Wait (bounded) until every replica answered once, so numbering continues above what they hold."""

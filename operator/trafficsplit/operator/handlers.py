@@ -18,6 +18,16 @@ WATCHED = (
     ("service", "", "v1", "services"),
     ("endpointslice", "discovery.k8s.io", "v1", "endpointslices"),
 )
+# Watched when the API server serves Gateway API (kubeapi.gateway_api_missing); Namespaces for their labels, which
+# listeners' `allowedRoutes.namespaces.selector` selects on.
+GATEWAY_WATCHED = (
+    ("gatewayclass", "gateway.networking.k8s.io", "v1", "gatewayclasses"),
+    ("gateway", "gateway.networking.k8s.io", "v1", "gateways"),
+    ("httproute", "gateway.networking.k8s.io", "v1", "httproutes"),
+    ("referencegrant", "gateway.networking.k8s.io", "v1", "referencegrants"),
+    ("namespace", "", "v1", "namespaces"),
+    ("gatewayparameters", "trafficsplit.dev", "v1alpha1", "gatewayparameters"),
+)
 
 
 def build_registry(engine: Engine) -> kopf.OperatorRegistry:
@@ -28,7 +38,8 @@ def build_registry(engine: Engine) -> kopf.OperatorRegistry:
 
     kopf.on.login(registry=registry)(login)
 
-    for kind, group, version, plural in WATCHED:
+    watched = WATCHED + (GATEWAY_WATCHED if engine.gateways is not None else ())
+    for kind, group, version, plural in watched:
 
         def on_event(event: kopf.RawEvent, _kind: str = kind, **_: Any) -> None:
             engine.apply(_kind, event.get("type"), event["object"])

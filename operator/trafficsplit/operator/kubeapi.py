@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kubernetes import client, config
@@ -19,6 +19,15 @@ from trafficsplit.core.status import EventIntent, StatusResult
 
 GROUP, VERSION, PLURAL = "trafficsplit.dev", "v1alpha1", "trafficsplits"
 COMPONENT = "trafficsplit-operator"
+FIELD_MANAGER = COMPONENT  # the status writes' field manager (managedFields name the operator)
+GATEWAY_GROUP, GATEWAY_VERSION = "gateway.networking.k8s.io", "v1"
+# kind → (plural, namespaced)
+GATEWAY_RESOURCES = {
+    "gatewayclass": ("gatewayclasses", False),
+    "gateway": ("gateways", True),
+    "httproute": ("httproutes", True),
+    "referencegrant": ("referencegrants", True),
+}
 
 
 def make_api_client(kubeconfig: str | None) -> client.ApiClient:
@@ -47,7 +56,35 @@ class KubeApi:
         nss: list[str | None] = [*namespaces] or [None]
         items: list[dict[str, Any]] = []
         for ns in nss:
-            if kind == "trafficsplit":
+            if kind == "namespace":
+                if ns is not None and ns != nss[0]:
+                    continue  # cluster-scoped: listed once
+                resp = self.core.list_namespace(_preload_content=False)
+            elif kind == "gatewayparameters":
+                if ns is not None and ns != nss[0]:
+                    continue
+                try:
+                    resp = self.custom.list_cluster_custom_object(
+                        GROUP, VERSION, "gatewayparameters", _preload_content=False
+                    )
+                except client.ApiException as exc:
+                    if exc.status != 404:
+                        raise
+                    continue  # its CRD is not installed: a class naming parameters is refused (InvalidParameters)
+            elif kind in GATEWAY_RESOURCES:
+                plural, namespaced = GATEWAY_RESOURCES[kind]
+                if not namespaced and ns is not None and ns != nss[0]:
+                    continue
+                resp = (
+                    self.custom.list_namespaced_custom_object(
+                        GATEWAY_GROUP, GATEWAY_VERSION, ns, plural, _preload_content=False
+                    )
+                    if ns and namespaced
+                    else self.custom.list_cluster_custom_object(
+                        GATEWAY_GROUP, GATEWAY_VERSION, plural, _preload_content=False
+                    )
+                )
+            elif kind == "trafficsplit":
                 resp = (
                     self.custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _preload_content=False)
                     if ns
@@ -70,6 +107,46 @@ class KubeApi:
 
     async def list_all(self, kind: str, namespaces: Iterable[str]) -> list[dict[str, Any]]:
         return await asyncio.to_thread(self._list_sync, kind, tuple(namespaces))
+
+    # --- Gateway API -------------------------------------------------------------------------------------------------
+
+    def _gateway_api_missing_sync(self) -> str | None:
+        try:
+            resp = self.custom.get_api_resources(GATEWAY_GROUP, GATEWAY_VERSION, _preload_content=False)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return f"the API server does not serve {GATEWAY_GROUP}/{GATEWAY_VERSION} (no Gateway API CRDs)"
+            return f"discovery of {GATEWAY_GROUP}/{GATEWAY_VERSION} failed: HTTP {exc.status} {exc.reason}"
+        served = {r.get("name") for r in json.loads(resp.data).get("resources") or []}
+        missing = sorted(p for p, _ in GATEWAY_RESOURCES.values() if p not in served)
+        if missing:
+            return f"{GATEWAY_GROUP}/{GATEWAY_VERSION} lacks {', '.join(missing)} (Gateway API v1.5 or later is needed)"
+        return None
+
+    async def gateway_api_missing(self) -> str | None:
+        """Why Gateway API cannot be served (None: every resource it needs is served)."""
+        return await asyncio.to_thread(self._gateway_api_missing_sync)
+
+    def _gateway_status_sync(
+        self, kind: str, key: tuple[str, str], resource_version: str, status: Mapping[str, Any]
+    ) -> None:
+        plural, namespaced = GATEWAY_RESOURCES[kind]
+        # The resourceVersion makes the merge patch conditional: status.parents is replaced whole, so a version
+        # another controller changed meanwhile is refused (409) rather than overwritten; the next pass retries.
+        body = {"metadata": {"resourceVersion": resource_version}, "status": dict(status)}
+        if namespaced:
+            self.custom.patch_namespaced_custom_object_status(
+                GATEWAY_GROUP, GATEWAY_VERSION, key[0], plural, key[1], body, field_manager=FIELD_MANAGER
+            )
+        else:
+            self.custom.patch_cluster_custom_object_status(
+                GATEWAY_GROUP, GATEWAY_VERSION, plural, key[1], body, field_manager=FIELD_MANAGER
+            )
+
+    async def write_gateway_status(
+        self, kind: str, key: tuple[str, str], resource_version: str, status: Mapping[str, Any]
+    ) -> None:
+        await asyncio.to_thread(self._gateway_status_sync, kind, key, resource_version, status)
 
     # --- status and events -------------------------------------------------------------------------------------------
 

@@ -17,6 +17,13 @@ from prometheus_client import start_http_server
 from trafficsplit.operator.config import Config, parse_config
 from trafficsplit.operator.engine import Engine, EngineSettings, StatusSink
 from trafficsplit.operator.fleet import Fleet
+from trafficsplit.operator.gateways import (
+    GATEWAY_KINDS,
+    GatewayPlane,
+    GatewaySettings,
+    GatewayStatusSink,
+    Provisioner,
+)
 from trafficsplit.operator.metrics import OperatorMetrics
 
 if TYPE_CHECKING:
@@ -25,7 +32,17 @@ if TYPE_CHECKING:
 log = logging.getLogger("trafficsplit.operator")
 
 
-def _engine(cfg: Config, origin: str, *, static: bool = False, status_sink: StatusSink | None = None) -> Engine:
+def _engine(
+    cfg: Config,
+    origin: str,
+    *,
+    static: bool = False,
+    status_sink: StatusSink | None = None,
+    gateway_sink: GatewayStatusSink | None = None,
+    provisioner: Provisioner | None = None,
+    dataplane_namespace: str = "default",
+) -> Engine:
+    """`gateway_sink` given: Gateway API is on (one fleet per Gateway, numbered from the engine's counter)."""
     engine: Engine | None = None
 
     def changed() -> None:
@@ -35,6 +52,22 @@ def _engine(cfg: Config, origin: str, *, static: bool = False, status_sink: Stat
     gateway = "static" if cfg.static_dataplanes else f"{cfg.gateway_namespace}/{cfg.gateway_service}"
     metrics = OperatorMetrics(gateway)
     fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls, metrics=metrics)
+
+    def make_fleet() -> Fleet:
+        # A Gateway's fleet: the operator's metrics describe the chart's gateway only.
+        return Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls)
+
+    gateways = (
+        GatewayPlane(
+            GatewaySettings(origin=origin, namespace=dataplane_namespace),
+            make_fleet,
+            changed,
+            status_sink=gateway_sink,
+            provisioner=provisioner,
+        )
+        if gateway_sink is not None
+        else None
+    )
     settings = EngineSettings(
         origin=origin,
         debounce=cfg.debounce,
@@ -43,7 +76,7 @@ def _engine(cfg: Config, origin: str, *, static: bool = False, status_sink: Stat
         publish_port_name=cfg.publish_port_name,
         static=static,
     )
-    engine = Engine(fleet, settings, status_sink)
+    engine = Engine(fleet, settings, status_sink, gateways)
     return engine
 
 
@@ -109,7 +142,36 @@ async def run_kubernetes(cfg: Config) -> None:
         os.environ["KUBECONFIG"] = cfg.kubeconfig  # kopf's login reads it
     api = make_api_client(cfg.kubeconfig)
     kube = KubeApi(api, cfg.identity)
-    engine = _engine(cfg, cfg.identity, status_sink=kube.write_status)
+    gateway_api = cfg.gateway_api
+    if gateway_api:
+        missing = await kube.gateway_api_missing()
+        if missing is not None:
+            gateway_api = False
+            log.warning(
+                "Gateway API off: %s; serving TrafficSplits only (restart the operator once installed)", missing
+            )
+    else:
+        log.info("Gateway API off: --gateway-api=false; serving TrafficSplits only")
+    provisioner: Provisioner | None = None
+    dataplane_namespace = cfg.dataplane_namespace
+    if gateway_api and cfg.dataplane_settings and cfg.dataplane_bootstrap:
+        from trafficsplit.operator.provisioner import Provisioner as ApiProvisioner
+        from trafficsplit.operator.provisioner import load_settings
+
+        settings = load_settings(cfg.dataplane_settings, cfg.dataplane_bootstrap)
+        provisioner = ApiProvisioner(api, settings)
+        dataplane_namespace = settings.namespace
+    elif gateway_api:
+        log.warning("Gateways' data planes are not provisioned (no --dataplane-settings): their publish Services "
+                    "in %s must be made otherwise", dataplane_namespace)  # fmt: skip
+    engine = _engine(
+        cfg,
+        cfg.identity,
+        status_sink=kube.write_status,
+        gateway_sink=kube.write_gateway_status if gateway_api else None,
+        provisioner=provisioner,
+        dataplane_namespace=dataplane_namespace,
+    )
     try:
         with _metrics_server(cfg, engine.metrics):
             await _run_kubernetes(cfg, engine, api, kube)
@@ -126,12 +188,16 @@ async def _run_kubernetes(cfg: Config, engine: Engine, api: Any, kube: KubeApi) 
     namespaces = list(cfg.namespaces)
     if namespaces and cfg.gateway_service and cfg.gateway_namespace not in namespaces:
         namespaces.append(cfg.gateway_namespace)  # its EndpointSlices name the dataplane replicas
+    gateway_api = engine.gateways is not None
+    if engine.gateways is not None and engine.gateways.settings.namespace not in namespaces and namespaces:
+        namespaces.append(engine.gateways.settings.namespace)  # the Gateways' publish Services
 
     # The full resync: list everything once so the first pass sees the whole state (a pass on a partial store would
     # publish a generation missing splits). kopf's own initial listing and watch events then keep the store current.
-    for kind in ("trafficsplit", "service", "endpointslice"):
+    kinds = ("trafficsplit", "service", "endpointslice", *(GATEWAY_KINDS if gateway_api else ()))
+    for kind in kinds:
         for body in await kube.list_all(kind, namespaces):
-            engine.store.apply(kind, None, body)
+            engine.load(kind, body)
     engine.mark_ready()
 
     stop = asyncio.Event()
@@ -159,6 +225,8 @@ async def _run_kubernetes(cfg: Config, engine: Engine, api: Any, kube: KubeApi) 
     finally:
         await _cancel(*reversed(tasks))
         await engine.fleet.close()
+        if engine.gateways is not None:
+            await engine.gateways.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,472 @@
+"""Gateway API in the operator: the watched objects kept parsed, one `Fleet` per Gateway of our class, and the
+Gateway API status written after the replicas ACK.
+
+Each pass (the engine's, so one debounce and one store serve both APIs) translates the whole store with the pure
+core (`gateway_translate.translate`), then, per Gateway of our class:
+
+- its replicas are the endpoints of its publish Service (`dataplane_names.publish_service_name`, port `publish`) in
+  the operator's namespace; each Gateway has a `Fleet` of its own, so one Gateway's stuck or refusing replicas never
+  hold back another's (a fleet is one worker per replica, and nothing here waits on a worker);
+- its content (`ContentFor`: the route tables and rule splits it serves) is numbered from the engine's one counter
+  and published only when it changed, or when a replica reports holding a higher number than this Gateway's;
+- `since` keeps, per object (the Gateway, each route with a parent on it), the `metadata.generation` last translated
+  and the first number that carried it: an object is *served* once every replica of the Gateway ACKed that number.
+
+Status, written only by the leader through the status subresource (`GatewayStatusSink`): the GatewayClass at once;
+the Gateway and its listeners with `Programmed` True once served (else `Unknown, Pending` saying what is awaited) and
+`status.addresses` from the provisioner; each route's parent entry for one of our Gateways once served, the other
+controllers' entries untouched (`core.gateway_status`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from trafficsplit.core.compiled import GenerationContent
+from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_objects import (
+    GATEWAY_GROUP,
+    Gateway,
+    GatewayClass,
+    HTTPRoute,
+    Namespace,
+    ParentRef,
+    ReferenceGrant,
+    parse_gateway,
+    parse_gateway_class,
+    parse_httproute,
+    parse_namespace,
+    parse_reference_grant,
+)
+from trafficsplit.core.gateway_parameters import GatewayParameters, parse_gateway_parameters
+from trafficsplit.core.gateway_status import class_status_body, gateway_status_body, route_parents, with_refusals
+from trafficsplit.core.gateway_translate import (
+    GatewayStatus,
+    Inputs,
+    ParentStatus,
+    Translation,
+    gateway_content,
+    translate,
+)
+from trafficsplit.core.resolve import ServiceInfo, SliceInfo, slices_by_service
+from trafficsplit.operator.cluster import Replica, replicas_from_slices
+from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, publish_service_name
+from trafficsplit.operator.fleet import Fleet, Numbering
+from trafficsplit.wire.generation import generation_to_proto
+
+log = logging.getLogger("trafficsplit.operator.gateways")
+
+Key = tuple[str, str]  # (namespace, name); a GatewayClass or Namespace has namespace ""
+GATEWAY_KINDS = ("gatewayclass", "gateway", "httproute", "referencegrant", "namespace", "gatewayparameters")
+_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
+    "gatewayclass": parse_gateway_class,
+    "gateway": parse_gateway,
+    "httproute": parse_httproute,
+    "referencegrant": parse_reference_grant,
+    "namespace": parse_namespace,
+    "gatewayparameters": parse_gateway_parameters,
+}
+
+# What a Gateway serves, from the translation: its route tables and rule splits (`gateway_content`).
+ContentFor = Callable[[Translation, str], GenerationContent]
+
+
+class Address(Protocol):
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
+
+
+class Provisioner(Protocol):
+    """The per-Gateway data plane (`provisioner.Provisioner`): created or updated for a Gateway, returning its
+    `status.addresses`; the data plane of every Gateway not in `keep` (`namespace/name` keys) removed."""
+
+    async def ensure(self, gateway: Gateway, parameters: GatewayParameters) -> Sequence[Address]: ...
+
+    async def remove_absent(self, keep: Iterable[str]) -> Sequence[str]: ...
+
+
+class GatewayStatusSink(Protocol):
+    """Writes one object's whole `status` through the status subresource, conditional on `resource_version` (a
+    conflict is retried on the next pass, from the newer object)."""
+
+    async def __call__(self, kind: str, key: Key, resource_version: str, status: Mapping[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What a status write needs of the object as last seen: its version and its status."""
+
+    resource_version: str
+    status: Mapping[str, Any]
+
+
+@dataclass(kw_only=True)
+class GatewayStore:
+    classes: dict[Key, GatewayClass] = field(default_factory=dict)
+    gateways: dict[Key, Gateway] = field(default_factory=dict)
+    routes: dict[Key, HTTPRoute] = field(default_factory=dict)
+    grants: dict[Key, ReferenceGrant] = field(default_factory=dict)
+    namespaces: dict[Key, Namespace] = field(default_factory=dict)
+    # GatewayParameters by name: the value, or why its body was refused (a GatewayClass naming it says so)
+    parameters: dict[Key, GatewayParameters | str] = field(default_factory=dict)
+    stored: dict[tuple[str, Key], Stored] = field(default_factory=dict)
+
+    def table(self, kind: str) -> dict[Key, Any]:
+        tables: dict[str, dict[Key, Any]] = {
+            "gatewayclass": self.classes,
+            "gateway": self.gateways,
+            "httproute": self.routes,
+            "referencegrant": self.grants,
+            "namespace": self.namespaces,
+            "gatewayparameters": self.parameters,
+        }
+        return tables[kind]
+
+    def apply(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        k = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        table = self.table(kind)
+        if event_type == "DELETED":
+            table.pop(k, None)
+            self.stored.pop((kind, k), None)
+            return
+        try:
+            table[k] = _PARSERS[kind](body)
+        except SpecError as exc:
+            if kind == "gatewayparameters":
+                table[k] = "; ".join(exc.problems)[:1000]
+                return
+            # The API server validated it against the CRD, so this is a body our stricter bounds refuse: it is
+            # left out (as if absent) and said once per version.
+            log.warning("%s %s/%s left out: %s", kind, *k, "; ".join(exc.problems)[:2000])
+            table.pop(k, None)
+        status = body.get("status")
+        self.stored[(kind, k)] = Stored(
+            str(meta.get("resourceVersion") or ""), status if isinstance(status, Mapping) else {}
+        )
+
+
+@dataclass(kw_only=True)
+class GatewayPublishing:
+    """One Gateway's fleet and what this leadership published to it."""
+
+    fleet: Fleet
+    created: float  # event-loop time: numbering waits (bounded) for every replica to answer once
+    replicas: tuple[Replica, ...] | None = None  # as last given to the fleet
+    number: int = 0
+    content: GenerationContent | None = None
+    refused: str | None = None  # why its current content could not be numbered (a status message)
+    since: dict[str, tuple[int, int]] = field(default_factory=dict)  # object → (metadata.generation, first number)
+    provisioned: tuple[int, GatewayParameters] | None = None  # the Gateway generation and parameters last ensured
+    provisioning: asyncio.Task[None] | None = None
+    addresses: tuple[Mapping[str, str], ...] | None = None
+
+    def served(self, number: int) -> bool:
+        acks = self.fleet.acks()
+        return number > 0 and bool(acks) and all(a.acked >= number for a in acks)
+
+    def waiting(self, number: int | None, publish_service: Key) -> str:
+        acks = self.fleet.acks()
+        if not acks:
+            return f"no replica of the data plane yet (Service {publish_service[0]}/{publish_service[1]} lists none)"
+        if self.refused is not None:
+            return f"not published: {self.refused}"
+        if number is None or number == 0:
+            return "not published yet"
+        behind = sorted(a.name for a in acks if a.acked < number)
+        return f"waiting for {len(behind)} of {len(acks)} replicas to acknowledge generation {number}: " + ", ".join(
+            behind[:10]
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatewaySettings:
+    origin: str
+    namespace: str  # the operator's: every Gateway's data plane (and its publish Service) lives there
+    probe_timeout: float = 3.0
+    port_name: str = PUBLISH_PORT_NAME
+
+
+class GatewayPlane:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        make_fleet: Callable[[], Fleet],
+        poke: Callable[[], None],
+        *,
+        content_for: ContentFor = gateway_content,
+        provisioner: Provisioner | None = None,
+        status_sink: GatewayStatusSink | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = GatewayStore()
+        self._make_fleet = make_fleet
+        self._poke = poke
+        self._content_for = content_for
+        self._provisioner = provisioner
+        self._sink = status_sink
+        self._gateways: dict[Key, GatewayPublishing] = {}
+        self._written: dict[tuple[str, Key], Mapping[str, Any]] = {}
+        self._cleaned = False
+        self.translation: Translation | None = None
+        self.referenced: frozenset[Key] = frozenset()  # Services the routes name, and the publish Services
+
+    def fleet(self, key: Key) -> Fleet | None:
+        p = self._gateways.get(key)
+        return p.fleet if p is not None else None
+
+    def publishing(self, key: Key) -> GatewayPublishing | None:
+        return self._gateways.get(key)
+
+    def _publish_service(self, key: Key) -> Key:
+        return (self.settings.namespace, publish_service_name(*key))
+
+    def replicas(self, key: Key, slices: Mapping[Key, SliceInfo]) -> tuple[Replica, ...]:
+        ns, svc = self._publish_service(key)
+        return replicas_from_slices(
+            (s for s in slices.values() if s.namespace == ns and s.service == svc), self.settings.port_name
+        )
+
+    def highest_held(self) -> int:
+        return max((p.fleet.highest_held for p in self._gateways.values()), default=0)
+
+    def numbers(self) -> int:
+        return max((p.number for p in self._gateways.values()), default=0)
+
+    def translate(self, services: Mapping[Key, ServiceInfo], slices: Mapping[Key, SliceInfo]) -> Translation:
+        s = self.store
+        t = translate(
+            Inputs(
+                classes=tuple(s.classes.values()),
+                gateways=tuple(s.gateways.values()),
+                routes=tuple(s.routes.values()),
+                grants=tuple(s.grants.values()),
+                namespaces=tuple(s.namespaces.values()),
+                parameters={name: p for (_, name), p in s.parameters.items()},
+                services=services,
+                slices=slices_by_service(slices.values()),
+            )
+        )
+        refs = {(r.namespace, r.name) for route in s.routes.values() for rule in route.rules for r in rule.backend_refs}
+        refs.update(self._publish_service(k) for k in s.gateways)
+        self.referenced = frozenset(refs)
+        self.translation = t
+        return t
+
+    # --- one pass (leader only) --------------------------------------------------------------------------------------
+
+    async def run_pass(
+        self,
+        translation: Translation,
+        slices: Mapping[Key, SliceInfo],
+        numbering: Numbering,
+        now: str,
+    ) -> None:
+        ours = {_key(g.gateway): g for g in translation.gateways}
+        for gone in [k for k in self._gateways if k not in ours]:
+            await self._close(gone)
+        loop = asyncio.get_running_loop()
+        for key in ours:
+            p = self._gateways.get(key)
+            if p is None:
+                p = self._gateways[key] = GatewayPublishing(fleet=self._make_fleet(), created=loop.time())
+                loop.call_later(self.settings.probe_timeout, self._poke)
+            replicas = self.replicas(key, slices)
+            if replicas != p.replicas:  # set_replicas reports a change, which asks for another pass
+                p.replicas = replicas
+                await p.fleet.set_replicas(replicas)
+            self._provision(key, p, translation)
+            self._publish(key, p, translation, numbering, loop.time())
+            self._carry(key, p, translation)
+        if self._provisioner is not None and not self._cleaned:
+            # Once per leadership: what a Gateway deleted while no operator led left behind.
+            with _logged("removing the data planes of deleted Gateways"):
+                await self._provisioner.remove_absent([f"{ns}/{name}" for ns, name in ours])
+                self._cleaned = True
+        if self._sink is not None:
+            await self._write_status(translation, ours, now)
+
+    def _publish(self, key: Key, p: GatewayPublishing, t: Translation, numbering: Numbering, now: float) -> None:
+        fleet = p.fleet
+        if not fleet.all_known() and now < p.created + self.settings.probe_timeout:
+            return  # numbering continues above what its replicas hold: wait (bounded) until each answered once
+        content = self._content_for(t, f"{key[0]}/{key[1]}")
+        if content == p.content and fleet.highest_held <= p.number:
+            return
+        number = numbering.next(max(p.number, fleet.highest_held))
+        try:
+            gen = content.stamp(number)
+        except SpecError as exc:
+            refused = "; ".join(exc.problems)[:1000]
+            if refused != p.refused:
+                log.error("Gateway %s/%s: generation %d not published: %s", *key, number, refused)
+            p.refused = refused
+            return
+        numbering.took(number)
+        p.number, p.content, p.refused = number, content, None
+        log.info("Gateway %s/%s: generation %d: %d splits", *key, number, len(gen.splits))
+        fleet.set_target(generation_to_proto(gen, self.settings.origin))
+
+    def _carry(self, key: Key, p: GatewayPublishing, t: Translation) -> None:
+        """Record, for the Gateway and each route with a parent on it, the first number carrying its current
+        metadata.generation (the current number when its content did not change)."""
+        if p.number == 0 or p.refused is not None:
+            return
+        gw = self.store.gateways.get(key)
+        objects: dict[str, int] = {}
+        if gw is not None:
+            objects["gateway"] = gw.meta.generation
+        for rs in t.routes:
+            route = self.store.routes.get(_key(rs.route))
+            if route is not None and any(_parent_gateway(ps.parent) == key for ps in rs.parents):
+                objects[f"route:{rs.route}"] = route.meta.generation
+        for obj, generation in objects.items():
+            if p.since.get(obj, (None, 0))[0] != generation:
+                p.since[obj] = (generation, p.number)
+        for gone in [o for o in p.since if o not in objects]:
+            del p.since[gone]
+
+    def _provision(self, key: Key, p: GatewayPublishing, t: Translation) -> None:
+        """Ensure the Gateway's data plane when the Gateway or its class's parameters changed; a class refused
+        (InvalidParameters: no parameters) provisions nothing new, and what exists keeps running."""
+        gw = self.store.gateways.get(key)
+        if self._provisioner is None or gw is None or p.provisioning is not None:
+            return
+        params = next((c.parameters for c in t.classes if c.name == gw.class_name), None)
+        if params is None or p.provisioned == (gw.meta.generation, params):
+            return
+        p.provisioning = asyncio.create_task(self._ensure(key, p, gw, params), name=f"provision:{key[0]}/{key[1]}")
+
+    async def _ensure(self, key: Key, p: GatewayPublishing, gw: Gateway, params: GatewayParameters) -> None:
+        assert self._provisioner is not None
+        try:
+            addresses = await self._provisioner.ensure(gw, params)
+            p.addresses = tuple({"type": a.type, "value": a.value} for a in addresses)
+            p.provisioned = (gw.meta.generation, params)
+        except Exception as exc:  # retried on the next pass
+            log.warning("Gateway %s/%s: data plane not provisioned: %s", *key, exc)
+        finally:
+            p.provisioning = None
+            self._poke()
+
+    async def _close(self, key: Key) -> None:
+        p = self._gateways.pop(key)
+        log.info("Gateway %s/%s gone: its fleet is closed", *key)
+        if p.provisioning is not None:
+            p.provisioning.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await p.provisioning
+        await p.fleet.close()
+        if self._provisioner is not None:
+            with _logged(f"removing the data plane of Gateway {key[0]}/{key[1]}"):
+                await self._provisioner.remove_absent([f"{ns}/{name}" for ns, name in self._gateways])
+
+    async def close(self) -> None:
+        """Leadership lost or the process stops: every fleet closed (the data planes keep serving)."""
+        for key in list(self._gateways):
+            p = self._gateways.pop(key)
+            if p.provisioning is not None:
+                p.provisioning.cancel()
+            await p.fleet.close()
+        self._cleaned = False
+        self._written.clear()
+
+    # --- status ------------------------------------------------------------------------------------------------------
+
+    def _served(self, key: Key, obj: str, generation: int) -> bool:
+        p = self._gateways.get(key)
+        s = p.since.get(obj) if p is not None else None
+        return p is not None and s is not None and s[0] == generation and p.served(s[1])
+
+    def _stored(self, kind: str, key: Key) -> Stored | None:
+        return self.store.stored.get((kind, key)) if self._sink is not None else None
+
+    async def _write_status(self, t: Translation, ours: Mapping[Key, GatewayStatus], now: str) -> None:
+        for cs in t.classes:
+            key = ("", cs.name)
+            if (st := self._stored("gatewayclass", key)) is not None:
+                await self._write("gatewayclass", key, st, {**st.status, **class_status_body(cs, st.status, now)})
+        for key, gs in ours.items():
+            gw = self.store.gateways.get(key)
+            p = self._gateways.get(key)
+            st = self._stored("gateway", key)
+            if gw is None or p is None or st is None:
+                continue
+            ready = self._served(key, "gateway", gw.meta.generation)
+            since = p.since.get("gateway")
+            pending = p.waiting(since[1] if since else None, self._publish_service(key))
+            body = gateway_status_body(
+                gs, ready=ready, pending=pending, addresses=p.addresses, stored=st.status, now=now
+            )
+            await self._write("gateway", key, st, {**st.status, **body})
+        for rs in t.routes:
+            rkey = _key(rs.route)
+            route = self.store.routes.get(rkey)
+            st = self._stored("httproute", rkey)
+            if route is None or st is None:
+                continue
+            generation = route.meta.generation
+
+            def served(ref: ParentRef, r: str = rs.route, g: int = generation) -> bool:
+                gk = _parent_gateway(ref)
+                return gk is not None and self._served(gk, f"route:{r}", g)
+
+            ours_ = tuple(self._refused_rules(ps, rs.route, generation) for ps in rs.parents)
+            parents = route_parents(
+                stored=st.status.get("parents"), ours=ours_, route_namespace=rkey[0], served=served, now=now
+            )
+            if parents or st.status.get("parents"):  # nothing of ours yet and nothing stored: no empty write
+                await self._write("httproute", rkey, st, {**st.status, "parents": parents})
+
+    def _refused_rules(self, ps: ParentStatus, route: str, generation: int) -> ParentStatus:
+        """The parent with the rules its Gateway's replicas refused alone (`Fleet.refusals`, keyed by split key
+        `namespace/route.rule-<i>`) named."""
+        gk = _parent_gateway(ps.parent)
+        p = self._gateways.get(gk) if gk is not None else None
+        if p is None:
+            return ps
+        prefix = f"{route}.rule-"
+        rules: dict[int, tuple[tuple[str, str], ...]] = {}
+        for split, by in p.fleet.refusals().items():
+            if split.startswith(prefix) and split[len(prefix) :].isdigit():
+                rules[int(split[len(prefix) :])] = by
+        return with_refusals(ps, rules, generation)
+
+    async def _write(self, kind: str, key: Key, stored: Stored, body: Mapping[str, Any]) -> None:
+        """Write `body` unless the object has it, or it is what was last written (the watch event of our own write
+        may not have arrived yet)."""
+        if self._sink is None or body == stored.status or self._written.get((kind, key)) == body:
+            return
+        try:
+            await self._sink(kind, key, stored.resource_version, body)
+        except Exception as exc:  # a conflict or an outage: the next pass (the watch brings the newer object) retries
+            log.warning("status of %s %s not written: %s", kind, "/".join(x for x in key if x), exc)
+            return
+        self._written[(kind, key)] = body
+
+
+def _key(text: str) -> Key:
+    ns, sep, name = text.partition("/")
+    return (ns, name) if sep else ("", ns)
+
+
+def _parent_gateway(ref: ParentRef) -> Key | None:
+    if (ref.group, ref.kind) != (GATEWAY_GROUP, "Gateway"):
+        return None
+    return (ref.namespace, ref.name)
+
+
+@contextlib.contextmanager
+def _logged(what: str) -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        log.warning("%s failed: %s", what, exc)

@@ -1,0 +1,292 @@
+"""The operator speaking Gateway API against a real API server with the upstream CRDs, a real extproc + Envoy unit
+standing in as the Gateway's one data-plane replica (found, as the provisioned one would be, through the endpoints
+of the Gateway's publish Service, which the test creates by hand: there is no controller-manager), and a cluster
+without the CRDs where TrafficSplits are still served.
+
+What it shows: the GatewayClass is `Accepted` at once; the route's parent `Accepted` and the Gateway's `Programmed`
+come only once the replica ACKed the generation carrying them; with the replica's extproc SIGSTOPped a weight patch
+(and a Gateway change) does not advance `observedGeneration`/`Programmed` until SIGCONT.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.controlplane import ControlPlane, control_plane
+from tests.support.dataplane import NameBackends
+from tests.support.netns import TestPods
+from tests.support.operator import (
+    REPO_ROOT,
+    Gateway,
+    Operators,
+    apply,
+    install_crd,
+    service_with_slice,
+    start_gateway,
+    ts_manifest,
+    wait_condition,
+)
+from tests.support.waiting import poll
+from trafficsplit.operator.dataplane_names import publish_service_name
+
+pytestmark = [pytest.mark.k8s, pytest.mark.envoy, pytest.mark.netns, pytest.mark.slow]
+
+CRDS = REPO_ROOT / "charts" / "trafficsplit" / "gateway-api-crds" / "standard"
+CONTROLLER = "trafficsplit.dev/gateway-controller"
+HOST = "shop.example.com"
+
+
+@pytest.fixture(scope="module")
+def gwkube() -> Iterator[ControlPlane]:
+    """A control plane of its own with the Gateway API CRDs (the session's `kube` stays without them)."""
+    with control_plane() as cp:
+        install_crd(cp)
+        cp.kubectl("apply", "--server-side", "-f", str(CRDS))
+        for crd in ("gatewayclasses", "gateways", "httproutes", "referencegrants"):
+            cp.kubectl("wait", "--for=condition=Established", f"crd/{crd}.gateway.networking.k8s.io", "--timeout=60s")
+        yield cp
+
+
+@pytest.fixture
+def unit(name_backends: NameBackends, testpods: TestPods) -> Iterator[Gateway]:
+    """One unit whose publish API listens on the host end of a test pod's veth: the API server refuses loopback
+    addresses in EndpointSlices (as tests/integration/test_operator_discovery.py does)."""
+    anchor = testpods.start("anchor")
+    host = str(ipaddress.ip_address(anchor.ip) - 1)
+    with tempfile.TemporaryDirectory(prefix="ts-gwapi-") as d:
+        gw = start_gateway(Path(d), name_backends, n=1, publish_host=host)
+        try:
+            yield gw
+        finally:
+            gw.stop()
+
+
+def _get(kube: ControlPlane, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    args = ["get", kind, name, "-o", "json", *(["-n", namespace] if namespace else [])]
+    out: dict[str, Any] = json.loads(kube.kubectl(*args).stdout)
+    return out
+
+
+def _cond(conditions: Any, type_: str) -> dict[str, Any] | None:
+    return next((dict(c) for c in conditions or [] if c.get("type") == type_), None)
+
+
+def _our_parent(route: dict[str, Any]) -> dict[str, Any] | None:
+    parents = (route.get("status") or {}).get("parents") or []
+    return next((p for p in parents if p.get("controllerName") == CONTROLLER), None)
+
+
+def _route(namespace: str, weights: tuple[int, int]) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "web", "namespace": namespace},
+            "spec": {
+                "parentRefs": [{"name": "gw"}],
+                "hostnames": [HOST],
+                "rules": [
+                    {
+                        "backendRefs": [
+                            {"name": "shop-stable", "port": 80, "weight": weights[0]},
+                            {"name": "shop-canary", "port": 80, "weight": weights[1]},
+                        ]
+                    }
+                ],
+            },
+        }
+    )
+
+
+def _gateway(namespace: str, listeners: int = 1) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "gw", "namespace": namespace},
+            "spec": {
+                "gatewayClassName": "trafficsplit",
+                "listeners": [
+                    {"name": f"http-{i}", "port": 80 + i, "protocol": "HTTP", "hostname": HOST}
+                    for i in range(listeners)
+                ],
+            },
+        }
+    )
+
+
+def _operator(operators: Operators, kube: ControlPlane, unit: Gateway, namespace: str) -> None:
+    operators.start(
+        kube.kubeconfig,
+        args=[
+            "--leader-election=false",
+            "--gateway-api=true",
+            # The chart's gateway: a Service with no endpoints here, so only the Gateway's replica is published to.
+            "--gateway-service=no-chart-gateway",
+            f"--gateway-namespace={namespace}",
+            f"--dataplane-namespace={namespace}",
+            f"--token-file={unit.token_file}",
+            "--publish-timeout=2",
+        ],
+    )
+
+
+def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
+    gwkube: ControlPlane, unit: Gateway, operators: Operators, testpods: TestPods
+) -> None:
+    kube = gwkube
+    ns = kube.create_namespace("gwapi")
+    for name in ("stable", "canary"):
+        pod = testpods.start(name)
+        service_with_slice(kube, ns, f"shop-{name}", [pod.ip], target_port=pod.port)
+    apply(
+        kube,
+        yaml.safe_dump(
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "GatewayClass",
+                "metadata": {"name": "trafficsplit"},
+                "spec": {"controllerName": CONTROLLER},
+            }
+        ),
+    )
+    apply(kube, _gateway(ns))
+    apply(kube, _route(ns, (90, 10)))
+    _operator(operators, kube, unit, ns)
+
+    cls = poll(
+        lambda: (
+            (c := _cond(_get(kube, "gatewayclass", "trafficsplit").get("status", {}).get("conditions"), "Accepted"))
+            and c["status"] == "True"
+            and c
+        ),
+        30,
+        "GatewayClass Accepted",
+        0.1,
+    )
+    assert cls["observedGeneration"] == 1 and cls["lastTransitionTime"]
+    # No replica yet (the publish Service lists none): the Gateway says so, and the route has no parent of ours.
+    pending = poll(
+        lambda: (
+            (c := _cond(_get(kube, "gateway", "gw", ns).get("status", {}).get("conditions"), "Programmed"))
+            and c["reason"] == "Pending"
+            and c
+        ),
+        30,
+        "Gateway Programmed Pending",
+        0.1,
+    )
+    assert pending["status"] == "Unknown" and "no replica" in pending["message"], pending
+    time.sleep(1.0)
+    assert _our_parent(_get(kube, "httproute", "web", ns)) is None
+    assert unit.held() == [0]
+
+    # The Gateway's replica appears (the endpoints of its publish Service): published, ACKed, then status.
+    started = time.monotonic()
+    service_with_slice(
+        kube,
+        ns,
+        publish_service_name(ns, "gw"),
+        [unit.publish_host],
+        port=9443,
+        target_port=unit.units[0].processor.ports["publish"],
+        port_name="publish",
+    )
+
+    def accepted(generation: int) -> dict[str, Any] | None:
+        p = _our_parent(_get(kube, "httproute", "web", ns))
+        c = _cond((p or {}).get("conditions"), "Accepted")
+        return p if c and c["status"] == "True" and c["observedGeneration"] == generation else None
+
+    parent = poll(lambda: accepted(1), 30, "route Accepted at generation 1", 0.05)
+    first = time.monotonic() - started
+    held = unit.held()[0]
+    assert held >= 1, "status written before the replica held a generation"
+    assert parent["parentRef"] == {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"}
+    assert _cond(parent["conditions"], "ResolvedRefs")["status"] == "True"  # type: ignore[index]
+    gw = _get(kube, "gateway", "gw", ns)
+    programmed = _cond(gw["status"]["conditions"], "Programmed")
+    assert programmed is not None and programmed["status"] == "True" and programmed["observedGeneration"] == 1
+    listener = gw["status"]["listeners"][0]
+    assert listener["attachedRoutes"] == 1
+    assert _cond(listener["conditions"], "Programmed")["status"] == "True"  # type: ignore[index]
+    print(f"route Accepted {first:.2f}s after the replica's endpoints appeared (replica holds generation {held})")
+
+    # The replica stops answering; the route's weights and the Gateway's listeners change meanwhile.
+    proc = unit.units[0].processor
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        apply(kube, _route(ns, (50, 50)))
+        apply(kube, _gateway(ns, listeners=2))
+        assert _get(kube, "httproute", "web", ns)["metadata"]["generation"] == 2
+        assert _get(kube, "gateway", "gw", ns)["metadata"]["generation"] == 2
+        deadline = time.monotonic() + 6.0  # three publish timeouts
+        seen_pending = False
+        while time.monotonic() < deadline:
+            p = _our_parent(_get(kube, "httproute", "web", ns))
+            assert p is not None
+            assert {c["observedGeneration"] for c in p["conditions"]} == {1}, p
+            g = _get(kube, "gateway", "gw", ns)
+            prog = _cond(g["status"]["conditions"], "Programmed")
+            assert prog is not None
+            assert not (prog["status"] == "True" and prog["observedGeneration"] == 2), prog
+            seen_pending = seen_pending or (prog["status"] != "True" and prog["observedGeneration"] == 2)
+            time.sleep(0.2)
+        assert seen_pending, "the Gateway's new generation was never reported as pending"
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    resumed = time.monotonic()
+    poll(lambda: accepted(2), 30, "route Accepted at generation 2 after SIGCONT", 0.05)
+    after = time.monotonic() - resumed
+
+    def programmed2() -> bool:
+        c = _cond(_get(kube, "gateway", "gw", ns)["status"]["conditions"], "Programmed")
+        return c is not None and c["status"] == "True" and c["observedGeneration"] == 2
+
+    poll(programmed2, 30, "Gateway Programmed at generation 2", 0.05)
+    assert unit.held()[0] > held
+    print(f"after SIGCONT: route Accepted at generation 2 in {after:.2f}s; replica holds {unit.held()[0]}")
+
+
+def test_without_gateway_api_crds_trafficsplits_are_served_and_the_operator_says_why(
+    kube: ControlPlane, namespace: str, unit: Gateway, operators: Operators, testpods: TestPods
+) -> None:
+    """The session's control plane has no Gateway API CRDs."""
+    install_crd(kube)
+    for name in ("stable", "canary"):
+        pod = testpods.start(name)
+        service_with_slice(kube, namespace, f"shop-{name}", [pod.ip], target_port=pod.port)
+    spec = {
+        "hosts": [HOST],
+        "backends": [
+            {"name": "stable", "service": "shop-stable", "port": 80, "weight": 90},
+            {"name": "canary", "service": "shop-canary", "port": 80, "weight": 10},
+        ],
+    }
+    apply(kube, ts_manifest(namespace, "shop", spec))
+    op = operators.start(
+        kube.kubeconfig,
+        identity="op-nogw",
+        args=[
+            "--leader-election=false",
+            "--gateway-api=true",
+            f"--token-file={unit.token_file}",
+            *unit.dataplane_args(),
+        ],
+    )
+    wait_condition(kube, namespace, "shop", "Published", "True", timeout=30, generation=1)
+    assert unit.held()[0] >= 1
+    log = op.log()
+    assert log.count("Gateway API off") == 1, log
+    assert "does not serve gateway.networking.k8s.io/v1" in log

@@ -1,0 +1,86 @@
+"""What the operator writes into Gateway API status (core/gateway_status.py): other controllers' route parents kept,
+ours written only once served and removed with their parentRef, lastTransitionTime kept while a status holds, and
+Programmed True only when the Gateway's replicas ACKed."""
+
+from __future__ import annotations
+
+from trafficsplit.core.gateway_objects import CONTROLLER_NAME, GATEWAY_GROUP, ParentRef, RouteKind
+from trafficsplit.core.gateway_status import gateway_status_body, route_parents, stamped
+from trafficsplit.core.gateway_translate import GatewayStatus, ListenerStatus, ParentStatus
+from trafficsplit.core.status import Condition
+
+T0, T1 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"
+
+
+def cond(type_: str, status: str, generation: int, reason: str = "Accepted") -> Condition:
+    return Condition(
+        type=type_, status=status, reason=reason, message="", observed_generation=generation, last_transition_time=None
+    )
+
+
+def ref(name: str) -> ParentRef:
+    return ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace="shop", name=name, namespace_written=False)
+
+
+OTHER = {
+    "parentRef": {"group": GATEWAY_GROUP, "kind": "Gateway", "name": "theirs"},
+    "controllerName": "example.com/other",
+    "conditions": [{"type": "Accepted", "status": "True", "observedGeneration": 1, "lastTransitionTime": T0}],
+}
+
+
+def test_other_controllers_parents_are_kept_and_ours_follow_what_is_served() -> None:
+    stale = {
+        "parentRef": {"group": GATEWAY_GROUP, "kind": "Gateway", "name": "a"},
+        "controllerName": CONTROLLER_NAME,
+        "conditions": [{"type": "Accepted", "status": "True", "observedGeneration": 1, "lastTransitionTime": T0}],
+    }
+    gone = {**stale, "parentRef": {"group": GATEWAY_GROUP, "kind": "Gateway", "name": "removed"}}
+    ours = [
+        ParentStatus(ref("a"), (cond("Accepted", "True", 2),)),
+        ParentStatus(ref("b"), (cond("Accepted", "True", 2),)),
+    ]
+
+    # Nothing served yet: the stored entry of "a" stays as it is (generation 1), "b" is not written, the entry for a
+    # parentRef the route no longer names is dropped, the other controller's is untouched.
+    out = route_parents(stored=[OTHER, stale, gone], ours=ours, route_namespace="shop", served=lambda r: False, now=T1)
+    assert out == [OTHER, stale]
+
+    # "a" served: its entry is rewritten at generation 2; lastTransitionTime kept (Accepted stayed True).
+    out = route_parents(
+        stored=[OTHER, stale], ours=ours, route_namespace="shop", served=lambda r: r.name == "a", now=T1
+    )
+    assert out[0] == OTHER
+    assert out[1]["conditions"] == [
+        {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "observedGeneration": 2,
+         "lastTransitionTime": T0}
+    ]  # fmt: skip
+    assert len(out) == 2  # "b" still not served
+
+
+def test_last_transition_time_changes_only_with_the_status() -> None:
+    stored = [{"type": "Accepted", "status": "True", "lastTransitionTime": T0}]
+    assert stamped([cond("Accepted", "True", 3)], stored, T1)[0]["lastTransitionTime"] == T0
+    assert stamped([cond("Accepted", "False", 3)], stored, T1)[0]["lastTransitionTime"] == T1
+    assert stamped([cond("Programmed", "True", 3)], stored, T1)[0]["lastTransitionTime"] == T1
+
+
+def test_programmed_is_true_only_when_ready() -> None:
+    pending = cond("Programmed", "Unknown", 4, reason="Pending")
+    gs = GatewayStatus(
+        "shop/gw",
+        (cond("Accepted", "True", 4), pending),
+        (ListenerStatus("http", (RouteKind(GATEWAY_GROUP, "HTTPRoute"),), 1, (cond("Accepted", "True", 4), pending)),),
+    )
+    waiting = gateway_status_body(gs, ready=False, pending="waiting for 1 of 2", addresses=None, stored={}, now=T1)
+    prog = next(c for c in waiting["conditions"] if c["type"] == "Programmed")
+    assert (prog["status"], prog["reason"], prog["message"]) == ("Unknown", "Pending", "waiting for 1 of 2")
+    assert "addresses" not in waiting
+    ready = gateway_status_body(
+        gs, ready=True, pending="", addresses=[{"type": "IPAddress", "value": "10.0.0.9"}], stored=waiting, now=T1
+    )
+    for conds in (ready["conditions"], ready["listeners"][0]["conditions"]):
+        p = next(c for c in conds if c["type"] == "Programmed")
+        assert (p["status"], p["reason"], p["observedGeneration"]) == ("True", "Programmed", 4)
+    assert ready["addresses"] == [{"type": "IPAddress", "value": "10.0.0.9"}]
+    assert ready["listeners"][0]["attachedRoutes"] == 1

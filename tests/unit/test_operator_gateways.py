@@ -1,0 +1,325 @@
+"""The engine with Gateway API on, against in-process fake replicas (tests/unit/test_operator_engine.py's): one fleet
+per Gateway found through its publish Service's EndpointSlices, one number sequence shared with the chart's gateway,
+a Gateway whose content did not change not re-published, one Gateway's refusing or unreachable replica never
+holding back another's, status written only after the replicas ACK, and a deleted Gateway's fleet closed."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.unit.test_operator_engine import TOKEN, FakeReplica, run, until
+from trafficsplit.operator.dataplane_names import publish_service_name
+from trafficsplit.operator.engine import Engine, EngineSettings
+from trafficsplit.operator.fleet import Fleet
+from trafficsplit.operator.gateways import GatewayPlane, GatewaySettings
+
+NS = "shop"
+OPNS = "ts-system"
+CONTROLLER = "trafficsplit.dev/gateway-controller"
+
+
+def meta(name: str, namespace: str | None = NS, generation: int = 1, rv: int = 1) -> dict[str, Any]:
+    m: dict[str, Any] = {
+        "name": name,
+        "generation": generation,
+        "resourceVersion": str(rv),
+        "creationTimestamp": "2026-01-01T00:00:00Z",
+    }
+    if namespace is not None:
+        m["namespace"] = namespace
+    return m
+
+
+def gateway_body(name: str) -> dict[str, Any]:
+    return {
+        "metadata": meta(name),
+        "spec": {
+            "gatewayClassName": "ts",
+            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP", "hostname": f"{name}.example"}],
+        },
+    }
+
+
+def route_body(name: str, gateway: str, weights: tuple[int, int], generation: int = 1) -> dict[str, Any]:
+    return {
+        "metadata": meta(name, generation=generation),
+        "spec": {
+            "parentRefs": [{"name": gateway}],
+            "hostnames": [f"{gateway}.example"],
+            "rules": [
+                {
+                    "backendRefs": [
+                        {"name": "blue", "port": 80, "weight": weights[0]},
+                        {"name": "green", "port": 80, "weight": weights[1]},
+                    ]
+                }
+            ],
+        },
+    }
+
+
+def service_body(namespace: str, name: str, port_name: str, port: int) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"ports": [{"name": port_name, "port": port}]}}
+
+
+def slice_body(namespace: str, service: str, port_name: str, port: int, ip: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"{service}-x", "namespace": namespace, "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "ports": [{"name": port_name, "port": port}],
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}, "targetRef": {"name": f"{service}-pod"}}],
+    }
+
+
+@dataclass
+class Api:
+    """Stands in for the API server's status subresource: stores the written status, bumps the resourceVersion, and
+    sends the watch event back (as the real watch would)."""
+
+    engine: Engine | None = None
+    objects: dict[tuple[str, tuple[str, str]], dict[str, Any]] = field(default_factory=dict)
+    writes: list[tuple[str, tuple[str, str], dict[str, Any]]] = field(default_factory=list)
+    conflicts: int = 0
+
+    def put(self, kind: str, body: dict[str, Any]) -> None:
+        m = body["metadata"]
+        key = (m.get("namespace", ""), m["name"])
+        old = self.objects.get((kind, key))
+        body = copy.deepcopy(body)
+        if old is not None:
+            body["metadata"]["resourceVersion"] = str(int(old["metadata"]["resourceVersion"]) + 1)
+            body["status"] = old.get("status", {})
+        self.objects[(kind, key)] = body
+        assert self.engine is not None
+        self.engine.apply(kind, "MODIFIED", copy.deepcopy(body))
+
+    async def __call__(self, kind: str, key: tuple[str, str], resource_version: str, status: Mapping[str, Any]) -> None:
+        rv = resource_version
+        obj = self.objects[(kind, key)]
+        if obj["metadata"]["resourceVersion"] != rv:
+            self.conflicts += 1
+            raise RuntimeError("409 Conflict")
+        obj["status"] = copy.deepcopy(dict(status))
+        obj["metadata"]["resourceVersion"] = str(int(rv) + 1)
+        self.writes.append((kind, key, copy.deepcopy(dict(status))))
+        assert self.engine is not None
+        self.engine.apply(kind, "MODIFIED", copy.deepcopy(obj))
+
+    def parent(self, route: str) -> dict[str, Any] | None:
+        parents = self.objects[("httproute", (NS, route))].get("status", {}).get("parents") or []
+        return next((p for p in parents if p["controllerName"] == CONTROLLER), None)
+
+    def accepted_at(self, route: str) -> int | None:
+        p = self.parent(route)
+        if p is None:
+            return None
+        c = next(c for c in p["conditions"] if c["type"] == "Accepted")
+        return int(c["observedGeneration"]) if c["status"] == "True" else None
+
+    def programmed(self, gateway: str) -> str | None:
+        conds = self.objects[("gateway", (NS, gateway))].get("status", {}).get("conditions") or []
+        return next((c["status"] for c in conds if c["type"] == "Programmed"), None)
+
+
+def make(tmp_path: Any, chart: FakeReplica, api: Api) -> Engine:
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    engine: Engine | None = None
+
+    def changed() -> None:
+        if engine is not None:
+            engine.poke()
+
+    def make_fleet() -> Fleet:
+        return Fleet(str(token), timeout=1, poll_interval=0.1, changed=changed)
+
+    plane = GatewayPlane(
+        GatewaySettings(origin="test", namespace=OPNS, probe_timeout=0.5), make_fleet, changed, status_sink=api
+    )
+    settings = EngineSettings(origin="test", debounce=0.0, static_replicas=(chart.replica,), static=True)
+    engine = Engine(make_fleet(), settings, None, plane)
+    api.engine = engine
+    return engine
+
+
+def seed(api: Api, engine: Engine, replicas: Mapping[str, FakeReplica]) -> None:
+    api.put("gatewayclass", {"metadata": meta("ts", None), "spec": {"controllerName": CONTROLLER}})
+    for color, ip in (("blue", "10.0.0.1"), ("green", "10.0.0.2")):
+        engine.apply("service", None, service_body(NS, color, "http", 80))
+        engine.apply("endpointslice", None, slice_body(NS, color, "http", 8080, ip))
+    for gw, replica in replicas.items():
+        api.put("gateway", gateway_body(gw))
+        api.put("httproute", route_body(f"{gw}-route", gw, (90, 10)))
+        svc = publish_service_name(NS, gw)
+        engine.apply("service", None, service_body(OPNS, svc, "publish", 9443))
+        engine.apply("endpointslice", None, slice_body(OPNS, svc, "publish", replica.port, "127.0.0.1"))
+
+
+def test_each_gateway_has_its_fleet_numbers_are_shared_and_status_follows_the_acks(tmp_path: Any) -> None:
+    async def main() -> None:
+        chart = await FakeReplica("chart", held=5).start()
+        one, two = await FakeReplica("one").start(), await FakeReplica("two").start()
+        api = Api()
+        engine = make(tmp_path, chart, api)
+        try:
+            await _first(engine, api, chart, one, two)
+        finally:
+            await _shutdown(engine, chart, one, two)
+
+    run(main)
+
+
+async def _shutdown(engine: Engine, *replicas: FakeReplica) -> None:
+    """Everything stopped even when an assertion failed (a grpc server left running keeps the loop from closing)."""
+    for t in [t for t in asyncio.all_tasks() if t.get_name() == "engine"]:
+        t.cancel()
+    await engine.fleet.close()
+    if engine.gateways is not None:
+        await engine.gateways.close()
+    for r in replicas:
+        if r.server is not None:
+            await r.stop()
+
+
+async def _first(engine: Engine, api: Api, chart: FakeReplica, one: FakeReplica, two: FakeReplica) -> None:
+    engine.apply(
+        "trafficsplit",
+        None,
+        {
+            "metadata": {"name": "s", "namespace": "default", "uid": "u", "generation": 1},
+            "spec": {
+                "hosts": ["s.example"],
+                "backends": [{"name": "blue", "weight": 100, "endpoints": ["127.0.0.1:1"]}],
+            },
+        },
+    )
+    seed(api, engine, {"one": one, "two": two})
+    await engine.become_leader()
+    engine.mark_ready()
+    task = asyncio.create_task(engine.run(), name="engine")
+    await until(lambda: chart.held == 6 and one.held > 0 and two.held > 0)
+    # One counter: the chart's gateway took 6 (above the 5 it held), each Gateway a number of its own above it.
+    assert sorted({chart.held, one.held, two.held}) == [6, 7, 8]
+    assert one.held_gen is not None and [s.name for s in one.held_gen.splits] == ["one-route.rule-0"]
+    assert two.held_gen is not None and [s.name for s in two.held_gen.splits] == ["two-route.rule-0"]
+    await until(lambda: api.accepted_at("one-route") == 1 and api.accepted_at("two-route") == 1)
+    await until(lambda: api.programmed("one") == "True" and api.programmed("two") == "True")
+    cls = api.objects[("gatewayclass", ("", "ts"))]["status"]["conditions"]
+    assert [(c["type"], c["status"], c["observedGeneration"]) for c in cls] == [("Accepted", "True", 1)]
+
+    # Gateway two's replica refuses everything from now on; a weight change on each route.
+    two.refuse = True
+    published_one = list(one.published)
+    api.put("httproute", route_body("two-route", "two", (50, 50), generation=2))
+    api.put("httproute", route_body("one-route", "one", (50, 50), generation=2))
+    await until(lambda: api.accepted_at("one-route") == 2)
+    # Gateway one's replica got exactly one new generation: the other route's change did not re-publish it.
+    assert len(one.published) == len(published_one) + 1
+    assert api.accepted_at("two-route") == 1, "status advanced although the replica refused the generation"
+    two_parent = api.parent("two-route")
+    assert two_parent is not None
+    assert {c["observedGeneration"] for c in two_parent["conditions"]} == {1}
+    two.refuse = False
+    await until(lambda: api.accepted_at("two-route") == 2, timeout=10)
+    # lastTransitionTime is kept when a condition's status did not change.
+    times = {c["type"]: c["lastTransitionTime"] for c in two_parent["conditions"]}
+    now_parent = api.parent("two-route")
+    assert now_parent is not None
+    assert {c["type"]: c["lastTransitionTime"] for c in now_parent["conditions"]} == times
+
+    # Gateway two deleted: its fleet is closed, Gateway one unaffected.
+    assert engine.gateways is not None and engine.gateways.fleet((NS, "two")) is not None
+    api.objects.pop(("gateway", (NS, "two")))
+    engine.apply("gateway", "DELETED", {"metadata": meta("two")})
+    await until(lambda: engine.gateways is not None and engine.gateways.fleet((NS, "two")) is None)
+    assert api.programmed("one") == "True"
+    task.cancel()
+
+
+def test_an_unreachable_replica_holds_back_only_its_gateways_status(tmp_path: Any) -> None:
+    async def main() -> None:
+        chart = await FakeReplica("chart").start()
+        one, two = await FakeReplica("one").start(), await FakeReplica("two").start()
+        api = Api()
+        engine = make(tmp_path, chart, api)
+        extra: list[FakeReplica] = []
+        try:
+            await _second(engine, api, one, two, extra)
+        finally:
+            await _shutdown(engine, chart, one, two, *extra)
+
+    run(main)
+
+
+async def _second(engine: Engine, api: Api, one: FakeReplica, two: FakeReplica, extra: list[FakeReplica]) -> None:
+    seed(api, engine, {"one": one, "two": two})
+    await engine.become_leader()
+    engine.mark_ready()
+    task = asyncio.create_task(engine.run(), name="engine")
+    await until(lambda: api.accepted_at("one-route") == 1 and api.accepted_at("two-route") == 1)
+    port = one.port
+    await one.stop()
+    api.put("httproute", route_body("one-route", "one", (10, 90), generation=2))
+    api.put("httproute", route_body("two-route", "two", (10, 90), generation=2))
+    await until(lambda: api.accepted_at("two-route") == 2)
+    await asyncio.sleep(0.5)
+    assert api.accepted_at("one-route") == 1
+    one2 = await FakeReplica("one").start(port)
+    extra.append(one2)
+    await until(lambda: api.accepted_at("one-route") == 2, timeout=10)
+    assert one2.held_gen is not None and [b.weight for b in one2.held_gen.splits[0].backends] == [10, 90]
+    task.cancel()
+
+
+def test_a_rule_a_replica_refuses_alone_is_named_in_its_routes_status(tmp_path: Any) -> None:
+    async def main() -> None:
+        chart = await FakeReplica("chart").start()
+        one = await FakeReplica("one").start()
+        one.refuse_splits = {f"{NS}/one-route.rule-0"}
+        api = Api()
+        engine = make(tmp_path, chart, api)
+        try:
+            seed(api, engine, {"one": one})
+            await engine.become_leader()
+            engine.mark_ready()
+            task = asyncio.create_task(engine.run(), name="engine")
+            await until(lambda: api.accepted_at("one-route") == 1)
+            parent = api.parent("one-route")
+            assert parent is not None
+            partial = next(c for c in parent["conditions"] if c["type"] == "PartiallyInvalid")
+            assert partial["status"] == "True" and "rules[0] refused by one: refused here" in partial["message"]
+            task.cancel()
+        finally:
+            await _shutdown(engine, chart, one)
+
+    run(main)
+
+
+def test_a_settled_gateway_takes_no_more_passes(tmp_path: Any) -> None:
+    """Nothing changes, so nothing runs: a pass must not itself cause the next one (each pass once re-set the
+    Gateways' fleets, which reports a change, which asked for another pass)."""
+
+    async def main() -> None:
+        chart = await FakeReplica("chart").start()
+        one = await FakeReplica("one").start()
+        api = Api()
+        engine = make(tmp_path, chart, api)
+        try:
+            seed(api, engine, {"one": one})
+            await engine.become_leader()
+            engine.mark_ready()
+            task = asyncio.create_task(engine.run(), name="engine")
+            await until(lambda: api.accepted_at("one-route") == 1 and api.programmed("one") == "True")
+            await asyncio.sleep(0.5)  # the probe's timer and the last status writes
+            before = engine.passes
+            await asyncio.sleep(1.0)
+            assert engine.passes - before <= 2, f"{engine.passes - before} passes in 1 s with nothing changing"
+            task.cancel()
+        finally:
+            await _shutdown(engine, chart, one)
+
+    run(main)
