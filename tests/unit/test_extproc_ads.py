@@ -352,7 +352,4 @@ def test_a_trafficsplit_generation_leaves_sds_alone() -> None:
     assert SECRET_TYPE not in ResourceBuilder().resources(gen(1, {"a": 1})).by_type()
     plain = resources(https_gen(1, b"AAAA")).by_type()[SECRET_TYPE]
     packed = ResourceBuilder().resources(https_gen(1, b"AAAA")).by_type()[SECRET_TYPE]
-    assert plain and {n: m.SerializeToString() for n, m in plain.items()} == {
-        n: getattr(m, "value")
-        for n, m in packed.items()  # noqa: B009 (packed: any_pb2.Any, typed as Message)
-    }
+    assert plain and {n: m.SerializeToString() for n, m in plain.items()} == {n: m.value for n, m in packed.items()}
