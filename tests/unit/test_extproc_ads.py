@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.route.v3 import route_pb2
 from envoy.service.discovery.v3 import discovery_pb2
+from google.protobuf import any_pb2
 from google.protobuf.message import Message
 from google.rpc import status_pb2
 
@@ -352,4 +353,6 @@ def test_a_trafficsplit_generation_leaves_sds_alone() -> None:
     assert SECRET_TYPE not in ResourceBuilder().resources(gen(1, {"a": 1})).by_type()
     plain = resources(https_gen(1, b"AAAA")).by_type()[SECRET_TYPE]
     packed = ResourceBuilder().resources(https_gen(1, b"AAAA")).by_type()[SECRET_TYPE]
-    assert plain and {n: m.SerializeToString() for n, m in plain.items()} == {n: m.value for n, m in packed.items()}
+    assert plain and {n: m.SerializeToString() for n, m in plain.items()} == {
+        n: cast(any_pb2.Any, m).value for n, m in packed.items()
+    }
