@@ -183,3 +183,49 @@ def test_the_receiver_refuses_a_bad_certificate_by_its_field_without_its_key(
         generation_from_proto(msg)
     assert fragment in str(refused.value)
     assert pem[1].split(b"\n")[1].decode() not in str(refused.value)
+
+
+def test_a_redirect_on_an_https_listener_keeps_the_https_scheme(pem: tuple[bytes, bytes]) -> None:
+    """A RequestRedirect without a scheme keeps the request's: on an HTTPS listener that is https (port 443 left
+    out of the Location), never http."""
+    from trafficsplit.core.cookie import AffinityMinter
+    from trafficsplit.core.gateway_objects import parse_httproute
+    from trafficsplit.core.gateway_serve import Redirected, ServedRoutes
+
+    https = {"name": "l", "port": 443, "protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "cert"}]}}
+    gw = parse_gateway({**GW, "spec": {**GW["spec"], "listeners": [https]}})
+    route = parse_httproute(
+        {
+            "metadata": {"name": "r", "namespace": "infra", "generation": 1},
+            "spec": {
+                "parentRefs": [{"name": "gw"}],
+                "rules": [
+                    {
+                        "filters": [
+                            {"type": "RequestRedirect", "requestRedirect": {"hostname": "b.example.com"}},
+                        ]
+                    }
+                ],
+            },
+        }
+    )
+    t = translate(
+        Inputs(
+            classes=(parse_gateway_class(CLASS),),
+            gateways=(gw,),
+            routes=(route,),
+            secrets={("infra", "cert"): parse_tls_secret(secret(*pem))},
+        )
+    )
+    s = ServedRoutes(t.listeners, t.actions)
+    out = s.route(
+        443,
+        authority="a.example.com",
+        raw_path="/x?y=1",
+        method="GET",
+        header={}.get,
+        cookie_lines=(),
+        request_id="rid",
+        minter=AffinityMinter(),
+    )
+    assert out == Redirected(302, "https://b.example.com/x?y=1")
