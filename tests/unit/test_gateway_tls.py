@@ -223,7 +223,7 @@ def test_a_redirect_on_an_https_listener_keeps_the_https_scheme(pem: tuple[bytes
         authority="a.example.com",
         raw_path="/x?y=1",
         method="GET",
-        header={}.get,
+        header=lambda _name: None,
         cookie_lines=(),
         request_id="rid",
         minter=AffinityMinter(),
