@@ -1,5 +1,5 @@
 # The README's two commands. Both install what they need on a fresh machine.
-.PHONY: demo test e2e soak images kind
+.PHONY: demo test e2e conformance soak images kind
 
 # Runs the product locally on loopback: Envoy + extproc + operator (file source on examples/) + sample backends.
 # Needs Python 3.11+; installs into the project's venv (.venv, hack/venv.sh), never into the system Python.
@@ -9,6 +9,12 @@ demo:
 # Installs everything, builds (or reuses) the control plane, runs static checks and every test tier.
 test:
 	bash hack/test.sh
+
+# The upstream Gateway API conformance suite (v1.6.3, GATEWAY-HTTP) against the chart on the local node (Linux,
+# root); writes conformance/reports/v1.6.3/trafficsplit/ and prints every test's result. ARGS=--quick runs
+# HTTPRouteWeight and one test of every group (docs/gateway-api.md, "Running the conformance suite").
+conformance:
+	bash hack/conformance.sh $(ARGS)
 
 # Bounded soak (10 minutes): steady load, a weight change every 10 s, a processor restart every minute; JSON report in
 # bench/results/ (failed requests outside the restart window, processor RSS, fds and asyncio tasks at start and end).

@@ -17,7 +17,7 @@
 # Usage: hack/build-gateway-api.sh           copy the CRDs, build what is missing, print the bin dir
 #        hack/build-gateway-api.sh --crds    only copy the CRDs (no compiling)
 #        hack/build-gateway-api.sh --check   only check the committed CRDs against the module (exit 1 when stale)
-# The conformance run itself is not wired into `make test` yet (docs/gateway-api.md).
+# The run itself: hack/conformance.sh (`make conformance`) and tests/e2e/test_8_conformance.py (docs/gateway-api.md).
 set -euo pipefail
 
 GATEWAY_API_VERSION=v1.6.3

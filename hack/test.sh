@@ -84,8 +84,8 @@ if ((!E2E_ONLY)); then
 fi
 
 step "gateway API (CRDs checked against v1.6.3, the conformance binary and echo-basic)"
-# Built (cached) so tests/integration/test_gateway_api_binaries.py runs them rather than skipping; the conformance run
-# itself is not wired in yet (docs/gateway-api.md).
+# Built (cached) so tests/integration/test_gateway_api_binaries.py runs them rather than skipping, and the e2e tier's
+# tests/e2e/test_8_conformance.py runs the suite's quick list (the whole profile: `make conformance`).
 bash hack/build-gateway-api.sh >/dev/null
 
 if ((NODE)); then

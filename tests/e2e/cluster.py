@@ -71,6 +71,8 @@ class Cluster:
     release_namespace: str = "trafficsplit-system"
     namespace: str = "shop"
     timings: dict[str, float] = field(default_factory=dict)
+    # The local node's containerd socket (images are imported there); None on kind.
+    containerd_sock: Path | None = None
 
     def env(self) -> dict[str, str]:
         return {

@@ -69,6 +69,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
             kubectl_bin=str(node.cp.kubectl_bin),
             images={n: (node.images.repository(n), node.images.tag) for n in ("operator", "extproc", "envoy", "echo")},
             helm_home=node.work / "helm",
+            containerd_sock=node.containerd_sock,
         )
         cl.timings["node_ready_s"] = node.started_seconds
         cl.timings["build_and_ready_s"] = time.monotonic() - t0
