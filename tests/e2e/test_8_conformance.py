@@ -30,10 +30,6 @@ def _uninstall_every_release(cluster: Cluster) -> None:
         cluster.helm("uninstall", rel["name"], "-n", rel["namespace"], "--wait", "--timeout", "3m")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HTTPS listeners are not built: the suite's setup needs its HTTPS Gateway Accepted (remove when it passes)",
-)
 def test_conformance_quick(cluster: Cluster, tmp_path: Path) -> None:
     if cluster.containerd_sock is None:
         pytest.skip(f"{cluster.name}: the conformance images are imported into the local node's containerd only")

@@ -10,6 +10,7 @@ come only once the replica ACKed the generation carrying them; with the replica'
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import os
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.certs import issue, make_ca
 from tests.support.controlplane import ControlPlane, control_plane
 from tests.support.dataplane import NameBackends
 from tests.support.netns import TestPods
@@ -257,6 +259,52 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
     poll(programmed2, 30, "Gateway Programmed at generation 2", 0.05)
     assert unit.held()[0] > held
     print(f"after SIGCONT: route Accepted at generation 2 in {after:.2f}s; replica holds {unit.held()[0]}")
+
+    # An HTTPS listener whose Secret does not exist yet, then does: the operator's watch on Secrets resolves it.
+    secure = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": "secure", "namespace": ns},
+        "spec": {
+            "gatewayClassName": "trafficsplit",
+            "listeners": [
+                {
+                    "name": "https",
+                    "port": 443,
+                    "protocol": "HTTPS",
+                    "hostname": HOST,
+                    "tls": {"certificateRefs": [{"name": "shop-cert"}]},
+                }
+            ],
+        },
+    }
+    apply(kube, yaml.safe_dump(secure))
+
+    def resolved_refs() -> dict[str, Any] | None:
+        listeners = _get(kube, "gateway", "secure", ns).get("status", {}).get("listeners") or []
+        return _cond(listeners[0]["conditions"], "ResolvedRefs") if listeners else None
+
+    missing = poll(
+        lambda: (c := resolved_refs()) and c["status"] == "False" and c, 30, "HTTPS listener unresolved", 0.1
+    )
+    assert missing["reason"] == "InvalidCertificateRef", missing
+    d = Path(tempfile.mkdtemp(prefix="ts-gwtls-"))
+    leaf = issue(d, make_ca(d, "ca"), HOST, server=True, dns=(HOST,), stem="shop")
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "shop-cert", "namespace": ns},
+        "type": "kubernetes.io/tls",
+        "data": {
+            "tls.crt": base64.b64encode(leaf.cert.read_bytes()).decode(),
+            "tls.key": base64.b64encode(leaf.key.read_bytes()).decode(),
+        },
+    }
+    apply(kube, yaml.safe_dump(secret))
+    poll(lambda: (c := resolved_refs()) and c["status"] == "True", 30, "HTTPS listener resolved by the Secret", 0.1)
+    accepted_gw = _cond(_get(kube, "gateway", "secure", ns)["status"]["conditions"], "Accepted")
+    assert accepted_gw is not None and accepted_gw["status"] == "True", accepted_gw
+    assert leaf.key.read_text().split("\n")[1] not in json.dumps(_get(kube, "gateway", "secure", ns)["status"])
 
 
 def test_without_gateway_api_crds_trafficsplits_are_served_and_the_operator_says_why(

@@ -15,6 +15,7 @@ from typing import Any
 from tests.support.dataplane import TEST_MESSAGE_TIMEOUT_MS, Envoy, NameBackends, Processor
 from trafficsplit.core.compiled import Generation
 from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class, parse_httproute
+from trafficsplit.core.gateway_tls import parse_tls_secret
 from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
 from trafficsplit.core.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo
 from trafficsplit.v1alpha1 import publish_pb2 as pb
@@ -58,7 +59,11 @@ class GatewayPlane:
     translation: Translation | None = field(default=None)
 
     def compile(
-        self, listeners: Sequence[Mapping[str, Any]], routes: Sequence[Mapping[str, Any]], number: int | None = None
+        self,
+        listeners: Sequence[Mapping[str, Any]],
+        routes: Sequence[Mapping[str, Any]],
+        number: int | None = None,
+        secrets: Sequence[Mapping[str, Any]] = (),
     ) -> Generation:
         """Gateway `ns/gw` with these listeners and HTTPRoutes, translated by the core: its data plane's generation."""
         gw = {
@@ -73,13 +78,20 @@ class GatewayPlane:
                 routes=tuple(parse_httproute(dict(r)) for r in routes),
                 services=svcs,
                 slices=slices,
+                secrets={t.key: t for t in map(parse_tls_secret, secrets)},
             )
         )
         return gateway_content(self.translation, f"{NAMESPACE}/{GATEWAY}").stamp(number or self.number + 1)
 
-    def publish(self, listeners: Sequence[Mapping[str, Any]], routes: Sequence[Mapping[str, Any]]) -> Generation:
-        """Compile and publish through the publish API; asserts ACCEPTED; returns the core generation served."""
-        gen = self.compile(listeners, routes)
+    def publish(
+        self,
+        listeners: Sequence[Mapping[str, Any]],
+        routes: Sequence[Mapping[str, Any]],
+        secrets: Sequence[Mapping[str, Any]] = (),
+    ) -> Generation:
+        """Compile and publish through the publish API; asserts ACCEPTED; returns the core generation served.
+        `secrets`: kubernetes.io/tls Secret bodies the HTTPS listeners name."""
+        gen = self.compile(listeners, routes, secrets=secrets)
         reply = self.processor.publish_until_taken(generation_to_proto(gen, origin="test"))
         assert reply.result == pb.PublishReply.ACCEPTED, (reply, self.processor.log_tail())
         self.number = gen.number
@@ -91,13 +103,20 @@ class GatewayPlane:
 
     @classmethod
     def start(
-        cls, workdir: Path, backends: NameBackends, gateway_ports: Sequence[int], transport: str = "grpc"
+        cls,
+        workdir: Path,
+        backends: NameBackends,
+        gateway_ports: Sequence[int],
+        transport: str = "grpc",
+        tls_hosts: Mapping[int, Sequence[str]] | None = None,
     ) -> GatewayPlane:
         """The processor, then Envoy with one listener per Gateway port (each bound to a free loopback port);
-        `transport`: how Envoy calls ext_proc (grpc, or http: the experimental http_service)."""
+        `transport`: how Envoy calls ext_proc (grpc, or http: the experimental http_service); `tls_hosts`: the
+        HTTPS ports and their listeners' hostnames (`*`: none), as the provisioner's `:https` flags give them."""
         processor = Processor(workdir, token=secrets.token_hex(16), replica="gw-0", transport=transport).start()
         local = Address(path=str(processor.socket))
-        listeners = tuple(GatewayListener(p, Address("127.0.0.1", 0)) for p in gateway_ports)
+        https = tls_hosts or {}
+        listeners = tuple(GatewayListener(p, Address("127.0.0.1", 0), tuple(https.get(p, ()))) for p in gateway_ports)
         config = bootstrap_json(
             BootstrapOptions(
                 node_id="gw-0",

@@ -9,6 +9,7 @@ in either stage shows as a diff beside the input. Regenerate every output with `
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -30,6 +31,7 @@ from trafficsplit.core.gateway_objects import (
     parse_namespace,
     parse_reference_grant,
 )
+from trafficsplit.core.gateway_tls import TlsSecret, parse_tls_secret
 from trafficsplit.core.gateway_translate import Inputs, Translation, translate
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, slices_by_service
@@ -58,6 +60,7 @@ def inputs_of(bodies: Iterable[Mapping[str, Any]]) -> tuple[Inputs, list[dict[st
     namespaces: list[Namespace] = []
     services: dict[tuple[str, str], ServiceInfo] = {}
     slices: list[SliceInfo] = []
+    secrets: dict[tuple[str, str], TlsSecret] = {}
     invalid: list[dict[str, Any]] = []
     parsers: dict[str, Any] = {
         "GatewayClass": (parse_gateway_class, classes),
@@ -79,6 +82,9 @@ def inputs_of(bodies: Iterable[Mapping[str, Any]]) -> tuple[Inputs, list[dict[st
         elif kind == "Service":
             svc = service_from_body(body)
             services[(svc.namespace, svc.name)] = svc
+        elif kind == "Secret":
+            secret = parse_tls_secret(body)
+            secrets[secret.key] = secret
         elif kind == "EndpointSlice":
             s = slice_from_body(body)
             if s is not None:
@@ -93,6 +99,7 @@ def inputs_of(bodies: Iterable[Mapping[str, Any]]) -> tuple[Inputs, list[dict[st
         namespaces=tuple(namespaces),
         services=services,
         slices=slices_by_service(slices),
+        secrets=secrets,
     )
     return inputs, invalid
 
@@ -108,6 +115,17 @@ def model_doc(t: Translation) -> dict[str, Any]:
             "listener": lr.listener,
             "port": lr.port,
             **({"hostname": lr.hostname} if lr.hostname is not None else {}),
+            # The certificate by digest and size: a golden never holds key bytes.
+            **(
+                {
+                    "certificate": {
+                        "chainSha256": hashlib.sha256(lr.certificate.chain_pem).hexdigest(),
+                        "keyBytes": len(lr.certificate.key_pem),
+                    }
+                }
+                if lr.certificate is not None
+                else {}
+            ),
             "hosts": [
                 {
                     "hostname": vh.hostname,

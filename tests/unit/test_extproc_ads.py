@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.route.v3 import route_pb2
 from envoy.service.discovery.v3 import discovery_pb2
+from google.protobuf import any_pb2
 from google.protobuf.message import Message
 from google.rpc import status_pb2
 
@@ -288,3 +289,70 @@ def test_no_envoy_yet_is_not_ready_before_the_callers_deadline_and_a_retry_is_ta
         await pub.close()
 
     asyncio.run(run())
+
+
+def https_gen(number: int, key_pem: bytes) -> Generation:
+    """A Gateway generation with one HTTPS listener on 443 (hostname a.example.com) whose key is `key_pem`."""
+    from trafficsplit.core.compiled import GenerationContent
+    from trafficsplit.core.gateway_routes import GatewayRoutes, ListenerRoutes
+    from trafficsplit.core.gateway_tls import Certificate
+
+    chain = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+    cert = Certificate(chain, b"-----BEGIN PRIVATE KEY-----\n" + key_pem + b"\n-----END PRIVATE KEY-----\n")
+    lr = ListenerRoutes("ns/gw", "a", 443, (), hostname="a.example.com", certificate=cert)
+    return GenerationContent(splits=(), routes=GatewayRoutes(gateway="ns/gw", listeners=(lr,))).stamp(number)
+
+
+def test_sds_serves_a_listeners_certificate_when_asked_and_waits_only_for_an_envoy_that_asks() -> None:
+    from envoy.extensions.transport_sockets.tls.v3 import secret_pb2
+
+    from trafficsplit.wire.envoy import SECRET_TYPE, secret_name
+
+    async def run() -> None:
+        ads = AdsServer(Metrics())
+        envoy = FakeEnvoy(ads)
+        envoy.ask(CLUSTER_TYPE)
+        g1 = https_gen(1, b"AAAA")
+        versions = ads.set_resources(resources(g1), generation=1)
+        assert versions[SECRET_TYPE] == "1"
+        cds = await envoy.next()
+        envoy.ask(CLUSTER_TYPE, reply_to=cds)
+        # An Envoy without an HTTPS listener never asks for a secret: the wait does not hang on SDS.
+        await ads.wait_acked({CLUSTER_TYPE: versions[CLUSTER_TYPE], SECRET_TYPE: "1"}, 2)
+        name = secret_name(443, "a.example.com")
+        assert name == "trafficsplit_tls_443_a.example.com"
+        envoy.ask(SECRET_TYPE, [name])
+        sds = await envoy.next()
+        assert sds.type_url == SECRET_TYPE and sds.version_info == "1"
+        secret = secret_pb2.Secret()
+        sds.resources[0].Unpack(secret)
+        assert secret.name == name and b"AAAA" in secret.tls_certificate.private_key.inline_bytes
+        waiter = asyncio.ensure_future(ads.wait_acked({SECRET_TYPE: "1"}, 2))
+        await asyncio.sleep(0.05)
+        assert not waiter.done()  # asked for, so its ACK is awaited
+        envoy.ask(SECRET_TYPE, [name], reply_to=sds)
+        await waiter
+        # A rotated certificate is a new version of the same secret; a NACK of it fails the publish's wait.
+        versions = ads.set_resources(resources(https_gen(2, b"BBBB")), generation=2)
+        assert versions == {SECRET_TYPE: "2"}
+        sds2 = await envoy.next()
+        sds2.resources[0].Unpack(secret)
+        assert b"BBBB" in secret.tls_certificate.private_key.inline_bytes
+        envoy.ask(SECRET_TYPE, [name], reply_to=sds2, error="Failed to load private key")
+        with pytest.raises(Nacked, match="sds version 2"):
+            await ads.wait_acked(versions, 2)
+        envoy.requests.put_nowait(None)
+
+    asyncio.run(run())
+
+
+def test_a_trafficsplit_generation_leaves_sds_alone() -> None:
+    from trafficsplit.wire.envoy import SECRET_TYPE, ResourceBuilder
+
+    assert SECRET_TYPE not in resources(gen(1, {"a": 1})).by_type()
+    assert SECRET_TYPE not in ResourceBuilder().resources(gen(1, {"a": 1})).by_type()
+    plain = resources(https_gen(1, b"AAAA")).by_type()[SECRET_TYPE]
+    packed = ResourceBuilder().resources(https_gen(1, b"AAAA")).by_type()[SECRET_TYPE]
+    assert plain and {n: m.SerializeToString() for n, m in plain.items()} == {
+        n: cast(any_pb2.Any, m).value for n, m in packed.items()
+    }

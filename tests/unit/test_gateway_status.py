@@ -84,3 +84,23 @@ def test_programmed_is_true_only_when_ready() -> None:
         assert (p["status"], p["reason"], p["observedGeneration"]) == ("True", "Programmed", 4)
     assert ready["addresses"] == [{"type": "IPAddress", "value": "10.0.0.9"}]
     assert ready["listeners"][0]["attachedRoutes"] == 1
+
+
+def test_a_listener_the_translation_says_is_not_programmed_stays_so_when_the_replicas_ack() -> None:
+    """An HTTPS listener whose certificate did not resolve is `Programmed: False, Invalid` (it is not served): an ACK
+    of the generation must not turn it True."""
+    invalid = cond("Programmed", "False", 4, reason="Invalid")
+    pending = cond("Programmed", "Unknown", 4, reason="Pending")
+    kinds = (RouteKind(GATEWAY_GROUP, "HTTPRoute"),)
+    gs = GatewayStatus(
+        "shop/gw",
+        (cond("Accepted", "True", 4), pending),
+        (
+            ListenerStatus("https", kinds, 1, (cond("ResolvedRefs", "False", 4, "InvalidCertificateRef"), invalid)),
+            ListenerStatus("http", kinds, 1, (cond("Accepted", "True", 4), pending)),
+        ),
+    )
+    body = gateway_status_body(gs, ready=True, pending="", addresses=None, stored={}, now=T1)
+    https, http = ({c["type"]: c for c in x["conditions"]}["Programmed"] for x in body["listeners"])
+    assert (https["status"], https["reason"]) == ("False", "Invalid")
+    assert (http["status"], http["reason"]) == ("True", "Programmed")

@@ -204,6 +204,42 @@ def test_bootstrap_equals_the_extprocs_generator_with_the_same_options(transport
     assert got == expected
 
 
+def test_https_listeners_render_the_extprocs_https_listener_flags() -> None:
+    """An HTTPS port's Envoy listener is what `--listener 443=0.0.0.0:10443:https:NAME,...` generates: one chain per
+    HTTPS listener hostname (SNI), each with its certificate over SDS; a plain port stays as it was."""
+    from trafficsplit.wire.bootstrap import Address, BootstrapOptions, GatewayListener, bootstrap_json
+
+    tls = {"certificateRefs": [{"name": "cert"}]}
+    gw = parse_gateway(
+        {
+            "metadata": {"name": "gw", "namespace": "ns"},
+            "spec": {
+                "gatewayClassName": "trafficsplit",
+                "listeners": [
+                    {"name": "a", "port": 443, "protocol": "HTTPS", "hostname": "a.example.com", "tls": tls},
+                    {"name": "any", "port": 443, "protocol": "HTTPS", "tls": tls},
+                    {"name": "http", "port": 80, "protocol": "HTTP"},
+                ],
+            },
+        }
+    )
+    s = settings()
+    got = render_bootstrap(gw, DEFAULT_PARAMETERS, s)
+    listeners = (
+        GatewayListener(80, Address("0.0.0.0", 10080)),
+        GatewayListener(443, Address("0.0.0.0", 10443), ("a.example.com", "*")),
+    )
+    expected = json.loads(bootstrap_json(BootstrapOptions(
+        node_id="gateway", listen=Address("0.0.0.0", 8080), extproc=Address("127.0.0.1", 9001),
+        ads=Address("127.0.0.1", 9001), admin=Address("127.0.0.1", 9901), listeners=listeners,
+    )))  # fmt: skip
+    assert got["static_resources"]["listeners"] == expected["static_resources"]["listeners"]
+    assert GatewayListener.parse("443=0.0.0.0:10443:https:a.example.com,*") == listeners[1]
+    assert GatewayListener.parse("443=0.0.0.0:10443:https").tls_hosts == ("*",)
+    with pytest.raises(ValueError, match="not a host name"):
+        GatewayListener.parse("443=0.0.0.0:10443:https:a b")
+
+
 def test_a_changed_listener_port_rolls_the_pods() -> None:
     def checksum(*ports: int) -> str:
         r = render(gateway(*ports), DEFAULT_PARAMETERS, settings())

@@ -31,14 +31,15 @@ from google.protobuf import any_pb2
 from google.protobuf.message import Message
 
 from trafficsplit.extproc.metrics import Metrics
-from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE, PackedResources, Resources
+from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE, SECRET_TYPE, PackedResources, Resources
 
 log = logging.getLogger(__name__)
 
 # Types whose SotW responses carry every resource regardless of the names asked (wildcard), and the order sent.
 _WILDCARD = frozenset({CLUSTER_TYPE})
-_ORDER = (CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE)
-_SHORT = MappingProxyType({CLUSTER_TYPE: "cds", ENDPOINT_TYPE: "eds", ROUTE_TYPE: "rds"})
+# Secrets first: a listener's certificate is in place before the routes that use it.
+_ORDER = (SECRET_TYPE, CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE)
+_SHORT = MappingProxyType({SECRET_TYPE: "sds", CLUSTER_TYPE: "cds", ENDPOINT_TYPE: "eds", ROUTE_TYPE: "rds"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +163,8 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignor
                 if type_url == ENDPOINT_TYPE and not self._snapshot[type_url].resources:
                     continue  # no clusters: Envoy has nothing to ask for
                 w = s.watches.get(type_url)
+                if type_url == SECRET_TYPE and (w is None or not w.names & set(self._snapshot[type_url].resources)):
+                    continue  # SDS: only the certificates this Envoy's HTTPS listeners ask for (none without one)
                 if w is None:
                     return False
                 if w.nacked_version == version:

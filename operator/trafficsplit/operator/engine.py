@@ -23,6 +23,7 @@ from typing import Any
 
 from trafficsplit.core.compiled import CompiledSplit, Generation, GenerationContent
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_tls import SECRET_TYPE_TLS
 from trafficsplit.core.reconcile import CompileMemo, Desired, desired_state, seed_last_good
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, SplitObject, referenced_services, slices_by_service
 from trafficsplit.core.status import EventIntent, PublishView, SplitStatus, StatusResult, compute_status
@@ -237,6 +238,8 @@ class Engine:
 
     def apply(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         if kind in GATEWAY_KINDS:
+            if kind == "secret" and body.get("type") != SECRET_TYPE_TLS:
+                return  # the watch sees every Secret; only a listener's kind can change what is served
             if self.gateways is not None:
                 self.gateways.store.apply(kind, event_type, body)
                 self.poke()

@@ -45,6 +45,7 @@ from trafficsplit.core.gateway_objects import (
 )
 from trafficsplit.core.gateway_parameters import GatewayParameters, parse_gateway_parameters
 from trafficsplit.core.gateway_status import class_status_body, gateway_status_body, route_parents, with_refusals
+from trafficsplit.core.gateway_tls import SECRET_TYPE_TLS, TlsSecret, parse_tls_secret
 from trafficsplit.core.gateway_translate import (
     GatewayStatus,
     Inputs,
@@ -62,7 +63,7 @@ from trafficsplit.wire.generation import generation_to_proto
 log = logging.getLogger("trafficsplit.operator.gateways")
 
 Key = tuple[str, str]  # (namespace, name); a GatewayClass or Namespace has namespace ""
-GATEWAY_KINDS = ("gatewayclass", "gateway", "httproute", "referencegrant", "namespace", "gatewayparameters")
+GATEWAY_KINDS = ("gatewayclass", "gateway", "httproute", "referencegrant", "namespace", "gatewayparameters", "secret")
 _PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
     "gatewayclass": parse_gateway_class,
     "gateway": parse_gateway,
@@ -70,6 +71,7 @@ _PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
     "referencegrant": parse_reference_grant,
     "namespace": parse_namespace,
     "gatewayparameters": parse_gateway_parameters,
+    "secret": parse_tls_secret,  # never raises: a Secret that cannot serve keeps why (no key bytes)
 }
 
 # What a Gateway serves, from the translation: its route tables and rule splits (`gateway_content`).
@@ -117,6 +119,8 @@ class GatewayStore:
     namespaces: dict[Key, Namespace] = field(default_factory=dict)
     # GatewayParameters by name: the value, or why its body was refused (a GatewayClass naming it says so)
     parameters: dict[Key, GatewayParameters | str] = field(default_factory=dict)
+    # kubernetes.io/tls Secrets (a watch event of another type is dropped): what HTTPS listeners' certificateRefs name.
+    secrets: dict[Key, TlsSecret] = field(default_factory=dict)
     stored: dict[tuple[str, Key], Stored] = field(default_factory=dict)
 
     def table(self, kind: str) -> dict[Key, Any]:
@@ -127,6 +131,7 @@ class GatewayStore:
             "referencegrant": self.grants,
             "namespace": self.namespaces,
             "gatewayparameters": self.parameters,
+            "secret": self.secrets,
         }
         return tables[kind]
 
@@ -134,7 +139,7 @@ class GatewayStore:
         meta = body.get("metadata") or {}
         k = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         table = self.table(kind)
-        if event_type == "DELETED":
+        if event_type == "DELETED" or (kind == "secret" and body.get("type") != SECRET_TYPE_TLS):
             table.pop(k, None)
             self.stored.pop((kind, k), None)
             return
@@ -148,6 +153,8 @@ class GatewayStore:
             # left out (as if absent) and said once per version.
             log.warning("%s %s/%s left out: %s", kind, *k, "; ".join(exc.problems)[:2000])
             table.pop(k, None)
+        if kind == "secret":
+            return  # no status of ours to write
         status = body.get("status")
         self.stored[(kind, k)] = Stored(
             str(meta.get("resourceVersion") or ""), status if isinstance(status, Mapping) else {}
@@ -251,6 +258,7 @@ class GatewayPlane:
                 grants=tuple(s.grants.values()),
                 namespaces=tuple(s.namespaces.values()),
                 parameters={name: p for (_, name), p in s.parameters.items()},
+                secrets=s.secrets,
                 services=services,
                 slices=slices_by_service(slices.values()),
             )

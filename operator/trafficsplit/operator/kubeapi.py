@@ -90,6 +90,14 @@ class KubeApi:
                     if ns
                     else self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, _preload_content=False)
                 )
+            elif kind == "secret":
+                # Only the type a listener can use: the others never reach the operator's memory at start-up.
+                tls = "type=kubernetes.io/tls"
+                resp = (
+                    self.core.list_namespaced_secret(ns, field_selector=tls, _preload_content=False)
+                    if ns
+                    else self.core.list_secret_for_all_namespaces(field_selector=tls, _preload_content=False)
+                )
             elif kind == "service":
                 resp = (
                     self.core.list_namespaced_service(ns, _preload_content=False)

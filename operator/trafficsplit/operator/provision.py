@@ -58,6 +58,8 @@ MAX_SETTINGS_BYTES = 1 << 20
 # bootstrap test compares the whole document with the generator's).
 GATEWAY_LISTENER_PREFIX = "trafficsplit_http_"
 LISTENER_PORT_HEADER = "x-trafficsplit-listener-port"
+# An HTTPS port's certificates over SDS: wire.envoy's secret_name (`trafficsplit_tls_<port>_<hostname|*>`).
+SECRET_PREFIX = "trafficsplit_tls_"
 
 
 class ProvisionError(ValueError):
@@ -135,6 +137,16 @@ def parse_settings(text: str, bootstrap_text: str) -> DataplaneSettings:
 
 
 # --- ports ------------------------------------------------------------------------------------------------------------
+
+
+def tls_hosts(gateway: Gateway, port: int) -> tuple[str, ...]:
+    """The hostnames (`*`: none) of the HTTPS listeners on `port`, in the Gateway's order, each once: the filter
+    chains of its Envoy listener (`--listener PORT=HOST:PORT:https:NAME,...`). Empty unless every listener on the port
+    is HTTPS (mixed protocols are a ProtocolConflict: none of them serves)."""
+    on_port = [lis for lis in gateway.listeners if lis.port == port]
+    if not on_port or any(lis.protocol != "HTTPS" for lis in on_port):
+        return ()
+    return tuple(dict.fromkeys(lis.hostname or "*" for lis in on_port))
 
 
 def listener_ports(gateway: Gateway) -> tuple[int, ...]:
@@ -232,12 +244,13 @@ def render_bootstrap(gateway: Gateway, params: GatewayParameters, settings: Data
             "stats_matcher": {"exclusion_list": {"patterns": [{"safe_regex": {"regex": BACKEND_STATS_REGEX}}]}}
         }
     b["static_resources"]["listeners"] = [
-        _gateway_listener(template, port, inner) for port, inner in _container_ports(gateway, settings).items()
+        _gateway_listener(template, port, inner, tls_hosts(gateway, port))
+        for port, inner in _container_ports(gateway, settings).items()
     ]
     return b
 
 
-def _gateway_listener(template: Mapping[str, Any], port: int, inner: int) -> dict[str, Any]:
+def _gateway_listener(template: Mapping[str, Any], port: int, inner: int, https: Sequence[str] = ()) -> dict[str, Any]:
     """The chart's listener as a Gateway data plane's listener for `port`, bound at `inner`: what the extproc's
     `--print-bootstrap --listener PORT=0.0.0.0:INNER` writes (a test compares them), its ext_proc filter naming the
     port to the processor (gRPC initial metadata, or a header of the http_service POST) and allowed to set routing
@@ -258,7 +271,37 @@ def _gateway_listener(template: Mapping[str, Any], port: int, inner: int) -> dic
             ]
         else:
             ext["grpc_service"]["initial_metadata"] = [{"key": LISTENER_PORT_HEADER, "value": str(port)}]
+    if https:
+        chain = lis["filter_chains"][0]
+        lis["listener_filters"] = [
+            {
+                "name": "envoy.filters.listener.tls_inspector",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"
+                },
+            }
+        ]
+        lis["filter_chains"] = [_tls_chain(chain, port, host) for host in https]
     return lis
+
+
+def _tls_chain(chain: Mapping[str, Any], port: int, host: str) -> dict[str, Any]:
+    """The listener's chain terminating TLS for SNI `host` (`*`: any) with the certificate SDS sends for it."""
+    out = copy.deepcopy(dict(chain))
+    if host != "*":
+        out["filter_chain_match"] = {"server_names": [host]}
+    sds = {"ads": {}, "initial_fetch_timeout": "1s", "resource_api_version": "V3"}
+    out["transport_socket"] = {
+        "name": "envoy.transport_sockets.tls",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+            "common_tls_context": {
+                "alpn_protocols": ["h2", "http/1.1"],
+                "tls_certificate_sds_secret_configs": [{"name": f"{SECRET_PREFIX}{port}_{host}", "sds_config": sds}],
+            },
+        },
+    }
+    return out
 
 
 # --- the objects ------------------------------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ MAX_FILTERS = 16
 MAX_BACKEND_REFS = 16
 MAX_LISTENERS = 64
 MAX_ALLOWED_KINDS = 8
+MAX_CERTIFICATE_REFS = 64  # the CRD's bound
 MAX_GRANT_ENTRIES = 16
 MAX_PATH = 1024
 MAX_HEADER_VALUE = 4096
@@ -79,6 +80,11 @@ MAX_DURATION_TEXT = 32
 
 
 _E = TypeVar("_E", bound=StrEnum)
+
+
+class TLSMode(StrEnum):
+    TERMINATE = "Terminate"
+    PASSTHROUGH = "Passthrough"
 
 
 class PathType(StrEnum):
@@ -167,6 +173,7 @@ SUPPORTED_GATEWAY_FIELDS: Mapping[str, Any] = {
         "port": None,
         "protocol": None,
         "allowedRoutes": {"namespaces": {"from": None, "selector": _SELECTOR}, "kinds": {"group": None, "kind": None}},
+        "tls": {"mode": None, "certificateRefs": _REF},
     },
 }
 
@@ -511,7 +518,22 @@ class Listener:
     namespaces: FromNamespaces = FromNamespaces.SAME
     selector: LabelSelector | None = None
     kinds: tuple[RouteKind, ...] = ()  # empty: the kinds the protocol supports
-    problems: tuple[str, ...] = ()  # fields this implementation does not support (tls, ...)
+    problems: tuple[str, ...] = ()  # fields this implementation does not support (tls.options, ...)
+    tls: ListenerTLS | None = None  # as written: the translation checks it against the protocol
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateRef:
+    group: str  # "" is core
+    kind: str
+    name: str
+    namespace: str  # defaulted to the Gateway's
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerTLS:
+    mode: TLSMode
+    certificate_refs: tuple[CertificateRef, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -561,6 +583,7 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
             kind = r.text(k, "kind", kp, MAX_KIND, required=True)
             if kind is not None:
                 kinds.append(RouteKind(GATEWAY_GROUP if group is None else group, kind))
+        tls = _listener_tls(raw, p, meta.namespace, r) if "tls" in raw else None
         if name is not None and port is not None and protocol is not None:
             listeners.append(
                 Listener(
@@ -572,6 +595,7 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
                     selector=selector if from_ is FromNamespaces.SELECTOR else None,
                     kinds=tuple(kinds),
                     problems=tuple(unknown_fields(raw, SUPPORTED_GATEWAY_FIELDS["listeners"], p)),
+                    tls=tls,
                 )
             )
     names = [lis.name for lis in listeners]
@@ -581,6 +605,24 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
     gw_fields = {k: v for k, v in SUPPORTED_GATEWAY_FIELDS.items() if k != "listeners"}
     problems = unknown_fields({k: v for k, v in spec.items() if k != "listeners"}, gw_fields, "spec")
     return Gateway(meta, class_name, tuple(listeners), tuple(problems))
+
+
+def _listener_tls(raw: Mapping[str, Any], p: str, namespace: str, r: _Reader) -> ListenerTLS:
+    tls = r.obj(raw, "tls", p)
+    mode = r.enum(tls, "mode", f"{p}.tls", TLSMode, TLSMode.TERMINATE)
+    refs: list[CertificateRef] = []
+    for i, c in enumerate(r.items(tls, "certificateRefs", f"{p}.tls", MAX_CERTIFICATE_REFS)):
+        cp = f"{p}.tls.certificateRefs[{i}]"
+        if not isinstance(c, Mapping):
+            r.add(cp, "expected an object")
+            continue
+        group = r.text(c, "group", cp, MAX_GROUP)
+        kind = r.text(c, "kind", cp, MAX_KIND)
+        name = r.text(c, "name", cp, 253, required=True)
+        ns = r.text(c, "namespace", cp, 63)
+        if name is not None:
+            refs.append(CertificateRef("" if group is None else group, kind or "Secret", name, ns or namespace))
+    return ListenerTLS(mode, tuple(refs))
 
 
 # --- HTTPRoute --------------------------------------------------------------------------------------------------------

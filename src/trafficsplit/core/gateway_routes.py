@@ -28,6 +28,7 @@ from trafficsplit.core.gateway_objects import (
     RouteMatch,
     route_match_problems,
 )
+from trafficsplit.core.gateway_tls import Certificate
 from trafficsplit.core.limits import MAX_SPLITS
 from trafficsplit.core.rules import is_dns_label, is_dns_subdomain, is_host, name_problems
 from trafficsplit.core.weights import MAX_WEIGHT
@@ -117,7 +118,8 @@ def covers(listener_hostname: str | None, name: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ListenerRoutes:
-    """One listener of a Gateway: its port, its hostname (None: every host) and virtual hosts, each within it."""
+    """One listener of a Gateway: its port, its hostname (None: every host) and virtual hosts, each within it, and for
+    HTTPS its certificate."""
 
     gateway: str  # namespace/name
     listener: str
@@ -125,6 +127,8 @@ class ListenerRoutes:
     hosts: tuple[VirtualHost, ...]
     # Keyword-only, after the positional four: callers built ListenerRoutes positionally before it was carried.
     hostname: str | None = field(default=None, kw_only=True)
+    # HTTPS: the certificate the listener terminates TLS with (it checks itself); None: plain HTTP.
+    certificate: Certificate | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         problems = key_problems("gateway", self.gateway)

@@ -173,7 +173,7 @@ def merged_response_edits(mods: Sequence[HeaderModifier]) -> HeaderEdits:
 
 
 def _redirect(
-    filters: RuleFilters, entry: RouteEntry, port: int, authority: str, raw_path: str
+    filters: RuleFilters, entry: RouteEntry, port: int, authority: str, raw_path: str, scheme: str = "http"
 ) -> Redirected | Refused:
     redirect = filters.redirect
     assert redirect is not None
@@ -181,7 +181,7 @@ def _redirect(
     prefix = entry.match.path if entry.match.path_type is PathType.PREFIX else "/"
     location = redirect_location(
         redirect,
-        scheme="http",
+        scheme=scheme,
         host=normalize_host(authority),
         listener_port=port,
         path=path,
@@ -226,10 +226,13 @@ def _tables(listeners: Sequence[ListenerRoutes]) -> dict[int, RouteTable]:
 class ServedRoutes:
     """One Gateway's route tables by listener port and its rules' actions, compiled once per generation."""
 
-    __slots__ = ("_actions", "_tables")
+    __slots__ = ("_actions", "_https", "_tables")
 
     def __init__(self, listeners: Sequence[ListenerRoutes], actions: Sequence[RuleAction]) -> None:
         self._tables = _tables(listeners)
+        # The request's scheme is the port's, from configuration (TLS ends in Envoy: a port whose listeners carry a
+        # certificate is HTTPS), never from a header the client could send.
+        self._https = frozenset(lr.port for lr in listeners if lr.certificate is not None)
         self._actions: Mapping[tuple[str, int], RuleAction] = {(a.route, a.rule): a for a in actions}
 
     @property
@@ -274,7 +277,8 @@ class ServedRoutes:
             return Refused(Refusal.NO_ROUTE)
         entry, action = met
         if action.filters.redirect is not None:
-            return _redirect(action.filters, entry, port, authority, raw_path)
+            scheme = "https" if port in self._https else "http"
+            return _redirect(action.filters, entry, port, authority, raw_path, scheme)
         split = action.split
         if split is None:
             return Refused(Refusal.NO_BACKEND)

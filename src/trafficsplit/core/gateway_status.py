@@ -44,7 +44,10 @@ def stamped(conditions: Iterable[Condition], stored: Any, now: str) -> list[dict
 
 def programmed(condition: Condition, ready: bool, pending: str) -> Condition:
     """The translation's `Programmed` (Unknown, Pending) made True when the replicas ACKed, else its message is
-    `pending` (what is being waited for)."""
+    `pending` (what is being waited for). A condition the translation already decided (False: a listener that is not
+    served, e.g. HTTPS without a certificate) is kept as it is: an ACK does not serve it."""
+    if condition.status != "Unknown":
+        return condition
     if ready:
         return replace(condition, status="True", reason="Programmed", message="")
     return replace(condition, message=pending[:MAX_CONDITION_MESSAGE])

@@ -49,6 +49,7 @@ from trafficsplit.core.gateway_objects import (
     RouteKind,
     RouteRule,
     SessionType,
+    TLSMode,
 )
 from trafficsplit.core.gateway_parameters import (
     DEFAULT_PARAMETERS,
@@ -62,6 +63,7 @@ from trafficsplit.core.gateway_routes import ListenerRoutes as ListenerRoutes
 from trafficsplit.core.gateway_routes import RouteEntry as RouteEntry
 from trafficsplit.core.gateway_routes import RuleAction as RuleAction
 from trafficsplit.core.gateway_routes import VirtualHost as VirtualHost
+from trafficsplit.core.gateway_tls import Certificate, TlsSecret
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, endpoints_for
 from trafficsplit.core.rules import Endpoint, is_dns_label
@@ -90,6 +92,9 @@ class ListenerReason(StrEnum):
     UNSUPPORTED_PROTOCOL = "UnsupportedProtocol"
     UNSUPPORTED_VALUE = "UnsupportedValue"
     RESOLVED_REFS = "ResolvedRefs"
+    INVALID_CERTIFICATE_REF = "InvalidCertificateRef"
+    REF_NOT_PERMITTED = "RefNotPermitted"
+    INVALID = "Invalid"
     INVALID_ROUTE_KINDS = "InvalidRouteKinds"
     NO_CONFLICTS = "NoConflicts"
     HOSTNAME_CONFLICT = "HostnameConflict"
@@ -107,7 +112,7 @@ class GatewayReason(StrEnum):
 
 # Programmed is the data plane's to say, after its replicas ACK (not built yet): until then it is Unknown.
 _PENDING_MESSAGE = "set once the gateway's replicas acknowledge the generation carrying it (not built yet)"
-SUPPORTED_PROTOCOLS = frozenset({"HTTP"})
+SUPPORTED_PROTOCOLS = frozenset({"HTTP", "HTTPS"})
 
 
 def _cond(type_: str, ok: bool | None, reason: str, message: str, generation: int) -> Condition:
@@ -136,6 +141,8 @@ class Inputs:
     slices: Mapping[tuple[str, str], Sequence[SliceInfo]] | None = None
     # GatewayParameters by name: the parsed value, or why its body was refused (SpecError's message).
     parameters: Mapping[str, GatewayParameters | str] | None = None
+    # The Secrets HTTPS listeners name, by (namespace, name): read by the shell, parsed by parse_tls_secret.
+    secrets: Mapping[tuple[str, str], TlsSecret] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,15 +246,50 @@ def intersect_hostnames(listener: str | None, route: Sequence[str]) -> tuple[str
 # --- listeners --------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _ListenerView:
     listener: Listener
     supported_kinds: tuple[RouteKind, ...]
     conditions: tuple[Condition, ...]
     usable: bool  # accepted, not conflicted, takes HTTPRoutes
+    # HTTPS: the certificate it serves; a listener whose certificate did not resolve takes routes (they count as
+    # attached) but is not served (Programmed: False) until it does.
+    certificate: Certificate | None = None
+    serves: bool = True
 
 
-def _listener_views(gw: Gateway) -> list[_ListenerView]:
+def _listener_tls(
+    lis: Listener, gw: Gateway, grants: Sequence[ReferenceGrant], secrets: Mapping[tuple[str, str], TlsSecret]
+) -> tuple[str | None, Certificate | None, tuple[str, str] | None]:
+    """For one listener: why its tls cannot be accepted (UnsupportedValue), else its certificate or the
+    ResolvedRefs=False (reason, message) that says why it has none."""
+    if lis.protocol != "HTTPS":
+        return ("tls is only valid on an HTTPS listener" if lis.tls is not None else None), None, None
+    if lis.tls is None or not lis.tls.certificate_refs:
+        return None, None, (ListenerReason.INVALID_CERTIFICATE_REF, "an HTTPS listener needs tls.certificateRefs")
+    if lis.tls.mode is TLSMode.PASSTHROUGH:
+        return "tls.mode Passthrough is not supported (it needs TLSRoute): only Terminate", None, None
+    if len(lis.tls.certificate_refs) > 1:
+        return "tls.certificateRefs: one certificate per listener is supported", None, None
+    ref = lis.tls.certificate_refs[0]
+    where = f"tls.certificateRefs[0] {ref.namespace}/{ref.name}"
+    if (ref.group, ref.kind) != ("", "Secret"):
+        return None, None, (ListenerReason.INVALID_CERTIFICATE_REF, f"{where}: must be a core Secret")
+    if ref.namespace != gw.meta.namespace:
+        source = GrantFrom(GATEWAY_GROUP, "Gateway", gw.meta.namespace)
+        if not any(g.meta.namespace == ref.namespace and g.permits(source, "", "Secret", ref.name) for g in grants):
+            return None, None, (ListenerReason.REF_NOT_PERMITTED, f"{where}: no ReferenceGrant permits it")
+    secret = secrets.get((ref.namespace, ref.name))
+    if secret is None:
+        return None, None, (ListenerReason.INVALID_CERTIFICATE_REF, f"{where}: Secret not found")
+    if secret.certificate is None:
+        return None, None, (ListenerReason.INVALID_CERTIFICATE_REF, f"{where}: {secret.problem}")
+    return None, secret.certificate, None
+
+
+def _listener_views(
+    gw: Gateway, grants: Sequence[ReferenceGrant] = (), secrets: Mapping[tuple[str, str], TlsSecret] | None = None
+) -> list[_ListenerView]:
     g = gw.meta.generation
     by_port: dict[int, list[Listener]] = {}
     for lis in gw.listeners:
@@ -256,16 +298,18 @@ def _listener_views(gw: Gateway) -> list[_ListenerView]:
     for lis in gw.listeners:
         conds: list[Condition] = []
         supported = lis.protocol in SUPPORTED_PROTOCOLS
+        tls_problem, certificate, unresolved = _listener_tls(lis, gw, grants, secrets or {})
         if not supported:
             accepted = _cond(
                 "Accepted",
                 False,
                 ListenerReason.UNSUPPORTED_PROTOCOL,
-                f"protocol {lis.protocol[:64]!r} is not supported: only HTTP (TLS termination is not built yet)",
+                f"protocol {lis.protocol[:64]!r} is not supported: only HTTP and HTTPS",
                 g,
             )
-        elif lis.problems:
-            accepted = _cond("Accepted", False, ListenerReason.UNSUPPORTED_VALUE, "; ".join(lis.problems), g)
+        elif lis.problems or tls_problem:
+            why = "; ".join([*lis.problems, *([tls_problem] if tls_problem else [])])
+            accepted = _cond("Accepted", False, ListenerReason.UNSUPPORTED_VALUE, why, g)
         else:
             accepted = _cond("Accepted", True, ListenerReason.ACCEPTED, "", g)
         conds.append(accepted)
@@ -283,6 +327,8 @@ def _listener_views(gw: Gateway) -> list[_ListenerView]:
                     g,
                 )
             )
+        elif unresolved is not None and accepted.ok:
+            conds.append(_cond("ResolvedRefs", False, unresolved[0], unresolved[1], g))
         else:
             conds.append(_cond("ResolvedRefs", True, ListenerReason.RESOLVED_REFS, "", g))
         same_port = by_port[lis.port]
@@ -305,10 +351,23 @@ def _listener_views(gw: Gateway) -> list[_ListenerView]:
         else:
             conflict = _cond("Conflicted", False, ListenerReason.NO_CONFLICTS, "", g)
         conds.append(conflict)
-        conds.append(_cond("Programmed", None, ListenerReason.PENDING, _PENDING_MESSAGE, g))
+        serves = unresolved is None
+        if serves:
+            conds.append(_cond("Programmed", None, ListenerReason.PENDING, _PENDING_MESSAGE, g))
+        else:
+            conds.append(_cond("Programmed", False, ListenerReason.INVALID, "its certificate did not resolve", g))
         # A Gateway we do not accept serves nothing, so none of its listeners takes a route.
         usable = not gw.problems and accepted.ok and not conflict.ok and HTTPROUTE_KIND in kinds
-        views.append(_ListenerView(lis, kinds, tuple(conds), usable))
+        views.append(
+            _ListenerView(
+                listener=lis,
+                supported_kinds=kinds,
+                conditions=tuple(conds),
+                usable=usable,
+                certificate=certificate,
+                serves=serves,
+            )
+        )
     return views
 
 
@@ -530,7 +589,7 @@ def translate(inputs: Inputs) -> Translation:
         for resolved, accepted in [class_parameters(c, params)]
     )
     gateways = {g.meta.key: g for g in inputs.gateways if g.class_name in ours}
-    views = {key: _listener_views(g) for key, g in gateways.items()}
+    views = {key: _listener_views(g, inputs.grants, inputs.secrets) for key, g in gateways.items()}
     attached_count: dict[tuple[str, str], int] = {}
     # (gateway, listener) → hostname → entries with their routes, for the precedence sort.
     tables: dict[tuple[str, str], dict[str, list[tuple[HTTPRoute, RouteEntry]]]] = {}
@@ -625,13 +684,20 @@ def translate(inputs: Inputs) -> Translation:
             # Every listener that serves, routes or none: one without routes still takes its hosts from a less
             # specific listener of its port (and answers 404), so the port's table must know it.
             by_host = tables.get((key, v.listener.name), {})
-            if v.usable:
+            if v.usable and v.serves:
                 hosts_ = tuple(
                     VirtualHost(h, tuple(e for _, e in sorted(entries, key=lambda x: _precedence(*x))))
                     for h, entries in sorted(by_host.items())
                 )
                 listeners.append(
-                    ListenerRoutes(key, v.listener.name, v.listener.port, hosts_, hostname=v.listener.hostname)
+                    ListenerRoutes(
+                        key,
+                        v.listener.name,
+                        v.listener.port,
+                        hosts_,
+                        hostname=v.listener.hostname,
+                        certificate=v.certificate,
+                    )
                 )
         gateway_status.append(GatewayStatus(key, _gateway_conditions(gw, views[key]), tuple(listener_status)))
     return Translation(

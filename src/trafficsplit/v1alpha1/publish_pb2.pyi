@@ -182,16 +182,26 @@ class VirtualHost(_message.Message):
     def __init__(self, hostname: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[RouteEntry, _Mapping]]] = ...) -> None: ...
 
 class ListenerRoutes(_message.Message):
-    __slots__ = ("listener", "port", "hosts", "hostname")
+    __slots__ = ("listener", "port", "hosts", "hostname", "certificate")
     LISTENER_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
     listener: str
     port: int
     hosts: _containers.RepeatedCompositeFieldContainer[VirtualHost]
     hostname: str
-    def __init__(self, listener: _Optional[str] = ..., port: _Optional[int] = ..., hosts: _Optional[_Iterable[_Union[VirtualHost, _Mapping]]] = ..., hostname: _Optional[str] = ...) -> None: ...
+    certificate: Certificate
+    def __init__(self, listener: _Optional[str] = ..., port: _Optional[int] = ..., hosts: _Optional[_Iterable[_Union[VirtualHost, _Mapping]]] = ..., hostname: _Optional[str] = ..., certificate: _Optional[_Union[Certificate, _Mapping]] = ...) -> None: ...
+
+class Certificate(_message.Message):
+    __slots__ = ("chain_pem", "key_pem")
+    CHAIN_PEM_FIELD_NUMBER: _ClassVar[int]
+    KEY_PEM_FIELD_NUMBER: _ClassVar[int]
+    chain_pem: bytes
+    key_pem: bytes
+    def __init__(self, chain_pem: _Optional[bytes] = ..., key_pem: _Optional[bytes] = ...) -> None: ...
 
 class Header(_message.Message):
     __slots__ = ("name", "value")

@@ -52,21 +52,25 @@ from envoy.config.overload.v3 import overload_pb2
 from envoy.extensions.access_loggers.file.v3 import file_pb2
 from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2, processing_mode_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
+from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2 as hcm_pb2
 from envoy.extensions.http.early_header_mutation.header_mutation.v3 import header_mutation_pb2
 from envoy.extensions.resource_monitors.downstream_connections.v3 import downstream_connections_pb2
 from envoy.extensions.resource_monitors.fixed_heap.v3 import fixed_heap_pb2
+from envoy.extensions.transport_sockets.tls.v3 import secret_pb2, tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from google.protobuf import any_pb2, duration_pb2, json_format, struct_pb2, wrappers_pb2
 
 from trafficsplit.core import disclosure
+from trafficsplit.core.rules import is_host
 from trafficsplit.wire.envoy import (
     BUFFER_LIMIT_BYTES,
     LISTENER_PORT_METADATA,
     METADATA_NAMESPACE,
     ROUTE_CONFIG_NAME,
     ads_source,
+    secret_name,
 )
 from trafficsplit.wire.reserved import ADS_CLUSTER, EXTPROC_CLUSTER
 
@@ -192,23 +196,41 @@ class GatewayListener:
 
     port: int
     bind: Address
+    # HTTPS (TLS terminated here): the hostnames of the Gateway's HTTPS listeners on this port, `*` for one without a
+    # hostname. Each gets a filter chain matched by SNI (`*` matches any) whose certificate comes over SDS
+    # (`envoy.secret_name`). Empty: plain HTTP. Given as `PORT=HOST:PORT:https` (one listener, no hostname) or
+    # `PORT=HOST:PORT:https:NAME,NAME`.
+    tls_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
             raise ValueError(f"listener port {self.port} is outside 1..65535")
+        if len(self.tls_hosts) > MAX_LISTENERS:
+            raise ValueError(
+                f"listener port {self.port}: {len(self.tls_hosts)} HTTPS hostnames, at most {MAX_LISTENERS}"
+            )
+        bad = [h for h in self.tls_hosts if h != "*" and not is_host(h)]
+        if bad:
+            raise ValueError(f"listener port {self.port}: {bad[0][:64]!r} is not a host name or a *. wildcard")
+        if len(set(self.tls_hosts)) != len(self.tls_hosts):
+            raise ValueError(f"listener port {self.port}: an HTTPS hostname repeats")
 
     @classmethod
     def parse(cls, text: str) -> GatewayListener:
-        port, sep, bind = text.partition("=")
+        head, https, hosts = text.partition(":https")
+        if https and hosts and not hosts.startswith(":"):
+            raise ValueError(f"listener {text!r} is not PORT=HOST:PORT[:https[:NAME,...]]")
+        tls_hosts = tuple(hosts[1:].split(",")) if hosts else ("*",) if https else ()
+        port, sep, bind = head.partition("=")
         if not sep or not port.isdigit() or not bind:
-            raise ValueError(f"listener {text!r} is not PORT=HOST:PORT")
+            raise ValueError(f"listener {text!r} is not PORT=HOST:PORT[:https[:NAME,...]]")
         try:
             address = Address.parse(bind)
         except ValueError as exc:
             raise ValueError(f"listener {text!r}: {exc}") from exc
         if address.path is None and not 0 <= address.port <= 65535:
             raise ValueError(f"listener {text!r}: bind port outside 0..65535")
-        return cls(int(port), address)
+        return cls(int(port), address, tls_hosts)
 
     @property
     def name(self) -> str:
@@ -440,20 +462,45 @@ def http_listener(opts: BootstrapOptions, gateway: GatewayListener | None = None
     )
     if opts.xff_num_trusted_hops == 0:
         hcm.early_header_mutation_extensions.append(_drop_client_address_headers())
-    return listener_pb2.Listener(
+    hcm_filter = listener_components_pb2.Filter(
+        name="envoy.filters.network.http_connection_manager", typed_config=_pack(hcm)
+    )
+    listener = listener_pb2.Listener(
         name=LISTENER_NAME if gateway is None else gateway.name,
         address=(opts.listen if gateway is None else gateway.bind).proto(),
         per_connection_buffer_limit_bytes=wrappers_pb2.UInt32Value(value=BUFFER_LIMIT_BYTES),
-        filter_chains=[
-            listener_components_pb2.FilterChain(
-                filters=[
-                    listener_components_pb2.Filter(
-                        name="envoy.filters.network.http_connection_manager", typed_config=_pack(hcm)
-                    )
-                ]
-            )
-        ],
     )
+    if gateway is None or not gateway.tls_hosts:
+        listener.filter_chains.append(listener_components_pb2.FilterChain(filters=[hcm_filter]))
+        return listener
+    # HTTPS: SNI picks the chain (Envoy prefers an exact name, then the longest wildcard, then the chain without
+    # server_names), so each hostname is served its own listener's certificate.
+    listener.listener_filters.append(
+        listener_components_pb2.ListenerFilter(
+            name="envoy.filters.listener.tls_inspector", typed_config=_pack(tls_inspector_pb2.TlsInspector())
+        )
+    )
+    for host in gateway.tls_hosts:
+        chain = listener_components_pb2.FilterChain(filters=[hcm_filter], transport_socket=tls_socket(gateway, host))
+        if host != "*":
+            chain.filter_chain_match.server_names.append(host)
+        listener.filter_chains.append(chain)
+    return listener
+
+
+def tls_socket(gateway: GatewayListener, host: str) -> base_pb2.TransportSocket:
+    """TLS terminated with the certificate of the Gateway listener for (port, host), sent over SDS (ADS)."""
+    ctx = tls_pb2.DownstreamTlsContext(
+        common_tls_context=tls_pb2.CommonTlsContext(
+            tls_certificate_sds_secret_configs=[
+                secret_pb2.SdsSecretConfig(
+                    name=secret_name(gateway.port, None if host == "*" else host), sds_config=ads_source()
+                )
+            ],
+            alpn_protocols=["h2", "http/1.1"],
+        )
+    )
+    return base_pb2.TransportSocket(name="envoy.transport_sockets.tls", typed_config=_pack(ctx))
 
 
 def overload_manager(opts: BootstrapOptions) -> overload_pb2.OverloadManager:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2, outlier_detection_pb2
 from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2, extension_pb2
@@ -48,6 +49,8 @@ from envoy.config.route.v3 import route_components_pb2, route_pb2
 from envoy.extensions.load_balancing_policies.override_host.v3 import override_host_pb2
 from envoy.extensions.load_balancing_policies.ring_hash.v3 import ring_hash_pb2
 from envoy.extensions.retry.host.previous_hosts.v3 import previous_hosts_pb2
+from envoy.extensions.transport_sockets.tls.v3 import common_pb2 as tls_common_pb2
+from envoy.extensions.transport_sockets.tls.v3 import secret_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from envoy.type.metadata.v3 import metadata_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
@@ -78,6 +81,18 @@ NO_DECISION_BODY = "the gateway's route processor is unavailable\n"
 CLUSTER_TYPE = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 ENDPOINT_TYPE = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 ROUTE_TYPE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+SECRET_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+# An HTTPS listener's certificate over SDS: one secret per listener port and hostname (`*`: the listener without
+# one), the name the bootstrap's filter chain for that hostname asks for.
+SECRET_PREFIX = "trafficsplit_tls_"
+
+
+_S = TypeVar("_S")
+
+
+def secret_name(port: int, hostname: str | None) -> str:
+    return f"{SECRET_PREFIX}{port}_{hostname or '*'}"
+
 
 _HV = base_pb2.HeaderValue
 _HVO = base_pb2.HeaderValueOption
@@ -449,12 +464,36 @@ class Resources:
     clusters: dict[str, cluster_pb2.Cluster]
     endpoints: dict[str, endpoint_pb2.ClusterLoadAssignment]
     routes: dict[str, route_pb2.RouteConfiguration] | None
+    # None: not a Gateway data plane's (no route table), SDS untouched; else every certificate it serves.
+    secrets: dict[str, secret_pb2.Secret] | None = None
 
     def by_type(self) -> dict[str, Mapping[str, Message]]:
         out: dict[str, Mapping[str, Message]] = {CLUSTER_TYPE: self.clusters, ENDPOINT_TYPE: self.endpoints}
         if self.routes is not None:
             out[ROUTE_TYPE] = self.routes
+        if self.secrets is not None:
+            out[SECRET_TYPE] = self.secrets
         return out
+
+
+def secrets(gen: Generation | None) -> dict[str, secret_pb2.Secret] | None:
+    """The certificates of the generation's HTTPS listeners as SDS secrets (inline: they travel in the ADS stream to
+    this pod's Envoy only, never to a file); None for a generation without a route table (TrafficSplits)."""
+    if gen is None or gen.routes is None:
+        return None
+    out: dict[str, secret_pb2.Secret] = {}
+    for lr in gen.routes.listeners:
+        if lr.certificate is None:
+            continue
+        name = secret_name(lr.port, lr.hostname)
+        out[name] = secret_pb2.Secret(
+            name=name,
+            tls_certificate=tls_common_pb2.TlsCertificate(
+                certificate_chain=base_pb2.DataSource(inline_bytes=lr.certificate.chain_pem),
+                private_key=base_pb2.DataSource(inline_bytes=lr.certificate.key_pem),
+            ),
+        )
+    return out
 
 
 def resources(gen: Generation | None) -> Resources:
@@ -465,7 +504,7 @@ def resources(gen: Generation | None) -> Resources:
             clusters[b.cluster] = backend_cluster(b, s.endpoint_affinity)
             endpoints[b.cluster] = load_assignment(b)
     rc = route_configuration(gen)
-    return Resources(clusters, endpoints, {rc.name: rc})
+    return Resources(clusters, endpoints, {rc.name: rc}, secrets(gen))
 
 
 def serving(gen: Generation, draining: Sequence[Generation] = ()) -> Resources:
@@ -480,7 +519,7 @@ def serving(gen: Generation, draining: Sequence[Generation] = ()) -> Resources:
         res = resources(old)
         clusters.update(res.clusters)
         endpoints.update(res.endpoints)
-    return Resources({**clusters, **own.clusters}, {**endpoints, **own.endpoints}, own.routes)
+    return Resources({**clusters, **own.clusters}, {**endpoints, **own.endpoints}, own.routes, own.secrets)
 
 
 def transition(held: Generation | None, new: Generation, draining: Sequence[Generation] = ()) -> Resources:
@@ -493,7 +532,12 @@ def transition(held: Generation | None, new: Generation, draining: Sequence[Gene
     nxt = resources(new)
     clusters = {**old.clusters, **nxt.clusters}
     endpoints = {**old.endpoints, **nxt.endpoints}
-    return Resources(clusters, endpoints, old.routes if held is not None else None)
+    # Certificates are the new generation's from the first step: a rotated one is served as soon as Envoy takes it.
+    return Resources(clusters, endpoints, old.routes if held is not None else None, _merged(old.secrets, nxt.secrets))
+
+
+def _merged(old: dict[str, _S] | None, new: dict[str, _S] | None) -> dict[str, _S] | None:
+    return new if old is None else old if new is None else {**old, **new}
 
 
 def _packed(m: Message) -> any_pb2.Any:
@@ -533,11 +577,14 @@ class PackedResources:
     clusters: dict[str, any_pb2.Any]
     endpoints: dict[str, any_pb2.Any]
     routes: dict[str, any_pb2.Any] | None
+    secrets: dict[str, any_pb2.Any] | None = None
 
     def by_type(self) -> dict[str, Mapping[str, Message]]:
         out: dict[str, Mapping[str, Message]] = {CLUSTER_TYPE: self.clusters, ENDPOINT_TYPE: self.endpoints}
         if self.routes is not None:
             out[ROUTE_TYPE] = self.routes
+        if self.secrets is not None:
+            out[SECRET_TYPE] = self.secrets
         return out
 
 
@@ -600,6 +647,7 @@ class ResourceBuilder:
             {**old.clusters, **nxt.clusters},
             {**old.endpoints, **nxt.endpoints},
             old.routes if held is not None else None,
+            _merged(old.secrets, nxt.secrets),
         )
 
     def _serving(self, gen: Generation, draining: Sequence[Generation], used: _Used) -> PackedResources:
@@ -608,7 +656,7 @@ class ResourceBuilder:
         endpoints: dict[str, any_pb2.Any] = {}
         for old in draining:
             self._add_clusters(old, used, clusters, endpoints)
-        return PackedResources({**clusters, **own.clusters}, {**endpoints, **own.endpoints}, own.routes)
+        return PackedResources({**clusters, **own.clusters}, {**endpoints, **own.endpoints}, own.routes, own.secrets)
 
     def _own(self, gen: Generation | None, used: _Used) -> PackedResources:
         clusters: dict[str, any_pb2.Any] = {}
@@ -626,7 +674,12 @@ class ResourceBuilder:
                 used.vhosts[key] = vh
                 hosts.append(vh)
         gateway = gen if has_route_table(gen) else None
-        return PackedResources(clusters, endpoints, {ROUTE_CONFIG_NAME: _packed_routes(hosts, gateway)})
+        return PackedResources(
+            clusters,
+            endpoints,
+            {ROUTE_CONFIG_NAME: _packed_routes(hosts, gateway)},
+            None if (sec := secrets(gen)) is None else {name: _packed(v) for name, v in sec.items()},
+        )
 
     def _add_clusters(
         self, gen: Generation, used: _Used, clusters: dict[str, any_pb2.Any], endpoints: dict[str, any_pb2.Any]

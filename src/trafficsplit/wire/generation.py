@@ -59,6 +59,7 @@ from trafficsplit.core.gateway_routes import (
     RuleAction,
     VirtualHost,
 )
+from trafficsplit.core.gateway_tls import Certificate
 from trafficsplit.core.limits import (
     MAX_BACKENDS,
     MAX_ENDPOINTS,
@@ -182,6 +183,11 @@ def routes_to_proto(routes: GatewayRoutes) -> pb.GatewayRoutes:
                 listener=lr.listener,
                 port=lr.port,
                 hostname=lr.hostname or "",
+                certificate=(
+                    None
+                    if lr.certificate is None
+                    else pb.Certificate(chain_pem=lr.certificate.chain_pem, key_pem=lr.certificate.key_pem)
+                ),
                 hosts=[
                     pb.VirtualHost(
                         hostname=vh.hostname,
@@ -518,8 +524,22 @@ def _routes_from_proto(
             host = _build(problems, hpath, VirtualHost, vh.hostname, tuple(e for e in entries if e is not None))
             if host is not None:
                 hosts.append(host)
+        certificate = None
+        if lr.HasField("certificate"):
+            c = lr.certificate
+            certificate = _build(problems, f"{lpath}.certificate", Certificate, c.chain_pem, c.key_pem)
+            if certificate is None:
+                continue
         listener = _build(
-            problems, lpath, ListenerRoutes, r.gateway, lr.listener, lr.port, tuple(hosts), hostname=lr.hostname or None
+            problems,
+            lpath,
+            ListenerRoutes,
+            r.gateway,
+            lr.listener,
+            lr.port,
+            tuple(hosts),
+            hostname=lr.hostname or None,
+            certificate=certificate,
         )
         if listener is not None:
             listeners.append(listener)
