@@ -60,6 +60,15 @@ def gwkube() -> Iterator[ControlPlane]:
         yield cp
 
 
+@pytest.fixture(scope="module")
+def plainkube() -> Iterator[ControlPlane]:
+    """A control plane of its own WITHOUT the Gateway API CRDs: the session's `kube` cannot promise their absence
+    (tests/integration/test_argo_rollouts_plugin.py installs them into it, and in a whole run it comes first)."""
+    with control_plane() as cp:
+        install_crd(cp)
+        yield cp
+
+
 @pytest.fixture
 def unit(name_backends: NameBackends, testpods: TestPods) -> Iterator[Gateway]:
     """One unit whose publish API listens on the host end of a test pod's veth: the API server refuses loopback
@@ -308,10 +317,11 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
 
 
 def test_without_gateway_api_crds_trafficsplits_are_served_and_the_operator_says_why(
-    kube: ControlPlane, namespace: str, unit: Gateway, operators: Operators, testpods: TestPods
+    plainkube: ControlPlane, unit: Gateway, operators: Operators, testpods: TestPods
 ) -> None:
-    """The session's control plane has no Gateway API CRDs."""
-    install_crd(kube)
+    """A control plane without the Gateway API CRDs (`plainkube`)."""
+    kube, namespace = plainkube, "no-gateway-api"
+    kube.kubectl("create", "namespace", namespace)
     for name in ("stable", "canary"):
         pod = testpods.start(name)
         service_with_slice(kube, namespace, f"shop-{name}", [pod.ip], target_port=pod.port)
