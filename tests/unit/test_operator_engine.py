@@ -515,6 +515,40 @@ def test_a_recreated_split_is_not_published_until_a_generation_carrying_it_is_ac
     run(main)
 
 
+def test_a_split_deleted_and_created_again_within_the_second_gets_its_status(tmp_path: Any, monkeypatch: Any) -> None:
+    """The same name, the same spec, the same second: the new object's status is the very body last written for the
+    old one, and skipping it as "already written" left the new object without status. What was written is
+    remembered per object (uid)."""
+    from trafficsplit.operator import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "now_rfc3339", lambda: "2026-12-02T04:00:00Z")
+    writes: list[str] = []
+
+    async def sink(obj: SplitObject, result: StatusResult) -> None:
+        writes.append(obj.uid)
+
+    async def main() -> None:
+        a = await FakeReplica("a").start()
+        engine = make_engine(tmp_path, [a], sink)
+        engine.store.apply("trafficsplit", None, body("s", (1, 1)))
+        await engine.become_leader()
+        engine.mark_ready()
+        task = asyncio.create_task(engine.run())
+        await until(lambda: "u-s" in writes)
+        await asyncio.sleep(0.3)
+        # Deleted and created again between two passes (the watch events arrive together).
+        engine.store.apply("trafficsplit", "DELETED", body("s", (1, 1)))
+        again = body("s", (1, 1))
+        again["metadata"]["uid"] = "u-s2"
+        engine.apply("trafficsplit", "ADDED", again)
+        await until(lambda: "u-s2" in writes)
+        task.cancel()
+        await engine.fleet.close()
+        await a.stop()
+
+    run(main)
+
+
 def other_split(weights: tuple[int, int], generation: int = 1, status: dict[str, Any] | None = None) -> dict[str, Any]:
     """A second split whose backends both resolve through the blue Service."""
     b = body("b", weights, generation)

@@ -159,7 +159,7 @@ class StatusWriter:
     def __init__(self, sink: StatusSink, on_error: Callable[[], None] = lambda: None) -> None:
         self._sink = sink
         self._on_error = on_error
-        self._written: dict[str, SplitStatus] = {}
+        self._written: dict[str, tuple[str, SplitStatus]] = {}  # by key: the object's uid and its status
         self._posted: set[PostedEvent] = set()
 
     async def write(self, splits: Iterable[SplitObject], desired: Desired, view: PublishView, now: str) -> None:
@@ -170,7 +170,9 @@ class StatusWriter:
                 continue
             result = compute_status(obj, outcome, view, now)
             events = tuple(e for e in result.events if self._posting(obj, e) not in self._posted)
-            if result.status in (SplitStatus.from_dict(obj.status), self._written.get(obj.key)) and not events:
+            written = self._written.get(obj.key)
+            again = result.status == SplitStatus.from_dict(obj.status) or written == (obj.uid, result.status)
+            if again and not events:
                 continue
             try:
                 await self._sink(obj, StatusResult(result.status, events))
@@ -178,7 +180,7 @@ class StatusWriter:
                 log.warning("status of %s not written: %s", obj.key, exc)
                 self._on_error()
                 continue
-            self._written[obj.key] = result.status
+            self._written[obj.key] = (obj.uid, result.status)
             self._posted.update(self._posting(obj, e) for e in events)
         for gone in [k for k in self._written if k not in desired.outcomes]:
             del self._written[gone]

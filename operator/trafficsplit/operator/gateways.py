@@ -104,8 +104,10 @@ class GatewayStatusSink(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Stored:
-    """What a status write needs of the object as last seen: its version and its status."""
+    """What a status write needs of the object as last seen: which object it is (a name deleted and created again is
+    another object), its version and its status."""
 
+    uid: str
     resource_version: str
     status: Mapping[str, Any]
 
@@ -157,7 +159,9 @@ class GatewayStore:
             return  # no status of ours to write
         status = body.get("status")
         self.stored[(kind, k)] = Stored(
-            str(meta.get("resourceVersion") or ""), status if isinstance(status, Mapping) else {}
+            uid=str(meta.get("uid") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            status=status if isinstance(status, Mapping) else {},
         )
 
 
@@ -221,7 +225,9 @@ class GatewayPlane:
         self._provisioner = provisioner
         self._sink = status_sink
         self._gateways: dict[Key, GatewayPublishing] = {}
-        self._written: dict[tuple[str, Key], Mapping[str, Any]] = {}
+        # what was last written to each object, by uid: a route deleted and created again under its name within the
+        # second would otherwise match the old one's body and never get a status
+        self._written: dict[tuple[str, Key], tuple[str, Mapping[str, Any]]] = {}
         self._cleaned = False
         self.translation: Translation | None = None
         self.referenced: frozenset[Key] = frozenset()  # Services the routes name, and the publish Services
@@ -449,16 +455,16 @@ class GatewayPlane:
         return with_refusals(ps, rules, generation)
 
     async def _write(self, kind: str, key: Key, stored: Stored, body: Mapping[str, Any]) -> None:
-        """Write `body` unless the object has it, or it is what was last written (the watch event of our own write
-        may not have arrived yet)."""
-        if self._sink is None or body == stored.status or self._written.get((kind, key)) == body:
+        """Write `body` unless the object has it, or it is what was last written to this object (the watch event of
+        our own write may not have arrived yet)."""
+        if self._sink is None or body == stored.status or self._written.get((kind, key)) == (stored.uid, body):
             return
         try:
             await self._sink(kind, key, stored.resource_version, body)
         except Exception as exc:  # a conflict or an outage: the next pass (the watch brings the newer object) retries
             log.warning("status of %s %s not written: %s", kind, "/".join(x for x in key if x), exc)
             return
-        self._written[(kind, key)] = body
+        self._written[(kind, key)] = (stored.uid, body)
 
 
 def _key(text: str) -> Key:
