@@ -954,25 +954,16 @@ def _teardown(work: Path, procs: Processes) -> None:
     kubeconfig = work / "kubeconfig"
     if "kubelet" in names and "kube-apiserver" in names and kubeconfig.exists():
         env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-        _run(["kubectl", "delete", "pods", "--all", "-A", "--grace-period=1", "--wait=false"], check=False, env=env)
+        # The controllers' objects first: a pod deleted before its ReplicaSet is recreated, and waiting for that one
+        # too took most of the 52 s this teardown measured.
+        workloads = "deployments,replicasets,daemonsets,statefulsets,jobs"
+        _run(["kubectl", "delete", workloads, "--all", "-A", "--wait=false"], check=False, env=env)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
+            _run(["kubectl", "delete", "pods", "--all", "-A", "--grace-period=1", "--wait=false"], check=False, env=env)
             out = _run(["kubectl", "get", "pods", "-A", "-o", "name"], check=False, env=env).stdout.strip()
             if not out:
                 break
-            # Controllers recreate pods of Deployments: remove those too so the node can drain.
-            _run(
-                [
-                    "kubectl",
-                    "delete",
-                    "deployments,replicasets,daemonsets,statefulsets,jobs",
-                    "--all",
-                    "-A",
-                    "--wait=false",
-                ],
-                check=False,
-                env=env,
-            )
             time.sleep(1)
     for name in ("kube-router", "kube-proxy", "kube-scheduler", "kube-controller-manager", "kubelet"):
         procs.stop(name)
