@@ -261,21 +261,28 @@ def virtual_host(split: CompiledSplit, generation: int) -> route_components_pb2.
         name=split.key,
         domains=list(split.hosts),
         # Per split, not for the whole configuration: the 404 host never carries a cookie or a decision.
-        response_headers_to_add=[
-            _add_response_header("set-cookie", _meta(META_SET_COOKIE)),
-            _add_response_header(DECISION_HEADER, _meta(META_DECISION)),
-        ],
-        routes=[
-            route_components_pb2.Route(
-                name="decided",
-                match=route_components_pb2.RouteMatch(
-                    prefix="/",
-                    headers=[route_components_pb2.HeaderMatcher(name=ROUTING_HEADER, present_match=True)],
-                ),
-                route=decided,
-            ),
-            *fallback_routes(split, generation),
-        ],
+        response_headers_to_add=_decision_response_headers(),
+        routes=[_decided_route(decided), *fallback_routes(split, generation)],
+    )
+
+
+def _decision_response_headers() -> list[base_pb2.HeaderValueOption]:
+    """The cookie the processor minted and its disclosure, both from the request's dynamic metadata."""
+    return [
+        _add_response_header("set-cookie", _meta(META_SET_COOKIE)),
+        _add_response_header(DECISION_HEADER, _meta(META_DECISION)),
+    ]
+
+
+def _decided_route(action: route_components_pb2.RouteAction) -> route_components_pb2.Route:
+    """The processor decided: the request carries the routing header naming the cluster."""
+    return route_components_pb2.Route(
+        name="decided",
+        match=route_components_pb2.RouteMatch(
+            prefix="/",
+            headers=[route_components_pb2.HeaderMatcher(name=ROUTING_HEADER, present_match=True)],
+        ),
+        route=action,
     )
 
 
@@ -398,19 +405,11 @@ def gateway_virtual_host(gen: Generation) -> route_components_pb2.VirtualHost:
     return route_components_pb2.VirtualHost(
         name=GATEWAY_VHOST,
         domains=["*"],
-        response_headers_to_add=[
-            _add_response_header("set-cookie", _meta(META_SET_COOKIE)),
-            _add_response_header(DECISION_HEADER, _meta(META_DECISION)),
-        ],
+        response_headers_to_add=_decision_response_headers(),
         routes=[
             *_response_edited(gen),
-            route_components_pb2.Route(
-                name="decided",
-                match=route_components_pb2.RouteMatch(
-                    prefix="/",
-                    headers=[route_components_pb2.HeaderMatcher(name=ROUTING_HEADER, present_match=True)],
-                ),
-                route=route_components_pb2.RouteAction(cluster_header=ROUTING_HEADER, retry_policy=retry_policy()),
+            _decided_route(
+                route_components_pb2.RouteAction(cluster_header=ROUTING_HEADER, retry_policy=retry_policy())
             ),
             route_components_pb2.Route(
                 name="no-decision",
