@@ -21,6 +21,9 @@ that on loopback.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -421,3 +424,64 @@ def test_removing_the_backendref_moves_its_sessions(gwapi: GatewayAPI, sessions:
     # Every request of the sticky tests, retried ones not counted: bounded below 1%.
     print(f"failed closed and retried over the file: {dict(Counter(gwapi.retried))}")
     assert len(gwapi.retried) < 100, Counter(gwapi.retried)
+
+
+def _envoy_pid(cluster: Cluster, pod_ip: str) -> int:
+    """The host PID of the Envoy container of the data-plane pod at `pod_ip` (the local node's containerd)."""
+    assert cluster.containerd_sock is not None
+    pods = cluster.get("pods", "-n", cluster.release_namespace, "-l", "app.kubernetes.io/component=gateway-dataplane")
+    pod = next(p for p in pods["items"] if p["status"].get("podIP") == pod_ip)
+    cid = next(c["containerID"] for c in pod["status"]["containerStatuses"] if c["name"] == "envoy")
+    out = subprocess.run(
+        ["ctr", "--address", str(cluster.containerd_sock), "-n", "k8s.io", "tasks", "ls"],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout  # fmt: skip
+    for line in out.splitlines()[1:]:
+        task, pid, *_ = line.split()
+        if task == cid.removeprefix("containerd://"):
+            return int(pid)
+    raise AssertionError(f"no containerd task for {cid}: {out}")
+
+
+def _accepted_generation(cluster: Cluster, name: str) -> int | None:
+    parent = _our_parent(cluster.get("httproute", name, "-n", NS))
+    acc = next((c for c in (parent or {}).get("conditions", []) if c.get("type") == "Accepted"), None)
+    return int(acc["observedGeneration"]) if acc and acc["status"] == "True" else None
+
+
+def test_a_stopped_replica_holds_back_the_routes_status_while_the_other_serves(gwapi: GatewayAPI) -> None:
+    """Status after ACK with two replicas: one data-plane pod's Envoy SIGSTOPped, a weight patched. The other replica
+    serves the new weights at once; the route's Accepted stays at its old observedGeneration (the stopped replica has
+    not ACKed the generation carrying it) and the Gateway stays Programmed; after SIGCONT the route advances."""
+    cluster = gwapi.cluster
+    if cluster.containerd_sock is None:
+        pytest.skip(f"{cluster.name}: SIGSTOP needs the container's host PID (the local node's containerd)")
+    host = "acked.gw-e2e.test"
+    before, _ = _apply_and_wait(cluster, _route("acked", host, [("alpha", 100), ("beta", 0)], False))
+    stopped, serving = gwapi.pods[0], Client(gateway=Gateway(gwapi.pods[1], POD_PORT), retried=gwapi.retried)
+    pid = _envoy_pid(cluster, stopped)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        t = time.monotonic()
+        cluster.kubectl(
+            "apply", "-f", "-", input=yaml.safe_dump(_route("acked", host, [("alpha", 0), ("beta", 100)], False))
+        )
+        wait_for("the running replica serves beta", lambda: serving.request(host).backend == "beta", timeout=60)
+        served = time.monotonic() - t
+        time.sleep(5)  # the stopped replica's publish times out meanwhile: status must still not move
+        held_at = _accepted_generation(cluster, "acked")
+        gw = cluster.get("gateway", GATEWAY, "-n", NS)
+        programmed = condition(gw, "Programmed")
+        state = programmed and programmed["status"]
+        print(f"\nEnvoy of {stopped} stopped: {gwapi.pods[1]} served the patch in {served:.2f}s; route Accepted "
+              f"still at {held_at} (was {before['_generation']}); Gateway Programmed={state}")  # fmt: skip
+        assert held_at == before["_generation"], "status advanced although a replica had not ACKed"
+        assert programmed is not None and programmed["status"] == "True", gw["status"]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    t = time.monotonic()
+    after = wait_for("route Accepted at its new generation", lambda: _accepted_now(cluster, "acked"), timeout=60)
+    print(f"after SIGCONT: Accepted at generation {after['_generation']} in {time.monotonic() - t:.2f}s")
+    assert after["_generation"] == before["_generation"] + 1
+    back = Client(gateway=Gateway(stopped, POD_PORT), retried=gwapi.retried)
+    assert Counter(back.request(host).backend for _ in range(20)) == {"beta": 20}
