@@ -110,8 +110,8 @@ class GatewayReason(StrEnum):
     PENDING = "Pending"
 
 
-# Programmed is the data plane's to say, after its replicas ACK (not built yet): until then it is Unknown.
-_PENDING_MESSAGE = "set once the gateway's replicas acknowledge the generation carrying it (not built yet)"
+# Programmed is the data plane's to say, after its replicas ACK (the operator's gateways module): until then Unknown.
+_PENDING_MESSAGE = "set once every replica of the gateway's data plane acknowledges the generation carrying it"
 SUPPORTED_PROTOCOLS = frozenset({"HTTP", "HTTPS"})
 
 
