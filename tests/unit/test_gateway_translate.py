@@ -213,6 +213,41 @@ def test_precedence_across_routes() -> None:
         ]
 
 
+def test_a_match_an_older_route_takes_is_named_on_the_newer_route() -> None:
+    """Two routes with the same match on the same listener and host: the older one wins (the spec's precedence) and
+    the newer one's requests never reach it. The newer route stays Accepted (its other matches serve) and its parent
+    says which match is taken by whom (`Conflicted`, reason RuleMatchConflict); the older route says nothing."""
+    older = route(
+        "older", "2026-01-01T00:00:00Z", rules=[{"matches": [{"path": {"type": "PathPrefix", "value": "/shop"}}],
+                                                  "backendRefs": [{"name": "a", "port": 80}]}]
+    )  # fmt: skip
+    newer = route(
+        "newer",
+        "2026-02-01T00:00:00Z",
+        rules=[
+            {
+                "matches": [
+                    {"path": {"type": "PathPrefix", "value": "/shop"}},
+                    {"path": {"type": "PathPrefix", "value": "/shop"}, "method": "GET"},
+                ],
+                "backendRefs": [{"name": "b", "port": 80}],
+            }
+        ],
+    )
+    elsewhere = route("elsewhere", "2026-03-01T00:00:00Z", hostnames=["b.example.com"], rules=[
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/shop"}}], "backendRefs": [{"name": "b", "port": 80}]}
+    ])  # fmt: skip
+    for order in ((older, newer, elsewhere), (elsewhere, newer, older)):
+        t = run(*order)
+        assert conditions(t, "ns/newer")["Accepted"] == ("True", "Accepted")
+        assert conditions(t, "ns/newer")["Conflicted"] == ("True", "RuleMatchConflict")
+        (parent,) = next(r for r in t.routes if r.route == "ns/newer").parents
+        message = next(c.message for c in parent.conditions if c.type == "Conflicted")
+        assert message == "rules[0].matches[0] on a.example.com never matches: ns/older rules[0] takes it (older)"
+        assert "Conflicted" not in conditions(t, "ns/older")
+        assert "Conflicted" not in conditions(t, "ns/elsewhere")  # another host: no conflict
+
+
 def test_unresolved_refs_keep_their_share_as_errors() -> None:
     t = run(
         route(rules=[{"backendRefs": [{"name": "a", "port": 80, "weight": 3}, {"name": "gone", "port": 80}]}]),

@@ -85,6 +85,8 @@ class RouteReason(StrEnum):
     INVALID_KIND = "InvalidKind"
     BACKEND_NOT_FOUND = "BackendNotFound"
     UNSUPPORTED_PROTOCOL = "UnsupportedProtocol"
+    # Ours (the spec has none): a match of this route that an older route's identical match always takes.
+    RULE_MATCH_CONFLICT = "RuleMatchConflict"
 
 
 class ListenerReason(StrEnum):
@@ -575,6 +577,39 @@ def _precedence(route: HTTPRoute, entry: RouteEntry) -> tuple[int, int, int, int
     )
 
 
+MAX_TAKEN_LISTED = 8
+
+
+def _taken_matches(
+    route: HTTPRoute,
+    actions: Sequence[RuleAction],
+    atts: Sequence[_Attachment],
+    tables: Mapping[tuple[str, str], Mapping[str, Sequence[tuple[HTTPRoute, RouteEntry]]]],
+) -> str:
+    """The route's matches that an older route's identical match takes on a listener and host they share (the
+    spec's precedence: the older route, then `namespace/name`), said on the route that loses them, since its
+    requests silently go elsewhere; "" when none. `tables` holds only routes that precede this one (translate walks
+    routes in precedence order)."""
+    taken: list[str] = []
+    for action in actions:
+        for j, m in enumerate(route.rules[action.rule].matches):
+            for a in atts:
+                for h in a.hostnames or (CATCH_ALL,):
+                    winner = next(
+                        ((r, e) for r, e in tables.get((a.gateway, a.listener), {}).get(h, ()) if e.match == m), None
+                    )
+                    if winner is not None and winner[0].meta.key != route.meta.key:
+                        r, e = winner
+                        why = "older" if r.meta.created < route.meta.created else "as old, first by namespace/name"
+                        taken.append(
+                            f"rules[{action.rule}].matches[{j}] on {h} never matches: {r.meta.key} rules[{e.rule}] "
+                            f"takes it ({why})"
+                        )
+    listed = list(dict.fromkeys(taken))  # two listeners may share a host
+    more = f"; and {len(listed) - MAX_TAKEN_LISTED} more" if len(listed) > MAX_TAKEN_LISTED else ""
+    return "; ".join(listed[:MAX_TAKEN_LISTED]) + more
+
+
 def translate(inputs: Inputs) -> Translation:
     """The model and the status for everything attached to our Gateways (see the module docstring)."""
     services = inputs.services or {}
@@ -655,6 +690,8 @@ def translate(inputs: Inputs) -> Translation:
                         g,
                     )
                 )
+            if refused is None and (taken := _taken_matches(route, route_actions, atts, tables)):
+                conds.append(_cond("Conflicted", True, RouteReason.RULE_MATCH_CONFLICT, taken, g))
             statuses.append(ParentStatus(ref, tuple(conds)))
             if refused is not None:
                 continue
