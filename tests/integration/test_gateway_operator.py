@@ -348,3 +348,27 @@ def test_without_gateway_api_crds_trafficsplits_are_served_and_the_operator_says
     log = op.log()
     assert log.count("Gateway API off") == 1, log
     assert "does not serve gateway.networking.k8s.io/v1" in log
+
+    # The CRDs installed later: the operator notices (it re-checks discovery), starts over in place with Gateway API
+    # on, and answers our GatewayClass; the TrafficSplit stays served throughout.
+    t = time.monotonic()
+    kube.kubectl("apply", "--server-side", "-f", str(CRDS))
+    gateway_class = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "GatewayClass",
+        "metadata": {"name": "trafficsplit"},
+        "spec": {"controllerName": CONTROLLER},
+    }
+    poll(lambda: kube.kubectl("apply", "-f", "-", input=yaml.safe_dump(gateway_class), check=False).returncode == 0,
+         30, "the GatewayClass CRD served", 0.5)  # fmt: skip
+
+    def class_accepted() -> bool:
+        conds = _get(kube, "gatewayclass", "trafficsplit").get("status", {}).get("conditions") or []
+        return any(c["type"] == "Accepted" and c["status"] == "True" for c in conds)
+
+    poll(class_accepted, 60, "GatewayClass Accepted by the operator after the CRDs appeared", 0.5)
+    print(f"\nCRDs installed later: GatewayClass Accepted {time.monotonic() - t:.1f}s after the apply")
+    log = op.log()
+    assert "Gateway API CRDs are now served" in log, log[-3000:]
+    assert op.running(), "the operator exited instead of starting over in place"
+    wait_condition(kube, namespace, "shop", "Published", "True", timeout=30, generation=1)

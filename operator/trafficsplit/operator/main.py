@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from trafficsplit.operator.kubeapi import KubeApi
 
 log = logging.getLogger("trafficsplit.operator")
+# How often an operator started without the Gateway API CRDs looks for them again (one discovery request).
+GATEWAY_API_RECHECK_S = 10.0
 
 
 def _engine(
@@ -135,7 +137,8 @@ async def _run_file_source(cfg: Config, engine: Engine, directory: Path) -> None
     await engine.fleet.close()
 
 
-async def run_kubernetes(cfg: Config) -> None:
+async def run_kubernetes(cfg: Config) -> bool:
+    """Run until stopped. True: start over (the Gateway API CRDs appeared after the start; main re-executes)."""
     from trafficsplit.operator.kubeapi import KubeApi, make_api_client
 
     if cfg.kubeconfig:
@@ -143,12 +146,16 @@ async def run_kubernetes(cfg: Config) -> None:
     api = make_api_client(cfg.kubeconfig)
     kube = KubeApi(api, cfg.identity)
     gateway_api = cfg.gateway_api
+    await_crds = False
     if gateway_api:
         missing = await kube.gateway_api_missing()
         if missing is not None:
             gateway_api = False
+            await_crds = True
             log.warning(
-                "Gateway API off: %s; serving TrafficSplits only (restart the operator once installed)", missing
+                "Gateway API off: %s; serving TrafficSplits only (the operator starts over by itself once they are "
+                "installed)",
+                missing,
             )
     else:
         log.info("Gateway API off: --gateway-api=false; serving TrafficSplits only")
@@ -174,12 +181,30 @@ async def run_kubernetes(cfg: Config) -> None:
     )
     try:
         with _metrics_server(cfg, engine.metrics):
-            await _run_kubernetes(cfg, engine, api, kube)
+            return await _run_kubernetes(cfg, engine, api, kube, await_crds)
     finally:
         api.close()
 
 
-async def _run_kubernetes(cfg: Config, engine: Engine, api: Any, kube: KubeApi) -> None:
+async def _await_gateway_api(kube: KubeApi, stop: asyncio.Event, appeared: asyncio.Event, interval: float) -> None:
+    """Gateway API was asked for but not served at the start: re-check discovery (no extra permission) until it is,
+    then stop, so that main starts the operator over in place with those resources watched (kopf's watches are fixed
+    when it starts). A user who installs the CRDs after the chart needs no restart of their own."""
+    while not stop.is_set():
+        await asyncio.sleep(interval)
+        try:
+            missing = await kube.gateway_api_missing()
+        except Exception as exc:  # an API outage: checked again next time
+            log.debug("Gateway API re-check failed: %s", exc)
+            continue
+        if missing is None:
+            log.warning("Gateway API CRDs are now served: starting over to watch them")
+            appeared.set()
+            stop.set()
+            return
+
+
+async def _run_kubernetes(cfg: Config, engine: Engine, api: Any, kube: KubeApi, await_crds: bool) -> bool:
     import kopf
 
     from trafficsplit.operator.handlers import build_registry, operator_settings
@@ -202,6 +227,9 @@ async def _run_kubernetes(cfg: Config, engine: Engine, api: Any, kube: KubeApi) 
 
     stop = asyncio.Event()
     tasks = [asyncio.create_task(engine.run())]
+    appeared = asyncio.Event()
+    if await_crds:
+        tasks.append(asyncio.create_task(_await_gateway_api(kube, stop, appeared, GATEWAY_API_RECHECK_S)))
     if cfg.leader_election:
         elector = LeaderElector(
             api, cfg.lease_namespace, cfg.lease_name, cfg.identity, cfg.lease_duration, cfg.lease_renew
@@ -227,6 +255,7 @@ async def _run_kubernetes(cfg: Config, engine: Engine, api: Any, kube: KubeApi) 
         await engine.fleet.close()
         if engine.gateways is not None:
             await engine.gateways.close()
+    return appeared.is_set()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -237,5 +266,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     logging.getLogger("kopf").setLevel(logging.WARNING)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_file_source(cfg) if cfg.local else run_kubernetes(cfg))
+        if cfg.local:
+            asyncio.run(run_file_source(cfg))
+        elif asyncio.run(run_kubernetes(cfg)):
+            # The same process (pid, pod, identity, log stream) with the same arguments: everything above has been
+            # closed (watches, publish channels, the metrics port), and the lease is renewed under the same identity.
+            logging.shutdown()
+            os.execv(sys.executable, sys.orig_argv)
     return 0
