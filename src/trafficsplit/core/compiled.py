@@ -13,10 +13,10 @@ from dataclasses import dataclass, field, fields
 from trafficsplit.core.assignment import SlotTable
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_MATCHES
+from trafficsplit.core.limits import MAX_ENDPOINTS
 from trafficsplit.core.persistent import StickyMode, drain_mode_problems, drain_problems
 from trafficsplit.core.regex import Pattern
-from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS, Ring, endpoint_ring
+from trafficsplit.core.ring import DEFAULT_POINTS, Ring, endpoint_ring
 from trafficsplit.core.rules import Endpoint as Endpoint  # re-exported: where compiled values are, callers look
 from trafficsplit.core.rules import (
     backend_problems,
@@ -27,7 +27,12 @@ from trafficsplit.core.rules import (
     match_value_problems,
     name_problems,
 )
-from trafficsplit.core.splitspec import MatchKind
+from trafficsplit.core.splitspec import (
+    MatchKind,
+    endpoint_points_problems,
+    match_count_problems,
+    persistent_cookie_problems,
+)
 from trafficsplit.core.weights import Weights
 
 
@@ -133,18 +138,16 @@ class CompiledSplit:
         return h
 
     def __post_init__(self) -> None:
-        if not 1 <= self.endpoint_points <= MAX_POINTS:
-            raise SpecError([f"endpoint points must be 1..{MAX_POINTS}, got {self.endpoint_points}"])
         # No hosts: a route rule's split, which `Generation` accepts only when its route table refers to it.
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts, required=False)
         if self.key_header is not None:
             problems += [f"key_header: {q.removeprefix('name: ')}" for q in key_header_problems(self.key_header)]
-        if self.persistent and self.cookie is None:
-            problems.append("persistent: sticky.mode persistent needs sticky.cookie (the cookie carries the backend)")
         mode = StickyMode.PERSISTENT if self.persistent else StickyMode.REHASH
+        # The rules SplitSpec checks too, from where it checks them (one wording for the parser and the receiver).
+        problems += persistent_cookie_problems(mode, self.cookie is not None)
+        problems += endpoint_points_problems(self.endpoint_points)
         problems += drain_mode_problems([b.drain for b in self.backends], mode)
-        if len(self.matches) > MAX_MATCHES:
-            problems.append(f"matches: {len(self.matches)} matches, at most {MAX_MATCHES} are allowed")
+        problems += match_count_problems(len(self.matches))
         for i, m in enumerate(self.matches):
             if not 0 <= m.backend_index < len(self.backends):
                 problems.append(f"matches[{i}].backend: no backend {m.backend_index}")

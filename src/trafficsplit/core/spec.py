@@ -21,16 +21,24 @@ from typing import Any
 from trafficsplit.core.assignment import AssignmentMode
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_MATCHES
+from trafficsplit.core.limits import MAX_ENDPOINTS
 from trafficsplit.core.persistent import StickyMode
-from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS
+from trafficsplit.core.ring import DEFAULT_POINTS
 from trafficsplit.core.rules import (
     Endpoint,
     host_problems,
     key_header_problems,
     name_problems,
 )
-from trafficsplit.core.splitspec import BackendSpec, MatchKind, MatchSpec, MatchType, SplitSpec
+from trafficsplit.core.splitspec import (
+    BackendSpec,
+    MatchKind,
+    MatchSpec,
+    MatchType,
+    SplitSpec,
+    endpoint_points_problems,
+    match_count_problems,
+)
 from trafficsplit.core.weights import parse_int, weight_problems
 
 # Every field a spec may have: the CRD schema's properties (tests/unit/test_crd.py keeps the two equal) plus the file
@@ -203,8 +211,9 @@ def _parse_endpoint_points(raw: Mapping[str, Any] | None, p: _Problems) -> int:
     points = _get(raw, "endpointPoints", int, "spec.sticky", p) if raw is not None else None
     if points is None:
         return DEFAULT_POINTS
-    if not 1 <= points <= MAX_POINTS:
-        p.add("spec.sticky.endpointPoints", f"must be 1..{MAX_POINTS}, got {points}")
+    problems = endpoint_points_problems(points)
+    if problems:
+        p.extend("spec", SpecError(problems))
         return DEFAULT_POINTS
     return int(points)
 
@@ -356,8 +365,7 @@ def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSe
 def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: _Problems) -> tuple[MatchSpec, ...]:
     if not raw:
         return ()
-    if len(raw) > MAX_MATCHES:
-        p.add("spec.matches", f"{len(raw)} rules, at most {MAX_MATCHES} are allowed")
+    p.extend("spec", SpecError(match_count_problems(len(raw))))
     out: list[MatchSpec] = []
     for i, m in enumerate(raw):
         path = f"spec.matches[{i}]"

@@ -15,7 +15,7 @@ from enum import StrEnum
 from trafficsplit.core.assignment import AssignmentMode
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.limits import MAX_ENDPOINTS
+from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_MATCHES
 from trafficsplit.core.persistent import StickyMode, drain_mode_problems, drain_problems
 from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS
 from trafficsplit.core.rules import (
@@ -29,6 +29,26 @@ from trafficsplit.core.rules import (
     name_problems,
 )
 from trafficsplit.core.weights import weight_problems
+
+
+# The split-level rules both split values check (this one and `compiled.CompiledSplit`, which the publish receiver
+# builds), written once so the two say the same; field paths as a TrafficSplit's spec names them.
+def endpoint_points_problems(points: int) -> list[str]:
+    if not 1 <= points <= MAX_POINTS:
+        return [f"sticky.endpointPoints: must be 1..{MAX_POINTS}, got {points}"]
+    return []
+
+
+def persistent_cookie_problems(mode: StickyMode, has_cookie: bool) -> list[str]:
+    if mode is StickyMode.PERSISTENT and not has_cookie:
+        return ["sticky.mode: persistent needs sticky.cookie (the cookie carries the session's backend)"]
+    return []
+
+
+def match_count_problems(count: int) -> list[str]:
+    if count > MAX_MATCHES:
+        return [f"matches: {count} matches, at most {MAX_MATCHES} are allowed"]
+    return []
 
 
 class MatchKind(StrEnum):
@@ -100,10 +120,9 @@ class SplitSpec:
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts, required=False)
         if self.key_header is not None:
             problems += [f"sticky.header.{q}" for q in key_header_problems(self.key_header)]
-        if self.sticky_mode is StickyMode.PERSISTENT and self.cookie is None:
-            problems.append("sticky.mode: persistent needs sticky.cookie (the cookie carries the session's backend)")
-        if not 1 <= self.endpoint_points <= MAX_POINTS:
-            problems.append(f"sticky.endpointPoints: must be 1..{MAX_POINTS}, got {self.endpoint_points}")
+        problems += persistent_cookie_problems(self.sticky_mode, self.cookie is not None)
+        problems += endpoint_points_problems(self.endpoint_points)
+        problems += match_count_problems(len(self.matches))
         problems += weight_problems([b.name for b in self.backends], [b.weight for b in self.backends])
         problems += drain_mode_problems([b.drain for b in self.backends], self.sticky_mode)
         names = {b.name for b in self.backends}
