@@ -22,7 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trafficsplit.core.compiled import CompiledSplit, Endpoint, compile_split
+from trafficsplit.core.compiled import CompiledSplit, Endpoint
+from trafficsplit.core.compiler import compile_split
 from trafficsplit.core.cookie import AffinityMinter, read_cookie
 from trafficsplit.core.decide import decide
 from trafficsplit.core.hashing import key_hash

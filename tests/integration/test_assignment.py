@@ -14,7 +14,8 @@ import pytest
 from tests.support.dataplane import Dataplane, split_doc
 from tests.support.decided import decided_sessions
 from trafficsplit.core.assignment import SLOTS, SlotTable, minimal_moved_share, rounding_bound
-from trafficsplit.core.compiled import CompiledSplit, Endpoint, assemble_generation, compile_split
+from trafficsplit.core.compiled import CompiledSplit, Endpoint
+from trafficsplit.core.compiler import assemble_generation, compile_split
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.plan import plan
 from trafficsplit.core.spec import parse_split

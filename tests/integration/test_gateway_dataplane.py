@@ -19,8 +19,8 @@ from scipy.stats import chisquare
 
 from tests.support.dataplane import TRANSPORTS, Connection, NameBackends, Response, name_backends  # noqa: F401
 from tests.support.gatewayplane import GatewayPlane
-from trafficsplit.core.compiled import Generation
 from trafficsplit.core.gateway_serve import in_error_share
+from trafficsplit.core.generation import Generation
 from trafficsplit.core.hashing import key_hash
 
 pytestmark = [pytest.mark.envoy]

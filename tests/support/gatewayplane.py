@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.dataplane import TEST_MESSAGE_TIMEOUT_MS, Envoy, NameBackends, Processor
-from trafficsplit.core.compiled import Generation
 from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class, parse_httproute
 from trafficsplit.core.gateway_tls import parse_tls_secret
 from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
+from trafficsplit.core.generation import Generation
 from trafficsplit.core.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.bootstrap import Address, BootstrapOptions, GatewayListener, bootstrap_json

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from trafficsplit.core.assignment import SlotTable, advance, moved_share
-from trafficsplit.core.compiled import CompiledSplit, Generation
+from trafficsplit.core.compiled import CompiledSplit
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.generation import Generation
 from trafficsplit.core.reconcile import desired_state
 from trafficsplit.core.resolve import SplitObject
 from trafficsplit.core.status import PublishView, ReplicaAck, compute_status

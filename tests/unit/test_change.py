@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from trafficsplit.core.change import describe_change
 from trafficsplit.core.plan import plan
-from trafficsplit.core.spec import SplitSpec, parse_split
+from trafficsplit.core.spec import parse_split
+from trafficsplit.core.splitspec import SplitSpec
 from trafficsplit.core.weights import parse_weights
 
 

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from trafficsplit.core.compiled import (
-    CompiledSplit,
-    Generation,
-    assemble_generation,
-    compile_split,
-)
+from trafficsplit.core.compiled import CompiledSplit
+from trafficsplit.core.compiler import assemble_generation, compile_split
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.generation import Generation
 from trafficsplit.core.host import normalize_host
 from trafficsplit.core.spec import parse_split
 

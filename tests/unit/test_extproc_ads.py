@@ -18,7 +18,9 @@ from google.protobuf import any_pb2
 from google.protobuf.message import Message
 from google.rpc import status_pb2
 
-from trafficsplit.core.compiled import Endpoint, Generation, compile_split
+from trafficsplit.core.compiled import Endpoint
+from trafficsplit.core.compiler import compile_split
+from trafficsplit.core.generation import Generation
 from trafficsplit.core.spec import parse_split
 from trafficsplit.extproc.ads import AdsServer, Nacked, NotAcked
 from trafficsplit.extproc.held import HeldGeneration
@@ -293,9 +295,9 @@ def test_no_envoy_yet_is_not_ready_before_the_callers_deadline_and_a_retry_is_ta
 
 def https_gen(number: int, key_pem: bytes) -> Generation:
     """A Gateway generation with one HTTPS listener on 443 (hostname a.example.com) whose key is `key_pem`."""
-    from trafficsplit.core.compiled import GenerationContent
     from trafficsplit.core.gateway_routes import GatewayRoutes, ListenerRoutes
     from trafficsplit.core.gateway_tls import Certificate
+    from trafficsplit.core.generation import GenerationContent
 
     chain = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
     cert = Certificate(chain, b"-----BEGIN PRIVATE KEY-----\n" + key_pem + b"\n-----END PRIVATE KEY-----\n")

@@ -22,6 +22,7 @@ import yaml
 
 from tests.unit.test_gatewayapi_golden import supported_paths
 from trafficsplit.core import gateway_objects as g
+from trafficsplit.core import gateway_values as v
 from trafficsplit.core.weights import MAX_WEIGHT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,19 +96,19 @@ def test_every_supported_field_is_a_field_of_the_crd() -> None:
     [
         ("httproutes", "parentRefs", "maxItems", g.MAX_PARENT_REFS),
         ("httproutes", "hostnames", "maxItems", g.MAX_ROUTE_HOSTNAMES),
-        ("httproutes", "rules", "maxItems", g.MAX_RULES),
-        ("httproutes", "rules.matches", "maxItems", g.MAX_RULE_MATCHES),
-        ("httproutes", "rules.matches.headers", "maxItems", g.MAX_MATCH_HEADERS),
-        ("httproutes", "rules.matches.queryParams", "maxItems", g.MAX_MATCH_QUERY_PARAMS),
+        ("httproutes", "rules", "maxItems", v.MAX_RULES),
+        ("httproutes", "rules.matches", "maxItems", v.MAX_RULE_MATCHES),
+        ("httproutes", "rules.matches.headers", "maxItems", v.MAX_MATCH_HEADERS),
+        ("httproutes", "rules.matches.queryParams", "maxItems", v.MAX_MATCH_QUERY_PARAMS),
         ("httproutes", "rules.filters", "maxItems", g.MAX_FILTERS),
-        ("httproutes", "rules.backendRefs", "maxItems", g.MAX_BACKEND_REFS),
-        ("httproutes", "rules.matches.path.value", "maxLength", g.MAX_PATH),
-        ("httproutes", "rules.matches.headers.value", "maxLength", g.MAX_HEADER_VALUE),
-        ("httproutes", "rules.matches.headers.name", "maxLength", g.MAX_HEADER_NAME),
-        ("httproutes", "rules.matches.queryParams.value", "maxLength", g.MAX_QUERY_VALUE),
+        ("httproutes", "rules.backendRefs", "maxItems", v.MAX_BACKEND_REFS),
+        ("httproutes", "rules.matches.path.value", "maxLength", v.MAX_PATH),
+        ("httproutes", "rules.matches.headers.value", "maxLength", v.MAX_HEADER_VALUE),
+        ("httproutes", "rules.matches.headers.name", "maxLength", v.MAX_HEADER_NAME),
+        ("httproutes", "rules.matches.queryParams.value", "maxLength", v.MAX_QUERY_VALUE),
         ("httproutes", "rules.sessionPersistence.sessionName", "maxLength", g.MAX_SESSION_NAME),
         ("httproutes", "rules.backendRefs.weight", "maximum", MAX_WEIGHT),
-        ("gateways", "listeners", "maxItems", g.MAX_LISTENERS),
+        ("gateways", "listeners", "maxItems", v.MAX_LISTENERS),
         ("gateways", "listeners.allowedRoutes.kinds", "maxItems", g.MAX_ALLOWED_KINDS),
         ("referencegrants", "from", "maxItems", g.MAX_GRANT_ENTRIES),
         ("referencegrants", "to", "maxItems", g.MAX_GRANT_ENTRIES),

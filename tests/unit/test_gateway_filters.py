@@ -235,7 +235,7 @@ def test_a_rule_that_redirects_has_no_backend_and_a_prefix_replacement_needs_a_p
         )
     rewrite = RuleFilters(rewrite=URLRewrite(path=PathModifier(PREFIX, "/x")))
     action = RuleAction(route=a.route, rule=a.rule, split=a.split, targets=a.targets, error_weight=0, filters=rewrite)
-    from trafficsplit.core.gateway_objects import PathType, RouteMatch
+    from trafficsplit.core.gateway_values import PathType, RouteMatch
 
     for path_type, ok in ((PathType.PREFIX, True), (PathType.EXACT, False)):
         entry = RouteEntry("ns/r", 0, 0, RouteMatch(path_type=path_type, path="/a"))

@@ -10,17 +10,10 @@ from typing import Any
 import pytest
 
 from tests.unit.test_gateway_translate import CLASS, gateway, route, service
-from trafficsplit.core.compiled import Generation, GenerationContent, compile_split
+from trafficsplit.core.compiler import compile_split
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_match import RouteTable
-from trafficsplit.core.gateway_objects import (
-    PathType,
-    RouteMatch,
-    ValueMatch,
-    ValueMatchType,
-    parse_gateway,
-    parse_httproute,
-)
+from trafficsplit.core.gateway_objects import parse_gateway, parse_httproute
 from trafficsplit.core.gateway_routes import (
     BackendTarget,
     GatewayRoutes,
@@ -30,6 +23,8 @@ from trafficsplit.core.gateway_routes import (
     VirtualHost,
 )
 from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
+from trafficsplit.core.gateway_values import PathType, RouteMatch, ValueMatch, ValueMatchType
+from trafficsplit.core.generation import Generation, GenerationContent
 from trafficsplit.core.spec import parse_split
 
 

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from tests.support.certs import issue, make_ca
-from trafficsplit.core.compiled import Generation, GenerationContent
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_objects import ReferenceGrant, parse_gateway, parse_gateway_class, parse_reference_grant
 from trafficsplit.core.gateway_routes import GatewayRoutes, ListenerRoutes
 from trafficsplit.core.gateway_tls import MAX_PEM_BYTES, Certificate, TlsSecret, parse_tls_secret
 from trafficsplit.core.gateway_translate import Inputs, translate
+from trafficsplit.core.generation import Generation, GenerationContent
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 

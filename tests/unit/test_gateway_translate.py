@@ -9,19 +9,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core.compiled import compile_split
+from trafficsplit.core.compiler import compile_split
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import decide
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_objects import (
     MAX_ROUTE_HOSTNAMES,
-    MAX_RULE_MATCHES,
     parse_duration,
     parse_gateway,
     parse_gateway_class,
     parse_httproute,
 )
 from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, intersect_hostnames, translate
+from trafficsplit.core.gateway_values import MAX_RULE_MATCHES
 from trafficsplit.core.resolve import ServiceInfo, ServicePort
 from trafficsplit.core.spec import parse_split
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto

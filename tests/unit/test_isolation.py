@@ -69,7 +69,7 @@ def test_a_number_far_above_the_held_one_is_refused_and_one_step_is_not() -> Non
 
 
 def test_the_fleet_refusal_names_every_replica_that_cannot_serve_and_only_for_what_it_lacks() -> None:
-    from trafficsplit.core.compiled import compile_split
+    from trafficsplit.core.compiler import compile_split
     from trafficsplit.core.rules import Endpoint
     from trafficsplit.core.spec import parse_split
 
@@ -206,7 +206,9 @@ def test_a_refusal_is_forgotten_when_the_replica_restarted_between_two_polls(tmp
 
 
 def _two_splits(number: int) -> pb.Generation:
-    from trafficsplit.core.compiled import Endpoint, Generation, compile_split
+    from trafficsplit.core.compiled import Endpoint
+    from trafficsplit.core.compiler import compile_split
+    from trafficsplit.core.generation import Generation
     from trafficsplit.core.spec import parse_split
     from trafficsplit.wire.generation import generation_to_proto
 

@@ -10,11 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trafficsplit.core.compiled import CompiledSplit, Generation, compile_split
+from trafficsplit.core.compiled import CompiledSplit
+from trafficsplit.core.compiler import compile_split
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import Decision, DecisionPath, KeySource, decide
 from trafficsplit.core.disclosure import affinity_applied, session_id_present
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.generation import Generation
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.limits import MAX_KEY_HEADER_VALUE
 from trafficsplit.core.spec import parse_split

@@ -1,7 +1,7 @@
 """The pure core stays pure: every import in src/trafficsplit/core/*.py must be on an allow-list.
 
-import-linter (.importlinter: the core's purity, the layers core < v1alpha1 < wire < shells, the shells' independence)
-checks the import graph; this test checks the source text itself, so a lazy import inside
+import-linter (.importlinter: the core's purity, the core's plan inside it, the layers core < v1alpha1 < wire < shells,
+the shells' independence) checks the import graph; this test checks the source text itself, so a lazy import inside
 a function, `__import__`, or a builtin like `open` cannot slip past either. An allow-list, not a deny-list: a new
 dependency of the core is a decision someone must write down here.
 """
@@ -9,11 +9,14 @@ dependency of the core is a decision someone must write down here.
 from __future__ import annotations
 
 import ast
+import configparser
+import re
 from pathlib import Path
 
 import pytest
 
-CORE = Path(__file__).resolve().parents[2] / "src" / "trafficsplit" / "core"
+ROOT = Path(__file__).resolve().parents[2]
+CORE = ROOT / "src" / "trafficsplit" / "core"
 
 # Standard-library modules that do no I/O of their own (time: the minting clock; secrets: the minter's random start;
 # hmac, hashlib, base64: the persistent cookie's seal), and re2 (google-re2: the RE2 matching engine, pure
@@ -116,3 +119,32 @@ def test_the_checker_catches(source: str) -> None:
 
 def test_the_checker_allows_the_core_itself() -> None:
     assert violations("from trafficsplit.core.hashing import key_hash\nimport re\nfrom . import errors") == []
+
+
+def plan_layers() -> list[set[str]]:
+    """The core's plan in .importlinter (`core-plan`), top layer first, as module names inside the core."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / ".importlinter", encoding="utf-8")
+    lines = [line for line in config["importlinter:contract:core-plan"]["layers"].splitlines() if line.strip()]
+    return [{m.strip().removeprefix("trafficsplit.core.") for m in re.split(r"[:|]", line)} for line in lines]
+
+
+def test_every_core_module_has_one_place_in_the_plan() -> None:
+    """A layers contract only constrains the modules it names: a new module left out of it could import anything, so
+    each module of the core must be in exactly one layer (control-time, request-time, model)."""
+    layers = plan_layers()
+    assert len(layers) == 3
+    named = [m for layer in layers for m in layer]
+    assert sorted(named) == sorted(set(named)), "a module is in two layers"
+    assert set(named) == {p.stem for p in CORE_FILES if p.stem != "__init__"}
+
+
+def test_the_plan_in_the_core_docstring_is_the_contract() -> None:
+    """The core's __init__ docstring lists the plan for readers; it says what the contract enforces."""
+    doc = ast.get_docstring(ast.parse((CORE / "__init__.py").read_text(encoding="utf-8"))) or ""
+    paragraphs = {p.split(",", 1)[0].split(":", 1)[0]: p for p in doc.split("\n\n")}
+    listed = [
+        set(re.findall(r"`(\w+)`", paragraphs[heading].split(":", 1)[1].split(". Inside")[0]))
+        for heading in ("Control-time work", "Request-time decisions", "The model")
+    ]
+    assert listed == plan_layers()

@@ -383,7 +383,7 @@ def test_a_pass_recompiles_only_the_splits_whose_inputs_changed(monkeypatch: pyt
     """With the engine's memo, a flip of one split among several compiles that one (and an endpoint change compiles
     the splits that use it), and the result equals a pass without the memo."""
     from trafficsplit.core import reconcile
-    from trafficsplit.core.compiled import compile_split as real
+    from trafficsplit.core.compiler import compile_split as real
 
     compiled: list[str] = []
 

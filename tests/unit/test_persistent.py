@@ -12,10 +12,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trafficsplit.core.compiled import CompiledSplit, Endpoint, Generation, compile_split
+from trafficsplit.core.compiled import CompiledSplit, Endpoint
+from trafficsplit.core.compiler import compile_split
 from trafficsplit.core.cookie import AffinityMinter, is_cookie_value
 from trafficsplit.core.decide import Decision, DecisionPath, KeySource, decide
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.generation import Generation
 from trafficsplit.core.persistent import MAX_SAME_NAME_COOKIES, CookieSigner, persistent_moved_share
 from trafficsplit.core.spec import parse_split
 from trafficsplit.core.weights import Weights

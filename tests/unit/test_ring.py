@@ -7,10 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core.compiled import CompiledSplit, Endpoint, Generation, compile_split
+from trafficsplit.core.compiled import CompiledSplit, Endpoint
+from trafficsplit.core.compiler import compile_split
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import decide
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.generation import Generation
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.ring import Ring, endpoint_ring
 from trafficsplit.core.simulate import bind_consistent

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from tests.unit.test_gateway_translate import CLASS, gateway, service
-from trafficsplit.core.compiled import Generation
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_objects import parse_gateway, parse_httproute
 from trafficsplit.core.gateway_translate import Inputs, gateway_content, translate
+from trafficsplit.core.generation import Generation
 from trafficsplit.core.weights import MAX_WEIGHT
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from trafficsplit.core.compiled import assemble_generation, compile_split
+from trafficsplit.core.compiler import assemble_generation, compile_split
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.ring import MAX_POINTS
 from trafficsplit.core.spec import parse_split

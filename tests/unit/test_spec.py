@@ -8,7 +8,8 @@ import pytest
 
 from trafficsplit.core.cookie import SameSite
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.spec import MatchKind, MatchType, parse_split
+from trafficsplit.core.spec import parse_split
+from trafficsplit.core.splitspec import MatchKind, MatchType
 
 
 def base(**over: Any) -> dict[str, Any]:

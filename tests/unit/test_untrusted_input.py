@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from trafficsplit.core.compiled import assemble_generation, compile_split
+from trafficsplit.core.compiler import assemble_generation, compile_split
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.spec import parse_split
 from trafficsplit.v1alpha1 import publish_pb2 as pb

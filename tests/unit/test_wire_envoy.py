@@ -21,8 +21,10 @@ from google.protobuf.message import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core.compiled import Endpoint, Generation, assemble_generation, compile_split
+from trafficsplit.core.compiled import Endpoint
+from trafficsplit.core.compiler import assemble_generation, compile_split
 from trafficsplit.core.cookie import read_cookie
+from trafficsplit.core.generation import Generation
 from trafficsplit.core.spec import parse_split
 from trafficsplit.wire import envoy
 from trafficsplit.wire.bootstrap import (

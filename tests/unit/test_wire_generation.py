@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.test_wire_envoy import sample_generation
-from trafficsplit.core.compiled import CompiledSplit, Endpoint, assemble_generation, compile_split
+from trafficsplit.core.compiled import CompiledSplit, Endpoint
+from trafficsplit.core.compiler import assemble_generation, compile_split
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.spec import parse_split
 from trafficsplit.v1alpha1 import publish_pb2 as pb

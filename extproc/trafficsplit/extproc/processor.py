@@ -19,11 +19,12 @@ import grpc
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ep_grpc
 
-from trafficsplit.core.compiled import CompiledSplit, Generation
+from trafficsplit.core.compiled import CompiledSplit
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import Decision, decide
 from trafficsplit.core.disclosure import affinity_applied
 from trafficsplit.core.gateway_serve import NO_EDITS, HeaderEdits, Redirected, Refused, ServedRoutes
+from trafficsplit.core.generation import Generation
 from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.core.sessions import LiveSessions
 from trafficsplit.core.sketch import SplitBills

@@ -35,8 +35,8 @@ from typing import Any
 import grpc
 
 from trafficsplit.core.capabilities import Capabilities, SplitRefusal, number_refusal, refusal
-from trafficsplit.core.compiled import Generation
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.generation import Generation
 from trafficsplit.core.sessions import LiveSessions
 from trafficsplit.extproc.ads import AckError, AdsServer, Nacked
 from trafficsplit.extproc.held import HeldGeneration

@@ -21,9 +21,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trafficsplit.core.compiled import CompiledSplit, Generation, GenerationContent
+from trafficsplit.core.compiled import CompiledSplit
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_tls import SECRET_TYPE_TLS
+from trafficsplit.core.generation import Generation, GenerationContent
 from trafficsplit.core.reconcile import CompileMemo, Desired, desired_state, seed_last_good
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, SplitObject, referenced_services, slices_by_service
 from trafficsplit.core.status import EventIntent, PublishView, SplitStatus, StatusResult, compute_status

@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from trafficsplit.core.compiled import GenerationContent
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_objects import (
     GATEWAY_GROUP,
@@ -54,6 +53,7 @@ from trafficsplit.core.gateway_translate import (
     gateway_content,
     translate,
 )
+from trafficsplit.core.generation import GenerationContent
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, slices_by_service
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, publish_service_name

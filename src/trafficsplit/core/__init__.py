@@ -2,5 +2,21 @@
 
 The CLI previews with this code, the operator compiles with it and the dataplane decides with it, so a preview and a
 decision can never disagree. Nothing here imports kopf, grpc, asyncio, sockets or files; tests/unit/test_layers.py and
-the import-linter contract in .importlinter keep it that way.
+the import-linter contracts in .importlinter keep it that way.
+
+The core's plan: three layers, each importing only its own and the ones below it (.importlinter, `core-plan`;
+docs/architecture.md says why each module is where it is).
+
+Control-time work, run when something changes (a resource, a weight, a replica's ack), never per request: `change`,
+`compiler`, `gateway_objects`, `gateway_parameters`, `gateway_status`, `gateway_translate`, `plan`, `reconcile`,
+`resolve`, `simulate`, `spec`, `status`.
+
+Request-time decisions, run by the dataplane for each request: `decide`, `disclosure`, `gateway_match`,
+`gateway_serve`, `sessions`, `sketch`.
+
+The model, values that check themselves and the pure mechanisms they own (the hash, the weighted pick, the ring, the
+cookie, the seal): `assignment`, `capabilities`, `compiled`, `cookie`, `errors`, `gateway_filters`, `gateway_routes`,
+`gateway_tls`, `gateway_values`, `generation`, `hashing`, `headervalue`, `host`, `limits`, `persistent`, `regex`,
+`ring`, `rules`, `splitspec`, `vocabulary`, `weights`. Inside it a generation carries the route table, which carries
+compiled splits (`core-model-stack`).
 """

@@ -3,7 +3,7 @@
 The default pick (`hash`, core/weights.py) maps `key_hash % total` onto running sums: a change of the total redraws
 every slot, and weight moved past a backend slides that backend's range. Here the slot space is fixed (`SLOTS`), a
 key's slot is `key_hash % SLOTS`, and a `SlotTable` says which backend owns each slot. A weight change computes each
-backend's new quota (largest remainder over `SLOTS`, core/plan.py's `rebalance`) and moves slots only from backends
+backend's new quota (largest remainder over `SLOTS`, core/weights.py's `rebalance`) and moves slots only from backends
 over their new quota to backends under it, so it moves exactly Σ max(0, new quota − old quota) slots.
 
 Rounding bound: a quota differs from `SLOTS × share` by less than one slot, so a backend's realised share is within
@@ -36,8 +36,7 @@ from typing import Any, NamedTuple, cast
 
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.limits import MAX_BACKEND_NAME, MAX_BACKENDS
-from trafficsplit.core.plan import rebalance
-from trafficsplit.core.weights import MAX_WEIGHT, Weights
+from trafficsplit.core.weights import MAX_WEIGHT, Weights, rebalance
 
 SLOTS = 10_000
 _RUN = re.compile(r"([0-9]{1,2})x([0-9]{1,5})")

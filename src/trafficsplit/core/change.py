@@ -14,7 +14,7 @@ from trafficsplit.core.assignment import AssignmentMode, minimal_moved_share
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.persistent import StickyMode, persistent_moved_share
 from trafficsplit.core.plan import plan
-from trafficsplit.core.spec import SplitSpec
+from trafficsplit.core.splitspec import SplitSpec
 from trafficsplit.core.weights import Weights
 
 

@@ -18,7 +18,7 @@ from trafficsplit.core.cookie import AffinityMinter, read_cookie, read_cookies, 
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.limits import MAX_KEY_HEADER_VALUE
 from trafficsplit.core.persistent import CookieSigner
-from trafficsplit.core.spec import MatchKind
+from trafficsplit.core.splitspec import MatchKind
 
 
 class KeySource(StrEnum):

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from trafficsplit.core.gateway_objects import Method, PathType, ValueMatch, ValueMatchType
 from trafficsplit.core.gateway_routes import CATCH_ALL, ListenerRoutes, RouteEntry, port_virtual_hosts
+from trafficsplit.core.gateway_values import Method, PathType, ValueMatch, ValueMatchType
 from trafficsplit.core.host import normalize_host
 from trafficsplit.core.regex import Pattern
 from trafficsplit.core.rules import compile_pattern

@@ -19,7 +19,8 @@ from types import MappingProxyType
 from trafficsplit.core.compiled import CompiledSplit
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_filters import NO_FILTERS, RuleFilters
-from trafficsplit.core.gateway_objects import (
+from trafficsplit.core.gateway_tls import Certificate
+from trafficsplit.core.gateway_values import (
     MAX_BACKEND_REFS,
     MAX_LISTENERS,
     MAX_RULE_MATCHES,
@@ -28,7 +29,6 @@ from trafficsplit.core.gateway_objects import (
     RouteMatch,
     route_match_problems,
 )
-from trafficsplit.core.gateway_tls import Certificate
 from trafficsplit.core.limits import MAX_SPLITS
 from trafficsplit.core.rules import is_dns_label, is_dns_subdomain, is_host, name_problems
 from trafficsplit.core.weights import MAX_WEIGHT

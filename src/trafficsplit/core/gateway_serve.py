@@ -33,8 +33,8 @@ from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import Decision, decide
 from trafficsplit.core.gateway_filters import HeaderModifier, RuleFilters, redirect_location, rewrite_path
 from trafficsplit.core.gateway_match import RouteTable
-from trafficsplit.core.gateway_objects import PathType
-from trafficsplit.core.gateway_translate import ListenerRoutes, RouteEntry, RuleAction
+from trafficsplit.core.gateway_routes import ListenerRoutes, RouteEntry, RuleAction
+from trafficsplit.core.gateway_values import PathType
 from trafficsplit.core.host import normalize_host
 from trafficsplit.core.persistent import CookieSigner
 

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from trafficsplit.core.compiled import GenerationContent, compile_split
+from trafficsplit.core.compiler import compile_split
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_objects import (
@@ -44,7 +44,6 @@ from trafficsplit.core.gateway_objects import (
     Listener,
     Namespace,
     ParentRef,
-    PathType,
     ReferenceGrant,
     RouteKind,
     RouteRule,
@@ -64,10 +63,12 @@ from trafficsplit.core.gateway_routes import RouteEntry as RouteEntry
 from trafficsplit.core.gateway_routes import RuleAction as RuleAction
 from trafficsplit.core.gateway_routes import VirtualHost as VirtualHost
 from trafficsplit.core.gateway_tls import Certificate, TlsSecret
+from trafficsplit.core.gateway_values import PathType
+from trafficsplit.core.generation import GenerationContent
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, endpoints_for
 from trafficsplit.core.rules import Endpoint, is_dns_label
-from trafficsplit.core.spec import BackendSpec, SplitSpec
+from trafficsplit.core.splitspec import BackendSpec, SplitSpec
 from trafficsplit.core.status import MAX_CONDITION_MESSAGE, Condition
 from trafficsplit.core.weights import Weights
 

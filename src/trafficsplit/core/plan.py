@@ -20,7 +20,7 @@ from fractions import Fraction
 from math import gcd
 
 from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.weights import Weights, rebalance
 
 DEFAULT_SAMPLES = 1_000_000
 DEFAULT_SEED = 20261130
@@ -142,21 +142,6 @@ def minimum_share(before: Weights, after: Weights) -> Fraction:
         ),
         Fraction(0),
     )
-
-
-def rebalance(after: Weights, total: int) -> Weights:
-    """`after`'s ratio on `total` slots by the largest-remainder rule.
-
-    Each backend gets floor(w * total / T); the slots left over go one each to the largest remainders, ties to the
-    backend listed first. Deterministic, sums to `total` exactly, and never moves a quota by a whole slot.
-    """
-    quotas = [(w * total, after.total) for w in after.weights]
-    floors = [num // den for num, den in quotas]
-    left = total - sum(floors)
-    order = sorted(range(len(quotas)), key=lambda i: (-(quotas[i][0] % quotas[i][1]), i))
-    for i in order[:left]:
-        floors[i] += 1
-    return Weights(after.names, tuple(floors))
 
 
 def _build(

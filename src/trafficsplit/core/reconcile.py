@@ -25,11 +25,13 @@ from typing import Any
 
 from trafficsplit.core.assignment import AssignmentMode, SlotTable, StoredFields, moved_share, stored_fields
 from trafficsplit.core.capabilities import Capabilities, fleet_refusal
-from trafficsplit.core.compiled import CompiledSplit, GenerationContent, assemble, compile_split
+from trafficsplit.core.compiled import CompiledSplit
+from trafficsplit.core.compiler import assemble, compile_split
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.generation import GenerationContent
 from trafficsplit.core.resolve import MissingRef, Resolution, ServiceInfo, SliceInfo, SplitObject, resolve
 from trafficsplit.core.rules import Endpoint
-from trafficsplit.core.spec import SplitSpec
+from trafficsplit.core.splitspec import SplitSpec
 from trafficsplit.core.vocabulary import Reason
 
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.rules import Endpoint
-from trafficsplit.core.spec import SplitSpec, parse_split
+from trafficsplit.core.spec import parse_split
+from trafficsplit.core.splitspec import SplitSpec
 from trafficsplit.core.vocabulary import Reason
 
 

@@ -5,35 +5,39 @@ source (local mode) has no API server in front of it, and because a compiled gen
 Field paths in messages use the resource's own names (`spec.backends[1].weight`), as `kubectl` users see them.
 
 The parser owns the YAML's shape (types, required fields, defaults, cross-references); the rules on each field's value
-live in the values it builds (`CookieSettings`, `Endpoint`, `MatchSpec`, `BackendSpec`, `SplitSpec`, with
-`trafficsplit.core.rules`), which the publish receiver builds too, so both refuse the same input. Nothing outside this
-module reads a raw spec field: tools that rewrite `spec.backends` go through `declared_backends`.
+live in the values it builds (`CookieSettings`, `Endpoint`, and `MatchSpec`, `BackendSpec`, `SplitSpec` in
+`trafficsplit.core.splitspec`, with `trafficsplit.core.rules`), which the publish receiver builds too, so both refuse
+the same input. Nothing outside this module reads a raw spec field: tools that rewrite `spec.backends` go through
+`declared_backends`. Control-time only: the per-request path and the model never import this module (.importlinter).
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
 from trafficsplit.core.assignment import AssignmentMode
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.limits import MAX_ENDPOINTS, MAX_MATCHES
-from trafficsplit.core.persistent import StickyMode, drain_mode_problems, drain_problems
-from trafficsplit.core.ring import DEFAULT_POINTS, MAX_POINTS
+from trafficsplit.core.limits import MAX_ENDPOINTS
+from trafficsplit.core.persistent import StickyMode
+from trafficsplit.core.ring import DEFAULT_POINTS
 from trafficsplit.core.rules import (
     Endpoint,
-    backend_problems,
-    compile_pattern,
     host_problems,
     key_header_problems,
-    match_name_problems,
-    match_value_problems,
     name_problems,
+)
+from trafficsplit.core.splitspec import (
+    BackendSpec,
+    MatchKind,
+    MatchSpec,
+    MatchType,
+    SplitSpec,
+    endpoint_points_problems,
+    match_count_problems,
 )
 from trafficsplit.core.weights import parse_int, weight_problems
 
@@ -65,96 +69,6 @@ SPEC_FIELDS: Mapping[str, Any] = MappingProxyType(
         "assignment": None,
     }
 )
-
-
-class MatchKind(StrEnum):
-    HEADER = "header"
-    COOKIE = "cookie"
-
-
-class MatchType(StrEnum):
-    EXACT = "Exact"
-    REGULAR_EXPRESSION = "RegularExpression"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BackendSpec:
-    name: str
-    service: str  # the Service, defaulting to the backend's name (the parser applies the default)
-    port: int
-    weight: int  # checked with the others by SplitSpec (Weights: bounds, duplicates, total)
-    endpoints: tuple[Endpoint, ...] = ()  # local mode only; in Kubernetes, endpoints come from EndpointSlices
-    drain: bool = False  # sticky.mode persistent: at weight 0, keep its sessions until they go idle
-
-    def __post_init__(self) -> None:
-        problems = backend_problems(self.name, self.port, self.service) + drain_problems(self.weight, self.drain)
-        if len(self.endpoints) > MAX_ENDPOINTS:
-            problems.append(f"endpoints: {len(self.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed")
-        if problems:
-            raise SpecError(problems)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MatchSpec:
-    """A match rule; `name` and `value` are the condition's (`spec.matches[i].header.name`), header names lowercase."""
-
-    kind: MatchKind
-    name: str
-    type: MatchType
-    value: str
-    backend: str
-
-    def __post_init__(self) -> None:
-        problems = match_name_problems(self.kind.value, self.name) + match_value_problems(self.value)
-        if self.type is MatchType.REGULAR_EXPRESSION and not problems:
-            try:
-                compile_pattern(self.value)
-            except SpecError as exc:
-                problems += exc.problems
-        if problems:
-            raise SpecError(problems)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SplitSpec:
-    namespace: str
-    name: str
-    hosts: tuple[str, ...]
-    service: str | None
-    backends: tuple[BackendSpec, ...]
-    cookie: CookieSettings | None
-    endpoint_affinity: bool
-    matches: tuple[MatchSpec, ...]
-    debug_headers: bool
-    endpoint_points: int = DEFAULT_POINTS
-    key_header: str | None = None  # sticky.header.name: the request header a sticky key is read from first
-    assignment: AssignmentMode = AssignmentMode.HASH  # spec.assignment: how keys map to backends
-    sticky_mode: StickyMode = StickyMode.REHASH  # sticky.mode: whether a session keeps its backend across changes
-
-    def __post_init__(self) -> None:
-        # No hosts: a route rule's split (parse_split requires hosts of a TrafficSplit; `Generation` of a split).
-        problems = name_problems(self.namespace, self.name) + host_problems(self.hosts, required=False)
-        if self.key_header is not None:
-            problems += [f"sticky.header.{q}" for q in key_header_problems(self.key_header)]
-        if self.sticky_mode is StickyMode.PERSISTENT and self.cookie is None:
-            problems.append("sticky.mode: persistent needs sticky.cookie (the cookie carries the session's backend)")
-        if not 1 <= self.endpoint_points <= MAX_POINTS:
-            problems.append(f"sticky.endpointPoints: must be 1..{MAX_POINTS}, got {self.endpoint_points}")
-        problems += weight_problems([b.name for b in self.backends], [b.weight for b in self.backends])
-        problems += drain_mode_problems([b.drain for b in self.backends], self.sticky_mode)
-        names = {b.name for b in self.backends}
-        for i, m in enumerate(self.matches):
-            if m.backend not in names:
-                problems.append(f"matches[{i}].backend: {m.backend!r} is not a backend")
-        if problems:
-            raise SpecError(problems)
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def weights_text(self) -> str:
-        return ",".join(f"{b.name}={b.weight}" for b in self.backends)
 
 
 class DeclaredBackend(dict[str, Any]):
@@ -297,8 +211,9 @@ def _parse_endpoint_points(raw: Mapping[str, Any] | None, p: _Problems) -> int:
     points = _get(raw, "endpointPoints", int, "spec.sticky", p) if raw is not None else None
     if points is None:
         return DEFAULT_POINTS
-    if not 1 <= points <= MAX_POINTS:
-        p.add("spec.sticky.endpointPoints", f"must be 1..{MAX_POINTS}, got {points}")
+    problems = endpoint_points_problems(points)
+    if problems:
+        p.extend("spec", SpecError(problems))
         return DEFAULT_POINTS
     return int(points)
 
@@ -450,8 +365,7 @@ def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSe
 def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: _Problems) -> tuple[MatchSpec, ...]:
     if not raw:
         return ()
-    if len(raw) > MAX_MATCHES:
-        p.add("spec.matches", f"{len(raw)} rules, at most {MAX_MATCHES} are allowed")
+    p.extend("spec", SpecError(match_count_problems(len(raw))))
     out: list[MatchSpec] = []
     for i, m in enumerate(raw):
         path = f"spec.matches[{i}]"

@@ -88,6 +88,22 @@ class Weights:
         return ",".join(f"{n}={w}" for n, w in self.items())
 
 
+def rebalance(after: Weights, total: int) -> Weights:
+    """`after`'s ratio on `total` slots by the largest-remainder rule (the planner's suggestion keeping a total, the
+    slot table's quotas).
+
+    Each backend gets floor(w * total / T); the slots left over go one each to the largest remainders, ties to the
+    backend listed first. Deterministic, sums to `total` exactly, and never moves a quota by a whole slot.
+    """
+    quotas = [(w * total, after.total) for w in after.weights]
+    floors = [num // den for num, den in quotas]
+    left = total - sum(floors)
+    order = sorted(range(len(quotas)), key=lambda i: (-(quotas[i][0] % quotas[i][1]), i))
+    for i in order[:left]:
+        floors[i] += 1
+    return Weights(after.names, tuple(floors))
+
+
 def weight_problems(names: Sequence[str], weights: Sequence[int], field_path: str = "backends") -> list[str]:
     """Every reason a weight list is not a valid split, each naming the field; empty when valid."""
     problems: list[str] = []

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.persistent import StickyMode
-from trafficsplit.core.spec import SplitSpec, parse_split
+from trafficsplit.core.spec import parse_split
+from trafficsplit.core.splitspec import SplitSpec
 from trafficsplit.operator.filesource import changes_log, parse_documents
 from trafficsplit.operator.filesource import log as filesource_log
 from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json

@@ -57,9 +57,10 @@ from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 from google.protobuf.message import Message
 
 from trafficsplit.core import disclosure
-from trafficsplit.core.compiled import CompiledBackend, CompiledSplit, Generation
+from trafficsplit.core.compiled import CompiledBackend, CompiledSplit
 from trafficsplit.core.cookie import cookie_present_regex
 from trafficsplit.core.gateway_serve import merged_response_edits, response_modifiers
+from trafficsplit.core.generation import Generation
 
 ROUTING_HEADER = "x-trafficsplit-cluster"
 # The gRPC initial metadata (or http_service request header) by which a Gateway listener's ext_proc filter names its

@@ -22,7 +22,7 @@ from typing import ParamSpec, TypeVar
 
 from trafficsplit.core.assignment import SLOTS, Run, SlotTable
 from trafficsplit.core.capabilities import Capabilities, SplitRefusal
-from trafficsplit.core.compiled import CompiledBackend, CompiledMatch, CompiledSplit, Endpoint, Generation
+from trafficsplit.core.compiled import CompiledBackend, CompiledMatch, CompiledSplit, Endpoint
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_filters import (
@@ -37,17 +37,6 @@ from trafficsplit.core.gateway_filters import (
     Scheme,
     URLRewrite,
 )
-from trafficsplit.core.gateway_objects import (
-    MAX_BACKEND_REFS,
-    MAX_LISTENERS,
-    MAX_MATCH_HEADERS,
-    MAX_MATCH_QUERY_PARAMS,
-    Method,
-    PathType,
-    RouteMatch,
-    ValueMatch,
-    ValueMatchType,
-)
 from trafficsplit.core.gateway_routes import (
     MAX_HOST_ENTRIES,
     MAX_TABLE_ENTRIES,
@@ -60,6 +49,18 @@ from trafficsplit.core.gateway_routes import (
     VirtualHost,
 )
 from trafficsplit.core.gateway_tls import Certificate
+from trafficsplit.core.gateway_values import (
+    MAX_BACKEND_REFS,
+    MAX_LISTENERS,
+    MAX_MATCH_HEADERS,
+    MAX_MATCH_QUERY_PARAMS,
+    Method,
+    PathType,
+    RouteMatch,
+    ValueMatch,
+    ValueMatchType,
+)
+from trafficsplit.core.generation import Generation
 from trafficsplit.core.limits import (
     MAX_BACKENDS,
     MAX_ENDPOINTS,
@@ -72,7 +73,7 @@ from trafficsplit.core.limits import (
 )
 from trafficsplit.core.ring import DEFAULT_POINTS
 from trafficsplit.core.rules import compile_pattern
-from trafficsplit.core.spec import MatchKind
+from trafficsplit.core.splitspec import MatchKind
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.reserved import RESERVED_CLUSTERS
 

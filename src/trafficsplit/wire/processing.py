@@ -19,9 +19,10 @@ from envoy.type.v3 import http_status_pb2
 from google.protobuf import wrappers_pb2
 
 from trafficsplit.core import disclosure as disclosure_fields
-from trafficsplit.core.compiled import CompiledSplit, Generation
+from trafficsplit.core.compiled import CompiledSplit
 from trafficsplit.core.decide import Decision
 from trafficsplit.core.gateway_serve import HeaderEdits, Redirected, Refusal, Refused, ServedRoutes
+from trafficsplit.core.generation import Generation
 from trafficsplit.wire.envoy import (
     LISTENER_PORT_METADATA,
     META_DECISION,
