@@ -850,6 +850,9 @@ def test_gateway_api_renders_the_class_the_rbac_and_the_operators_settings(helm:
     for resource in ("gatewayclasses/status", "gateways/status", "httproutes/status"):
         assert ("gateway.networking.k8s.io", resource, "patch") in granted
     assert ("trafficsplit.dev", "gatewayparameters", "watch") in granted
+    assert ("trafficsplit.dev", "trafficsplitpolicies", "watch") in granted
+    assert ("trafficsplit.dev", "trafficsplitpolicies/status", "patch") in granted
+    assert ("trafficsplit.dev", "trafficsplitpolicies", "patch") not in granted  # never a spec
     role = find(docs, "Role", "rel-operator-dataplanes")
     assert role["metadata"]["namespace"] == "ts-system"
     owned = {
@@ -1014,6 +1017,7 @@ def test_install_with_gateway_api_creates_the_crds_then_the_class_and_provisions
     cls = _json(kube, "get", "gatewayclass", release)
     assert cls["spec"]["controllerName"] == "trafficsplit.dev/gateway-controller"
     kube.kubectl("get", "crd", "gatewayparameters.trafficsplit.dev")
+    kube.kubectl("get", "crd", "trafficsplitpolicies.trafficsplit.dev")
 
     cm = _json(kube, "get", "configmap", f"{release}-operator-dataplane", "-n", namespace)["data"]
     settings = parse_settings(cm["settings.json"], cm["envoy-bootstrap.json"])

@@ -43,12 +43,12 @@ REF = Ref("web", "shop", "httproute")
 
 
 def test_the_rule_plan_is_the_core_planner_over_the_rules_split_weights() -> None:
-    rule, result = kplan.route_plan(REF, ROUTE, "1", [("canary", 10), ("stable", 90)])
+    rule, result, _ = kplan.route_plan(REF, ROUTE, "1", [("canary", 10), ("stable", 90)])
     assert rule.index == 1
     # The Bucket ref is no Service: it is not in the split (its share answers 500), so not in the plan.
     assert result == plan(Weights(("stable", "canary"), (95, 5)), Weights(("stable", "canary"), (90, 10)))
     assert str(result.moved_share) == "1/20"  # 5 % of sessions move stable -> canary, the minimum
-    by_name, _ = kplan.route_plan(REF, ROUTE, "canary", [("canary", 10), ("stable", 90)])
+    by_name, _, _ = kplan.route_plan(REF, ROUTE, "canary", [("canary", 10), ("stable", 90)])
     assert by_name == rule
 
 
@@ -83,6 +83,9 @@ class _FakeCluster:
     def get_httproute(self, name: str) -> dict[str, Any]:
         assert name == "shop"
         return ROUTE
+
+    def list_policies(self) -> list[dict[str, Any]]:
+        return []
 
 
 def test_the_command_reads_the_live_route(monkeypatch: pytest.MonkeyPatch) -> None:
