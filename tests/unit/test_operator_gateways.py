@@ -398,3 +398,61 @@ def test_a_route_deleted_and_created_again_under_its_name_gets_its_status(tmp_pa
             await _shutdown(engine, chart, one)
 
     run(main)
+
+
+def policy_body(name: str, route: str, header: str, generation: int = 1) -> dict[str, Any]:
+    return {
+        "metadata": meta(name, generation=generation),
+        "spec": {
+            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route}],
+            "sticky": {"header": {"name": header}},
+        },
+    }
+
+
+def test_a_policys_status_is_written_once_its_gateways_replicas_serve_it(tmp_path: Any) -> None:
+    """A TrafficSplitPolicy reaches the served split, and its `status.ancestors` entry for the Gateway advances only
+    once that Gateway's replicas ACKed the generation carrying it; a policy naming no existing route says so at once."""
+
+    async def main() -> None:
+        chart = await FakeReplica("chart").start()
+        one = await FakeReplica("one").start()
+        api = Api()
+        engine = make(tmp_path, chart, api)
+        try:
+            await _policy(engine, api, one)
+        finally:
+            await _shutdown(engine, chart, one)
+
+    run(main)
+
+
+async def _policy(engine: Engine, api: Api, one: FakeReplica) -> None:
+    seed(api, engine, {"one": one})
+    api.put("trafficsplitpolicy", policy_body("keyed", "one-route", "x-user"))
+    gone = policy_body("gone", "nope", "x-user")
+    api.put("trafficsplitpolicy", gone)
+    await engine.become_leader()
+    engine.mark_ready()
+    task = asyncio.create_task(engine.run(), name="engine")
+
+    def accepted(name: str) -> tuple[str, str, int] | None:
+        ancestors = api.objects[("trafficsplitpolicy", (NS, name))].get("status", {}).get("ancestors") or []
+        mine = [a for a in ancestors if a["controllerName"] == CONTROLLER]
+        if not mine:
+            return None
+        c = mine[0]["conditions"][0]
+        return (mine[0]["ancestorRef"]["kind"], c["reason"], int(c["observedGeneration"]))
+
+    await until(lambda: accepted("keyed") == ("Gateway", "Accepted", 1))
+    assert one.held_gen is not None and [s.key_header for s in one.held_gen.splits] == ["x-user"]
+    assert accepted("gone") == ("HTTPRoute", "TargetNotFound", 1)
+
+    one.refuse = True
+    api.put("trafficsplitpolicy", policy_body("keyed", "one-route", "x-tenant", generation=2))
+    await asyncio.sleep(1.0)  # passes run; the replica refuses the generation carrying generation 2
+    assert accepted("keyed") == ("Gateway", "Accepted", 1), "policy status advanced before the replica served it"
+    one.refuse = False
+    await until(lambda: accepted("keyed") == ("Gateway", "Accepted", 2), timeout=10)
+    assert one.held_gen is not None and [s.key_header for s in one.held_gen.splits] == ["x-tenant"]
+    task.cancel()

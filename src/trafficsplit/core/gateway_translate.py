@@ -634,7 +634,7 @@ def translate(inputs: Inputs) -> Translation:
     tables: dict[tuple[str, str], dict[str, list[tuple[HTTPRoute, RouteEntry]]]] = {}
     actions: list[RuleAction] = []
     route_status: list[RouteStatus] = []
-    tables = inputs.tables or {}
+    slot_tables = inputs.tables or {}
     attachment = resolve(inputs.routes, inputs.policies)
     invalid: dict[tuple[str, str], list[str]] = {}  # (policy, route) → why the route's rules refuse the policy
     route_gateways: dict[str, tuple[ParentRef, ...]] = {}  # route → our Gateways it is attached to
@@ -664,9 +664,8 @@ def translate(inputs: Inputs) -> Translation:
             if not attached:
                 continue
             ok, _, error_weight = resolved[rule.index]
-
-            table = tables.get(f"{route.meta.namespace}/{route.meta.name}.rule-{rule.index}")
-            builds.append((rule, partial(_build_action, route, rule, ok, error_weight, slices, previous_table=table)))
+            prev = slot_tables.get(f"{route.meta.namespace}/{route.meta.name}.rule-{rule.index}")
+            builds.append((rule, partial(_build_action, route, rule, ok, error_weight, slices, previous_table=prev)))
         for action, problems in _with_policies(route, builds, attachment, invalid):
             dropped.extend(problems)
             if action is not None:
