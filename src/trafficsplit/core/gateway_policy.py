@@ -30,12 +30,13 @@ from typing import Any
 from trafficsplit.core.assignment import AssignmentMode, minimal_moved_share
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_objects import GATEWAY_GROUP, HTTPRoute, Meta, RouteRule
+from trafficsplit.core.gateway_objects import GATEWAY_GROUP, HTTPRoute, Meta, RouteRule, SessionType
 from trafficsplit.core.persistent import StickyMode, drain_mode_problems, persistent_moved_share
 from trafficsplit.core.plan import Plan
 from trafficsplit.core.ring import MAX_POINTS
 from trafficsplit.core.rules import is_dns_subdomain
 from trafficsplit.core.spec import (
+    BackendSpec,
     Problems,
     SplitSpec,
     get_field,
@@ -418,6 +419,8 @@ def served_change(
     """What `change` (the hash planner's `Plan` of the rule's weights) moves under `chosen`'s settings, else under
     the rule's defaults: the same figure the gateway's decisions realise (hash: the plan's; minimal: the slot
     table's; persistent: only sessions of backends set to 0 without drain, or removed)."""
+    if chosen is not None and (refusal := _refusal(rule, chosen, change)) is not None:
+        chosen, standing = None, refusal  # the gateway keeps the rule's defaults (the policy is Invalid there)
     s = chosen.settings if chosen is not None else PolicySettings()
     mode = s.sticky_mode or rule_default_mode(rule)
     assignment = s.assignment or AssignmentMode.HASH
@@ -441,3 +444,32 @@ def served_change(
         moved_share=moved,
         exact=exact,
     )
+
+
+def _refusal(rule: RouteRule, chosen: Policy, change: Plan) -> Outcome | None:
+    """Whether the rule's split refuses the policy's settings, checked by the values the translation builds: a
+    stand-in of the rule's split (its backends at the new weights, its session cookie) with the settings applied."""
+    cookie = (
+        CookieSettings(name="session") if rule.session is not None and rule.session.type is SessionType.COOKIE else None
+    )
+    mode = rule_default_mode(rule)
+    try:
+        spec = SplitSpec(
+            namespace="probe",
+            name="rule",
+            hosts=(),
+            service=None,
+            backends=tuple(
+                BackendSpec(name=n, service="probe", port=80, weight=w, drain=mode is StickyMode.PERSISTENT and w == 0)
+                for n, w in change.after.items()
+            ),
+            cookie=cookie,
+            endpoint_affinity=False,
+            matches=(),
+            debug_headers=False,
+            sticky_mode=mode,
+        )
+        chosen.settings.apply(spec)
+    except SpecError as exc:
+        return Outcome(PolicyReason.INVALID, f"{chosen.key}: rules[{rule.index}]: " + "; ".join(exc.problems))
+    return None
