@@ -453,3 +453,28 @@ def test_the_plans_default_mode_is_the_translations() -> None:
     t = run([route()], [])
     for rule in r.rules:
         assert split_of(t, rule.index).persistent == (rule_default_mode(rule) is StickyMode.PERSISTENT)
+
+
+def test_a_policys_settings_reach_the_data_plane_through_the_publish_api() -> None:
+    """What a policy sets rides in the rule's split, which the publish API carries there and back unchanged."""
+    from trafficsplit.core.gateway_translate import gateway_content
+    from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
+
+    pol = policy(
+        "all",
+        targets=[target("r", "cart")],  # cookie attributes: the rule with a session cookie (elsewhere: Invalid)
+        assignment="minimal",
+        debugHeaders=True,
+        sticky={"header": {"name": "x-user"}, "endpointAffinity": True, "endpointPoints": 7,
+                "cookie": {"path": "/shop", "secure": True, "sameSite": "Strict", "httpOnly": False}},
+    )  # fmt: skip
+    gen = gateway_content(run([route()], [pol]), "ns/gw").stamp(3)
+    cart = next(s for s in gen.splits if s.name == "r.rule-0")
+    assert (cart.key_header, cart.endpoint_affinity, cart.endpoint_points, cart.debug_headers) == (
+        "x-user",
+        True,
+        7,
+        True,
+    )
+    assert cart.table is not None and cart.cookie is not None and cart.cookie.path == "/shop"
+    assert generation_from_proto(generation_to_proto(gen)) == gen
