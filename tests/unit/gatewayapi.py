@@ -159,6 +159,7 @@ def model_doc(t: Translation) -> dict[str, Any]:
             "observedGeneration": s.observed_generation,
             "sticky": {
                 "key": "cookie" if s.cookie is not None else "request-id",
+                "mode": "persistent" if s.persistent else "rehash",
                 **({"cookie": {"name": s.cookie.name, "maxAge": s.cookie.max_age}} if s.cookie is not None else {}),
             },
             "backends": [
@@ -170,6 +171,7 @@ def model_doc(t: Translation) -> dict[str, Any]:
                     "port": b.port,
                     "endpoints": [f"{e.host}{'' if e.ready else ' (not ready)'}" for e in b.endpoints],
                     "sampledPicks": picks[i],
+                    **({"drain": True} if b.drain else {}),
                     **({"filters": targets[b.name].filters.to_dict()} if not targets[b.name].filters.empty else {}),
                 }
                 for i, b in enumerate(s.backends)
