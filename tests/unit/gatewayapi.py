@@ -163,6 +163,7 @@ def model_doc(t: Translation) -> dict[str, Any]:
             "observedGeneration": s.observed_generation,
             "sticky": {
                 "key": "cookie" if s.cookie is not None else "request-id",
+                "mode": "persistent" if s.persistent else "rehash",
                 **({"cookie": {"name": s.cookie.name, "maxAge": s.cookie.max_age}} if s.cookie is not None else {}),
                 **_policy_visible(s),
             },
@@ -189,8 +190,6 @@ def _policy_visible(s: Any) -> dict[str, Any]:
     """What a TrafficSplitPolicy can set, shown where it differs from a rule's defaults (so cases without a policy
     keep their files)."""
     out: dict[str, Any] = {}
-    if s.persistent:
-        out["mode"] = "persistent"
     if s.table is not None:
         out["assignment"] = "minimal"
     if s.key_header is not None:

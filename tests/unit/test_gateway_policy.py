@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -352,9 +353,11 @@ def split_of(t: Translation, rule: int, route_key: str = "ns/r") -> Any:
 
 
 def test_an_invalid_policy_leaves_the_route_its_defaults_and_says_why() -> None:
-    bad = policy("bad", targets=[target()], sticky={"mode": "persistent"})  # rules 1 and 2 have no cookie
-    t = run([route()], [bad])
-    assert all(not split_of(t, i).persistent for i in range(3))  # not even rule 0, which could take it
+    bad = policy("bad", targets=[target()], sticky={"mode": "persistent", "endpointAffinity": True})
+    t = run([route()], [bad])  # rules 1 and 2 have no session cookie, so no persistent mode
+    plain = run([route()], [])
+    assert [split_of(t, i) for i in range(3)] == [split_of(plain, i) for i in range(3)]  # rule 0 neither
+    assert not split_of(t, 0).endpoint_affinity
     (status,) = t.policies
     (ancestor,) = status.ancestors
     assert (ancestor.ref.kind, ancestor.ref.name, ancestor.gateway) == ("Gateway", "gw", "ns/gw")
@@ -442,6 +445,10 @@ def test_under_a_rehash_policy_the_gateway_moves_exactly_what_the_plan_predicts(
     assert share == pytest.approx(0.4)
     assert abs(len(moved) / KEYS - share) < 4 * (share * (1 - share) / KEYS) ** 0.5
     assert {(before[k], after[k]) for k in moved} == {("a", "b")}
+    # Without the policy the rule keeps its default, the sealed persistent cookie: the same change moves nobody.
+    _, _, default = route_plan(Ref("ns", "r", "httproute"), before_route, "cart", [("a", 50), ("b", 50)])
+    assert (default.policy, default.mode, default.moved_share) == (None, StickyMode.PERSISTENT, Fraction(0))
+    assert split_of(run([after_route], []), 0).persistent
 
 
 def test_the_plans_default_mode_is_the_translations() -> None:

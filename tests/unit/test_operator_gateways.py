@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,7 +126,7 @@ class Api:
         return next((c["status"] for c in conds if c["type"] == "Programmed"), None)
 
 
-def make(tmp_path: Any, chart: FakeReplica, api: Api) -> Engine:
+def make(tmp_path: Any, chart: FakeReplica, api: Api, provisioner: Any = None, reprovision: float = 300.0) -> Engine:
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     engine: Engine | None = None
@@ -139,7 +139,11 @@ def make(tmp_path: Any, chart: FakeReplica, api: Api) -> Engine:
         return Fleet(str(token), timeout=1, poll_interval=0.1, changed=changed)
 
     plane = GatewayPlane(
-        GatewaySettings(origin="test", namespace=OPNS, probe_timeout=0.5), make_fleet, changed, status_sink=api
+        GatewaySettings(origin="test", namespace=OPNS, probe_timeout=0.5, reprovision_seconds=reprovision),
+        make_fleet,
+        changed,
+        status_sink=api,
+        provisioner=provisioner,
     )
     settings = EngineSettings(origin="test", debounce=0.0, static_replicas=(chart.replica,), static=True)
     engine = Engine(make_fleet(), settings, None, plane)
@@ -393,6 +397,46 @@ def test_a_route_deleted_and_created_again_under_its_name_gets_its_status(tmp_pa
             again["metadata"]["uid"] = "second"
             api.put("httproute", again)
             await until(lambda: api.accepted_at("one-route") == 1, timeout=5)
+            task.cancel()
+        finally:
+            await _shutdown(engine, chart, one)
+
+    run(main)
+
+
+class FakeProvisioner:
+    def __init__(self) -> None:
+        self.ensured: list[tuple[str, int]] = []
+
+    async def ensure(self, gateway: Any, parameters: Any) -> Sequence[Any]:
+        self.ensured.append((gateway.meta.key, gateway.meta.generation))
+        return ()
+
+    async def remove_absent(self, keep: Iterable[str]) -> Sequence[str]:
+        return ()
+
+
+def test_a_gateways_data_plane_is_ensured_again_every_period_without_a_change(tmp_path: Any) -> None:
+    """The cookie keys rotate by the clock (provision.cookie_keys_step), so an unchanged Gateway's data plane is
+    ensured again every `reprovision_seconds`, and not more often."""
+
+    async def main() -> None:
+        chart = await FakeReplica("chart").start()
+        one = await FakeReplica("one").start()
+        api = Api()
+        prov = FakeProvisioner()
+        engine = make(tmp_path, chart, api, provisioner=prov, reprovision=0.3)
+        try:
+            seed(api, engine, {"one": one})
+            await engine.become_leader()
+            engine.mark_ready()
+            task = asyncio.create_task(engine.run(), name="engine")
+            await until(lambda: len(prov.ensured) >= 1)
+            t0 = asyncio.get_running_loop().time()
+            await until(lambda: len(prov.ensured) >= 3, timeout=5)
+            took = asyncio.get_running_loop().time() - t0
+            assert set(prov.ensured) == {(f"{NS}/one", 1)}  # the same Gateway generation: only the time moved
+            assert took >= 0.55, took  # two periods, not a pass-by-pass loop
             task.cancel()
         finally:
             await _shutdown(engine, chart, one)

@@ -200,6 +200,7 @@ class GatewayPublishing:
     since: dict[str, tuple[int, int]] = field(default_factory=dict)  # object → (metadata.generation, first number)
     provisioned: tuple[int, GatewayParameters] | None = None  # the Gateway generation and parameters last ensured
     provisioning: asyncio.Task[None] | None = None
+    ensured_at: float = 0.0  # event-loop time of the last successful ensure (re-ensured every reprovision_seconds)
     addresses: tuple[Mapping[str, str], ...] | None = None
 
     def served(self, number: int) -> bool:
@@ -226,6 +227,9 @@ class GatewaySettings:
     namespace: str  # the operator's: every Gateway's data plane (and its publish Service) lives there
     probe_timeout: float = 3.0
     port_name: str = PUBLISH_PORT_NAME
+    # Every Gateway's data plane is ensured again this often even when nothing changed: the cookie keys' rotation is
+    # a function of the time (provision.cookie_keys_step), and a hand-deleted object comes back.
+    reprovision_seconds: float = 300.0
 
 
 class GatewayPlane:
@@ -392,7 +396,8 @@ class GatewayPlane:
         if self._provisioner is None or gw is None or p.provisioning is not None:
             return
         params = next((c.parameters for c in t.classes if c.name == gw.class_name), None)
-        if params is None or p.provisioned == (gw.meta.generation, params):
+        fresh = asyncio.get_running_loop().time() < p.ensured_at + self.settings.reprovision_seconds
+        if params is None or (p.provisioned == (gw.meta.generation, params) and fresh):
             return
         p.provisioning = asyncio.create_task(self._ensure(key, p, gw, params), name=f"provision:{key[0]}/{key[1]}")
 
@@ -402,6 +407,9 @@ class GatewayPlane:
             addresses = await self._provisioner.ensure(gw, params)
             p.addresses = tuple({"type": a.type, "value": a.value} for a in addresses)
             p.provisioned = (gw.meta.generation, params)
+            loop = asyncio.get_running_loop()
+            p.ensured_at = loop.time()
+            loop.call_later(self.settings.reprovision_seconds, self._poke)  # the pass that ensures it again
         except Exception as exc:  # retried on the next pass
             log.warning("Gateway %s/%s: data plane not provisioned: %s", *key, exc)
         finally:

@@ -394,9 +394,10 @@ def policy_for_rule(
 
 def rule_default_mode(rule: RouteRule) -> StickyMode:
     """The sticky mode a rule's split has without a policy: what `gateway_translate._build_action` builds
-    (tests/unit/test_gateway_policy.py holds the two together)."""
-    del rule  # every rule re-draws by key today; a Cookie sessionPersistence rule's sealed cookie will change this
-    return StickyMode.REHASH
+    (tests/unit/test_gateway_policy.py holds the two together). A Cookie sessionPersistence rule's cookie is the
+    sealed persistent one (GEP-1619: a session keeps its backend across weight changes); others re-draw by key."""
+    cookie = rule.session is not None and rule.session.type is SessionType.COOKIE
+    return StickyMode.PERSISTENT if cookie else StickyMode.REHASH
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -77,6 +77,7 @@ from trafficsplit.core.gateway_routes import RuleAction as RuleAction
 from trafficsplit.core.gateway_routes import VirtualHost as VirtualHost
 from trafficsplit.core.gateway_tls import Certificate, TlsSecret
 from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.persistent import StickyMode
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, endpoints_for
 from trafficsplit.core.rules import Endpoint, is_dns_label
 from trafficsplit.core.spec import BackendSpec, SplitSpec
@@ -562,6 +563,9 @@ def _build_action(
             filters=rule.filters,
         ), []
     live = resolved
+    # A session cookie is the sealed persistent one (core/persistent.py): the cookie carries the backend, so a weight
+    # change moves no existing session. The Gateway's data plane holds the cookie keys (provisioned per Gateway).
+    persistent = cookie is not None
     endpoints: dict[str, tuple[Endpoint, ...]] = {}
     for t, svc in live:
         port = next(p for p in svc.ports if p.port == t.port)
@@ -573,12 +577,18 @@ def _build_action(
             hosts=(),  # the route table selects the rule, by its listeners' virtual hosts
             service=None,
             backends=tuple(
-                BackendSpec(name=t.backend, service=t.service, port=t.port, weight=t.weight) for t, _ in live
+                # GEP-1619: a session keeps its backend even at weight 0, so a weight-0 backend drains (only new
+                # sessions follow the weights); a backendRef removed from the rule moves its sessions.
+                BackendSpec(
+                    name=t.backend, service=t.service, port=t.port, weight=t.weight, drain=persistent and t.weight == 0
+                )
+                for t, _ in live
             ),
             cookie=cookie,
             endpoint_affinity=False,
             matches=(),
             debug_headers=False,
+            sticky_mode=StickyMode.PERSISTENT if persistent else StickyMode.REHASH,
         )
         if policy is not None:  # the policy hook: core/gateway_policy.py
             spec = policy.apply(spec)
