@@ -807,11 +807,11 @@ def render_gateway_api(helm: Helm, *sets: str, class_api: bool = True) -> Docs:
 def _provisioned(docs: Docs, *ports: int) -> Any:
     from tests.support.provision import gateway
     from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS
-    from trafficsplit.operator.provision import parse_settings, render
+    from trafficsplit.operator.provision import CookieKeys, parse_settings, render
 
     cm = find(docs, "ConfigMap", "rel-operator-dataplane")["data"]
     settings = parse_settings(cm["settings.json"], cm["envoy-bootstrap.json"])
-    return settings, render(gateway(*ports), DEFAULT_PARAMETERS, settings)
+    return settings, render(gateway(*ports), DEFAULT_PARAMETERS, settings, CookieKeys(current="ab" * 32, since=0))
 
 
 def test_gateway_api_is_off_by_default(helm: Helm) -> None:
@@ -850,6 +850,9 @@ def test_gateway_api_renders_the_class_the_rbac_and_the_operators_settings(helm:
     for resource in ("gatewayclasses/status", "gateways/status", "httproutes/status"):
         assert ("gateway.networking.k8s.io", resource, "patch") in granted
     assert ("trafficsplit.dev", "gatewayparameters", "watch") in granted
+    assert ("trafficsplit.dev", "trafficsplitpolicies", "watch") in granted
+    assert ("trafficsplit.dev", "trafficsplitpolicies/status", "patch") in granted
+    assert ("trafficsplit.dev", "trafficsplitpolicies", "patch") not in granted  # never a spec
     role = find(docs, "Role", "rel-operator-dataplanes")
     assert role["metadata"]["namespace"] == "ts-system"
     owned = {
@@ -860,7 +863,8 @@ def test_gateway_api_renders_the_class_the_rbac_and_the_operators_settings(helm:
         if "patch" in rule["verbs"]
     }
     assert owned == {("apps", "deployments"), ("", "services"), ("", "configmaps"),
-                     ("policy", "poddisruptionbudgets"), ("networking.k8s.io", "networkpolicies")}  # fmt: skip
+                     ("policy", "poddisruptionbudgets"), ("networking.k8s.io", "networkpolicies"),
+                     ("", "secrets")}  # fmt: skip
     assert find(docs, "RoleBinding", "rel-operator-dataplanes")["subjects"][0]["name"] == "rel-operator"
 
     pod = find(docs, "Deployment", "rel-operator")["spec"]["template"]
@@ -903,7 +907,14 @@ def test_a_provisioned_data_plane_runs_the_charts_gateway_containers(helm: Helm,
     mine = rendered.of_kind("Deployment")[0]["spec"]["template"]["spec"]
     assert [c["name"] for c in mine["containers"]] == [c["name"] for c in chart["containers"]] == ["extproc", "envoy"]
     extproc, envoy = mine["containers"]
-    assert extproc == chart["containers"][0]
+    # The cookie keys are the Gateway's own Secret, whatever the chart gateway's `cookieKeysSecret` (unset: none).
+    keys = next(v for v in mine["volumes"] if v["name"] == "cookie-keys")
+    assert keys["secret"]["secretName"] == rendered.of_kind("Secret")[0]["metadata"]["name"]
+    assert "--cookie-key-file=/etc/trafficsplit/cookie-keys/keys" in extproc["args"]
+    assert {"name": "cookie-keys", "mountPath": "/etc/trafficsplit/cookie-keys", "readOnly": True} in extproc[
+        "volumeMounts"
+    ]
+    assert _without_cookie_keys(extproc) == _without_cookie_keys(chart["containers"][0])
     assert envoy["ports"] == [{"name": "http-8080", "containerPort": 8080, "protocol": "TCP"}]
     assert envoy["readinessProbe"]["tcpSocket"] == {"port": "http-8080"}
     chart_envoy = {**chart["containers"][1], "ports": envoy["ports"]}
@@ -915,9 +926,19 @@ def test_a_provisioned_data_plane_runs_the_charts_gateway_containers(helm: Helm,
         assert mine.get(key) == chart.get(key), key
     bootstrap_cm = rendered.of_kind("ConfigMap")[0]["metadata"]["name"]
     chart_volumes = [
-        {**v, "configMap": {"name": bootstrap_cm}} if v["name"] == "bootstrap" else v for v in chart["volumes"]
+        {**v, "configMap": {"name": bootstrap_cm}} if v["name"] == "bootstrap" else v
+        for v in chart["volumes"]
+        if v["name"] != "cookie-keys"
     ]
-    assert mine["volumes"] == chart_volumes
+    assert [v for v in mine["volumes"] if v["name"] != "cookie-keys"] == chart_volumes
+
+
+def _without_cookie_keys(container: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **container,
+        "args": [a for a in container["args"] if not a.startswith("--cookie-key-file=")],
+        "volumeMounts": [m for m in container["volumeMounts"] if m["name"] != "cookie-keys"],
+    }
 
 
 @pytest.mark.parametrize(
@@ -1014,6 +1035,7 @@ def test_install_with_gateway_api_creates_the_crds_then_the_class_and_provisions
     cls = _json(kube, "get", "gatewayclass", release)
     assert cls["spec"]["controllerName"] == "trafficsplit.dev/gateway-controller"
     kube.kubectl("get", "crd", "gatewayparameters.trafficsplit.dev")
+    kube.kubectl("get", "crd", "trafficsplitpolicies.trafficsplit.dev")
 
     cm = _json(kube, "get", "configmap", f"{release}-operator-dataplane", "-n", namespace)["data"]
     settings = parse_settings(cm["settings.json"], cm["envoy-bootstrap.json"])

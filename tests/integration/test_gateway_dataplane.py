@@ -2,8 +2,9 @@
 
 HTTPRoutes are compiled by the core (`translate` → `gateway_content`), served by an Envoy bootstrapped with one
 listener per Gateway listener port, each naming its port to the processor; the processor picks each rule's backend by
-the core's FNV-1a pick of the request id (no sessionPersistence), answers 404 when no rule matches and 500 for
-backendRefs that do not resolve, and Envoy fails closed (503) when the processor cannot decide.
+the core's FNV-1a pick of the request id (without sessionPersistence; with it, of the session's key, then sealed in
+its cookie), answers 404 when no rule matches and 500 for backendRefs that do not resolve, and Envoy fails closed
+(503) when the processor cannot decide.
 """
 
 from __future__ import annotations
@@ -303,6 +304,7 @@ def test_header_filters_rewrite_and_redirect(plane: GatewayPlane) -> None:
 
 
 def test_session_persistence_keeps_a_session_on_the_cores_pick_of_its_cookie(plane: GatewayPlane) -> None:
+    """A new session gets the core's pick of its minted key, sealed into the cookie with the backend."""
     sticky = route(
         "sticky",
         "http",
@@ -321,6 +323,7 @@ def test_session_persistence_keeps_a_session_on_the_cores_pick_of_its_cookie(pla
     again = fetch(plane.ports[80], [(HOST, "/", [("cookie", f"gw-session={c}")]) for c in cookies])
     for first, second, c in zip(firsts, again, cookies, strict=True):
         assert c is not None
-        assert first.backend == second.backend == split.weights.pick(c)
+        key, backend, _ = c.split(".")  # sealed: KEY.BACKEND.MAC (core/persistent.py)
+        assert first.backend == second.backend == backend == split.weights.pick(key)
         assert second.cookie("gw-session") is None  # kept, not minted again
     assert {r.backend for r in firsts} == {"stable", "canary"}

@@ -45,6 +45,7 @@ from trafficsplit.operator.dataplane_names import publish_service_name
 pytestmark = [pytest.mark.k8s, pytest.mark.envoy, pytest.mark.netns, pytest.mark.slow]
 
 CRDS = REPO_ROOT / "charts" / "trafficsplit" / "gateway-api-crds" / "standard"
+POLICY_CRD = REPO_ROOT / "crds" / "trafficsplit.dev_trafficsplitpolicies.yaml"
 CONTROLLER = "trafficsplit.dev/gateway-controller"
 HOST = "shop.example.com"
 
@@ -55,8 +56,10 @@ def gwkube() -> Iterator[ControlPlane]:
     with control_plane() as cp:
         install_crd(cp)
         cp.kubectl("apply", "--server-side", "-f", str(CRDS))
+        cp.kubectl("apply", "--server-side", "-f", str(POLICY_CRD))
         for crd in ("gatewayclasses", "gateways", "httproutes", "referencegrants"):
             cp.kubectl("wait", "--for=condition=Established", f"crd/{crd}.gateway.networking.k8s.io", "--timeout=60s")
+        cp.kubectl("wait", "--for=condition=Established", "crd/trafficsplitpolicies.trafficsplit.dev", "--timeout=60s")
         yield cp
 
 
@@ -118,6 +121,28 @@ def _route(namespace: str, weights: tuple[int, int]) -> str:
             },
         }
     )
+
+
+def _policy(namespace: str, header: str) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "trafficsplit.dev/v1alpha1",
+            "kind": "TrafficSplitPolicy",
+            "metadata": {"name": "keyed", "namespace": namespace},
+            "spec": {
+                "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "web"}],
+                "sticky": {"header": {"name": header}},
+            },
+        }
+    )
+
+
+def _policy_accepted(kube: ControlPlane, namespace: str) -> dict[str, Any] | None:
+    """Our ancestor entry's Accepted condition, with the ancestor's kind and name."""
+    ancestors = (_get(kube, "trafficsplitpolicy", "keyed", namespace).get("status") or {}).get("ancestors") or []
+    mine = next((a for a in ancestors if a.get("controllerName") == CONTROLLER), None)
+    c = _cond((mine or {}).get("conditions"), "Accepted")
+    return None if c is None or mine is None else {**c, "ancestor": mine["ancestorRef"]}
 
 
 def _gateway(namespace: str, listeners: int = 1) -> str:
@@ -234,12 +259,26 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
     assert _cond(listener["conditions"], "Programmed")["status"] == "True"  # type: ignore[index]
     print(f"route Accepted {first:.2f}s after the replica's endpoints appeared (replica holds generation {held})")
 
+    # A TrafficSplitPolicy on the route: the operator watches it, and its ancestor entry (the Gateway) is Accepted
+    # once the replica holds the generation carrying it.
+    apply(kube, _policy(ns, "x-user"))
+    pol = poll(
+        lambda: (c := _policy_accepted(kube, ns)) and c["observedGeneration"] == 1 and c, 30, "policy Accepted", 0.05
+    )
+    assert pol["status"] == "True" and pol["ancestor"] == {
+        "group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": ns, "name": "gw"
+    }, pol  # fmt: skip
+    assert unit.held()[0] > held, "policy status written before the replica held the generation carrying it"
+    held = unit.held()[0]
+
     # The replica stops answering; the route's weights and the Gateway's listeners change meanwhile.
     proc = unit.units[0].processor
     os.kill(proc.pid, signal.SIGSTOP)
     try:
         apply(kube, _route(ns, (50, 50)))
         apply(kube, _gateway(ns, listeners=2))
+        apply(kube, _policy(ns, "x-tenant"))
+        assert _get(kube, "trafficsplitpolicy", "keyed", ns)["metadata"]["generation"] == 2
         assert _get(kube, "httproute", "web", ns)["metadata"]["generation"] == 2
         assert _get(kube, "gateway", "gw", ns)["metadata"]["generation"] == 2
         deadline = time.monotonic() + 6.0  # three publish timeouts
@@ -248,6 +287,8 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
             p = _our_parent(_get(kube, "httproute", "web", ns))
             assert p is not None
             assert {c["observedGeneration"] for c in p["conditions"]} == {1}, p
+            policy_now = _policy_accepted(kube, ns)
+            assert policy_now is not None and policy_now["observedGeneration"] == 1, policy_now
             g = _get(kube, "gateway", "gw", ns)
             prog = _cond(g["status"]["conditions"], "Programmed")
             assert prog is not None
@@ -266,6 +307,12 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
         return c is not None and c["status"] == "True" and c["observedGeneration"] == 2
 
     poll(programmed2, 30, "Gateway Programmed at generation 2", 0.05)
+    poll(
+        lambda: (c := _policy_accepted(kube, ns)) and c["observedGeneration"] == 2 and c["status"] == "True",
+        30,
+        "policy Accepted at generation 2 after SIGCONT",
+        0.05,
+    )
     assert unit.held()[0] > held
     print(f"after SIGCONT: route Accepted at generation 2 in {after:.2f}s; replica holds {unit.held()[0]}")
 

@@ -14,12 +14,19 @@ from tests.support.controlplane import ControlPlane
 from tests.support.provision import gateway, params, settings, settings_doc
 from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS
 from trafficsplit.operator.dataplane_names import GATEWAY_LABEL, dataplane_name
-from trafficsplit.operator.provision import GatewayAddress
+from trafficsplit.operator.provision import (
+    KEY_ROTATION_SECONDS,
+    KEY_STAGING_SECONDS,
+    CookieKeys,
+    GatewayAddress,
+    cookie_keys_secret_name,
+    parse_cookie_keys,
+)
 from trafficsplit.operator.provisioner import FIELD_MANAGER, Provisioner
 
 pytestmark = [pytest.mark.k8s]
 
-KINDS = "deployments,services,configmaps,poddisruptionbudgets,networkpolicies"
+KINDS = "deployments,services,configmaps,poddisruptionbudgets,networkpolicies,secrets"
 
 
 def objects(kube: ControlPlane, namespace: str, selector: str = "app.kubernetes.io/component") -> dict[str, Any]:
@@ -47,7 +54,7 @@ def test_a_gateway_gets_its_data_plane_and_loses_all_of_it_on_delete(
     base = dataplane_name("shop", "a")
     assert sorted(got) == sorted([
         f"ConfigMap/{base}-bootstrap", f"Deployment/{base}", f"Service/{base}", f"Service/{base}-publish",
-        f"PodDisruptionBudget/{base}", f"NetworkPolicy/{base}",
+        f"PodDisruptionBudget/{base}", f"NetworkPolicy/{base}", f"Secret/{base}-cookie-keys",
     ])  # fmt: skip
     svc = got[f"Service/{base}"]
     assert [p["port"] for p in svc["spec"]["ports"]] == [80, 8080]
@@ -57,7 +64,7 @@ def test_a_gateway_gets_its_data_plane_and_loses_all_of_it_on_delete(
         managers == {FIELD_MANAGER}
         and got[f"Deployment/{base}"]["metadata"]["managedFields"][0]["operation"] == "Apply"
     )
-    assert len(of(kube, namespace, "shop", "b")) == 6
+    assert len(of(kube, namespace, "shop", "b")) == 7
     before_b = {k: o["metadata"]["resourceVersion"] for k, o in of(kube, namespace, "shop", "b").items()}
 
     # Applying the same rendering again changes nothing (server-side apply of identical fields is a no-op).
@@ -65,7 +72,7 @@ def test_a_gateway_gets_its_data_plane_and_loses_all_of_it_on_delete(
     asyncio.run(provisioner.ensure(a, DEFAULT_PARAMETERS))
     assert {k: o["metadata"]["resourceVersion"] for k, o in of(kube, namespace, "shop", "a").items()} == versions
 
-    assert asyncio.run(provisioner.remove("shop/a")) == 6
+    assert asyncio.run(provisioner.remove("shop/a")) == 7
     assert of(kube, namespace, "shop", "a") == {}
     assert {k: o["metadata"]["resourceVersion"] for k, o in of(kube, namespace, "shop", "b").items()} == before_b
     assert asyncio.run(provisioner.remove("shop/a")) == 0  # nothing left: a second delete is harmless
@@ -90,7 +97,7 @@ def test_parameters_change_the_data_plane_and_what_is_no_longer_rendered_goes(
     )
     asyncio.run(off.ensure(gw, big))
     assert sorted(k.split("/")[0] for k in of(kube, namespace, "shop", "web")) == [
-        "ConfigMap", "Deployment", "Service", "Service"
+        "ConfigMap", "Deployment", "Secret", "Service", "Service"
     ]  # fmt: skip
 
 
@@ -126,3 +133,54 @@ def test_a_restarted_operator_removes_the_data_planes_of_gateways_deleted_meanwh
     assert list(of(kube, namespace, "shop", "gone1")) == ["ConfigMap/stranger"]
     assert {k: o["metadata"]["resourceVersion"] for k, o in of(kube, namespace, "shop", "keep").items()} == keep_before
     assert asyncio.run(restarted.remove_absent(["shop/keep"])) == ()
+
+
+def test_cookie_keys_are_made_once_read_back_after_a_restart_and_rotated_by_the_clock(
+    kube: ControlPlane, namespace: str
+) -> None:
+    now = [1_000_000.0]
+    gw = gateway(80, name="keys")
+    name = cookie_keys_secret_name("shop", "keys")
+
+    def stored() -> CookieKeys | None:
+        body = json.loads(kube.kubectl("get", "secret", name, "-n", namespace, "-o", "json").stdout)
+        return parse_cookie_keys(body)
+
+    first = Provisioner(kube.api_client(), settings(settings_doc(namespace)), clock=lambda: now[0])
+    asyncio.run(first.ensure(gw, DEFAULT_PARAMETERS))
+    made = stored()
+    assert made is not None and made.previous is None and made.staged is None and made.since == 1_000_000
+    assert len(bytes.fromhex(made.current)) == 32
+    other = gateway(80, name="other-keys")
+    asyncio.run(first.ensure(other, DEFAULT_PARAMETERS))
+    body = json.loads(kube.kubectl("get", "secret", cookie_keys_secret_name("shop", "other-keys"), "-n", namespace,
+                                   "-o", "json").stdout)  # fmt: skip
+    other_keys = parse_cookie_keys(body)
+    assert other_keys is not None and other_keys.current != made.current  # per Gateway
+
+    # A restarted operator (no memory) a day later: the same keys, not rewritten.
+    now[0] += 86_400
+    rv = ("get", "secret", name, "-n", namespace, "-o", "jsonpath={.metadata.resourceVersion}")
+    version = kube.kubectl(*rv).stdout
+    restarted = Provisioner(kube.api_client(), settings(settings_doc(namespace)), clock=lambda: now[0])
+    asyncio.run(restarted.ensure(gw, DEFAULT_PARAMETERS))
+    assert stored() == made
+    assert kube.kubectl(*rv).stdout == version
+
+    # A period after it was made: a new key is staged; KEY_STAGING_SECONDS later it signs, the old one previous.
+    now[0] = made.since + KEY_ROTATION_SECONDS
+    deployment = kube.kubectl("get", "deployment", dataplane_name("shop", "keys"), "-n", namespace, "-o",
+                              "jsonpath={.spec.template}").stdout  # fmt: skip
+    asyncio.run(restarted.ensure(gw, DEFAULT_PARAMETERS))
+    staged = stored()
+    assert staged is not None and staged.current == made.current and staged.staged not in (None, made.current)
+    now[0] += KEY_STAGING_SECONDS
+    asyncio.run(restarted.ensure(gw, DEFAULT_PARAMETERS))
+    assert stored() == CookieKeys(current=staged.staged or "", previous=made.current, since=int(now[0]))
+    # The pods are not rolled by a rotation: the extproc re-reads the mounted file.
+    assert kube.kubectl("get", "deployment", dataplane_name("shop", "keys"), "-n", namespace, "-o",
+                        "jsonpath={.spec.template}").stdout == deployment  # fmt: skip
+
+    # Deleted with the Gateway's data plane.
+    asyncio.run(restarted.remove("shop/keys"))
+    assert kube.kubectl("get", "secret", name, "-n", namespace, check=False).returncode != 0

@@ -113,7 +113,16 @@ class GatewayPlane:
         """The processor, then Envoy with one listener per Gateway port (each bound to a free loopback port);
         `transport`: how Envoy calls ext_proc (grpc, or http: the experimental http_service); `tls_hosts`: the
         HTTPS ports and their listeners' hostnames (`*`: none), as the provisioner's `:https` flags give them."""
-        processor = Processor(workdir, token=secrets.token_hex(16), replica="gw-0", transport=transport).start()
+        # The cookie keys a provisioned data plane mounts (its Gateway's Secret): Cookie sessionPersistence seals.
+        keys = workdir / "cookie-keys"
+        keys.write_text(secrets.token_hex(32) + "\n")
+        processor = Processor(
+            workdir,
+            token=secrets.token_hex(16),
+            replica="gw-0",
+            transport=transport,
+            extra=(f"--cookie-key-file={keys}",),
+        ).start()
         local = Address(path=str(processor.socket))
         https = tls_hosts or {}
         listeners = tuple(GatewayListener(p, Address("127.0.0.1", 0), tuple(https.get(p, ()))) for p in gateway_ports)

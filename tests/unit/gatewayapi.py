@@ -31,6 +31,7 @@ from trafficsplit.core.gateway_objects import (
     parse_namespace,
     parse_reference_grant,
 )
+from trafficsplit.core.gateway_policy import Policy, parse_policy
 from trafficsplit.core.gateway_tls import TlsSecret, parse_tls_secret
 from trafficsplit.core.gateway_translate import Inputs, Translation, translate
 from trafficsplit.core.hashing import key_hash
@@ -58,6 +59,7 @@ def inputs_of(bodies: Iterable[Mapping[str, Any]]) -> tuple[Inputs, list[dict[st
     routes: list[HTTPRoute] = []
     grants: list[ReferenceGrant] = []
     namespaces: list[Namespace] = []
+    policies: list[Policy] = []
     services: dict[tuple[str, str], ServiceInfo] = {}
     slices: list[SliceInfo] = []
     secrets: dict[tuple[str, str], TlsSecret] = {}
@@ -68,6 +70,7 @@ def inputs_of(bodies: Iterable[Mapping[str, Any]]) -> tuple[Inputs, list[dict[st
         "HTTPRoute": (parse_httproute, routes),
         "ReferenceGrant": (parse_reference_grant, grants),
         "Namespace": (parse_namespace, namespaces),
+        "TrafficSplitPolicy": (parse_policy, policies),
     }
     for body in bodies:
         kind = body["kind"]
@@ -100,6 +103,7 @@ def inputs_of(bodies: Iterable[Mapping[str, Any]]) -> tuple[Inputs, list[dict[st
         services=services,
         slices=slices_by_service(slices),
         secrets=secrets,
+        policies=tuple(policies),
     )
     return inputs, invalid
 
@@ -159,7 +163,9 @@ def model_doc(t: Translation) -> dict[str, Any]:
             "observedGeneration": s.observed_generation,
             "sticky": {
                 "key": "cookie" if s.cookie is not None else "request-id",
+                "mode": "persistent" if s.persistent else "rehash",
                 **({"cookie": {"name": s.cookie.name, "maxAge": s.cookie.max_age}} if s.cookie is not None else {}),
+                **_policy_visible(s),
             },
             "backends": [
                 {
@@ -170,6 +176,7 @@ def model_doc(t: Translation) -> dict[str, Any]:
                     "port": b.port,
                     "endpoints": [f"{e.host}{'' if e.ready else ' (not ready)'}" for e in b.endpoints],
                     "sampledPicks": picks[i],
+                    **({"drain": True} if b.drain else {}),
                     **({"filters": targets[b.name].filters.to_dict()} if not targets[b.name].filters.empty else {}),
                 }
                 for i, b in enumerate(s.backends)
@@ -177,6 +184,38 @@ def model_doc(t: Translation) -> dict[str, Any]:
         }
         rules.append(doc)
     return {"listeners": listeners, "rules": rules}
+
+
+def _policy_visible(s: Any) -> dict[str, Any]:
+    """What a TrafficSplitPolicy can set, shown where it differs from a rule's defaults (so cases without a policy
+    keep their files)."""
+    out: dict[str, Any] = {}
+    if s.table is not None:
+        out["assignment"] = "minimal"
+    if s.key_header is not None:
+        out["header"] = s.key_header
+    if s.endpoint_affinity:
+        out["endpointAffinity"] = {"points": s.endpoint_points}
+    if s.debug_headers:
+        out["debugHeaders"] = True
+    c = s.cookie
+    if c is not None and (c.path, c.domain, c.secure, c.http_only, c.same_site.value, c.partitioned) != (
+        "/",
+        None,
+        False,
+        True,
+        "Lax",
+        False,
+    ):
+        out["cookieAttributes"] = {
+            "path": c.path,
+            "domain": c.domain,
+            "secure": c.secure,
+            "httpOnly": c.http_only,
+            "sameSite": c.same_site.value,
+            "partitioned": c.partitioned,
+        }
+    return out
 
 
 def status_doc(t: Translation, invalid: list[dict[str, Any]]) -> dict[str, Any]:
@@ -211,6 +250,20 @@ def status_doc(t: Translation, invalid: list[dict[str, Any]]) -> dict[str, Any]:
             for r in t.routes
         },
     }
+    if t.policies:
+        doc["trafficSplitPolicies"] = {
+            p.policy: {
+                "ancestors": [
+                    {
+                        "ancestorRef": a.ref.to_dict(),
+                        "controllerName": a.controller_name,
+                        "conditions": _conditions(a.conditions),
+                    }
+                    for a in p.ancestors
+                ]
+            }
+            for p in t.policies
+        }
     if invalid:
         doc["refused"] = invalid
     return doc

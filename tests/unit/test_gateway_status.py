@@ -104,3 +104,34 @@ def test_a_listener_the_translation_says_is_not_programmed_stays_so_when_the_rep
     https, http = ({c["type"]: c for c in x["conditions"]}["Programmed"] for x in body["listeners"])
     assert (https["status"], https["reason"]) == ("False", "Invalid")
     assert (http["status"], http["reason"]) == ("True", "Programmed")
+
+
+def test_policy_ancestors_follow_what_is_served_and_keep_other_controllers() -> None:
+    from trafficsplit.core.gateway_status import policy_ancestors
+    from trafficsplit.core.gateway_translate import AncestorStatus
+
+    def gw(name: str) -> ParentRef:
+        return ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace="shop", name=name)
+
+    def entry(name: str, controller: str = CONTROLLER_NAME) -> dict[str, object]:
+        return {
+            "ancestorRef": gw(name).to_dict(),
+            "controllerName": controller,
+            "conditions": [{"type": "Accepted", "status": "True", "observedGeneration": 1, "lastTransitionTime": T0}],
+        }
+
+    stored = [entry("theirs", "example.com/other"), entry("a"), entry("waiting"), entry("removed")]
+    ours = [
+        AncestorStatus(gw("a"), (cond("Accepted", "True", 2),), "shop/a"),
+        AncestorStatus(gw("waiting"), (cond("Accepted", "False", 2, "Conflicted"),), "shop/waiting"),
+        AncestorStatus(gw("new"), (cond("Accepted", "True", 2),), "shop/new"),
+    ]
+    out = policy_ancestors(stored=stored, ours=ours, served=lambda a: a.gateway != "shop/waiting", now=T1)
+    by_name = {str(e["ancestorRef"]["name"]): e for e in out}
+    assert list(by_name) == ["theirs", "a", "waiting", "new"]  # "removed": ours, no longer an ancestor
+    assert by_name["theirs"] == entry("theirs", "example.com/other")
+    assert by_name["waiting"] == entry("waiting")  # not served yet: as stored
+    (a,) = by_name["a"]["conditions"]
+    assert (a["observedGeneration"], a["lastTransitionTime"]) == (2, T0)  # status unchanged: its time kept
+    (n,) = by_name["new"]["conditions"]
+    assert (n["observedGeneration"], n["lastTransitionTime"]) == (2, T1)

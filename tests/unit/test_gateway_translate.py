@@ -3,12 +3,14 @@ hostname intersection, bounds at parse time, durations, precedence, the split is
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from trafficsplit.core.compiled import CompiledSplit
 from trafficsplit.core.compiler import compile_split
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import decide
@@ -22,7 +24,8 @@ from trafficsplit.core.gateway_objects import (
 )
 from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, intersect_hostnames, translate
 from trafficsplit.core.gateway_values import MAX_RULE_MATCHES
-from trafficsplit.core.resolve import ServiceInfo, ServicePort
+from trafficsplit.core.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner
+from trafficsplit.core.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo
 from trafficsplit.core.spec import parse_split
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
@@ -111,7 +114,8 @@ def test_lists_over_the_crd_bounds_are_refused_while_parsing() -> None:
 
 
 def test_a_rule_is_the_split_a_trafficsplit_with_the_same_backends_compiles_to() -> None:
-    """Same backends, same weights, same cookie → the same backend for every session key (the FNV-1a pick)."""
+    """Same backends, same weights, same cookie → the same backend for every new session key (the FNV-1a pick): the
+    rule's split is the TrafficSplit's in sticky.mode persistent, whose first pick is the rehash pick of the key."""
     t = run(
         route(
             rules=[
@@ -123,7 +127,7 @@ def test_a_rule_is_the_split_a_trafficsplit_with_the_same_backends_compiles_to()
         )
     )
     (action,) = t.actions
-    assert action.split is not None
+    assert action.split is not None and action.split.persistent
     ts = compile_split(
         parse_split(
             "ns",
@@ -131,19 +135,125 @@ def test_a_rule_is_the_split_a_trafficsplit_with_the_same_backends_compiles_to()
             {
                 "hosts": ["a.example.com"],
                 "backends": [{"name": "a", "port": 80, "weight": 70}, {"name": "b", "port": 80, "weight": 30}],
-                "sticky": {"cookie": {"name": "sid"}},
+                "sticky": {"cookie": {"name": "sid"}, "mode": "persistent"},
             },
         )
     )
     minter = AffinityMinter()
     picks = {"a": 0, "b": 0}
     for k in range(2000):
-        lines = [f"sid=key-{k}"]
-        mine = decide(action.split, cookie_lines=lines, request_id="", header=lambda _: None, minter=minter)
-        theirs = decide(ts, cookie_lines=lines, request_id="", header=lambda _: None, minter=minter)
+        lines = [f"sid={k:024x}"]  # a minted key not sealed yet: its first pick is the weighted pick of the key
+        mine = decide(action.split, cookie_lines=lines, request_id="", header=lambda _: None, minter=minter,
+                      signer=SIGNER)  # fmt: skip
+        theirs = decide(ts, cookie_lines=lines, request_id="", header=lambda _: None, minter=minter, signer=SIGNER)
         assert mine.backend.name == theirs.backend.name
         picks[mine.backend.name] += 1
     assert 1300 < picks["a"] < 1500  # 70 % of 2000, give or take the hash's spread
+
+
+SIGNER = CookieSigner(b"k" * MIN_KEY_BYTES)
+
+
+def sticky_split(*backends: tuple[str, int]) -> CompiledSplit:
+    """The split of a one-rule route with Cookie sessionPersistence at these weights (the same route each time)."""
+    refs = [{"name": n, "port": 80, "weight": w} for n, w in backends]
+    # Ready endpoints: a pinned session stays only on a backend that can serve it (else it fails over).
+    slices = {
+        ("ns", n): (
+            SliceInfo(
+                namespace="ns",
+                name=f"{n}-1",
+                service=n,
+                ports=(("http", 8080),),
+                endpoints=(SliceEndpoint(f"10.0.0.{i}", True, False, f"{n}-pod"),),
+            ),
+        )
+        for i, n in enumerate(("a", "b"), 1)
+    }
+    rule = {"backendRefs": refs, "sessionPersistence": {"sessionName": "sid"}}
+    t = translate(
+        Inputs(
+            classes=(CLASS,),
+            gateways=(parse_gateway(gateway()),),
+            routes=(parse_httproute(route(rules=[rule])),),
+            services={("ns", s): service(s) for s in ("a", "b")},
+            slices=slices,
+        )
+    )
+    (action,) = t.actions
+    assert action.split is not None
+    return action.split
+
+
+def visit(split: CompiledSplit, cookie: str | None, minter: AffinityMinter) -> tuple[str, str | None]:
+    """One request through the data plane's decide: the backend, and the cookie the client holds afterwards."""
+    d = decide(split, cookie_lines=[cookie] if cookie else [], request_id="rid", header=lambda _: None,
+               minter=minter, signer=SIGNER)  # fmt: skip
+    if d.set_cookie is not None:
+        cookie = d.set_cookie.split(";", 1)[0]
+    return d.backend.name, cookie
+
+
+def sessions(split: CompiledSplit, n: int) -> list[tuple[str, str]]:
+    minter = AffinityMinter()
+    out = []
+    for _ in range(n):
+        backend, cookie = visit(split, None, minter)
+        assert cookie is not None and cookie.startswith("sid=")
+        out.append((backend, cookie))
+    return out
+
+
+def test_session_persistence_is_the_sealed_persistent_cookie() -> None:
+    split = sticky_split(("a", 90), ("b", 0))
+    assert split.persistent and split.cookie is not None and split.cookie.name == "sid"
+    assert [(b.name, b.drain) for b in split.backends] == [("a", False), ("b", True)]  # weight 0 keeps its sessions
+    plain = run(route(rules=[{"backendRefs": [{"name": "a", "port": 80, "weight": 0}, {"name": "b", "port": 80}]}]))
+    (action,) = plain.actions
+    assert action.split is not None and not action.split.persistent
+    assert [b.drain for b in action.split.backends] == [False, False]  # no cookie: nothing to keep
+
+
+def test_a_weight_change_moves_no_sealed_session_and_new_sessions_follow_the_new_weights() -> None:
+    before = sessions(sticky_split(("a", 90), ("b", 10)), 1000)
+    counts = Counter(b for b, _ in before)
+    assert 850 < counts["a"] < 950 and counts["b"] > 50
+    after = sticky_split(("a", 50), ("b", 50))
+    minter = AffinityMinter()
+    moved = [(b, visit(after, c, minter)[0]) for b, c in before if visit(after, c, minter)[0] != b]
+    assert moved == []
+    fresh = Counter(b for b, _ in sessions(after, 1000))
+    assert 430 < fresh["a"] < 570
+
+
+def test_weight_0_keeps_its_sessions_and_takes_no_new_one() -> None:
+    before = sessions(sticky_split(("a", 50), ("b", 50)), 400)
+    on_b = [c for b, c in before if b == "b"]
+    assert len(on_b) > 100
+    zero = sticky_split(("a", 50), ("b", 0))
+    minter = AffinityMinter()
+    assert {visit(zero, c, minter)[0] for c in on_b} == {"b"}
+    assert Counter(b for b, _ in sessions(zero, 300)) == {"a": 300}
+
+
+def test_removing_the_backendref_moves_its_sessions_and_only_those() -> None:
+    before = sessions(sticky_split(("a", 50), ("b", 50)), 400)
+    removed = sticky_split(("a", 50))
+    minter = AffinityMinter()
+    landed = [(b, visit(removed, c, minter)[0]) for b, c in before]
+    assert all(now == "a" for _, now in landed)
+    assert sum(b == "b" for b, _ in landed) > 100  # b's sessions moved to a; a's stayed
+
+
+def test_a_tampered_or_foreign_seal_is_a_new_session() -> None:
+    (backend, cookie), *_ = sessions(sticky_split(("a", 50), ("b", 50)), 1)
+    assert cookie is not None
+    other = "b" if backend == "a" else "a"
+    key = cookie.removeprefix("sid=").split(".")[0]
+    forged = f"sid={key}.{other}.{'A' * MAC_CHARS}"
+    minter = AffinityMinter()
+    _, new_cookie = visit(sticky_split(("a", 50), ("b", 50)), forged, minter)
+    assert new_cookie != forged and new_cookie is not None and not new_cookie.startswith(f"sid={key}.")
 
 
 def test_without_session_persistence_the_key_is_the_request_id() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.unit.gatewayapi import CASES, cases, load, render
 from trafficsplit.core.gateway_objects import SUPPORTED_GATEWAY_FIELDS, SUPPORTED_ROUTE_FIELDS
+from trafficsplit.core.gateway_policy import POLICY_FIELDS
 
 # The situations the translation must show, one case (or more) each.
 REQUIRED_CASES = {
@@ -26,6 +27,7 @@ REQUIRED_CASES = {
     "session-cookie",
     "regex-bound",
     "listeners",  # a route on a listener it is not allowed on
+    "policy",  # TrafficSplitPolicy: attachment, conflicts, missing targets, an invalid policy, settings applied
 }
 
 
@@ -57,6 +59,7 @@ def unused_fields(bodies: Iterable[Mapping[str, Any]]) -> set[str]:
         used.update(f"{body['kind']}.{p}" for p in set_paths(body.get("spec") or {}))
     wanted = {f"HTTPRoute.{p}" for p in supported_paths(SUPPORTED_ROUTE_FIELDS)}
     wanted |= {f"Gateway.{p}" for p in supported_paths(SUPPORTED_GATEWAY_FIELDS)}
+    wanted |= {f"TrafficSplitPolicy.{p}" for p in supported_paths(POLICY_FIELDS)}
     return wanted - used
 
 

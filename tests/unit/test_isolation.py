@@ -289,3 +289,64 @@ def test_an_unservable_split_keeps_a_last_good_form_every_replica_can_serve_else
     for caps in (keyed, {}):
         ok = desired_state([obj("q", 1, True)], {}, {}, {}, static=True, capabilities=caps)
         assert ok.outcomes["default/q"].unservable is None and [s.key for s in ok.content.splits] == ["default/q"]
+
+
+def _gateway_generation(number: int) -> pb.Generation:
+    """A Gateway's generation: rule 0 with Cookie sessionPersistence (a persistent split), rule 1 without."""
+    from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class, parse_httproute
+    from trafficsplit.core.gateway_translate import Inputs, gateway_content, translate
+    from trafficsplit.core.resolve import ServiceInfo, ServicePort
+    from trafficsplit.wire.generation import generation_to_proto
+
+    cls = parse_gateway_class(
+        {"metadata": {"name": "ts"}, "spec": {"controllerName": "trafficsplit.dev/gateway-controller"}}
+    )
+    listener = {"name": "http", "port": 80, "protocol": "HTTP"}
+    gw = parse_gateway(
+        {"metadata": {"name": "gw", "namespace": "ns"}, "spec": {"gatewayClassName": "ts", "listeners": [listener]}}
+    )
+    route = parse_httproute(
+        {
+            "metadata": {"name": "r", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 1},
+            "spec": {
+                "parentRefs": [{"name": "gw"}],
+                "rules": [
+                    {"matches": [{"path": {"value": "/cart"}}], "backendRefs": [{"name": "a", "port": 80}],
+                     "sessionPersistence": {"sessionName": "sid"}},
+                    {"backendRefs": [{"name": "a", "port": 80}]},
+                ],
+            },
+        }
+    )  # fmt: skip
+    t = translate(Inputs(classes=(cls,), gateways=(gw,), routes=(route,),
+                         services={("ns", "a"): ServiceInfo("ns", "a", (ServicePort("http", 80, 8080),))}))  # fmt: skip
+    return generation_to_proto(gateway_content(t, "ns/gw").stamp(number), origin="op")
+
+
+def test_a_gateway_replica_without_keys_refuses_the_sticky_rule_alone_and_serves_the_others() -> None:
+    """A Cookie sessionPersistence rule is a persistent split: a replica without cookie keys refuses that rule alone
+    (the route's status names it), keeps its table whole, and answers that rule 500 while the other rules serve."""
+    from tests.unit.test_extproc_processor import AckingAds, FakeContext
+    from trafficsplit.extproc.held import HeldGeneration
+    from trafficsplit.extproc.metrics import Metrics
+    from trafficsplit.extproc.publisher import Publisher
+    from trafficsplit.wire.generation import generation_from_proto
+
+    async def main() -> None:
+        held, metrics = HeldGeneration(), Metrics()
+        pub = Publisher(held, AckingAds(metrics), metrics, token=b"t", replica="r0", ack_timeout=1)
+        ok: Any = FakeContext("t")
+        reply = await pub.Publish(pb.PublishRequest(generation=_gateway_generation(3)), ok)
+        assert (reply.result, reply.held_number) == (pb.PublishReply.ACCEPTED, 3), reply
+        assert [(r.split, r.reason) for r in reply.refused] == [("ns/r.rule-0", "NoCookieKeys")]
+        gen = held.current
+        assert gen is not None and gen.routes is not None
+        assert [s.key for s in gen.splits] == ["ns/r.rule-1"]
+        actions = {a.key: a for a in gen.routes.actions}
+        assert actions["ns/r.rule-0"].split is None  # answers 500 here, never falls through to another rule
+        assert actions["ns/r.rule-1"].split is not None
+        got = await pub.GetHeld(pb.GetHeldRequest(with_generation=True), ok)
+        assert generation_from_proto(got.generation).content == gen.content  # what is held parses as served
+        assert (await pub.Publish(pb.PublishRequest(generation=_gateway_generation(4)), ok)).held_number == 4
+
+    asyncio.run(main())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,7 +126,7 @@ class Api:
         return next((c["status"] for c in conds if c["type"] == "Programmed"), None)
 
 
-def make(tmp_path: Any, chart: FakeReplica, api: Api) -> Engine:
+def make(tmp_path: Any, chart: FakeReplica, api: Api, provisioner: Any = None, reprovision: float = 300.0) -> Engine:
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     engine: Engine | None = None
@@ -139,7 +139,11 @@ def make(tmp_path: Any, chart: FakeReplica, api: Api) -> Engine:
         return Fleet(str(token), timeout=1, poll_interval=0.1, changed=changed)
 
     plane = GatewayPlane(
-        GatewaySettings(origin="test", namespace=OPNS, probe_timeout=0.5), make_fleet, changed, status_sink=api
+        GatewaySettings(origin="test", namespace=OPNS, probe_timeout=0.5, reprovision_seconds=reprovision),
+        make_fleet,
+        changed,
+        status_sink=api,
+        provisioner=provisioner,
     )
     settings = EngineSettings(origin="test", debounce=0.0, static_replicas=(chart.replica,), static=True)
     engine = Engine(make_fleet(), settings, None, plane)
@@ -398,3 +402,101 @@ def test_a_route_deleted_and_created_again_under_its_name_gets_its_status(tmp_pa
             await _shutdown(engine, chart, one)
 
     run(main)
+
+
+class FakeProvisioner:
+    def __init__(self) -> None:
+        self.ensured: list[tuple[str, int]] = []
+
+    async def ensure(self, gateway: Any, parameters: Any) -> Sequence[Any]:
+        self.ensured.append((gateway.meta.key, gateway.meta.generation))
+        return ()
+
+    async def remove_absent(self, keep: Iterable[str]) -> Sequence[str]:
+        return ()
+
+
+def test_a_gateways_data_plane_is_ensured_again_every_period_without_a_change(tmp_path: Any) -> None:
+    """The cookie keys rotate by the clock (provision.cookie_keys_step), so an unchanged Gateway's data plane is
+    ensured again every `reprovision_seconds`, and not more often."""
+
+    async def main() -> None:
+        chart = await FakeReplica("chart").start()
+        one = await FakeReplica("one").start()
+        api = Api()
+        prov = FakeProvisioner()
+        engine = make(tmp_path, chart, api, provisioner=prov, reprovision=0.3)
+        try:
+            seed(api, engine, {"one": one})
+            await engine.become_leader()
+            engine.mark_ready()
+            task = asyncio.create_task(engine.run(), name="engine")
+            await until(lambda: len(prov.ensured) >= 1)
+            t0 = asyncio.get_running_loop().time()
+            await until(lambda: len(prov.ensured) >= 3, timeout=5)
+            took = asyncio.get_running_loop().time() - t0
+            assert set(prov.ensured) == {(f"{NS}/one", 1)}  # the same Gateway generation: only the time moved
+            assert took >= 0.55, took  # two periods, not a pass-by-pass loop
+            task.cancel()
+        finally:
+            await _shutdown(engine, chart, one)
+
+    run(main)
+
+
+def policy_body(name: str, route: str, header: str, generation: int = 1) -> dict[str, Any]:
+    return {
+        "metadata": meta(name, generation=generation),
+        "spec": {
+            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route}],
+            "sticky": {"header": {"name": header}},
+        },
+    }
+
+
+def test_a_policys_status_is_written_once_its_gateways_replicas_serve_it(tmp_path: Any) -> None:
+    """A TrafficSplitPolicy reaches the served split, and its `status.ancestors` entry for the Gateway advances only
+    once that Gateway's replicas ACKed the generation carrying it; a policy naming no existing route says so at once."""
+
+    async def main() -> None:
+        chart = await FakeReplica("chart").start()
+        one = await FakeReplica("one").start()
+        api = Api()
+        engine = make(tmp_path, chart, api)
+        try:
+            await _policy(engine, api, one)
+        finally:
+            await _shutdown(engine, chart, one)
+
+    run(main)
+
+
+async def _policy(engine: Engine, api: Api, one: FakeReplica) -> None:
+    seed(api, engine, {"one": one})
+    api.put("trafficsplitpolicy", policy_body("keyed", "one-route", "x-user"))
+    gone = policy_body("gone", "nope", "x-user")
+    api.put("trafficsplitpolicy", gone)
+    await engine.become_leader()
+    engine.mark_ready()
+    task = asyncio.create_task(engine.run(), name="engine")
+
+    def accepted(name: str) -> tuple[str, str, int] | None:
+        ancestors = api.objects[("trafficsplitpolicy", (NS, name))].get("status", {}).get("ancestors") or []
+        mine = [a for a in ancestors if a["controllerName"] == CONTROLLER]
+        if not mine:
+            return None
+        c = mine[0]["conditions"][0]
+        return (mine[0]["ancestorRef"]["kind"], c["reason"], int(c["observedGeneration"]))
+
+    await until(lambda: accepted("keyed") == ("Gateway", "Accepted", 1))
+    assert one.held_gen is not None and [s.key_header for s in one.held_gen.splits] == ["x-user"]
+    assert accepted("gone") == ("HTTPRoute", "TargetNotFound", 1)
+
+    one.refuse = True
+    api.put("trafficsplitpolicy", policy_body("keyed", "one-route", "x-tenant", generation=2))
+    await asyncio.sleep(1.0)  # passes run; the replica refuses the generation carrying generation 2
+    assert accepted("keyed") == ("Gateway", "Accepted", 1), "policy status advanced before the replica served it"
+    one.refuse = False
+    await until(lambda: accepted("keyed") == ("Gateway", "Accepted", 2), timeout=10)
+    assert one.held_gen is not None and [s.key_header for s in one.held_gen.splits] == ["x-tenant"]
+    task.cancel()

@@ -4,6 +4,9 @@ containers as the chart's gateway Deployment, rendered by the real helm) is in t
 
 from __future__ import annotations
 
+import base64
+import copy
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,7 @@ import pytest
 from tests.support.provision import CHART, OPERATOR_LABELS, gateway, params, settings, settings_doc
 from trafficsplit.core.gateway_objects import parse_gateway
 from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS
+from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.operator.dataplane_names import (
     GATEWAY_NAME_ANNOTATION,
     GATEWAY_NAMESPACE_ANNOTATION,
@@ -21,9 +25,18 @@ from trafficsplit.operator.dataplane_names import (
     selector_labels,
 )
 from trafficsplit.operator.provision import (
+    COOKIE_KEYS_DIR,
+    COOKIE_KEYS_SINCE_ANNOTATION,
+    COOKIE_KEYS_TYPE,
+    KEY_ROTATION_SECONDS,
+    KEY_STAGING_SECONDS,
+    CookieKeys,
     GatewayAddress,
     ProvisionError,
     Rendered,
+    cookie_keys_secret_name,
+    cookie_keys_step,
+    parse_cookie_keys,
     parse_settings,
     render,
     render_bootstrap,
@@ -314,3 +327,122 @@ def test_the_settings_files_load_as_the_chart_mounts_them(tmp_path: Path) -> Non
     (tmp_path / "big.json").write_text(" " * (2 << 20))
     with pytest.raises(ValueError, match="over"):
         load_settings(str(tmp_path / "big.json"), str(tmp_path / "envoy-bootstrap.json"))
+
+
+# --- cookie keys --------------------------------------------------------------------------------------------------
+
+
+K1, K2, K3 = "a1" * 32, "b2" * 32, "c3" * 32
+
+
+def test_the_cookie_keys_secret_is_in_the_plan_beside_the_rest_and_mounted_by_the_extproc() -> None:
+    keys = CookieKeys(current=K1, since=1000)
+    r = render(gateway(80), DEFAULT_PARAMETERS, settings(), keys)
+    name = cookie_keys_secret_name("shop", "web")
+    assert r.objects[0]["kind"] == "Secret"  # applied before the pods that mount it
+    secret = one(r, "Secret", name)
+    meta = secret["metadata"]
+    assert meta["namespace"] == "ts-system"  # the data plane's namespace: a pod mounts only its own namespace's
+    assert meta["labels"] == one(r, "Deployment")["metadata"]["labels"]  # deleted with the Gateway, by label
+    assert meta["annotations"][GATEWAY_NAMESPACE_ANNOTATION] == "shop"
+    assert meta["annotations"][COOKIE_KEYS_SINCE_ANNOTATION] == "1000"
+    assert secret["type"] == COOKIE_KEYS_TYPE
+    file_text = base64.b64decode(secret["data"]["keys"]).decode()
+    assert file_text == K1 + "\n"
+    assert CookieSigner.from_text(file_text.encode()).open("s", CookieSigner(K1.encode()).seal("s", "k", "a"))
+    vols = {v["name"]: v for v in pod(r)["volumes"]}
+    assert vols["cookie-keys"]["secret"]["secretName"] == name
+    ext = container(r, "extproc")
+    assert f"--cookie-key-file={COOKIE_KEYS_DIR}/keys" in ext["args"]
+    assert {"name": "cookie-keys", "mountPath": COOKIE_KEYS_DIR, "readOnly": True} in ext["volumeMounts"]
+    # Without keys (a caller that only looks) the pods are the same; the Secret is simply not in the objects.
+    bare = render(gateway(80), DEFAULT_PARAMETERS, settings())
+    assert bare.of_kind("Secret") == [] and pod(bare) == pod(r)
+
+
+def test_the_gateways_own_keys_win_over_the_chart_gateways_secret() -> None:
+    r = render(gateway(80), DEFAULT_PARAMETERS, settings(settings_doc(extproc__cookieKeysSecret="shared")))
+    vols = {v["name"]: v for v in pod(r)["volumes"]}
+    assert vols["cookie-keys"]["secret"]["secretName"] == cookie_keys_secret_name("shop", "web")
+    assert [a for a in container(r, "extproc")["args"] if a.startswith("--cookie-key-file")] == [
+        f"--cookie-key-file={COOKIE_KEYS_DIR}/keys"
+    ]
+
+
+def test_a_rotation_rolls_no_pod() -> None:
+    a = render(gateway(80), DEFAULT_PARAMETERS, settings(), CookieKeys(current=K1, since=0))
+    b = render(gateway(80), DEFAULT_PARAMETERS, settings(), CookieKeys(current=K2, previous=K1, since=9))
+    assert one(a, "Deployment") == one(b, "Deployment")
+    assert one(a, "Secret") != one(b, "Secret")
+
+
+def test_two_gateways_get_different_keys_secrets() -> None:
+    assert cookie_keys_secret_name("shop", "web") != cookie_keys_secret_name("other", "web")
+
+
+def test_the_rotation_is_a_function_of_the_time() -> None:
+    p, d = KEY_ROTATION_SECONDS, KEY_STAGING_SECONDS
+    made = cookie_keys_step(None, 100, K1)
+    assert made == CookieKeys(current=K1, since=100)
+    assert cookie_keys_step(made, 100 + p - 1, K2) is None  # not due: the key is never regenerated
+    staged = cookie_keys_step(made, 100 + p, K2)
+    assert staged == CookieKeys(current=K1, staged=K2, since=100 + p)  # accepted everywhere before it signs
+    assert cookie_keys_step(staged, 100 + p + d - 1, K3) is None
+    signing = cookie_keys_step(staged, 100 + p + d, K3)
+    assert signing == CookieKeys(current=K2, previous=K1, since=100 + p + d)  # K1 verifies one period more
+    assert cookie_keys_step(signing, 100 + 2 * p + d - 1, K3) is None
+    again = cookie_keys_step(signing, 100 + 2 * p + d, K3)
+    assert again == CookieKeys(current=K2, staged=K3, since=100 + 2 * p + d)  # K1 dropped after its period
+    # A stamp far in the future (a clock that jumped back) does not freeze the keys.
+    assert cookie_keys_step(CookieKeys(current=K1, since=10 * p), 0, K2) == CookieKeys(current=K1, staged=K2, since=0)
+
+
+def test_every_replica_verifies_every_cookie_through_a_rotation_whatever_order_the_pods_see_it() -> None:
+    """Each step's key file beside the one before it (one pod updated, the other not yet): a cookie sealed by either
+    opens on both, so no session is re-keyed by a rotation."""
+    p, d = KEY_ROTATION_SECONDS, KEY_STAGING_SECONDS
+    states = [cookie_keys_step(None, 0, K1)]
+    for t, fresh in ((p, K2), (p + d, K3), (2 * p + d, K3), (2 * p + 2 * d, K1)):
+        nxt = cookie_keys_step(states[-1], t, fresh)
+        assert nxt is not None
+        states.append(nxt)
+    for old, new in itertools.pairwise(states):
+        assert old is not None and new is not None
+        signers = [CookieSigner.from_text(s.file_text().encode()) for s in (old, new)]
+        for sealer in signers:
+            cookie = sealer.seal("ns/r.rule-0", "k" * 24, "blue")
+            for opener in signers:
+                session = opener.open("ns/r.rule-0", cookie)
+                assert session is not None and session.backend == "blue"
+
+
+def test_the_keys_read_back_are_the_keys_written() -> None:
+    for keys in (CookieKeys(current=K1, since=5), CookieKeys(current=K1, previous=K2, since=6),
+                 CookieKeys(current=K1, staged=K3, since=7)):  # fmt: skip
+        secret = render(gateway(80), DEFAULT_PARAMETERS, settings(), keys).of_kind("Secret")[0]
+        assert parse_cookie_keys(secret) == keys
+    assert parse_cookie_keys(None) is None
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda s: s["data"].pop("current"),
+        lambda s: s["data"].__setitem__("current", base64.b64encode(b"short").decode()),
+        lambda s: s["data"].__setitem__("current", "%%not base64%%"),
+        lambda s: s["metadata"]["annotations"].pop(COOKIE_KEYS_SINCE_ANNOTATION),
+        lambda s: s["metadata"]["annotations"].__setitem__(COOKIE_KEYS_SINCE_ANNOTATION, "soon"),
+        lambda s: s["data"].__setitem__("staged", s["data"]["current"]),  # and a previous: three keys
+    ],
+)
+def test_a_secret_without_valid_keys_reads_as_none(change: Any) -> None:
+    keys = CookieKeys(current=K1, previous=K2, since=5)
+    secret = copy.deepcopy(render(gateway(80), DEFAULT_PARAMETERS, settings(), keys).of_kind("Secret")[0])
+    change(secret)
+    assert parse_cookie_keys(secret) is None
+
+
+@pytest.mark.parametrize("key", ["ab" * 15, "AB" * 32, "zz" * 32, "ab" * 129])
+def test_keys_are_long_lowercase_hex(key: str) -> None:
+    with pytest.raises(ValueError, match="current"):
+        CookieKeys(current=key, since=0)

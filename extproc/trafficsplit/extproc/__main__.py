@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.core.sessions import DEFAULT_IDLE_SECONDS
+from trafficsplit.extproc.cookiekeys import CookieKeyFile
 from trafficsplit.extproc.httpservice import require_httptools
 from trafficsplit.extproc.server import DataplaneProcessor, Settings
 from trafficsplit.extproc.tls import ServerTlsFiles
@@ -74,8 +74,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--cookie-key-file",
         type=Path,
         help="HMAC keys of sticky.mode persistent cookies, shared by every replica: the current key on the first line, "
-        "the previous one (accepted during a rotation's grace period) on the second; without it, such splits "
-        "are refused",
+        "the previous one (accepted during a rotation's grace period) on the second; re-read every few seconds "
+        "while serving (a mounted Secret updated in place); without it, such splits are refused",
     )
     p.add_argument(
         "--session-idle-seconds",
@@ -223,11 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     if not token:
         print(f"{args.token_file} is empty", file=sys.stderr)
         return 2
-    signer = None
+    keys = None
     if args.cookie_key_file is not None:
         try:
-            signer = CookieSigner.from_text(args.cookie_key_file.read_bytes())
-        except SpecError as exc:
+            keys = CookieKeyFile(args.cookie_key_file)
+        except (SpecError, OSError) as exc:
             print(f"{args.cookie_key_file}: {exc}", file=sys.stderr)
             return 2
     settings = Settings(
@@ -242,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         ports_file=args.ports_file,
         tls=tls,
         health=args.health,
-        signer=signer,
+        signer=keys.signer if keys is not None else None,
+        cookie_keys=keys,
         session_idle_seconds=args.session_idle_seconds,
         ext_proc_transport=transport,
         ext_proc_http_listen=http_listen,

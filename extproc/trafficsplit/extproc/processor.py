@@ -66,6 +66,10 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         self._bills = SplitBills()  # the live stickiness bill of every sticky split (fixed memory per split)
         metrics.watch_bills(self._bills.reports)
 
+    def set_signer(self, signer: CookieSigner) -> None:
+        """New cookie keys (the key file changed): every decision from now on seals and verifies with them."""
+        self._signer = signer
+
     async def Process(
         self, request_iterator: object, context: grpc.aio.ServicerContext[ep.ProcessingRequest, ep.ProcessingResponse]
     ) -> ep.ProcessingResponse:

@@ -34,7 +34,7 @@ from typing import Any
 
 import grpc
 
-from trafficsplit.core.capabilities import Capabilities, SplitRefusal, number_refusal, refusal
+from trafficsplit.core.capabilities import Capabilities, SplitRefusal, number_refusal, refusal, without_splits
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.generation import Generation
 from trafficsplit.core.sessions import LiveSessions
@@ -190,10 +190,13 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             # (and GetHeld returns) is what is served.
             out = {r.split for r in refused}
             keep = [i for i, s in enumerate(gen.splits) if s.key not in out]
-            gen = Generation(gen.number, tuple(gen.splits[i] for i in keep), gen.routes)
+            gen = without_splits(gen, out)
             if accepted is not None and msg is not None:
                 del accepted.splits[:]
                 accepted.splits.extend(msg.splits[i] for i in keep)
+                for action in accepted.routes.actions:  # a refused rule keeps its place, without its split
+                    if action.split in out:
+                        action.split = ""
         loop = asyncio.get_running_loop()
         # Both ACK waits end before the caller gives up (a margin for the reply), or it would see a deadline instead
         # of NOT_READY; half each, as the second wait needs its share.

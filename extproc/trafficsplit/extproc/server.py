@@ -32,6 +32,7 @@ from prometheus_client import start_http_server
 from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.core.sessions import DEFAULT_IDLE_SECONDS, LiveSessions
 from trafficsplit.extproc.ads import AdsServer
+from trafficsplit.extproc.cookiekeys import CookieKeyFile
 from trafficsplit.extproc.envoystats import EnvoyStatsCollector
 from trafficsplit.extproc.health import MAX_HEALTH_WATCHES, BoundedHealth
 from trafficsplit.extproc.held import HeldGeneration
@@ -62,6 +63,7 @@ class Settings:
     tls: ServerTlsFiles | None = None  # None: the publish port is plaintext (loopback or an explicit opt-in)
     health: str | None = None  # HOST:PORT of the plaintext health-only server; None: none
     signer: CookieSigner | None = None  # the cookie keys of sticky.mode persistent; None: such splits are refused
+    cookie_keys: CookieKeyFile | None = None  # where `signer` came from: re-read while serving (cookiekeys.py)
     session_idle_seconds: float = DEFAULT_IDLE_SECONDS  # a persistent session is live while served this recently
     ext_proc_transport: ExtProcTransport = ExtProcTransport.GRPC
     ext_proc_http_listen: str | None = None  # unix:/path or HOST:PORT of the http_service server (transport http)
@@ -109,6 +111,7 @@ class DataplaneProcessor:
         self.metrics.extproc_transport.labels(settings.ext_proc_transport.value).set(1)
         self._tls = ReloadingServerCredentials(settings.tls) if settings.tls is not None else None
         self._metrics_server: Any = None
+        self._keys_watch: asyncio.Task[None] | None = None
         self.ports: dict[str, int | str] = {}
 
     async def _serving(self) -> None:
@@ -124,6 +127,8 @@ class DataplaneProcessor:
         # Read from the metrics thread: all_tasks copes with the set changing meanwhile (it retries).
         self.metrics.asyncio_tasks.set_function(lambda: len(asyncio.all_tasks(loop)))
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        if s.cookie_keys is not None:
+            self._keys_watch = asyncio.create_task(s.cookie_keys.watch(self.processor.set_signer), name="cookie-keys")
         if self._http is None:
             add_to_server(self.processor, self._local)
         ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(self.ads, self._local)
@@ -165,6 +170,8 @@ class DataplaneProcessor:
         """SIGTERM: report NOT_SERVING first so probes and load balancers move away, then drain and stop. For good: a
         first generation published during the drain must not report SERVING again."""
         await self.health.enter_graceful_shutdown()
+        if self._keys_watch is not None:
+            self._keys_watch.cancel()
         await asyncio.sleep(self.settings.drain_seconds)
         servers = [self._public, self._local, *([self._health] if self._health is not None else [])]
         http = [self._http.stop(1.0)] if self._http is not None else []

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,9 +44,17 @@ from trafficsplit.core.gateway_objects import (
     parse_reference_grant,
 )
 from trafficsplit.core.gateway_parameters import GatewayParameters, parse_gateway_parameters
-from trafficsplit.core.gateway_status import class_status_body, gateway_status_body, route_parents, with_refusals
+from trafficsplit.core.gateway_policy import Policy, parse_policy
+from trafficsplit.core.gateway_status import (
+    class_status_body,
+    gateway_status_body,
+    policy_ancestors,
+    route_parents,
+    with_refusals,
+)
 from trafficsplit.core.gateway_tls import SECRET_TYPE_TLS, TlsSecret, parse_tls_secret
 from trafficsplit.core.gateway_translate import (
+    AncestorStatus,
     GatewayStatus,
     Inputs,
     ParentStatus,
@@ -63,7 +72,16 @@ from trafficsplit.wire.generation import generation_to_proto
 log = logging.getLogger("trafficsplit.operator.gateways")
 
 Key = tuple[str, str]  # (namespace, name); a GatewayClass or Namespace has namespace ""
-GATEWAY_KINDS = ("gatewayclass", "gateway", "httproute", "referencegrant", "namespace", "gatewayparameters", "secret")
+GATEWAY_KINDS = (
+    "gatewayclass",
+    "gateway",
+    "httproute",
+    "referencegrant",
+    "namespace",
+    "gatewayparameters",
+    "secret",
+    "trafficsplitpolicy",
+)
 _PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
     "gatewayclass": parse_gateway_class,
     "gateway": parse_gateway,
@@ -72,6 +90,7 @@ _PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
     "namespace": parse_namespace,
     "gatewayparameters": parse_gateway_parameters,
     "secret": parse_tls_secret,  # never raises: a Secret that cannot serve keeps why (no key bytes)
+    "trafficsplitpolicy": parse_policy,
 }
 
 # What a Gateway serves, from the translation: its route tables and rule splits (`gateway_content`).
@@ -123,6 +142,8 @@ class GatewayStore:
     parameters: dict[Key, GatewayParameters | str] = field(default_factory=dict)
     # kubernetes.io/tls Secrets (a watch event of another type is dropped): what HTTPS listeners' certificateRefs name.
     secrets: dict[Key, TlsSecret] = field(default_factory=dict)
+    # TrafficSplitPolicies: what a TrafficSplit says beyond weights, attached to HTTPRoutes (core/gateway_policy.py).
+    policies: dict[Key, Policy] = field(default_factory=dict)
     stored: dict[tuple[str, Key], Stored] = field(default_factory=dict)
 
     def table(self, kind: str) -> dict[Key, Any]:
@@ -134,6 +155,7 @@ class GatewayStore:
             "namespace": self.namespaces,
             "gatewayparameters": self.parameters,
             "secret": self.secrets,
+            "trafficsplitpolicy": self.policies,
         }
         return tables[kind]
 
@@ -178,6 +200,7 @@ class GatewayPublishing:
     since: dict[str, tuple[int, int]] = field(default_factory=dict)  # object → (metadata.generation, first number)
     provisioned: tuple[int, GatewayParameters] | None = None  # the Gateway generation and parameters last ensured
     provisioning: asyncio.Task[None] | None = None
+    ensured_at: float = 0.0  # event-loop time of the last successful ensure (re-ensured every reprovision_seconds)
     addresses: tuple[Mapping[str, str], ...] | None = None
 
     def served(self, number: int) -> bool:
@@ -204,6 +227,9 @@ class GatewaySettings:
     namespace: str  # the operator's: every Gateway's data plane (and its publish Service) lives there
     probe_timeout: float = 3.0
     port_name: str = PUBLISH_PORT_NAME
+    # Every Gateway's data plane is ensured again this often even when nothing changed: the cookie keys' rotation is
+    # a function of the time (provision.cookie_keys_step), and a hand-deleted object comes back.
+    reprovision_seconds: float = 300.0
 
 
 class GatewayPlane:
@@ -267,6 +293,10 @@ class GatewayPlane:
                 secrets=s.secrets,
                 services=services,
                 slices=slices_by_service(slices.values()),
+                policies=tuple(s.policies.values()),
+                # `assignment: minimal` rules: the table each had, which the new weights advance (kept in memory: an
+                # operator restart rebuilds it from the weights, docs/gateway-api.md "Policy")
+                tables=self._tables(),
             )
         )
         refs = {(r.namespace, r.name) for route in s.routes.values() for rule in route.rules for r in rule.backend_refs}
@@ -274,6 +304,12 @@ class GatewayPlane:
         self.referenced = frozenset(refs)
         self.translation = t
         return t
+
+    def _tables(self) -> dict[str, Any]:
+        t = self.translation
+        if t is None:
+            return {}
+        return {a.split.key: a.split.table for a in t.actions if a.split is not None and a.split.table is not None}
 
     # --- one pass (leader only) --------------------------------------------------------------------------------------
 
@@ -342,6 +378,11 @@ class GatewayPlane:
             route = self.store.routes.get(_key(rs.route))
             if route is not None and any(_parent_gateway(ps.parent) == key for ps in rs.parents):
                 objects[f"route:{rs.route}"] = route.meta.generation
+        gateway = f"{key[0]}/{key[1]}"
+        for ps in t.policies:
+            pol = self.store.policies.get(_key(ps.policy))
+            if pol is not None and any(a.gateway == gateway for a in ps.ancestors):
+                objects[f"policy:{ps.policy}"] = pol.meta.generation
         for obj, generation in objects.items():
             if p.since.get(obj, (None, 0))[0] != generation:
                 p.since[obj] = (generation, p.number)
@@ -355,7 +396,8 @@ class GatewayPlane:
         if self._provisioner is None or gw is None or p.provisioning is not None:
             return
         params = next((c.parameters for c in t.classes if c.name == gw.class_name), None)
-        if params is None or p.provisioned == (gw.meta.generation, params):
+        fresh = asyncio.get_running_loop().time() < p.ensured_at + self.settings.reprovision_seconds
+        if params is None or (p.provisioned == (gw.meta.generation, params) and fresh):
             return
         p.provisioning = asyncio.create_task(self._ensure(key, p, gw, params), name=f"provision:{key[0]}/{key[1]}")
 
@@ -365,6 +407,9 @@ class GatewayPlane:
             addresses = await self._provisioner.ensure(gw, params)
             p.addresses = tuple({"type": a.type, "value": a.value} for a in addresses)
             p.provisioned = (gw.meta.generation, params)
+            loop = asyncio.get_running_loop()
+            p.ensured_at = loop.time()
+            loop.call_later(self.settings.reprovision_seconds, self._poke)  # the pass that ensures it again
         except Exception as exc:  # retried on the next pass
             log.warning("Gateway %s/%s: data plane not provisioned: %s", *key, exc)
         finally:
@@ -439,6 +484,38 @@ class GatewayPlane:
             )
             if parents or st.status.get("parents"):  # nothing of ours yet and nothing stored: no empty write
                 await self._write("httproute", rkey, st, {**st.status, "parents": parents})
+        for ps in t.policies:
+            pkey = _key(ps.policy)
+            pol = self.store.policies.get(pkey)
+            st = self._stored("trafficsplitpolicy", pkey)
+            if pol is None or st is None:
+                continue
+            ancestors = policy_ancestors(
+                stored=st.status.get("ancestors"),
+                ours=ps.ancestors,
+                served=functools.partial(self._policy_served, pol),
+                now=now,
+            )
+            if ancestors or st.status.get("ancestors"):
+                await self._write("trafficsplitpolicy", pkey, st, {**st.status, "ancestors": ancestors})
+
+    def _policy_served(self, pol: Policy, ancestor: AncestorStatus) -> bool:
+        """An ancestor Gateway serves the policy once its replicas ACKed the generation carrying the policy's
+        metadata.generation and each target route's attached there (a route change can change the policy's
+        standing); an ancestor that is no Gateway (a target route that does not exist) waits for nothing."""
+        if ancestor.gateway is None:
+            return True
+        gk = _key(ancestor.gateway)
+        if not self._served(gk, f"policy:{pol.key}", pol.meta.generation):
+            return False
+        p = self._gateways.get(gk)
+        for t in pol.targets:
+            r = f"{pol.meta.namespace}/{t.name}"
+            route = self.store.routes.get(_key(r))
+            attached = route is not None and p is not None and f"route:{r}" in p.since
+            if attached and route is not None and not self._served(gk, f"route:{r}", route.meta.generation):
+                return False
+        return True
 
     def _refused_rules(self, ps: ParentStatus, route: str, generation: int) -> ParentStatus:
         """The parent with the rules its Gateway's replicas refused alone (`Fleet.refusals`, keyed by split key

@@ -18,6 +18,7 @@ from trafficsplit.core.resolve import SplitObject
 from trafficsplit.core.status import EventIntent, StatusResult
 
 GROUP, VERSION, PLURAL = "trafficsplit.dev", "v1alpha1", "trafficsplits"
+POLICY_PLURAL = "trafficsplitpolicies"
 COMPONENT = "trafficsplit-operator"
 FIELD_MANAGER = COMPONENT  # the status writes' field manager (managedFields name the operator)
 GATEWAY_GROUP, GATEWAY_VERSION = "gateway.networking.k8s.io", "v1"
@@ -71,6 +72,21 @@ class KubeApi:
                     if exc.status != 404:
                         raise
                     continue  # its CRD is not installed: a class naming parameters is refused (InvalidParameters)
+            elif kind == "trafficsplitpolicy":
+                try:
+                    resp = (
+                        self.custom.list_namespaced_custom_object(
+                            GROUP, VERSION, ns, POLICY_PLURAL, _preload_content=False
+                        )
+                        if ns
+                        else self.custom.list_cluster_custom_object(
+                            GROUP, VERSION, POLICY_PLURAL, _preload_content=False
+                        )
+                    )
+                except client.ApiException as exc:
+                    if exc.status != 404:
+                        raise
+                    continue  # its CRD is not installed: no policy applies
             elif kind in GATEWAY_RESOURCES:
                 plural, namespaced = GATEWAY_RESOURCES[kind]
                 if not namespaced and ns is not None and ns != nss[0]:
@@ -138,6 +154,12 @@ class KubeApi:
     def _gateway_status_sync(
         self, kind: str, key: tuple[str, str], resource_version: str, status: Mapping[str, Any]
     ) -> None:
+        if kind == "trafficsplitpolicy":  # ours: trafficsplit.dev, namespaced
+            body = {"metadata": {"resourceVersion": resource_version}, "status": dict(status)}
+            self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, key[0], POLICY_PLURAL, key[1], body, field_manager=FIELD_MANAGER
+            )
+            return
         plural, namespaced = GATEWAY_RESOURCES[kind]
         # The resourceVersion makes the merge patch conditional: status.parents is replaced whole, so a version
         # another controller changed meanwhile is refused (409) rather than overwritten; the next pass retries.

@@ -11,6 +11,15 @@ annotations, Envoy's settings); the rest is the installation's.
 Every object lives in the operator's namespace and carries `dataplane_names.selector_labels` (owner references
 cannot cross namespaces, so cleanup finds a deleted Gateway's objects by label).
 
+Cookie keys: each Gateway's data plane seals Cookie sessionPersistence (sticky.mode persistent) with HMAC keys of its
+own, in a Secret beside the rest of its data plane (`cookie_keys_secret_name`), which the extproc mounts as
+`--cookie-key-file` and re-reads when the kubelet updates it. The keys are random and written once; the provisioner
+reads them back on every pass, so a restarted operator keeps them. `cookie_keys_step` is the rotation, a pure
+function of the time: every `KEY_ROTATION_SECONDS` a fresh key is first staged (verified by every replica, not yet
+signing) and `KEY_STAGING_SECONDS` later it signs, the old current key staying accepted as the previous one for
+another period. Staging first means no replica ever meets a cookie sealed with a key it has not loaded yet, whatever
+order the kubelets update the pods' volumes in.
+
 Listener ports: each distinct port of the Gateway's listeners is one Service port and one Envoy listener. Envoy runs
 as a non-root user with every capability dropped, so it cannot bind a port below 1024: such a port is served on
 `port + 10000` inside the pod (as Envoy Gateway does) and the Service maps it back. A port that would land on one of
@@ -19,16 +28,20 @@ the pod's own ports (the extproc's, Envoy's admin) or on another listener's is r
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from trafficsplit.core.gateway_objects import Gateway
 from trafficsplit.core.gateway_parameters import GatewayParameters, Resources
+from trafficsplit.core.persistent import MIN_KEY_BYTES
 from trafficsplit.operator.dataplane_names import (
     COMPONENT,
     GATEWAY_NAME_ANNOTATION,
@@ -60,6 +73,19 @@ GATEWAY_LISTENER_PREFIX = "trafficsplit_http_"
 LISTENER_PORT_HEADER = "x-trafficsplit-listener-port"
 # An HTTPS port's certificates over SDS: wire.envoy's secret_name (`trafficsplit_tls_<port>_<hostname|*>`).
 SECRET_PREFIX = "trafficsplit_tls_"
+
+
+# The cookie keys Secret (see the module docstring). The keys are hex text: the key file is line-based, and a key is
+# its line's bytes (core/persistent.py CookieSigner.from_text), so 32 random bytes make a 64-byte HMAC key.
+COOKIE_KEYS_TYPE = "trafficsplit.dev/cookie-keys"  # not kubernetes.io/tls: the operator's TLS Secret watch drops it
+COOKIE_KEYS_FILE = "keys"  # what the extproc reads: the signing key, then the other accepted one
+COOKIE_KEYS_SINCE_ANNOTATION = "trafficsplit.dev/cookie-keys-since"  # unix seconds of the last rotation step
+COOKIE_KEY_BYTES = 32
+KEY_ROTATION_SECONDS = 7 * 24 * 3600  # a key signs for a week, then verifies for another
+# Between staging a key and signing with it: the kubelet's Secret volume sync (about a minute by default), the
+# extproc's re-read (KEY_FILE_POLL_SECONDS there) and the operator's own re-check period, with room to spare.
+KEY_STAGING_SECONDS = 15 * 60
+_HEX_KEY = re.compile(rf"[0-9a-f]{{{2 * MIN_KEY_BYTES},256}}")
 
 
 class ProvisionError(ValueError):
@@ -134,6 +160,100 @@ def parse_settings(text: str, bootstrap_text: str) -> DataplaneSettings:
     )
     _listener(bootstrap)  # the bootstrap has the shape edited below, or the operator refuses to start
     return settings
+
+
+# --- cookie keys -----------------------------------------------------------------------------------------------------
+
+
+def cookie_keys_secret_name(namespace: str, name: str) -> str:
+    return f"{dataplane_name(namespace, name)}-cookie-keys"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CookieKeys:
+    """A Gateway's cookie keys: `current` signs; `previous` (the key `current` replaced) is still accepted; `staged`,
+    when set, is accepted and will sign once every replica has loaded it. At most one of `previous` and `staged`."""
+
+    current: str
+    previous: str | None = None
+    staged: str | None = None
+    since: int  # unix seconds of the step that made this state
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"{what}: not {2 * MIN_KEY_BYTES}..256 lowercase hex characters"
+            for what, key in (("current", self.current), ("previous", self.previous), ("staged", self.staged))
+            if key is not None and not _HEX_KEY.fullmatch(key)
+        ]
+        if self.previous is not None and self.staged is not None:
+            problems.append("previous and staged: at most one (the key file holds two keys)")
+        if problems:
+            raise ValueError("cookie keys: " + "; ".join(problems))
+
+    def file_text(self) -> str:
+        """The extproc's `--cookie-key-file`: the signing key, then the other accepted one (staged, else previous)."""
+        other = self.staged or self.previous
+        return self.current + "\n" + (other + "\n" if other else "")
+
+
+def cookie_keys_step(existing: CookieKeys | None, now: int, fresh: str) -> CookieKeys | None:
+    """The rotation, as a function of the time: the next state of a Gateway's keys, or None when nothing is due.
+    `fresh` is a new random key (the shell draws it; used only when a key is created or staged).
+
+    - no keys yet: `fresh` signs;
+    - a staged key KEY_STAGING_SECONDS old: it signs, the key it replaces is the previous one (accepted a period more);
+    - the current key KEY_ROTATION_SECONDS old: `fresh` is staged (accepted, not signing), and the previous key, which
+      has been accepted for a whole period since it stopped signing, is dropped.
+
+    A `since` further in the future than a period (a clock that jumped back, an edited annotation) counts as due."""
+    if existing is None:
+        return CookieKeys(current=fresh, since=now)
+    age = now - existing.since
+    skewed = age < -KEY_ROTATION_SECONDS
+    if existing.staged is not None:
+        if age >= KEY_STAGING_SECONDS or skewed:
+            return CookieKeys(current=existing.staged, previous=existing.current, since=now)
+        return None
+    if age >= KEY_ROTATION_SECONDS or skewed:
+        return CookieKeys(current=existing.current, staged=fresh, since=now)
+    return None
+
+
+def parse_cookie_keys(secret: Mapping[str, Any] | None) -> CookieKeys | None:
+    """The keys a Secret the provisioner wrote holds (as the API returns it: base64 `data`); None when there is no
+    Secret or it does not hold valid keys (then new keys are made: sessions sealed with the lost ones re-session)."""
+    if not secret:
+        return None
+    data = secret.get("data") or {}
+    try:
+        since = int((secret.get("metadata", {}).get("annotations") or {})[COOKIE_KEYS_SINCE_ANNOTATION])
+
+        def key(name: str) -> str | None:
+            raw = data.get(name)
+            return base64.b64decode(raw, validate=True).decode("ascii") if raw else None
+
+        current = key("current")
+        if current is None:
+            return None
+        return CookieKeys(current=current, previous=key("previous"), staged=key("staged"), since=since)
+    except (KeyError, ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def render_cookie_keys(gateway: Gateway, settings: DataplaneSettings, keys: CookieKeys) -> dict[str, Any]:
+    meta = _meta(cookie_keys_secret_name(gateway.meta.namespace, gateway.meta.name), gateway, settings)
+    meta["annotations"][COOKIE_KEYS_SINCE_ANNOTATION] = str(keys.since)
+    fields = {"current": keys.current, "previous": keys.previous, "staged": keys.staged, COOKIE_KEYS_FILE: None}
+    text = {k: v for k, v in fields.items() if v is not None}
+    text[COOKIE_KEYS_FILE] = keys.file_text()
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta,
+        "type": COOKIE_KEYS_TYPE,
+        # `data`, as the API returns it (not `stringData`, which it never returns): a re-apply is a no-op.
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in text.items()},
+    }
 
 
 # --- ports ------------------------------------------------------------------------------------------------------------
@@ -478,12 +598,18 @@ def _meta(
     }
 
 
-def render(gateway: Gateway, params: GatewayParameters, settings: DataplaneSettings) -> Rendered:
-    """Every object of the Gateway's data plane (see the module docstring)."""
+def render(
+    gateway: Gateway, params: GatewayParameters, settings: DataplaneSettings, keys: CookieKeys | None = None
+) -> Rendered:
+    """Every object of the Gateway's data plane (see the module docstring). The pods always mount the Gateway's cookie
+    keys Secret; `keys` is its content (None: the Secret is left out of the objects, for a caller that only looks)."""
     ns, gname = gateway.meta.namespace, gateway.meta.name
     name = dataplane_name(ns, gname)
     ports = _container_ports(gateway, settings)
     merged = _with_params(settings, params)
+    # The Gateway's own keys, not the chart gateway's `cookieKeysSecret`: the pod template names the Secret, never
+    # its content, so a rotation rolls no pod (the extproc re-reads the file).
+    merged.gateway["extproc"]["cookieKeysSecret"] = cookie_keys_secret_name(ns, gname)
     g = merged.gateway
     selector = selector_labels(ns, gname)
     bootstrap_name = f"{name}-bootstrap"
@@ -599,6 +725,8 @@ def render(gateway: Gateway, params: GatewayParameters, settings: DataplaneSetti
         },
     }
     objects: list[dict[str, Any]] = [configmap, deployment, service, publish]
+    if keys is not None:
+        objects.insert(0, render_cookie_keys(gateway, settings, keys))  # before the pods that mount it
     if g["podDisruptionBudget"].get("enabled", True):
         objects.append(
             {
@@ -673,5 +801,6 @@ KINDS: Sequence[tuple[str, str]] = (
     ("v1", "ConfigMap"),
     ("policy/v1", "PodDisruptionBudget"),
     ("networking.k8s.io/v1", "NetworkPolicy"),
+    ("v1", "Secret"),  # the cookie keys
 )
 COMPONENT_SELECTOR = f"app.kubernetes.io/component={COMPONENT},{MANAGED_BY_LABEL}={MANAGED_BY}"

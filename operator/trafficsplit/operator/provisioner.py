@@ -10,6 +10,10 @@ label are ever deleted.
 
 Every call here needs a verb in charts/trafficsplit/templates/operator-rbac.yaml (the `-dataplanes` Role).
 The `kubernetes` client is synchronous, so each public call runs in a thread.
+
+Cookie keys: `ensure` reads the Gateway's keys Secret back before rendering (never regenerates what exists), takes
+the rotation step `provision.cookie_keys_step` gives for the time (a new random key when one is due), and applies
+the Secret with the rest; the operator calls `ensure` again every few minutes, which is what rotates.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterable
+import secrets
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +40,14 @@ from trafficsplit.operator.dataplane_names import (
 )
 from trafficsplit.operator.provision import (
     COMPONENT_SELECTOR,
+    COOKIE_KEY_BYTES,
     MAX_SETTINGS_BYTES,
+    CookieKeys,
     DataplaneSettings,
     GatewayAddress,
+    cookie_keys_secret_name,
+    cookie_keys_step,
+    parse_cookie_keys,
     parse_settings,
     render,
     service_addresses,
@@ -60,13 +71,22 @@ def load_settings(settings_file: str, bootstrap_file: str) -> DataplaneSettings:
 
 
 class Provisioner:
-    def __init__(self, api: client.ApiClient, settings: DataplaneSettings, field_manager: str = FIELD_MANAGER) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        settings: DataplaneSettings,
+        field_manager: str = FIELD_MANAGER,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.settings = settings
         self.namespace = settings.namespace
         self.field_manager = field_manager
+        self._clock = clock  # wall-clock seconds: the keys' rotation stamps outlive the process
         core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
-        # kind → (typed API, the method suffix): the five kinds a data plane consists of (provision.KINDS).
+        self._core = core
+        # kind → (typed API, the method suffix): the kinds a data plane consists of (provision.KINDS).
         self._apis: dict[str, tuple[Any, str]] = {
+            "Secret": (core, "namespaced_secret"),
             "ConfigMap": (core, "namespaced_config_map"),
             "Deployment": (apps, "namespaced_deployment"),
             "Service": (core, "namespaced_service"),
@@ -109,8 +129,29 @@ class Provisioner:
 
     # --- the operations -------------------------------------------------------------------------------------------
 
+    def cookie_keys_sync(self, gateway: Gateway) -> CookieKeys:
+        """The Gateway's keys as they should be now: read back, stepped when a rotation step is due."""
+        name = cookie_keys_secret_name(gateway.meta.namespace, gateway.meta.name)
+        try:
+            resp = self._core.read_namespaced_secret(name, self.namespace, _preload_content=False)
+            stored = json.loads(resp.data)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            stored = None
+        existing = parse_cookie_keys(stored)
+        if stored is not None and existing is None:
+            log.warning("gateway %s: Secret %s holds no valid cookie keys: new keys", gateway.meta.key, name)
+        step = cookie_keys_step(existing, int(self._clock()), secrets.token_hex(COOKIE_KEY_BYTES))
+        if step is None:
+            assert existing is not None
+            return existing
+        what = "created" if existing is None else "staged a new key" if step.staged else "new key signing"
+        log.info("gateway %s: cookie keys %s (Secret %s)", gateway.meta.key, what, name)
+        return step
+
     def ensure_sync(self, gateway: Gateway, parameters: GatewayParameters) -> tuple[GatewayAddress, ...]:
-        rendered = render(gateway, parameters, self.settings)
+        rendered = render(gateway, parameters, self.settings, self.cookie_keys_sync(gateway))
         addresses: tuple[GatewayAddress, ...] = ()
         for obj in rendered.objects:
             applied = self._apply(obj)

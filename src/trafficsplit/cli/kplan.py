@@ -18,11 +18,20 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from trafficsplit.cli.common import EXIT_OK, UsageError, emit_json
+from trafficsplit.cli.common import EXIT_OK, UsageError, emit_json, pct
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
 from trafficsplit.cli.planview import render, to_json
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_objects import RouteRule, parse_httproute
+from trafficsplit.core.gateway_policy import (
+    Outcome,
+    Policy,
+    PolicyReason,
+    ServedChange,
+    parse_policy,
+    policy_for_rule,
+    served_change,
+)
 from trafficsplit.core.gateway_translate import find_rule, rule_weights
 from trafficsplit.core.plan import Plan, estimate_plan, plan
 from trafficsplit.core.spec import DeclaredBackend, declared_backends
@@ -166,12 +175,19 @@ ROUTE_KINDS = frozenset({"httproute", "httproutes", "httproute.gateway.networkin
 
 
 def route_plan(
-    ref: Ref, obj: Mapping[str, Any], rule: str, assignments: Sequence[tuple[str, int]], samples: int | None = None
-) -> tuple[RouteRule, Plan]:
+    ref: Ref,
+    obj: Mapping[str, Any],
+    rule: str,
+    assignments: Sequence[tuple[str, int]],
+    samples: int | None = None,
+    policies: Sequence[Mapping[str, Any]] = (),
+) -> tuple[RouteRule, Plan, ServedChange]:
     """The plan for one rule of a live HTTPRoute: the same core weights and planner as a TrafficSplit's, over the
-    rule's backendRefs by their split names (`gateway_translate.rule_weights`)."""
+    rule's backendRefs by their split names (`gateway_translate.rule_weights`); and what the gateway moves under the
+    TrafficSplitPolicy attached to the rule (`policies`: the namespace's bodies), resolved as the operator does."""
     try:
-        found = find_rule(parse_httproute(obj), rule)
+        route = parse_httproute(obj)
+        found = find_rule(route, rule)
         before = rule_weights(found)
     except SpecError as exc:
         raise SpecError([p if p.startswith(f"{ref.namespace}/") else f"{ref}: {p}" for p in exc.problems]) from exc
@@ -187,7 +203,68 @@ def route_plan(
         result = plan(before, after) if samples is None else estimate_plan(before, after, samples=samples)
     except SpecError as exc:
         raise SpecError([f"{ref}: {p}" for p in exc.problems]) from exc
-    return found, result
+    chosen, standing = policy_for_rule(route, found, _parsed(policies))
+    refused = _refused(policies, chosen, route.meta.key)
+    if refused is not None:  # the operator found the policy Invalid for this route: the rule keeps its defaults
+        chosen, standing = None, refused
+    return found, result, served_change(found, chosen, result, standing)
+
+
+def _parsed(bodies: Sequence[Mapping[str, Any]]) -> list[Policy]:
+    """The policies as the operator keeps them: a body the parser refuses is left out there too."""
+    out: list[Policy] = []
+    for body in bodies:
+        try:
+            out.append(parse_policy(body))
+        except SpecError:
+            continue
+    return out
+
+
+def _refused(bodies: Sequence[Mapping[str, Any]], chosen: Policy | None, route: str) -> Outcome | None:
+    """`Invalid` as the chosen policy's status says it for `route` (the rule's split refused its settings: only the
+    translation knows, so the plan reads what the operator wrote)."""
+    if chosen is None:
+        return None
+    for body in bodies:
+        meta = body.get("metadata") or {}
+        if (meta.get("namespace"), meta.get("name")) != (chosen.meta.namespace, chosen.meta.name):
+            continue
+        for a in (body.get("status") or {}).get("ancestors") or []:
+            for c in a.get("conditions") or [] if isinstance(a, Mapping) else []:
+                message = str(c.get("message") or "") if isinstance(c, Mapping) else ""
+                if c.get("reason") == PolicyReason.INVALID and f"HTTPRoute {route}:" in message:
+                    return Outcome(PolicyReason.INVALID, f"{chosen.key}: {message[:500]}")
+    return None
+
+
+def served_text(s: ServedChange) -> str:
+    """One line: under which policy the gateway serves the rule, and what it moves."""
+    how = f"assignment {s.assignment.value}, sticky.mode {s.mode.value}"
+    if s.draining:
+        how += f", draining {', '.join(sorted(s.draining))}"
+    if s.policy is not None:
+        where = f"under TrafficSplitPolicy {s.policy} ({how})"
+        if s.standing is not None and s.standing.reason is not PolicyReason.ACCEPTED:
+            where += f" [{s.standing.reason.value}: {s.standing.message[:200]}]"
+    elif s.standing is not None:
+        where = f"without a policy ({how}; not applied: {s.standing.message[:200]})"
+    else:
+        where = f"without a policy ({how})"
+    exact = "" if s.exact else " (a fresh table's figure; the live table's is within the bound above)"
+    return f"the gateway serves this rule {where}: the change moves {pct(s.moved_share)} of existing sessions{exact}\n"
+
+
+def served_json(s: ServedChange) -> dict[str, Any]:
+    return {
+        "policy": s.policy,
+        "standing": None if s.standing is None else {"reason": s.standing.reason.value, "message": s.standing.message},
+        "assignment": s.assignment.value,
+        "mode": s.mode.value,
+        "draining": sorted(s.draining),
+        "moved_share": float(s.moved_share),
+        "exact": s.exact,
+    }
 
 
 def _run_route(args: argparse.Namespace, name: str, assignments: Sequence[tuple[str, int]], out: TextIO) -> int:
@@ -195,10 +272,12 @@ def _run_route(args: argparse.Namespace, name: str, assignments: Sequence[tuple[
         raise UsageError(f"plan {args.name} needs --rule N (the rule whose weights change)")
     cluster = Cluster.connect(args)
     ref = Ref(cluster.namespace, name, "httproute")
-    rule, result = route_plan(ref, cluster.get_httproute(name), args.rule, assignments, args.sample)
+    obj = cluster.get_httproute(name)
+    rule, result, served = route_plan(ref, obj, args.rule, assignments, args.sample, cluster.list_policies())
     if args.json:
         route = {"namespace": ref.namespace, "name": ref.name, "rule": rule.index}
-        emit_json({"httproute": route, **to_json(result, frozenset())}, out)
+        emit_json({"httproute": route, **to_json(result, served.draining), "served": served_json(served)}, out)
     else:
-        out.write(f"{ref} rule {rule.index}\n" + render(result, flag="--set"))
+        out.write(f"{ref} rule {rule.index}\n" + render(result, flag="--set", draining=served.draining))
+        out.write(served_text(served))
     return EXIT_OK

@@ -26,6 +26,7 @@ from trafficsplit.cli.common import Handler
 GROUP, VERSION, PLURAL = "trafficsplit.dev", "v1alpha1", "trafficsplits"
 API_VERSION = f"{GROUP}/{VERSION}"
 HTTPROUTE, HTTPROUTE_PLURAL = ("gateway.networking.k8s.io", "v1"), "httproutes"
+POLICY_PLURAL = "trafficsplitpolicies"
 FIELD_MANAGER = "kubectl-trafficsplit"
 EXIT_KUBE = 1
 # Where a pod's service-account namespace lives; kubectl uses it when running in a cluster without a kubeconfig.
@@ -143,6 +144,22 @@ class Cluster:
                 *HTTPROUTE, ref.namespace, HTTPROUTE_PLURAL, ref.name, _preload_content=False
             ),
         )
+
+    def list_policies(self) -> list[dict[str, Any]]:
+        """The namespace's TrafficSplitPolicies; none when the API server does not serve them (no CRD)."""
+        ref = Ref(self.namespace, "*", "trafficsplitpolicy")
+        try:
+            resp = self.custom.list_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, POLICY_PLURAL, _preload_content=False
+            )
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return []
+            raise KubeError(api_error_message(ref, exc.status, exc.body)) from exc
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            raise KubeError(f"{ref}: cannot reach the API server {self.api.configuration.host}: {exc}") from exc
+        items = json.loads(resp.data).get("items") or []
+        return [i for i in items if isinstance(i, dict)]
 
     def apply_backends(
         self, name: str, backends: Sequence[Mapping[str, Any]], *, resource_version: str, dry_run: bool, force: bool

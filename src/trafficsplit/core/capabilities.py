@@ -8,10 +8,13 @@ the split out of what it publishes and says why in that split's status. Both sid
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
 from trafficsplit.core.compiled import CompiledSplit
+from trafficsplit.core.gateway_routes import GatewayRoutes
+from trafficsplit.core.generation import Generation
 from trafficsplit.core.limits import MAX_GENERATION, MAX_GENERATION_STEP, MAX_REFUSAL_MESSAGE
 
 
@@ -74,3 +77,20 @@ def number_refusal(number: int, held: int) -> str | None:
             f"(at most {MAX_GENERATION})"
         )
     return None
+
+
+def without_splits(gen: Generation, refused: Set[str]) -> Generation:
+    """`gen` less the splits keyed `refused`, as this replica serves it. A route table rule whose split is refused keeps
+    its place with no split (its requests answer 500, as a rule with no backend does): leaving the rule out would hand
+    its requests to a less specific rule, a backend the route never chose for them."""
+    routes = gen.routes
+    if routes is not None and any(a.split is not None and a.key in refused for a in routes.actions):
+        routes = GatewayRoutes(
+            gateway=routes.gateway,
+            listeners=routes.listeners,
+            actions=tuple(
+                dataclasses.replace(a, split=None) if a.split is not None and a.key in refused else a
+                for a in routes.actions
+            ),
+        )
+    return Generation(gen.number, tuple(s for s in gen.splits if s.key not in refused), routes)

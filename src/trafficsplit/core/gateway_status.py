@@ -10,7 +10,9 @@ The translation (`gateway_translate`) says what each condition is; this module d
 - an HTTPRoute's `status.parents` entry for one of our Gateways is replaced only once that Gateway's replicas ACKed
   the generation carrying the route's current `metadata.generation` (before that the stored entry, possibly of an
   older generation, stays as it is: Flagger reads `observedGeneration` as "served"); entries of other controllers
-  are never touched, and ours for parentRefs the route no longer has are removed.
+  are never touched, and ours for parentRefs the route no longer has are removed;
+- a TrafficSplitPolicy's `status.ancestors` entry for one of our Gateways likewise, once that Gateway's replicas
+  ACKed the generation carrying the policy and its target routes as they are now (`policy_ancestors`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from dataclasses import replace
 from typing import Any
 
 from trafficsplit.core.gateway_objects import CONTROLLER_NAME, ParentRef
-from trafficsplit.core.gateway_translate import ClassStatus, GatewayStatus, ListenerStatus, ParentStatus
+from trafficsplit.core.gateway_policy import MAX_ANCESTORS
+from trafficsplit.core.gateway_translate import (
+    AncestorStatus,
+    ClassStatus,
+    GatewayStatus,
+    ListenerStatus,
+    ParentStatus,
+)
 from trafficsplit.core.status import MAX_CONDITION_MESSAGE, Condition
 
 MAX_STATUS_ADDRESSES = 16  # the upstream CRD's bound on Gateway status.addresses
@@ -172,3 +181,48 @@ def route_parents(
         elif prev is not None:
             out.append(dict(prev))
     return out
+
+
+def _ancestor_key(raw: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    return (
+        str(raw.get("group", "gateway.networking.k8s.io")),
+        str(raw.get("kind", "Gateway")),
+        str(raw.get("namespace") or ""),
+        str(raw.get("name") or ""),
+    )
+
+
+def policy_ancestors(
+    *,
+    stored: Any,
+    ours: Sequence[AncestorStatus],
+    served: Callable[[AncestorStatus], bool],
+    now: str,
+) -> list[dict[str, Any]]:
+    """A TrafficSplitPolicy's new `status.ancestors`, as `route_parents` does a route's parents: every other
+    controller's entry as stored; ours freshly written for each ancestor `served` (that Gateway's replicas ACKed the
+    generation carrying the policy and its target routes as they are; an ancestor that is no Gateway, a missing
+    target route, has nothing to wait for), as stored for the others; ours for ancestors gone dropped. At most
+    MAX_ANCESTORS entries (the CRD's bound)."""
+    entries = [a for a in stored if isinstance(a, Mapping)] if isinstance(stored, list) else []
+    mine: dict[tuple[str, str, str, str], Mapping[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    for a in entries:
+        ref = a.get("ancestorRef")
+        if a.get("controllerName") == CONTROLLER_NAME and isinstance(ref, Mapping):
+            mine[_ancestor_key(ref)] = a
+        else:
+            out.append(dict(a))
+    for anc in ours:
+        prev = mine.get(_ancestor_key(anc.ref.to_dict()))
+        if served(anc):
+            out.append(
+                {
+                    "ancestorRef": anc.ref.to_dict(),
+                    "controllerName": anc.controller_name,
+                    "conditions": stamped(anc.conditions, (prev or {}).get("conditions"), now),
+                }
+            )
+        elif prev is not None:
+            out.append(dict(prev))
+    return out[:MAX_ANCESTORS]

@@ -23,10 +23,12 @@ takes when no exact or `*.` host fits.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 
+from trafficsplit.core.assignment import SlotTable
 from trafficsplit.core.compiler import compile_split
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
@@ -56,6 +58,16 @@ from trafficsplit.core.gateway_parameters import (
     PARAMETERS_KIND,
     GatewayParameters,
 )
+from trafficsplit.core.gateway_policy import (
+    MAX_ANCESTORS,
+    Outcome,
+    Policy,
+    PolicyReason,
+    PolicySettings,
+    Resolution,
+    resolve,
+    worst,
+)
 from trafficsplit.core.gateway_routes import CATCH_ALL, GatewayRoutes
 from trafficsplit.core.gateway_routes import BackendTarget as BackendTarget  # re-exported: defined here first
 from trafficsplit.core.gateway_routes import ListenerRoutes as ListenerRoutes
@@ -66,6 +78,7 @@ from trafficsplit.core.gateway_tls import Certificate, TlsSecret
 from trafficsplit.core.gateway_values import PathType
 from trafficsplit.core.generation import GenerationContent
 from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.persistent import StickyMode
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, endpoints_for
 from trafficsplit.core.rules import Endpoint, is_dns_label
 from trafficsplit.core.splitspec import BackendSpec, SplitSpec
@@ -146,6 +159,10 @@ class Inputs:
     parameters: Mapping[str, GatewayParameters | str] | None = None
     # The Secrets HTTPS listeners name, by (namespace, name): read by the shell, parsed by parse_tls_secret.
     secrets: Mapping[tuple[str, str], TlsSecret] | None = None
+    # TrafficSplitPolicies (core/gateway_policy.py) and, for rules under `assignment: minimal`, the slot table each
+    # rule's split had (by split key), which the new weights advance; None builds one from the weights alone.
+    policies: tuple[Policy, ...] = ()
+    tables: Mapping[str, SlotTable] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +200,23 @@ class ClassStatus:
     parameters: GatewayParameters | None = None  # what its Gateways' data planes use; None when not Accepted
 
 
+@dataclass(frozen=True, slots=True)
+class AncestorStatus:
+    """A policy's standing with respect to one ancestor: a Gateway its target route is attached to (`gateway` is its
+    `namespace/name`), or, for a target route that does not exist, that route (`gateway` None)."""
+
+    ref: ParentRef
+    conditions: tuple[Condition, ...]
+    gateway: str | None
+    controller_name: str = CONTROLLER_NAME
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyStatus:
+    policy: str
+    ancestors: tuple[AncestorStatus, ...]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Translation:
     listeners: tuple[ListenerRoutes, ...]
@@ -190,6 +224,7 @@ class Translation:
     routes: tuple[RouteStatus, ...]
     gateways: tuple[GatewayStatus, ...]
     classes: tuple[ClassStatus, ...]
+    policies: tuple[PolicyStatus, ...] = ()
 
 
 # --- GatewayClass parameters -----------------------------------------------------------------------------------------
@@ -512,8 +547,11 @@ def _build_action(
     resolved: list[tuple[BackendTarget, ServiceInfo]],
     error_weight: int,
     slices: Mapping[tuple[str, str], Sequence[SliceInfo]],
+    policy: PolicySettings | None = None,
+    previous_table: SlotTable | None = None,
 ) -> tuple[RuleAction | None, list[str]]:
-    """The rule's split, built as a TrafficSplit's is; or the reasons it cannot be (the rule is then dropped)."""
+    """The rule's split, built as a TrafficSplit's is; or the reasons it cannot be (the rule is then dropped).
+    `policy`: an attached TrafficSplitPolicy's settings, applied over the split's defaults."""
     cookie, problems = _cookie(route, rule)
     if problems:
         return None, problems
@@ -528,6 +566,9 @@ def _build_action(
             filters=rule.filters,
         ), []
     live = resolved
+    # A session cookie is the sealed persistent one (core/persistent.py): the cookie carries the backend, so a weight
+    # change moves no existing session. The Gateway's data plane holds the cookie keys (provisioned per Gateway).
+    persistent = cookie is not None
     endpoints: dict[str, tuple[Endpoint, ...]] = {}
     for t, svc in live:
         port = next(p for p in svc.ports if p.port == t.port)
@@ -539,14 +580,22 @@ def _build_action(
             hosts=(),  # the route table selects the rule, by its listeners' virtual hosts
             service=None,
             backends=tuple(
-                BackendSpec(name=t.backend, service=t.service, port=t.port, weight=t.weight) for t, _ in live
+                # GEP-1619: a session keeps its backend even at weight 0, so a weight-0 backend drains (only new
+                # sessions follow the weights); a backendRef removed from the rule moves its sessions.
+                BackendSpec(
+                    name=t.backend, service=t.service, port=t.port, weight=t.weight, drain=persistent and t.weight == 0
+                )
+                for t, _ in live
             ),
             cookie=cookie,
             endpoint_affinity=False,
             matches=(),
             debug_headers=False,
+            sticky_mode=StickyMode.PERSISTENT if persistent else StickyMode.REHASH,
         )
-        split = compile_split(spec, endpoints, observed_generation=route.meta.generation)
+        if policy is not None:  # the policy hook: core/gateway_policy.py
+            spec = policy.apply(spec)
+        split = compile_split(spec, endpoints, observed_generation=route.meta.generation, previous_table=previous_table)
     except SpecError as exc:
         return None, [f"rules[{rule.index}]: {q}" for q in exc.problems]
     return RuleAction(
@@ -631,6 +680,10 @@ def translate(inputs: Inputs) -> Translation:
     tables: dict[tuple[str, str], dict[str, list[tuple[HTTPRoute, RouteEntry]]]] = {}
     actions: list[RuleAction] = []
     route_status: list[RouteStatus] = []
+    slot_tables = inputs.tables or {}
+    attachment = resolve(inputs.routes, inputs.policies)
+    invalid: dict[tuple[str, str], list[str]] = {}  # (policy, route) → why the route's rules refuse the policy
+    route_gateways: dict[str, tuple[ParentRef, ...]] = {}  # route → our Gateways it is attached to
 
     for route in sorted(inputs.routes, key=lambda r: (r.meta.created, r.meta.key)):
         g = route.meta.generation
@@ -649,6 +702,7 @@ def translate(inputs: Inputs) -> Translation:
         attached = any(c is None for _, c, _ in parents)
         dropped: list[str] = []
         route_actions: list[RuleAction] = []
+        builds: list[tuple[RouteRule, _Build]] = []
         for rule in route.rules:
             if rule.problems:
                 dropped.extend(f"rules[{rule.index}].{q}" for q in rule.problems)
@@ -656,7 +710,9 @@ def translate(inputs: Inputs) -> Translation:
             if not attached:
                 continue
             ok, _, error_weight = resolved[rule.index]
-            action, problems = _build_action(route, rule, ok, error_weight, slices)
+            prev = slot_tables.get(f"{route.meta.namespace}/{route.meta.name}.rule-{rule.index}")
+            builds.append((rule, partial(_build_action, route, rule, ok, error_weight, slices, previous_table=prev)))
+        for action, problems in _with_policies(route, builds, attachment, invalid):
             dropped.extend(problems)
             if action is not None:
                 route_actions.append(action)
@@ -711,6 +767,12 @@ def translate(inputs: Inputs) -> Translation:
         actions.extend(route_actions)
         if statuses:
             route_status.append(RouteStatus(route.meta.key, tuple(statuses)))
+            route_gateways[route.meta.key] = tuple(
+                dict.fromkeys(
+                    ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace=s.parent.namespace, name=s.parent.name)
+                    for s in statuses
+                )
+            )
 
     listeners: list[ListenerRoutes] = []
     gateway_status: list[GatewayStatus] = []
@@ -744,7 +806,72 @@ def translate(inputs: Inputs) -> Translation:
         routes=tuple(route_status),
         gateways=tuple(gateway_status),
         classes=class_status,
+        policies=policy_statuses(inputs.policies, attachment, invalid, route_gateways),
     )
+
+
+# --- TrafficSplitPolicy: applied per rule, and its status -------------------------------------------------------------
+
+# One rule's `_build_action` with everything but the policy bound.
+_Build = Callable[..., tuple[RuleAction | None, list[str]]]
+
+
+def _with_policies(
+    route: HTTPRoute,
+    builds: Sequence[tuple[RouteRule, _Build]],
+    attachment: Resolution,
+    invalid: dict[tuple[str, str], list[str]],
+) -> list[tuple[RuleAction | None, list[str]]]:
+    """Each rule built under the policy attached to it. A policy one of the route's rules refuses (a problem the rule
+    does not have without it) is `Invalid` for the route and applies to none of its rules: they keep their defaults,
+    and the route's own status stays what the route alone earns."""
+    chosen = {rule.index: attachment.for_rule(route.meta.key, rule.index) for rule, _ in builds}
+    out: dict[int, tuple[RuleAction | None, list[str]]] = {}
+    for rule, build in builds:
+        pol = chosen[rule.index]
+        out[rule.index] = got = build(policy=pol.settings if pol else None)
+        if got[1] and pol is not None and not build(policy=None)[1]:
+            invalid.setdefault((pol.key, route.meta.key), []).extend(got[1])
+    for rule, build in builds:
+        pol = chosen[rule.index]
+        if pol is not None and (pol.key, route.meta.key) in invalid:
+            out[rule.index] = build(policy=None)
+    return [out[rule.index] for rule, _ in builds]
+
+
+def policy_statuses(
+    policies: Sequence[Policy],
+    attachment: Resolution,
+    invalid: Mapping[tuple[str, str], Sequence[str]],
+    route_gateways: Mapping[str, Sequence[ParentRef]],
+) -> tuple[PolicyStatus, ...]:
+    """Per policy, `status.ancestors`: one entry per Gateway of ours a target route is attached to (the worst outcome
+    over its routes there), and one per target route that does not exist; at most MAX_ANCESTORS."""
+    out: list[PolicyStatus] = []
+    for pol in sorted(policies, key=lambda q: q.key):
+        per: dict[ParentRef, list[Outcome]] = {}
+        for route_key in dict.fromkeys(f"{pol.meta.namespace}/{t.name}" for t in pol.targets):
+            outcome = attachment.outcomes.get((pol.key, route_key), Outcome(PolicyReason.ACCEPTED, ""))
+            why = invalid.get((pol.key, route_key))
+            if why:
+                outcome = Outcome(PolicyReason.INVALID, f"HTTPRoute {route_key}: " + "; ".join(why))
+            gateways = route_gateways.get(route_key, ())
+            if not gateways and outcome.reason is PolicyReason.TARGET_NOT_FOUND and "/" in route_key:
+                ns, name = route_key.split("/", 1)
+                per.setdefault(ParentRef(group=GATEWAY_GROUP, kind="HTTPRoute", namespace=ns, name=name), []).append(
+                    outcome
+                )
+            for gw in gateways:
+                per.setdefault(gw, []).append(outcome)
+        ancestors: list[AncestorStatus] = []
+        for ref, outcomes in list(per.items())[:MAX_ANCESTORS]:
+            o = worst(outcomes)
+            ok = o.reason is PolicyReason.ACCEPTED
+            cond = _cond("Accepted", ok, o.reason, o.message, pol.meta.generation)
+            gateway = f"{ref.namespace}/{ref.name}" if ref.kind == "Gateway" else None
+            ancestors.append(AncestorStatus(ref, (cond,), gateway))
+        out.append(PolicyStatus(pol.key, tuple(ancestors)))
+    return tuple(out)
 
 
 def gateway_content(translation: Translation, gateway: str) -> GenerationContent:

@@ -108,7 +108,7 @@ def default_hosts(service: str, namespace: str) -> tuple[str, ...]:
     return (service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local")
 
 
-class _Problems:
+class Problems:
     """Collects every problem in one pass so the user fixes them all at once."""
 
     def __init__(self) -> None:
@@ -122,7 +122,7 @@ class _Problems:
         self.items.extend(error.within(path).problems)
 
 
-def _unknown_fields(value: Any, fields: Mapping[str, Any], path: str, p: _Problems) -> None:
+def unknown_fields(value: Any, fields: Mapping[str, Any], path: str, p: Problems) -> None:
     items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
     for i, obj in items:
         if not isinstance(obj, Mapping):
@@ -133,10 +133,10 @@ def _unknown_fields(value: Any, fields: Mapping[str, Any], path: str, p: _Proble
                 near = difflib.get_close_matches(str(key), list(fields), n=1)
                 p.add(f"{where}.{key}", "unknown field" + (f" (did you mean {near[0]!r}?)" if near else ""))
             elif fields[key] is not None:
-                _unknown_fields(sub, fields[key], f"{where}.{key}", p)
+                unknown_fields(sub, fields[key], f"{where}.{key}", p)
 
 
-def _get(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str, p: _Problems) -> Any:
+def get_field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str, p: Problems) -> Any:
     value = obj.get(key)
     if value is None:
         return None
@@ -157,34 +157,24 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec:
     """Validate and convert a TrafficSplit `spec`; raises SpecError listing every bad field."""
-    p = _Problems()
+    p = Problems()
     if not isinstance(spec, Mapping):
         raise SpecError(["spec: expected an object"])
-    _unknown_fields(spec, SPEC_FIELDS, "spec", p)
+    unknown_fields(spec, SPEC_FIELDS, "spec", p)
     # The file source (local mode) takes these from its files: checked here under their resource path.
     p.extend("metadata", SpecError(name_problems(namespace, name)))
-    service = _get(spec, "service", str, "spec", p)
-    hosts_raw = _get(spec, "hosts", list, "spec", p)
+    service = get_field(spec, "service", str, "spec", p)
+    hosts_raw = get_field(spec, "hosts", list, "spec", p)
     hosts = _parse_hosts(hosts_raw, service, namespace, p)
-    backends = _parse_backends(_get(spec, "backends", list, "spec", p), p)
-    sticky = _get(spec, "sticky", Mapping, "spec", p)
+    backends = _parse_backends(get_field(spec, "backends", list, "spec", p), p)
+    sticky = get_field(spec, "sticky", Mapping, "spec", p)
     cookie, affinity = _parse_sticky(sticky, p)
-    points = _parse_endpoint_points(sticky, p)
-    key_header = _parse_key_header(sticky, p)
-    mode_raw = (_get(sticky, "mode", str, "spec.sticky", p) if sticky is not None else None) or StickyMode.REHASH.value
-    try:
-        sticky_mode = StickyMode(mode_raw)
-    except ValueError:
-        p.add("spec.sticky.mode", f"{mode_raw[:32]!r} must be one of rehash, persistent")
-        sticky_mode = StickyMode.REHASH
-    matches = _parse_matches(_get(spec, "matches", list, "spec", p), {b.name for b in backends}, p)
-    debug = _get(spec, "debugHeaders", bool, "spec", p) or False
-    assignment_raw = _get(spec, "assignment", str, "spec", p) or AssignmentMode.HASH.value
-    try:
-        assignment = AssignmentMode(assignment_raw)
-    except ValueError:
-        p.add("spec.assignment", f"{assignment_raw[:32]!r} must be one of hash, minimal")
-        assignment = AssignmentMode.HASH
+    points = parse_endpoint_points(sticky, p)
+    key_header = parse_key_header(sticky, p)
+    sticky_mode = parse_sticky_mode(sticky, p) or StickyMode.REHASH
+    matches = _parse_matches(get_field(spec, "matches", list, "spec", p), {b.name for b in backends}, p)
+    debug = get_field(spec, "debugHeaders", bool, "spec", p) or False
+    assignment = parse_assignment(spec, p) or AssignmentMode.HASH
     if p.items:
         raise SpecError(p.items)
     try:
@@ -207,8 +197,35 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
         raise exc.within("spec") from None
 
 
-def _parse_endpoint_points(raw: Mapping[str, Any] | None, p: _Problems) -> int:
-    points = _get(raw, "endpointPoints", int, "spec.sticky", p) if raw is not None else None
+# The readers below are shared with the TrafficSplitPolicy (core/gateway_policy.py), whose `spec.sticky` and
+# `spec.assignment` are these fields under the same paths: one rule, one message, in one place. Each returns None when
+# the field is absent, so the caller chooses the default.
+
+
+def parse_sticky_mode(sticky: Mapping[str, Any] | None, p: Problems) -> StickyMode | None:
+    raw = get_field(sticky, "mode", str, "spec.sticky", p) if sticky is not None else None
+    if raw is None:
+        return None
+    try:
+        return StickyMode(raw)
+    except ValueError:
+        p.add("spec.sticky.mode", f"{raw[:32]!r} must be one of rehash, persistent")
+        return None
+
+
+def parse_assignment(spec: Mapping[str, Any], p: Problems) -> AssignmentMode | None:
+    raw = get_field(spec, "assignment", str, "spec", p)
+    if raw is None:
+        return None
+    try:
+        return AssignmentMode(raw)
+    except ValueError:
+        p.add("spec.assignment", f"{raw[:32]!r} must be one of hash, minimal")
+        return None
+
+
+def parse_endpoint_points(raw: Mapping[str, Any] | None, p: Problems) -> int:
+    points = get_field(raw, "endpointPoints", int, "spec.sticky", p) if raw is not None else None
     if points is None:
         return DEFAULT_POINTS
     problems = endpoint_points_problems(points)
@@ -218,11 +235,11 @@ def _parse_endpoint_points(raw: Mapping[str, Any] | None, p: _Problems) -> int:
     return int(points)
 
 
-def _parse_key_header(raw: Mapping[str, Any] | None, p: _Problems) -> str | None:
-    h = _get(raw, "header", Mapping, "spec.sticky", p) if raw is not None else None
+def parse_key_header(raw: Mapping[str, Any] | None, p: Problems) -> str | None:
+    h = get_field(raw, "header", Mapping, "spec.sticky", p) if raw is not None else None
     if h is None:
         return None
-    name = _get(h, "name", str, "spec.sticky.header", p)
+    name = get_field(h, "name", str, "spec.sticky.header", p)
     if name is None:
         p.add("spec.sticky.header.name", "required")
         return None
@@ -233,7 +250,7 @@ def _parse_key_header(raw: Mapping[str, Any] | None, p: _Problems) -> str | None
     return str(name)
 
 
-def _parse_hosts(raw: list[Any] | None, service: str | None, namespace: str, p: _Problems) -> tuple[str, ...]:
+def _parse_hosts(raw: list[Any] | None, service: str | None, namespace: str, p: Problems) -> tuple[str, ...]:
     if not raw:
         if service:
             return default_hosts(service, namespace)
@@ -247,7 +264,7 @@ def _parse_hosts(raw: list[Any] | None, service: str | None, namespace: str, p: 
     return hosts
 
 
-def _parse_backends(raw: list[Any] | None, p: _Problems) -> tuple[BackendSpec, ...]:
+def _parse_backends(raw: list[Any] | None, p: Problems) -> tuple[BackendSpec, ...]:
     if not raw:
         p.add("spec.backends", "at least one backend is required")
         return ()
@@ -263,18 +280,18 @@ def _parse_backends(raw: list[Any] | None, p: _Problems) -> tuple[BackendSpec, .
         if not isinstance(b, Mapping):
             p.add(path, "expected an object")
             continue
-        name = _get(b, "name", str, path, p)
+        name = get_field(b, "name", str, path, p)
         if name is None:
             p.add(f"{path}.name", "required")
         else:
             names[i] = name
-        service = _get(b, "service", str, path, p) or name
-        port = _get(b, "port", int, path, p)
-        weight = _get(b, "weight", int, path, p)
+        service = get_field(b, "service", str, path, p) or name
+        port = get_field(b, "port", int, path, p)
+        weight = get_field(b, "weight", int, path, p)
         if weight is None and "weight" not in b:
             p.add(f"{path}.weight", "required")
         weights[i] = weight or 0
-        drain = _get(b, "drain", bool, path, p) or False
+        drain = get_field(b, "drain", bool, path, p) or False
         endpoints = _parse_static_endpoints(b.get("endpoints"), f"{path}.endpoints", p)
         try:
             out.append(
@@ -297,7 +314,7 @@ def _parse_backends(raw: list[Any] | None, p: _Problems) -> tuple[BackendSpec, .
     return tuple(out)
 
 
-def _parse_static_endpoints(raw: Any, path: str, p: _Problems) -> tuple[Endpoint, ...]:
+def _parse_static_endpoints(raw: Any, path: str, p: Problems) -> tuple[Endpoint, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
@@ -320,49 +337,50 @@ def _parse_static_endpoints(raw: Any, path: str, p: _Problems) -> tuple[Endpoint
     return tuple(eps)
 
 
-def _parse_sticky(raw: Mapping[str, Any] | None, p: _Problems) -> tuple[CookieSettings | None, bool]:
+def _parse_sticky(raw: Mapping[str, Any] | None, p: Problems) -> tuple[CookieSettings | None, bool]:
     if raw is None:
         return None, False
-    affinity = _get(raw, "endpointAffinity", bool, "spec.sticky", p) or False
-    c = _get(raw, "cookie", Mapping, "spec.sticky", p)
+    affinity = get_field(raw, "endpointAffinity", bool, "spec.sticky", p) or False
+    c = get_field(raw, "cookie", Mapping, "spec.sticky", p)
     if c is None:
         return None, affinity
     path = "spec.sticky.cookie"
-    name = _get(c, "name", str, path, p)
+    name = get_field(c, "name", str, path, p)
     if name is None:
         p.add(f"{path}.name", "required")
-    max_age = _get(c, "maxAge", int, path, p)
-    cookie_path = _get(c, "path", str, path, p) or "/"
-    domain = _get(c, "domain", str, path, p)
-    secure = _get(c, "secure", bool, path, p) or False
-    http_only = _get(c, "httpOnly", bool, path, p)
-    same_site_raw = _get(c, "sameSite", str, path, p) or SameSite.LAX.value
-    try:
-        same_site = SameSite(same_site_raw)
-    except ValueError:
-        p.add(f"{path}.sameSite", f"{same_site_raw!r} must be one of Strict, Lax, None")
-        same_site = SameSite.LAX
-    partitioned = _get(c, "partitioned", bool, path, p) or False
+    max_age = get_field(c, "maxAge", int, path, p)
+    attributes = parse_cookie_attributes(c, path, p)
     if name is None:
         return None, affinity
     try:
-        settings = CookieSettings(
-            name=name,
-            path=cookie_path,
-            max_age=max_age,
-            domain=domain,
-            secure=secure,
-            http_only=True if http_only is None else http_only,
-            same_site=same_site,
-            partitioned=partitioned,
-        )
+        settings = CookieSettings(name=name, max_age=max_age, **attributes)
     except SpecError as exc:
         p.extend(path, exc)
         return None, affinity
     return settings, affinity
 
 
-def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: _Problems) -> tuple[MatchSpec, ...]:
+def parse_cookie_attributes(c: Mapping[str, Any], path: str, p: Problems) -> dict[str, Any]:
+    """The cookie's attributes beside its name and Max-Age (`path`, `domain`, `secure`, `httpOnly`, `sameSite`,
+    `partitioned`) as `CookieSettings` keywords, with §4's defaults; the combinations are `CookieSettings`' to check."""
+    same_site_raw = get_field(c, "sameSite", str, path, p) or SameSite.LAX.value
+    try:
+        same_site = SameSite(same_site_raw)
+    except ValueError:
+        p.add(f"{path}.sameSite", f"{same_site_raw[:32]!r} must be one of Strict, Lax, None")
+        same_site = SameSite.LAX
+    http_only = get_field(c, "httpOnly", bool, path, p)
+    return {
+        "path": get_field(c, "path", str, path, p) or "/",
+        "domain": get_field(c, "domain", str, path, p),
+        "secure": get_field(c, "secure", bool, path, p) or False,
+        "http_only": True if http_only is None else http_only,
+        "same_site": same_site,
+        "partitioned": get_field(c, "partitioned", bool, path, p) or False,
+    }
+
+
+def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: Problems) -> tuple[MatchSpec, ...]:
     if not raw:
         return ()
     p.extend("spec", SpecError(match_count_problems(len(raw))))
@@ -377,8 +395,8 @@ def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: _Probl
             p.add(path, "give exactly one of header or cookie")
             continue
         kind = kinds[0]
-        cond = _get(m, kind.value, Mapping, path, p)
-        backend = _get(m, "backend", str, path, p)
+        cond = get_field(m, kind.value, Mapping, path, p)
+        backend = get_field(m, "backend", str, path, p)
         if backend is None:
             p.add(f"{path}.backend", "required")
         elif backend not in backend_names:
@@ -386,11 +404,11 @@ def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: _Probl
         if cond is None:
             continue
         cpath = f"{path}.{kind.value}"
-        name = _get(cond, "name", str, cpath, p)
-        value = _get(cond, "value", str, cpath, p)
+        name = get_field(cond, "name", str, cpath, p)
+        value = get_field(cond, "value", str, cpath, p)
         if value is None:
             p.add(f"{cpath}.value", "required")
-        type_raw = _get(cond, "type", str, cpath, p) or MatchType.EXACT.value
+        type_raw = get_field(cond, "type", str, cpath, p) or MatchType.EXACT.value
         try:
             mtype = MatchType(type_raw)
         except ValueError:
