@@ -9,10 +9,10 @@ class with one HTTP listener on port 80, three name-echoing backends, then:
   on the weight-0 backend;
 - a 90/10 HTTPRoute with ``sessionPersistence: Cookie``: 1,000 sessions, each request sent straight to one of the two
   data-plane pods in turn (so every session is served by both replicas), each keeping its backend; after 90/10 → 50/50
-  new sessions split 50/50; removing a backendRef moves its sessions. That re-weighting moves no existing session and
-  that weight 0 keeps its sessions (GEP-1619) is asserted too, expected to fail until HTTPRoutes get the sealed
-  persistent cookie (PERSISTENT_NOT_BUILT). Each change is measured only once the route's parent status is
-  ``Accepted`` at its new ``observedGeneration`` (status after ACK: every replica serves it); the wait is printed.
+  new sessions split 50/50 and no existing session moves; at weight 0 a backend keeps its sessions and takes no new
+  one; removing a backendRef moves its sessions (GEP-1619; the sealed persistent cookie, with the Gateway's own cookie
+  keys, which the operator generates). Each change is measured only once the route's parent status is ``Accepted``
+  at its new ``observedGeneration`` (status after ACK: every replica serves it); the wait is printed.
 
 The Gateway rules answer without debug headers and the echo backend does not return the request id, so the core's
 pick per request id cannot be compared request by request here; tests/integration/test_gateway_dataplane.py does
@@ -331,15 +331,6 @@ def _moved(sessions: list[Session], responses: list[Response]) -> list[tuple[str
 
 
 STICKY_HOST = "sticky.gw-e2e.test"
-# What the issue asks and GEP-1619 says (a session MUST keep its backend across weight changes, even at weight 0)
-# needs the sealed persistent cookie on HTTPRoutes, with cookie keys per Gateway: not built (docs/gateway-api.md,
-# "Not built yet"). Until then an HTTPRoute session's cookie is a key the pick hashes, so a weight change moves the
-# sessions the new weights give to another backend. Strict: the first run that keeps them fails here.
-PERSISTENT_NOT_BUILT = pytest.mark.xfail(
-    strict=True,
-    reason="HTTPRoute sessionPersistence is the hashed session key, not the sealed persistent cookie (per-Gateway "
-    "cookie keys not built): a weight change moves sessions; remove when it passes",
-)
 
 
 @dataclass(kw_only=True)
@@ -387,7 +378,6 @@ def test_new_sessions_split_50_50_once_the_patch_is_accepted(gwapi: GatewayAPI, 
     assert r50.pvalue > P_MIN, (counts, r50)
 
 
-@PERSISTENT_NOT_BUILT
 def test_the_90_10_to_50_50_change_moves_no_existing_session(gwapi: GatewayAPI, sessions: Sessions) -> None:
     first = sessions.first
     assert len(first) == SESSIONS  # minted by the tests above
@@ -396,7 +386,6 @@ def test_the_90_10_to_50_50_change_moves_no_existing_session(gwapi: GatewayAPI, 
     assert not moved, moved[:10]
 
 
-@PERSISTENT_NOT_BUILT
 def test_weight_0_keeps_its_sessions(gwapi: GatewayAPI, sessions: Sessions) -> None:
     on_beta = [s for s in sessions.first + sessions.fresh if s.backend == "beta"]
     assert on_beta  # minted by the tests above

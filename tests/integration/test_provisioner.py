@@ -184,3 +184,11 @@ def test_cookie_keys_are_made_once_read_back_after_a_restart_and_rotated_by_the_
     # Deleted with the Gateway's data plane.
     asyncio.run(restarted.remove("shop/keys"))
     assert kube.kubectl("get", "secret", name, "-n", namespace, check=False).returncode != 0
+
+    # A class whose parameters name the user's Secret: that one is mounted, ours is not made (and one made before goes).
+    asyncio.run(restarted.ensure(other, params({"extproc": {"cookieKeysSecret": "my-keys"}})))
+    other_name = cookie_keys_secret_name("shop", "other-keys")
+    assert kube.kubectl("get", "secret", other_name, "-n", namespace, check=False).returncode != 0
+    volumes = json.loads(kube.kubectl("get", "deployment", dataplane_name("shop", "other-keys"), "-n", namespace,
+                                      "-o", "jsonpath={.spec.template.spec.volumes}").stdout)  # fmt: skip
+    assert next(v for v in volumes if v["name"] == "cookie-keys")["secret"]["secretName"] == "my-keys"

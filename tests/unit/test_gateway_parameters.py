@@ -14,10 +14,12 @@ from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_objects import parse_gateway_class
 from trafficsplit.core.gateway_parameters import (
     DEFAULT_PARAMETERS,
+    DNS_SUBDOMAIN_PATTERN,
     MAX_ANNOTATIONS,
     MAX_CONCURRENCY,
     MAX_CONNECTIONS,
     MAX_MESSAGE_TIMEOUT_MS,
+    MAX_OBJECT_NAME,
     MAX_PRESTOP_SECONDS,
     MAX_REPLICAS,
     MAX_XFF_HOPS,
@@ -49,7 +51,7 @@ FULL = {
               "backendClusterStats": False, "overload": {"maxHeapSizeBytes": 2**28, "maxConnections": 1000},
               "preStopSleepSeconds": 7, "resources": {"requests": {"cpu": "500m", "memory": "128Mi"},
                                                       "limits": {"cpu": 2, "memory": "512Mi"}}},
-    "extproc": {"resources": {"requests": {"cpu": "1", "memory": "256Mi"}}},
+    "extproc": {"resources": {"requests": {"cpu": "1", "memory": "256Mi"}}, "cookieKeysSecret": "edge-keys"},
 }  # fmt: skip
 
 
@@ -63,6 +65,7 @@ def test_every_field_is_read() -> None:
     assert (p.max_connections, p.pre_stop_sleep_seconds) == (1000, 7)
     assert p.envoy_resources == Resources("500m", "128Mi", "2", "512Mi")
     assert p.extproc_resources == Resources("1", "256Mi", None, None)
+    assert p.cookie_keys_secret == "edge-keys"
 
 
 def test_an_empty_spec_is_the_operators_defaults() -> None:
@@ -90,6 +93,9 @@ BAD = [
     ({"envoy": {"resources": {"limits": {"gpu": "1"}}}}, "spec.envoy.resources.limits.gpu: unknown field"),
     ({"extproc": {"image": "evil"}}, "spec.extproc.image: unknown field"),
     ({"tls": {}}, "spec.tls: unknown field"),
+    ({"extproc": {"cookieKeysSecret": "Not_A_Name"}}, "spec.extproc.cookieKeysSecret: 'Not_A_Name' is not an object"),
+    ({"extproc": {"cookieKeysSecret": "a" * 254}}, "spec.extproc.cookieKeysSecret"),
+    ({"extproc": {"cookieKeysSecret": 7}}, "spec.extproc.cookieKeysSecret"),
     ({"envoy": {"resources": {"requests": {"cpu": "1.5"}, "limits": {"cpu": "1"}}}},
      "spec.envoy.resources: requests.cpu must not exceed limits.cpu"),
     ({"extproc": {"resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1000Mi"}}}},
@@ -141,6 +147,8 @@ def test_the_crds_bounds_are_the_parsers() -> None:
     assert spec["service"]["properties"]["annotations"]["maxProperties"] == MAX_ANNOTATIONS
     cpu = envoy["resources"]["properties"]["limits"]["properties"]["cpu"]
     assert cpu["pattern"] == QUANTITY_PATTERN
+    keys = spec["extproc"]["properties"]["cookieKeysSecret"]
+    assert (keys["pattern"], keys["maxLength"]) == (DNS_SUBDOMAIN_PATTERN, MAX_OBJECT_NAME)
 
 
 def _class(ref: dict[str, Any] | None) -> Any:

@@ -651,3 +651,15 @@ def test_routes_without_hostnames_serve_every_host_after_the_named_ones() -> Non
     assert hit("10.0.0.1", "/healthz") == "web/everything#1"  # Exact before the `/` prefix
     assert hit("app.example.com", "/healthz") == "web/app#0"  # a named host does not fall through to `*`
     assert all(c.ok for r in t.routes for p in r.parents for c in p.conditions if c.type == "Accepted")
+
+
+def test_an_empty_session_persistence_is_a_cookie_with_the_default_name() -> None:
+    """`sessionPersistence: {}` is valid (every field is optional; `type` defaults to Cookie): the rule is sticky, with
+    the per-rule default cookie name, as an absent sessionName is."""
+    t = run(route(rules=[{"backendRefs": [{"name": "a", "port": 80}], "sessionPersistence": {}}]))
+    (action,) = t.actions
+    assert action.split is not None and action.split.persistent and action.split.cookie is not None
+    assert action.split.cookie.name.startswith("ts-")
+    absent = run(route(rules=[{"backendRefs": [{"name": "a", "port": 80}]}]))
+    (plain,) = absent.actions
+    assert plain.split is not None and plain.split.cookie is None

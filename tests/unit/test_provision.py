@@ -446,3 +446,12 @@ def test_a_secret_without_valid_keys_reads_as_none(change: Any) -> None:
 def test_keys_are_long_lowercase_hex(key: str) -> None:
     with pytest.raises(ValueError, match="current"):
         CookieKeys(current=key, since=0)
+
+
+def test_a_cookie_keys_secret_in_the_class_parameters_wins_and_no_keys_are_made() -> None:
+    p = params({"extproc": {"cookieKeysSecret": "my-keys"}})
+    r = render(gateway(80), p, settings(), CookieKeys(current=K1, since=0))
+    assert r.of_kind("Secret") == []  # nothing of ours: the ensure's sweep deletes a Secret made before
+    vols = {v["name"]: v for v in pod(r)["volumes"]}
+    assert vols["cookie-keys"]["secret"]["secretName"] == "my-keys"
+    assert f"--cookie-key-file={COOKIE_KEYS_DIR}/keys" in container(r, "extproc")["args"]

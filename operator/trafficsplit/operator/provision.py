@@ -602,14 +602,16 @@ def render(
     gateway: Gateway, params: GatewayParameters, settings: DataplaneSettings, keys: CookieKeys | None = None
 ) -> Rendered:
     """Every object of the Gateway's data plane (see the module docstring). The pods always mount the Gateway's cookie
-    keys Secret; `keys` is its content (None: the Secret is left out of the objects, for a caller that only looks)."""
+    keys Secret; `keys` is its content (None: the Secret is left out of the objects, for a caller that only looks).
+    A class whose parameters name a `cookieKeysSecret` of the user's mounts that one instead, and renders none."""
     ns, gname = gateway.meta.namespace, gateway.meta.name
     name = dataplane_name(ns, gname)
     ports = _container_ports(gateway, settings)
     merged = _with_params(settings, params)
     # The Gateway's own keys, not the chart gateway's `cookieKeysSecret`: the pod template names the Secret, never
     # its content, so a rotation rolls no pod (the extproc re-reads the file).
-    merged.gateway["extproc"]["cookieKeysSecret"] = cookie_keys_secret_name(ns, gname)
+    own = params.cookie_keys_secret is None
+    merged.gateway["extproc"]["cookieKeysSecret"] = params.cookie_keys_secret or cookie_keys_secret_name(ns, gname)
     g = merged.gateway
     selector = selector_labels(ns, gname)
     bootstrap_name = f"{name}-bootstrap"
@@ -725,7 +727,7 @@ def render(
         },
     }
     objects: list[dict[str, Any]] = [configmap, deployment, service, publish]
-    if keys is not None:
+    if keys is not None and own:
         objects.insert(0, render_cookie_keys(gateway, settings, keys))  # before the pods that mount it
     if g["podDisruptionBudget"].get("enabled", True):
         objects.append(

@@ -151,7 +151,9 @@ class Provisioner:
         return step
 
     def ensure_sync(self, gateway: Gateway, parameters: GatewayParameters) -> tuple[GatewayAddress, ...]:
-        rendered = render(gateway, parameters, self.settings, self.cookie_keys_sync(gateway))
+        # The user's Secret (the class's parameters) wins: ours is then not rendered, so the sweep below deletes it.
+        keys = self.cookie_keys_sync(gateway) if parameters.cookie_keys_secret is None else None
+        rendered = render(gateway, parameters, self.settings, keys)
         addresses: tuple[GatewayAddress, ...] = ()
         for obj in rendered.objects:
             applied = self._apply(obj)

@@ -770,7 +770,12 @@ def _rule(index: int, raw: Any, namespace: str, r: _Reader) -> RouteRule:
             r.add(f"{bp}.port", "required for a Service")
         if ref_name is not None:
             refs.append(ref)
-    session = _session(r.obj(raw, "sessionPersistence", p), f"{p}.sessionPersistence", r, unsupported)
+    # Present, even `{}`, is persistence (every field is optional; `type` defaults to Cookie); absent is none.
+    session = (
+        _session(r.obj(raw, "sessionPersistence", p), f"{p}.sessionPersistence", r, unsupported)
+        if raw.get("sessionPersistence") is not None
+        else None
+    )
     return RouteRule(
         index=index,
         name=name,
@@ -992,9 +997,7 @@ def _value_matches(
     return tuple(out)
 
 
-def _session(raw: Mapping[str, Any], p: str, r: _Reader, unsupported: list[str]) -> SessionPersistence | None:
-    if not raw:
-        return None
+def _session(raw: Mapping[str, Any], p: str, r: _Reader, unsupported: list[str]) -> SessionPersistence:
     type_ = r.enum(raw, "type", p, SessionType, SessionType.COOKIE)
     name = r.text(raw, "sessionName", p, MAX_SESSION_NAME)
     timeout_raw = r.text(raw, "absoluteTimeout", p, MAX_DURATION_TEXT)

@@ -45,7 +45,10 @@ _SUFFIX: Mapping[str, int | Fraction] = {"": 1, "m": Fraction(1, 1000), "k": 10*
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}  # fmt: skip
 # A Kubernetes annotation key: an optional DNS-subdomain prefix and '/', then a name.
 _ANNOTATION_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# A DNS subdomain (an object name such as a Secret's); the CRD's `cookieKeysSecret` pattern is this text.
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+MAX_OBJECT_NAME = 253
+_DNS_SUBDOMAIN = re.compile(DNS_SUBDOMAIN_PATTERN)
 
 
 _E = TypeVar("_E", bound=StrEnum)
@@ -101,6 +104,9 @@ class GatewayParameters:
     pre_stop_sleep_seconds: int | None = None
     envoy_resources: Resources = Resources()
     extproc_resources: Resources = Resources()
+    # A Secret of the user's (key `keys`, in the data planes' namespace) instead of the keys the operator makes and
+    # rotates per Gateway: the HMAC keys of Cookie sessionPersistence.
+    cookie_keys_secret: str | None = None
 
 
 DEFAULT_PARAMETERS = GatewayParameters()
@@ -188,6 +194,15 @@ class _Reader:
                 self.problems.append(f"{path}: requests.{what} must not exceed limits.{what}")
         return out
 
+    def name(self, raw: Mapping[str, Any], key: str, path: str) -> str | None:
+        value = raw.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or len(value) > MAX_OBJECT_NAME or not _DNS_SUBDOMAIN.match(value):
+            self.problems.append(f"{path}.{key}: {str(value)[:64]!r} is not an object name (a DNS subdomain)")
+            return None
+        return value
+
     def annotations(self, raw: Mapping[str, Any], key: str, path: str) -> tuple[tuple[str, str], ...]:
         value = raw.get(key)
         if value is None:
@@ -226,7 +241,7 @@ _FIELDS: Mapping[str, set[str]] = {
     },
     "envoy.overload": {"maxHeapSizeBytes", "maxConnections"},
     "envoy.resources": _RESOURCES,
-    "extproc": {"resources"},
+    "extproc": {"resources", "cookieKeysSecret"},
     "extproc.resources": _RESOURCES,
     "envoy.resources.requests": {"cpu", "memory"},
     "envoy.resources.limits": {"cpu", "memory"},
@@ -262,7 +277,7 @@ def parse_gateway_parameters(body: Mapping[str, Any]) -> GatewayParameters:
     r = _Reader()
     meta = body.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
-    if not isinstance(name, str) or not name or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+    if not isinstance(name, str) or not name or len(name) > MAX_OBJECT_NAME or not _DNS_SUBDOMAIN.match(name):
         r.problems.append("metadata.name: required, a DNS subdomain")
         name = ""
     spec = r.obj(body, "spec", "")
@@ -291,6 +306,7 @@ def parse_gateway_parameters(body: Mapping[str, Any]) -> GatewayParameters:
         pre_stop_sleep_seconds=r.integer(envoy, "preStopSleepSeconds", "spec.envoy", 0, MAX_PRESTOP_SECONDS),
         envoy_resources=r.resources(r.obj(envoy, "resources", "spec.envoy"), "spec.envoy.resources"),
         extproc_resources=r.resources(r.obj(extproc, "resources", "spec.extproc"), "spec.extproc.resources"),
+        cookie_keys_secret=r.name(extproc, "cookieKeysSecret", "spec.extproc"),
     )
     if r.problems:
         raise SpecError(r.problems)
