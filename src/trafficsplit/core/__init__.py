@@ -8,8 +8,8 @@ The core's plan: three layers, each importing only its own and the ones below it
 docs/architecture.md says why each module is where it is).
 
 Control-time work, run when something changes (a resource, a weight, a replica's ack), never per request: `change`,
-`compiler`, `gateway_objects`, `gateway_parameters`, `gateway_status`, `gateway_translate`, `plan`, `reconcile`,
-`resolve`, `simulate`, `spec`, `status`.
+`compiler`, `gateway_objects`, `gateway_parameters`, `gateway_policy`, `gateway_status`, `gateway_translate`, `plan`,
+`reconcile`, `resolve`, `simulate`, `spec`, `status`.
 
 Request-time decisions, run by the dataplane for each request: `decide`, `disclosure`, `gateway_match`,
 `gateway_serve`, `sessions`, `sketch`.
