@@ -26,6 +26,7 @@ REQUIRED_CASES = {
     "session-cookie",
     "regex-bound",
     "listeners",  # a route on a listener it is not allowed on
+    "flagger-sticky",  # the HTTPRoute Flagger writes for a sticky canary
 }
 
 
