@@ -13,7 +13,6 @@ prefix) whose split is primary 0 / canary 100. Each step changes only the weight
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from http.cookies import SimpleCookie
 from typing import Any
@@ -21,7 +20,18 @@ from typing import Any
 import pytest
 from scipy.stats import chisquare
 
-from tests.unit.gatewayapi import inputs_of, load, status_doc
+from tests.support.flagger_route import (
+    CANARY,
+    COOKIE,
+    EXPIRE_COOKIE,
+    HOST,
+    PRIMARY,
+    SET_COOKIE,
+    fixture,
+    flagger_step,
+    flagger_weight_zero,
+)
+from tests.unit.gatewayapi import inputs_of, status_doc
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.gateway_serve import (
     Refused,
@@ -33,50 +43,7 @@ from trafficsplit.core.gateway_serve import (
 from trafficsplit.core.gateway_translate import Translation, translate
 from trafficsplit.wire.processing import request_view_of
 
-CASE = "flagger-sticky"
-HOST = "app.example.com"
-PRIMARY, CANARY = "podinfo-primary", "podinfo-canary"
-COOKIE = "flagger-cookie=JzFTmHpLqR"  # the Canary status' sessionAffinityCookie the fixture carries
-SET_COOKIE = f"{COOKIE}; Max-Age=21600"  # SessionAffinity.BuildCookie(cookie, maxAge 21600)
 P_MIN = 0.001
-
-
-def fixture() -> list[dict[str, Any]]:
-    return load(CASE)
-
-
-def flagger_step(bodies: Sequence[dict[str, Any]], canary_weight: int) -> list[dict[str, Any]]:
-    """The route Flagger's SetRoutes writes at a later step (canary weight > 0): the same rules, only the weighted
-    rule's weights changed (the cookie stays the one in the Canary's status); generation bumped."""
-    assert 0 < canary_weight <= 100
-    out = copy.deepcopy(list(bodies))
-    route = next(b for b in out if b["kind"] == "HTTPRoute")
-    route["metadata"]["generation"] += 1
-    primary, canary = route["spec"]["rules"][1]["backendRefs"]
-    primary["weight"], canary["weight"] = 100 - canary_weight, canary_weight
-    return out
-
-
-def flagger_weight_zero(bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The route getSessionAffinityRouteRules writes when the canary weight returns to 0 (promotion or rollback): the
-    sticky rule is a copy of the weighted rule (primary 100 / canary 0, no backendRef filters) matching the previous
-    cookie, with a rule-level ResponseHeaderModifier adding `Set-Cookie: <cookie>; Max-Age=-1`; then the weighted
-    rule at 100/0."""
-    out = copy.deepcopy(list(bodies))
-    route = next(b for b in out if b["kind"] == "HTTPRoute")
-    route["metadata"]["generation"] += 1
-    sticky, weighted = route["spec"]["rules"]
-    for ref in weighted["backendRefs"]:
-        ref.pop("filters", None)
-    weighted["backendRefs"][0]["weight"], weighted["backendRefs"][1]["weight"] = 100, 0
-    sticky["backendRefs"] = copy.deepcopy(weighted["backendRefs"])
-    sticky["filters"] = [
-        {
-            "type": "ResponseHeaderModifier",
-            "responseHeaderModifier": {"add": [{"name": "Set-Cookie", "value": f"{COOKIE}; Max-Age=-1"}]},
-        }
-    ]
-    return out
 
 
 def translated(bodies: Sequence[dict[str, Any]]) -> Translation:
@@ -189,7 +156,7 @@ def test_at_weight_zero_the_cookie_returns_to_the_primary_and_is_expired() -> No
     gw = Gateway(flagger_weight_zero(fixture()))
     out, set_cookies = gw.request("after", [("cookie", COOKIE)])
     assert (out.entry.rule, out.decision.backend.name) == (0, PRIMARY)
-    assert set_cookies == [f"{COOKIE}; Max-Age=-1"]
+    assert set_cookies == [EXPIRE_COOKIE]
     cookieless, set_cookies = gw.request("new")
     assert (cookieless.entry.rule, cookieless.decision.backend.name, set_cookies) == (1, PRIMARY, [])
 
