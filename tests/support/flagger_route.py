@@ -61,3 +61,34 @@ def flagger_weight_zero(bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]
         }
     ]
     return out
+
+
+PRIMARY_COOKIE = "flagger-primary=QwErTyUiOp"  # with sessionAffinity.primaryCookieName: flagger-primary
+PRIMARY_SET_COOKIE = f"{PRIMARY_COOKIE}; Max-Age=60"  # BuildCookie(cookie, analysis.interval 1m in seconds)
+
+
+def flagger_with_primary_cookie(bodies: Sequence[dict[str, Any]], canary_weight: int) -> list[dict[str, Any]]:
+    """The route getSessionAffinityRouteRules writes at canary weight > 0 when `primaryCookieName` is set too: the
+    primary's backendRef in the weighted rule also adds a Set-Cookie (Max-Age: the analysis interval), and a sticky
+    primary rule (a copy of the weighted rule, matching the primary cookie, primary 100 / canary 0) comes between the
+    sticky canary rule and the weighted rule."""
+    out = flagger_step(bodies, canary_weight)
+    route = route_of(out)
+    route["metadata"]["generation"] -= 1  # one write, as flagger_step's
+    sticky, weighted = route["spec"]["rules"]
+    weighted["backendRefs"][0]["filters"] = [
+        {
+            "type": "ResponseHeaderModifier",
+            "responseHeaderModifier": {"add": [{"name": "Set-Cookie", "value": PRIMARY_SET_COOKIE}]},
+        }
+    ]
+    name, value = PRIMARY_COOKIE.split("=")
+    primary_rule = {
+        "matches": [{"headers": [{"name": "Cookie", "type": "RegularExpression", "value": f".*{name}.*{value}.*"}]}],
+        "backendRefs": [
+            {k: v for k, v in ref.items() if k != "filters"} | {"weight": w}
+            for ref, w in zip(weighted["backendRefs"], (100, 0), strict=True)
+        ],
+    }
+    route["spec"]["rules"] = [sticky, primary_rule, weighted]
+    return out

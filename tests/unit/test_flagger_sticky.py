@@ -26,10 +26,13 @@ from tests.support.flagger_route import (
     EXPIRE_COOKIE,
     HOST,
     PRIMARY,
+    PRIMARY_COOKIE,
+    PRIMARY_SET_COOKIE,
     SET_COOKIE,
     fixture,
     flagger_step,
     flagger_weight_zero,
+    flagger_with_primary_cookie,
 )
 from tests.unit.gatewayapi import inputs_of, status_doc
 from trafficsplit.core.cookie import AffinityMinter
@@ -183,3 +186,21 @@ def test_a_header_match_on_cookie_reads_every_cookie_line_joined() -> None:
     assert view.header("cookie") == "a=1; b=2"
     assert view.cookie_lines == ("a=1", "b=2")
     assert request_view_of([("x-other", "y")]).header("cookie") is None
+
+
+def test_with_a_primary_cookie_each_side_keeps_its_users_across_the_steps() -> None:
+    """`primaryCookieName` set: the primary's responses set Flagger's primary cookie, and its holders stay on the
+    primary while the canary's weight grows, as the canary cookie's holders stay on the canary."""
+    base = fixture()
+    gw = Gateway(flagger_with_primary_cookie(base, 10))
+    firsts = [gw.request(f"p-{i}") for i in range(400)]
+    for out, set_cookies in firsts:
+        want = SET_COOKIE if out.decision.backend.name == CANARY else PRIMARY_SET_COOKIE
+        assert (out.entry.rule, set_cookies) == (2, [want])
+    for weight in (10, 30, 50):
+        gw = Gateway(flagger_with_primary_cookie(base, weight))
+        for i in range(100):
+            on_primary, _ = gw.request(f"pp-{weight}-{i}", [("cookie", f"a=b; {PRIMARY_COOKIE}")])
+            on_canary, _ = gw.request(f"pc-{weight}-{i}", [("cookie", COOKIE)])
+            assert (on_primary.entry.rule, on_primary.decision.backend.name) == (1, PRIMARY)
+            assert (on_canary.entry.rule, on_canary.decision.backend.name) == (0, CANARY)
