@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from scipy.stats import chisquare
 
+from tests.support import flagger_route as flagger
 from tests.support.dataplane import TRANSPORTS, Connection, NameBackends, Response, name_backends  # noqa: F401
 from tests.support.gatewayplane import GatewayPlane
 from trafficsplit.core.gateway_serve import in_error_share
@@ -327,3 +328,77 @@ def test_session_persistence_keeps_a_session_on_the_cores_pick_of_its_cookie(pla
         assert first.backend == second.backend == backend == split.weights.pick(key)
         assert second.cookie("gw-session") is None  # kept, not minted again
     assert {r.backend for r in firsts} == {"stable", "canary"}
+
+
+@pytest.fixture
+def flagger_plane() -> Iterator[GatewayPlane]:
+    """A Gateway data plane whose backends are Flagger's two Services (`podinfo-primary`, `podinfo-canary`, port 9898),
+    so its HTTPRoute is published with its backendRefs unchanged."""
+    with tempfile.TemporaryDirectory(prefix="ts-flagger-") as d:
+        (Path(d) / "backends").mkdir()
+        (Path(d) / "gateway").mkdir()
+        backends = NameBackends.start(Path(d) / "backends", (flagger.PRIMARY, flagger.CANARY))
+        try:
+            gp = GatewayPlane.start(Path(d) / "gateway", backends, [80])
+            gp.service_port = flagger.SERVICE_PORT
+            try:
+                yield gp
+            finally:
+                gp.stop()
+        finally:
+            backends.envoy.stop()
+
+
+def flagger_route(bodies: list[dict[str, Any]]) -> dict[str, Any]:
+    """Flagger's HTTPRoute on the plane's Gateway: only its namespace and parentRefs are the plane's (`ns/gw`); its
+    hostnames, rules, matches, weights and filters are Flagger's."""
+    route = dict(flagger.route_of(bodies))
+    route["metadata"] = {**route["metadata"], "namespace": "ns"}
+    route["spec"] = {**route["spec"], "parentRefs": [{"name": "gw"}]}
+    return route
+
+
+def test_flaggers_sticky_canary_route_served_unchanged(flagger_plane: GatewayPlane) -> None:
+    """Cookie-less requests split by the weighted rule (the core's pick of each request id), every canary response
+    carries Flagger's Set-Cookie, and the cookie sent back pins the canary through Flagger's steps; at weight 0 it
+    returns to the primary and is expired."""
+    plane, port = flagger_plane, flagger_plane.ports[80]
+    base = flagger.fixture()
+    gen = plane.publish(LISTENERS[:1], [flagger_route(base)])
+    split = rule_split(gen, "ns/podinfo.rule-1")
+    n = 2_000
+    jobs = [(flagger.HOST, "/", [("x-request-id", f"flagger-{i:05d}")]) for i in range(n)]
+    responses = fetch(port, jobs)
+    counts = {flagger.PRIMARY: 0, flagger.CANARY: 0}
+    mismatched = wrong_cookie = 0
+    for r in responses:
+        assert r.status == 200
+        counts[r.backend] += 1
+        rid = r.header("x-seen-request-id")
+        assert rid
+        mismatched += r.backend != split.weights.pick(rid)
+        want = [flagger.SET_COOKIE] if r.backend == flagger.CANARY else []
+        wrong_cookie += r.all("set-cookie") != want
+    result = chisquare([counts[flagger.PRIMARY], counts[flagger.CANARY]], [0.9 * n, 0.1 * n])
+    assert mismatched == 0 and wrong_cookie == 0
+    assert result.pvalue > P_MIN, counts
+    # The browser sends back what the canary's Set-Cookie set, beside its other cookies.
+    canary_response = next(r for r in responses if r.backend == flagger.CANARY)
+    name = flagger.COOKIE.partition("=")[0]
+    sent = [("cookie", f"session=abc; {name}={canary_response.cookie(name)}; theme=dark")]
+    pinned = 0
+    for weight in (10, 30, 50):
+        if weight != 10:
+            plane.publish(LISTENERS[:1], [flagger_route(flagger.flagger_step(base, weight))])
+        back = fetch(port, [(flagger.HOST, "/", [*sent, ("x-request-id", f"w{weight}-{i}")]) for i in range(200)])
+        assert [(r.status, r.backend, r.all("set-cookie")) for r in back] == [(200, flagger.CANARY, [])] * 200, weight
+        pinned += len(back)
+    plane.publish(LISTENERS[:1], [flagger_route(flagger.flagger_weight_zero(base))])
+    (after,) = fetch(port, [(flagger.HOST, "/", sent)])
+    assert (after.status, after.backend, after.all("set-cookie")) == (200, flagger.PRIMARY, [flagger.EXPIRE_COOKIE])
+    print(
+        f"\nFlagger's route at 90/10 through Envoy, {n} cookie-less requests: {counts}, chi2={result.statistic:.3f}, "
+        f"p={result.pvalue:.3f}, every decision the core's pick, Set-Cookie on each of the {counts[flagger.CANARY]} "
+        f"canary responses only; the cookie sent back: {pinned} of {pinned} requests on the canary at 10, 30 and 50; "
+        f"at weight 0 on the primary with the cookie expired"
+    )

@@ -29,19 +29,21 @@ CLASS = parse_gateway_class(
 )
 
 
-def services(backends: NameBackends, names: Sequence[str]) -> tuple[dict[Any, ServiceInfo], dict[Any, list[SliceInfo]]]:
-    """A Service per name backend (port 80 named http) and an EndpointSlice with that backend's loopback port."""
+def services(
+    backends: NameBackends, names: Sequence[str], port: int = 80
+) -> tuple[dict[Any, ServiceInfo], dict[Any, list[SliceInfo]]]:
+    """A Service per name backend (`port`, named http) and an EndpointSlice with that backend's loopback port."""
     svcs: dict[Any, ServiceInfo] = {}
     slices: dict[Any, list[SliceInfo]] = {}
     for n in names:
-        host, port = backends.endpoint(n)
-        svcs[(NAMESPACE, n)] = ServiceInfo(NAMESPACE, n, (ServicePort("http", 80, "http"),))
+        host, loopback = backends.endpoint(n)
+        svcs[(NAMESPACE, n)] = ServiceInfo(NAMESPACE, n, (ServicePort("http", port, "http"),))
         slices[(NAMESPACE, n)] = [
             SliceInfo(
                 namespace=NAMESPACE,
                 name=f"{n}-abcde",
                 service=n,
-                ports=(("http", port),),
+                ports=(("http", loopback),),
                 endpoints=(SliceEndpoint(host, True, False, f"{n}-pod"),),
             )
         ]
@@ -57,6 +59,7 @@ class GatewayPlane:
     ports: dict[int, int]  # Gateway listener port → Envoy's bound loopback port
     number: int = 0
     translation: Translation | None = field(default=None)
+    service_port: int = 80  # the port of every backend's Service (the backendRefs name it)
 
     def compile(
         self,
@@ -70,7 +73,7 @@ class GatewayPlane:
             "metadata": {"name": GATEWAY, "namespace": NAMESPACE},
             "spec": {"gatewayClassName": "ts", "listeners": list(listeners)},
         }
-        svcs, slices = services(self.backends, list(self.backends.ports))
+        svcs, slices = services(self.backends, list(self.backends.ports), self.service_port)
         self.translation = translate(
             Inputs(
                 classes=(CLASS,),

@@ -5,6 +5,7 @@ builds (the publish receiver rebuilds tables through them)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from trafficsplit.core.gateway_routes import (
     RouteEntry,
     RuleAction,
     VirtualHost,
+    port_virtual_hosts,
 )
 from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
 from trafficsplit.core.gateway_values import PathType, RouteMatch, ValueMatch, ValueMatchType
@@ -272,3 +274,46 @@ def test_a_listener_name_that_is_no_section_name_is_refused_while_parsing() -> N
     the name (an exception there would stop the translation of every other Gateway)."""
     with pytest.raises(SpecError, match=r"spec\.listeners\[0\]\.name: 'Web_1' must be"):
         parse_gateway(gateway({"name": "Web_1", "port": 80, "protocol": "HTTP"}))
+
+
+class _CountedHosts(tuple[VirtualHost, ...]):
+    """A listener's virtual hosts that count how often they are walked."""
+
+    walks: int
+
+    def __iter__(self) -> Iterator[VirtualHost]:
+        self.walks = getattr(self, "walks", 0) + 1
+        return super().__iter__()
+
+
+class _CountedName(str):
+    """A hostname that counts the equality tests made on it (a set's lookups hash, and test equality only on a
+    collision)."""
+
+    __hash__ = str.__hash__
+    compared: list[int]
+
+    def __eq__(self, other: object) -> bool:
+        self.compared[0] += 1
+        return str.__eq__(self, other)
+
+
+def test_a_listeners_hosts_are_read_in_proportion_to_their_number() -> None:
+    """1,000 routes with a hostname each are 1,000 virtual hosts on one listener: checking them and building the
+    port's table read each host a bounded number of times, not once per other host (that was 1,000 x 1,000 at the
+    receiving replica and on every route table build: the 1,000-HTTPRoute benchmark, docs/performance.md)."""
+    n = 1000
+    compared = [0]
+    hosts = _CountedHosts(VirtualHost(_CountedName(f"app{i}.example.com"), ()) for i in range(n))
+    for vh in hosts:
+        vh.hostname.compared = compared  # type: ignore[attr-defined]
+    lr = ListenerRoutes("ns/gw", "http", 80, hosts)
+    assert compared[0] <= n, f"{compared[0]} hostname comparisons checking {n} virtual hosts"
+    hosts.walks = 0
+    table = port_virtual_hosts([lr])
+    walks = hosts.walks
+    by_name = {vh.hostname: vh for vh in table}
+    # Every host, and the catch-all of a listener without a hostname (no route serves it here: 404).
+    assert set(by_name) == {vh.hostname for vh in lr.hosts} | {"*"}
+    assert all(by_name[vh.hostname].entries == vh.entries for vh in lr.hosts) and by_name["*"].entries == ()
+    assert walks <= 4, f"{walks} walks over a listener's {n} virtual hosts"

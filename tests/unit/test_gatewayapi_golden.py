@@ -28,6 +28,7 @@ REQUIRED_CASES = {
     "regex-bound",
     "listeners",  # a route on a listener it is not allowed on
     "policy",  # TrafficSplitPolicy: attachment, conflicts, missing targets, an invalid policy, settings applied
+    "flagger-sticky",  # the HTTPRoute Flagger writes for a sticky canary
 }
 
 

@@ -146,8 +146,11 @@ class ListenerRoutes:
             problems.append(f"port: {self.port} is not in 1..65535")
         if len(self.hosts) > MAX_VIRTUAL_HOSTS:
             problems.append(f"hosts: {len(self.hosts)} virtual hosts, at most {MAX_VIRTUAL_HOSTS} are allowed")
-        names = [vh.hostname for vh in self.hosts]
-        problems += [f"hosts[{i}]: {h!r} is listed twice" for i, h in enumerate(names) if h in names[:i]]
+        seen: set[str] = set()  # a set, not the list so far: 1,000 routes with a hostname each are 1,000 hosts
+        for i, vh in enumerate(self.hosts):
+            if vh.hostname in seen:
+                problems.append(f"hosts[{i}]: {vh.hostname!r} is listed twice")
+            seen.add(vh.hostname)
         if problems:
             raise SpecError(problems)
 
@@ -318,16 +321,19 @@ def port_virtual_hosts(listeners: Sequence[ListenerRoutes]) -> tuple[VirtualHost
     for lr in listeners:
         names.add(CATCH_ALL if lr.hostname is None else lr.hostname)
         names.update(vh.hostname for vh in lr.hosts)
+    # Each listener's virtual hosts by name, and its `*.` ones, read once (not once per name: a listener can have
+    # 1,000 hosts, one per route).
+    own = [{vh.hostname: vh for vh in lr.hosts} for lr in listeners]
+    wild = [[vh for vh in lr.hosts if vh.hostname.startswith("*.")] for lr in listeners]
     out: list[VirtualHost] = []
     for name in sorted(names, key=lambda n: (_specificity(n), n)):
-        owners = [lr for lr in listeners if covers(lr.hostname, name)]
+        owners = [i for i, lr in enumerate(listeners) if covers(lr.hostname, name)]
         if not owners:
             continue  # no listener takes it (only a listener's own name or virtual hosts are names)
-        owner = min(owners, key=lambda lr: _specificity(lr.hostname))
-        own = {vh.hostname: vh for vh in owner.hosts}
-        best = own.get(name)
+        owner = min(owners, key=lambda i: _specificity(listeners[i].hostname))
+        best = own[owner].get(name)
         if best is None:
-            under = [vh for vh in owner.hosts if vh.hostname.startswith("*.") and covers(vh.hostname, name)]
-            best = min(under, key=lambda vh: _specificity(vh.hostname)) if under else own.get(CATCH_ALL)
+            under = [vh for vh in wild[owner] if covers(vh.hostname, name)]
+            best = min(under, key=lambda vh: _specificity(vh.hostname)) if under else own[owner].get(CATCH_ALL)
         out.append(VirtualHost(name, best.entries if best is not None else ()))
     return tuple(out)

@@ -83,7 +83,10 @@ def request_view(headers: Iterable[base_pb2.HeaderValue]) -> RequestView:
 
 
 def request_view_of(pairs: Iterable[tuple[str, str]]) -> RequestView:
-    """`request_view` over (name, value) pairs: the one reading of the headers, whichever transport carried them."""
+    """`request_view` over (name, value) pairs: the one reading of the headers, whichever transport carried them.
+    A route's header match on `cookie` (Flagger's sticky canary matches its cookie by RegularExpression) sees every
+    Cookie line, `; `-joined as HTTP/2 rejoins cookie crumbs (RFC 9113 §8.2.3); the split's own cookie is read from
+    the lines."""
     by_name: dict[str, str] = {}
     cookies: list[str] = []
     for key, value in pairs:
@@ -91,6 +94,8 @@ def request_view_of(pairs: Iterable[tuple[str, str]]) -> RequestView:
             cookies.append(value)
         else:
             by_name.setdefault(key, value)
+    if cookies:
+        by_name["cookie"] = "; ".join(cookies)
     return RequestView(
         authority=by_name.get(":authority") or by_name.get("host", ""),
         cookie_lines=tuple(cookies),
