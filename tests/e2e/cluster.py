@@ -11,7 +11,9 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -151,6 +153,13 @@ class Gateway:
             )
         finally:
             conn.close()
+
+
+def plugin_command() -> list[str]:
+    """`kubectl trafficsplit` when the plugin is on PATH (pip install puts it there), else this tree's CLI."""
+    if shutil.which("kubectl-trafficsplit"):
+        return ["kubectl", "trafficsplit"]
+    return [sys.executable, "-m", "trafficsplit.cli.main"]
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = 120.0, interval: float = 0.5) -> Any:

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster import REPO_ROOT, Cluster, Response, published, wait_for
+from tests.e2e.cluster import REPO_ROOT, Cluster, Response, plugin_command, published, wait_for
 from tests.e2e.load import parallel
 
 pytestmark = [pytest.mark.e2e]
@@ -71,13 +69,6 @@ def test_flip_by_kubectl_patch_moves_every_session_and_reports_the_new_generatio
     assert {r.backend for r in _replay(shop, host, sessions)} == {"green"}
 
 
-def _plugin() -> list[str]:
-    """`kubectl trafficsplit` when the plugin is on PATH (pip install puts it there), else this tree's CLI."""
-    if shutil.which("kubectl-trafficsplit"):
-        return ["kubectl", "trafficsplit"]
-    return [sys.executable, "-m", "trafficsplit.cli.main"]
-
-
 def test_flip_by_the_kubectl_plugin_moves_every_session(make_split: MakeSplit, shop: Cluster) -> None:
     import subprocess
 
@@ -86,7 +77,7 @@ def test_flip_by_the_kubectl_plugin_moves_every_session(make_split: MakeSplit, s
     proc = subprocess.run(
         # The split was created by `kubectl apply`, which owns spec.backends; the plugin applies server-side and,
         # as docs/cli.md says, takes the field over only when told to.
-        [*_plugin(), "flip", name, "-n", shop.namespace, "--force-conflicts"],
+        [*plugin_command(), "flip", name, "-n", shop.namespace, "--force-conflicts"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -21,6 +21,7 @@ that on loopback.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -35,8 +36,9 @@ import pytest
 import yaml
 from scipy.stats import chisquare
 
-from tests.e2e.cluster import CHART, Cluster, Gateway, Response, condition, wait_for
+from tests.e2e.cluster import CHART, Cluster, Gateway, Response, condition, plugin_command, wait_for
 from tests.e2e.load import parallel, steady_load
+from trafficsplit.core.weights import Weights
 
 pytestmark = [pytest.mark.e2e]
 
@@ -605,3 +607,61 @@ def test_bad_input_is_refused_alone_while_a_steady_route_keeps_serving(gwapi: Ga
     assert load.sent > 100, load.summary()
     assert set(load.errors) <= {"HTTP 503"} and load.failed < load.sent // 100, load.summary()
     assert set(load.backends) == {"alpha", "beta"}, load.backends
+
+
+def _policy_accepted(cluster: Cluster, name: str) -> bool:
+    pol = cluster.get("trafficsplitpolicy", name, "-n", NS)
+    for a in pol.get("status", {}).get("ancestors") or []:
+        acc = next((c for c in a.get("conditions", []) if c.get("type") == "Accepted"), None)
+        if a.get("controllerName") == CONTROLLER and acc and acc["status"] == "True":
+            return bool(acc["observedGeneration"] == pol["metadata"]["generation"])
+    return False
+
+
+def test_under_a_rehash_policy_a_change_moves_exactly_what_plan_predicted(gwapi: GatewayAPI) -> None:
+    """A sticky (Cookie sessionPersistence) route with a TrafficSplitPolicy `sticky.mode: rehash`: the seed's re-pin by
+    key instead of the sealed cookie. `kubectl trafficsplit plan httproute/... --set` says what 90/10 → 50/50 moves;
+    after the patch the sessions that changed backend on both replicas are exactly those the plan's weights give
+    another backend (each session's key is its cookie value), and their share is the plan's."""
+    cluster = gwapi.cluster
+    host, name = "rehash.gw-e2e.test", "rehashed"
+    policy = {
+        "apiVersion": "trafficsplit.dev/v1alpha1",
+        "kind": "TrafficSplitPolicy",
+        "metadata": {"name": "rehash", "namespace": NS},
+        "spec": {
+            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": name}],
+            "sticky": {"mode": "rehash"},
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(policy))
+    _apply_and_wait(cluster, _route(name, host, [("alpha", 90), ("beta", 10)], True))
+    wait_for("the policy Accepted", lambda: _policy_accepted(cluster, "rehash"), timeout=60)
+    first = parallel(lambda i: _new_session(gwapi, host, i), range(SESSIONS))
+
+    plan_cmd = [*plugin_command(), "plan", f"httproute/{name}", "-n", NS, "--rule", "0", "--set", "alpha=50,beta=50"]
+    out = subprocess.run(
+        [*plan_cmd, "--json"], capture_output=True, text=True, timeout=60, check=True, env=cluster.env()
+    ).stdout
+    served = json.loads(out)["served"]
+    print(f"\n{' '.join(plan_cmd[-7:])}: policy {served['policy']}, mode {served['mode']}, moves "
+          f"{served['moved_share']:.1%} of existing sessions (exact: {served['exact']})")  # fmt: skip
+    assert (served["policy"], served["mode"], served["exact"]) == (f"{NS}/rehash", "rehash", True), served
+    before, after = Weights.of([("alpha", 90), ("beta", 10)]), Weights.of([("alpha", 50), ("beta", 50)])
+
+    def key(s: Session) -> str:
+        return s.cookie.partition("=")[2]
+
+    assert all(before.pick(key(s)) == s.backend for s in first)  # the key decided each backend
+    predicted = {s.cookie for s in first if before.pick(key(s)) != after.pick(key(s))}
+
+    _apply_and_wait(cluster, _route(name, host, [("alpha", 50), ("beta", 50)], True))
+    responses = _revisit(gwapi, host, first, start=1) + _revisit(gwapi, host, first)
+    changed = [(s, r) for s, r in zip(first + first, responses, strict=True) if r.backend != s.backend]
+    moved = {s.cookie for s, _ in changed}
+    share = len(moved) / SESSIONS
+    print(f"after the patch: {len(moved)} of {SESSIONS} sessions moved ({share:.1%}), predicted {len(predicted)}; "
+          f"directions {dict(Counter((s.backend, r.backend) for s, r in changed))}")  # fmt: skip
+    assert moved == predicted
+    p = served["moved_share"]
+    assert abs(share - p) < 4 * (p * (1 - p) / SESSIONS) ** 0.5, (share, p)
