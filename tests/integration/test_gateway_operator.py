@@ -29,11 +29,11 @@ from tests.support.controlplane import ControlPlane, control_plane
 from tests.support.dataplane import NameBackends
 from tests.support.netns import TestPods
 from tests.support.operator import (
-    REPO_ROOT,
     Gateway,
     Operators,
     apply,
     install_crd,
+    install_gateway_api_crds,
     service_with_slice,
     start_gateway,
     ts_manifest,
@@ -44,7 +44,6 @@ from trafficsplit.operator.dataplane_names import publish_service_name
 
 pytestmark = [pytest.mark.k8s, pytest.mark.envoy, pytest.mark.netns, pytest.mark.slow]
 
-CRDS = REPO_ROOT / "charts" / "trafficsplit" / "gateway-api-crds" / "standard"
 CONTROLLER = "trafficsplit.dev/gateway-controller"
 HOST = "shop.example.com"
 
@@ -54,9 +53,7 @@ def gwkube() -> Iterator[ControlPlane]:
     """A control plane of its own with the Gateway API CRDs (the session's `kube` stays without them)."""
     with control_plane() as cp:
         install_crd(cp)
-        cp.kubectl("apply", "--server-side", "-f", str(CRDS))
-        for crd in ("gatewayclasses", "gateways", "httproutes", "referencegrants"):
-            cp.kubectl("wait", "--for=condition=Established", f"crd/{crd}.gateway.networking.k8s.io", "--timeout=60s")
+        install_gateway_api_crds(cp)
         yield cp
 
 
