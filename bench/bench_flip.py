@@ -128,8 +128,10 @@ class Side:
 
 
 def apply_batched(kube: ControlPlane, manifests: list[str]) -> None:
+    """Applied before the side's operator starts: 200 objects applied while an operator wrote statuses pushed one
+    `kubectl apply` past 60 s on this loaded 2-core machine (setup only; the flips are measured after)."""
     for i in range(0, len(manifests), BATCH):
-        kube.kubectl("apply", "-f", "-", input="---\n".join(manifests[i : i + BATCH]))
+        kube.kubectl("apply", "-f", "-", input="---\n".join(manifests[i : i + BATCH]), timeout=300)
 
 
 def backend_refs(weights: tuple[int, int]) -> list[dict[str, Any]]:
@@ -181,12 +183,6 @@ def trafficsplit_side(
     (work / "trafficsplit").mkdir()
     gw = start_gateway(work / "trafficsplit", backends)
     stack.callback(gw.stop)
-    ops.start(
-        kube.kubeconfig,
-        identity="op-ts",
-        args=[f"--namespaces={ns}", f"--token-file={gw.token_file}", f"--debounce={debounce}", *gw.dataplane_args()],
-        lease_namespace=ns,
-    )
     spec: dict[str, Any] = {
         "hosts": [HOST],
         "backends": [
@@ -195,6 +191,12 @@ def trafficsplit_side(
     }
     apply_batched(kube, [ts_manifest(ns, f"other-{i}", dict(spec, hosts=[f"other-{i}.example"])) for i in range(n - 1)])
     kube.kubectl("apply", "-f", "-", input=ts_manifest(ns, "flip", spec))
+    ops.start(
+        kube.kubeconfig,
+        identity="op-ts",
+        args=[f"--namespaces={ns}", f"--token-file={gw.token_file}", f"--debounce={debounce}", *gw.dataplane_args()],
+        lease_namespace=ns,
+    )
     wait_condition(kube, ns, "flip", "Published", "True", "2/2", timeout=600)
     if n > 1:
         wait_condition(kube, ns, f"other-{n - 2}", "Published", "True", "2/2", timeout=600)
@@ -270,8 +272,6 @@ def httproute_side(
     )
     apply_batched(kube, [route_manifest(ns, f"other-{i}", f"other-{i}.example") for i in range(n - 1)])
     kube.kubectl("apply", "-f", "-", input=route_manifest(ns, "flip", HOST))
-    # Started once the routes exist: 1,000 routes applied while the operator writes their statuses pushed a
-    # batch's `kubectl apply` past its 60 s timeout on this 2-core machine (setup only; the flips are measured after).
     ops.start(
         kube.kubeconfig,
         identity="op-gw",
