@@ -47,6 +47,7 @@ from trafficsplit.core.gateway_parameters import GatewayParameters, parse_gatewa
 from trafficsplit.core.gateway_status import class_status_body, gateway_status_body, route_parents, with_refusals
 from trafficsplit.core.gateway_tls import SECRET_TYPE_TLS, TlsSecret, parse_tls_secret
 from trafficsplit.core.gateway_translate import (
+    ActionMemo,
     GatewayStatus,
     Inputs,
     ParentStatus,
@@ -230,6 +231,7 @@ class GatewayPlane:
         self._written: dict[tuple[str, Key], tuple[str, Mapping[str, Any]]] = {}
         self._cleaned = False
         self.translation: Translation | None = None
+        self._memo = ActionMemo()  # one patched route among 1,000 builds one rule's split
         self.referenced: frozenset[Key] = frozenset()  # Services the routes name, and the publish Services
 
     def fleet(self, key: Key) -> Fleet | None:
@@ -267,7 +269,8 @@ class GatewayPlane:
                 secrets=s.secrets,
                 services=services,
                 slices=slices_by_service(slices.values()),
-            )
+            ),
+            self._memo,
         )
         refs = {(r.namespace, r.name) for route in s.routes.values() for rule in route.rules for r in rule.backend_refs}
         refs.update(self._publish_service(k) for k in s.gateways)

@@ -42,6 +42,7 @@ from trafficsplit.core.gateway_objects import (
     GrantFrom,
     HTTPRoute,
     Listener,
+    Meta,
     Namespace,
     ParentRef,
     PathType,
@@ -503,17 +504,72 @@ def _cookie(route: HTTPRoute, rule: RouteRule) -> tuple[CookieSettings | None, l
         return None, [f"{where}.{q.replace('name:', 'sessionName:', 1)}" for q in exc.problems]
 
 
+# What a rule's action is built from: the route's metadata, the rule, its resolved targets, their error weight and
+# each target's endpoints.
+_ActionKey = tuple[Meta, RouteRule, tuple[BackendTarget, ...], int, tuple[tuple[Endpoint, ...], ...]]
+
+
+class ActionMemo:
+    """Rule actions of the last translation by what they were built from (`_ActionKey`): a translation builds only
+    the rules whose inputs changed, so one weight patched among 1,000 routes compiles one split, as
+    `reconcile.CompileMemo` does for TrafficSplits. The operator owns one; each translation keeps only what it used
+    (bounded by the rules there are)."""
+
+    __slots__ = ("_last", "_used")
+
+    def __init__(self) -> None:
+        self._last: dict[_ActionKey, tuple[RuleAction | None, tuple[str, ...]]] = {}
+        self._used: dict[_ActionKey, tuple[RuleAction | None, tuple[str, ...]]] = {}
+
+    def build(
+        self,
+        route: HTTPRoute,
+        rule: RouteRule,
+        resolved: Sequence[tuple[BackendTarget, ServiceInfo]],
+        error_weight: int,
+        endpoints: tuple[tuple[Endpoint, ...], ...],
+    ) -> tuple[RuleAction | None, tuple[str, ...]]:
+        key = (route.meta, rule, tuple(t for t, _ in resolved), error_weight, endpoints)
+        got = self._used.get(key) or self._last.get(key)
+        if got is None:
+            got = _build_action(route, rule, resolved, error_weight, endpoints)
+        self._used[key] = got
+        return got
+
+    def finish(self) -> None:
+        """The translation is done: what it did not use is forgotten."""
+        self._last, self._used = self._used, {}
+
+
+def _target_endpoints(
+    resolved: Sequence[tuple[BackendTarget, ServiceInfo]],
+    slices: Mapping[tuple[str, str], Sequence[SliceInfo]],
+    seen: dict[tuple[str, str, int], tuple[Endpoint, ...]],
+) -> tuple[tuple[Endpoint, ...], ...]:
+    """Each resolved target's endpoints, in order; `seen` keeps them per Service port for the translation (1,000
+    routes to the same two Services read their slices twice, not 2,000 times)."""
+    out = []
+    for t, svc in resolved:
+        k = (t.namespace, t.service, t.port)
+        if k not in seen:
+            port = next(p for p in svc.ports if p.port == t.port)
+            seen[k] = endpoints_for(svc, port, slices.get((t.namespace, t.service), ()))
+        out.append(seen[k])
+    return tuple(out)
+
+
 def _build_action(
     route: HTTPRoute,
     rule: RouteRule,
-    resolved: list[tuple[BackendTarget, ServiceInfo]],
+    resolved: Sequence[tuple[BackendTarget, ServiceInfo]],
     error_weight: int,
-    slices: Mapping[tuple[str, str], Sequence[SliceInfo]],
-) -> tuple[RuleAction | None, list[str]]:
-    """The rule's split, built as a TrafficSplit's is; or the reasons it cannot be (the rule is then dropped)."""
+    endpoints: tuple[tuple[Endpoint, ...], ...],
+) -> tuple[RuleAction | None, tuple[str, ...]]:
+    """The rule's split, built as a TrafficSplit's is; or the reasons it cannot be (the rule is then dropped).
+    `endpoints`: each resolved target's, in order."""
     cookie, problems = _cookie(route, rule)
     if problems:
-        return None, problems
+        return None, tuple(problems)
     key = route.meta.key
     if sum(t.weight for t, _ in resolved) == 0:  # no backendRef, none resolves, or all at weight 0
         return RuleAction(
@@ -523,12 +579,9 @@ def _build_action(
             targets=tuple(t for t, _ in resolved),
             error_weight=error_weight,
             filters=rule.filters,
-        ), []
+        ), ()
     live = resolved
-    endpoints: dict[str, tuple[Endpoint, ...]] = {}
-    for t, svc in live:
-        port = next(p for p in svc.ports if p.port == t.port)
-        endpoints[t.backend] = endpoints_for(svc, port, slices.get((t.namespace, t.service), ()))
+    by_backend = {t.backend: eps for (t, _), eps in zip(live, endpoints, strict=True)}
     try:
         spec = SplitSpec(
             namespace=route.meta.namespace,
@@ -543,9 +596,9 @@ def _build_action(
             matches=(),
             debug_headers=False,
         )
-        split = compile_split(spec, endpoints, observed_generation=route.meta.generation)
+        split = compile_split(spec, by_backend, observed_generation=route.meta.generation)
     except SpecError as exc:
-        return None, [f"rules[{rule.index}]: {q}" for q in exc.problems]
+        return None, tuple(f"rules[{rule.index}]: {q}" for q in exc.problems)
     return RuleAction(
         route=key,
         rule=rule.index,
@@ -553,7 +606,7 @@ def _build_action(
         targets=tuple(t for t, _ in live),
         error_weight=error_weight,
         filters=rule.filters,
-    ), []
+    ), ()
 
 
 def _precedence(route: HTTPRoute, entry: RouteEntry) -> tuple[int, int, int, int, int, str, str, int, int]:
@@ -575,8 +628,11 @@ def _precedence(route: HTTPRoute, entry: RouteEntry) -> tuple[int, int, int, int
     )
 
 
-def translate(inputs: Inputs) -> Translation:
-    """The model and the status for everything attached to our Gateways (see the module docstring)."""
+def translate(inputs: Inputs, memo: ActionMemo | None = None) -> Translation:
+    """The model and the status for everything attached to our Gateways (see the module docstring). `memo`: the
+    operator's, so that rules whose inputs did not change are not built again."""
+    memo = memo if memo is not None else ActionMemo()
+    seen_endpoints: dict[tuple[str, str, int], tuple[Endpoint, ...]] = {}
     services = inputs.services or {}
     slices = inputs.slices or {}
     labels = {n.name: dict(n.labels) for n in inputs.namespaces}
@@ -620,7 +676,8 @@ def translate(inputs: Inputs) -> Translation:
             if not attached:
                 continue
             ok, _, error_weight = resolved[rule.index]
-            action, problems = _build_action(route, rule, ok, error_weight, slices)
+            eps = _target_endpoints(ok, slices, seen_endpoints)
+            action, problems = memo.build(route, rule, ok, error_weight, eps)
             dropped.extend(problems)
             if action is not None:
                 route_actions.append(action)
@@ -700,6 +757,7 @@ def translate(inputs: Inputs) -> Translation:
                     )
                 )
         gateway_status.append(GatewayStatus(key, _gateway_conditions(gw, views[key]), tuple(listener_status)))
+    memo.finish()
     return Translation(
         listeners=tuple(listeners),
         actions=tuple(actions),
