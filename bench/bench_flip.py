@@ -1,4 +1,5 @@
-"""Blue-green flip latency: `kubectl patch` → every dataplane replica serving the new generation.
+"""Blue-green flip latency: `kubectl patch` → every dataplane replica serving the new generation, for TrafficSplits
+and (`--routes N`) for HTTPRoutes on one Gateway, side by side in one run.
 
 Runs the real pieces on this machine: kube-apiserver + etcd (tests/support/controlplane.py), the operator process,
 two dataplane units (extproc + Envoy), two backends in network namespaces with Services + EndpointSlices. Then it
@@ -8,26 +9,43 @@ flips a TrafficSplit 100/0 ↔ 0/100 N times (merge patch through the API, as ku
   traffic  a request through each replica's Envoy lands on the new side;
   status   the TrafficSplit's Published condition is True for the new metadata.generation (what `kubectl wait` sees).
 
-Prints p50 / p90 / p99 / max of each, side by side, and writes them as JSON (`--out`). `--splits N` first applies N-1
-other TrafficSplits (their own hosts, the same two Services), so the flip is measured with N splits held by every
-replica (each publish carries the whole generation). Needs root (network namespaces). Nothing is asserted.
+`--routes N` adds the Gateway API side: the upstream CRDs in the same API server, a GatewayClass of ours, a Gateway
+(one HTTP listener on port 80) whose two replicas (extproc + Envoy with that listener) are found, as the provisioned
+ones would be, through the EndpointSlices of its publish Service (made here: no provisioner, no controller-manager),
+N HTTPRoutes attached to it (each its own hostname, one rule with two weighted backendRefs to the same two Services),
+and a second operator process (`--gateway-api true`) of its own namespace. The flipped route's weights are merged
+100/0 ↔ 0/100 and the same three figures recorded: held (the Gateway's replicas), traffic (a request through each
+replica's Envoy listener for Gateway port 80), status (the route's parent of ours `Accepted` at the new
+`observedGeneration`). Flips alternate between the two sides so both see the same load; each side has an operator of
+its own, so neither figure pays for the other side's objects.
 
-    python bench/bench_flip.py [--flips 50] [--splits 1000] [--out bench/results/DATE-flip-1000.json]
+Prints p50 / p90 / p99 / max of each (and with routes the HTTPRoute/TrafficSplit ratio of p50 and p99) and writes
+them as JSON (`--out`). `--splits N` first applies N-1 other TrafficSplits (their own hosts, the same two Services), so
+the flip is measured with N splits held by every replica (each publish carries the whole generation). Needs root
+(network namespaces). Nothing is asserted.
+
+    python bench/bench_flip.py [--flips 50] [--splits 1000] [--routes 1000] [--out bench/results/DATE-flip-1000.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
+import ipaddress
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 for p in ("src", "operator", "extproc", "."):
@@ -35,19 +53,28 @@ for p in ("src", "operator", "extproc", "."):
 
 from kubernetes import client  # noqa: E402
 
-from tests.support.controlplane import control_plane  # noqa: E402
+from tests.support.controlplane import ControlPlane, control_plane  # noqa: E402
 from tests.support.dataplane import NameBackends  # noqa: E402
-from tests.support.netns import TestPods  # noqa: E402
+from tests.support.netns import Pod, TestPods  # noqa: E402
 from tests.support.operator import (  # noqa: E402
+    Gateway,
     Operators,
     install_crd,
+    install_gateway_api_crds,
     service_with_slice,
     start_gateway,
     ts_manifest,
     wait_condition,
 )
+from tests.support.waiting import poll  # noqa: E402
+from trafficsplit.core.gateway_objects import CONTROLLER_NAME  # noqa: E402
+from trafficsplit.operator.dataplane_names import publish_service_name  # noqa: E402
 
 HOST = "flip.example"
+GATEWAY_PORT = 80  # the Gateway's one listener
+GROUP = "gateway.networking.k8s.io"
+COLOURS = ("blue", "green")
+BATCH = 200  # kubectl apply in batches: one huge stdin is slow to diff
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -55,131 +82,295 @@ def pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
+def summary(xs: list[float]) -> dict[str, float]:
+    ms = [x * 1000 for x in xs]
+    return {q: round(pct(ms, v), 1) for q, v in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))} | {
+        "max": round(max(ms), 1)
+    }
+
+
+@dataclass
+class Side:
+    """One kind of object flipped: how to patch it to weights, whose replicas serve it, and when its status says so."""
+
+    kind: str
+    objects: int
+    units: Gateway
+    patch: Callable[[tuple[int, int]], int]  # weights (blue, green) → the object's new metadata.generation
+    served: Callable[[int], bool]  # its status reports that generation served
+    gateway_port: int | None = None  # None: the chart gateway's one listener
+    colour: str = "blue"
+    series: dict[str, list[float]] = field(default_factory=lambda: {"held": [], "traffic": [], "status": []})
+
+    def flip(self) -> None:
+        self.colour = "green" if self.colour == "blue" else "blue"
+        weights = (100, 0) if self.colour == "blue" else (0, 100)
+        before = min(self.units.held())
+        t0 = time.perf_counter()
+        generation = self.patch(weights)
+        while min(self.units.held()) <= before:
+            time.sleep(0.002)
+        self.series["held"].append(time.perf_counter() - t0)
+        asyncio.run(self._first_new_colour())
+        self.series["traffic"].append(time.perf_counter() - t0)
+        while not self.served(generation):
+            time.sleep(0.005)
+        self.series["status"].append(time.perf_counter() - t0)
+
+    async def _first_new_colour(self) -> None:
+        for u in self.units.units:
+            conn = u.connection(self.gateway_port)
+            try:
+                while (await conn.request(HOST)).backend != self.colour:
+                    await asyncio.sleep(0.001)
+            finally:
+                conn.close()
+
+
+def apply_batched(kube: ControlPlane, manifests: list[str]) -> None:
+    """Applied before the side's operator starts: 200 objects applied while an operator wrote statuses pushed one
+    `kubectl apply` past 60 s on this loaded 2-core machine (setup only; the flips are measured after)."""
+    for i in range(0, len(manifests), BATCH):
+        kube.kubectl("apply", "-f", "-", input="---\n".join(manifests[i : i + BATCH]), timeout=300)
+
+
+def backend_refs(weights: tuple[int, int]) -> list[dict[str, Any]]:
+    return [{"name": f"svc-{c}", "port": 80, "weight": w} for c, w in zip(COLOURS, weights, strict=True)]
+
+
+def route_manifest(namespace: str, name: str, host: str) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": f"{GROUP}/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "parentRefs": [{"name": "gw"}],
+                "hostnames": [host],
+                "rules": [{"backendRefs": backend_refs((100, 0))}],
+            },
+        }
+    )
+
+
+def route_accepted(custom: client.CustomObjectsApi, namespace: str, name: str, generation: int) -> bool:
+    """The route's parent entry of ours says Accepted=True at `generation` (written once every replica ACKed it)."""
+    o = custom.get_namespaced_custom_object(GROUP, "v1", namespace, "httproutes", name)
+    parents = (o.get("status") or {}).get("parents") or []
+    ours: dict[str, Any] = next((p for p in parents if p.get("controllerName") == CONTROLLER_NAME), {})
+    c = next((c for c in ours.get("conditions") or [] if c["type"] == "Accepted"), None)
+    return bool(c and c["status"] == "True" and c.get("observedGeneration") == generation)
+
+
+def services(kube: ControlPlane, namespace: str, pods: dict[str, Pod]) -> None:
+    """svc-blue and svc-green in `namespace`, each with its pod's endpoint."""
+    for c in COLOURS:
+        service_with_slice(kube, namespace, f"svc-{c}", [pods[c].ip], target_port=pods[c].port)
+
+
+def trafficsplit_side(
+    kube: ControlPlane,
+    ops: Operators,
+    stack: contextlib.ExitStack,
+    pods: dict[str, Pod],
+    work: Path,
+    backends: NameBackends,
+    n: int,
+    debounce: float,
+) -> Side:
+    ns = kube.create_namespace("bench")
+    services(kube, ns, pods)
+    (work / "trafficsplit").mkdir()
+    gw = start_gateway(work / "trafficsplit", backends)
+    stack.callback(gw.stop)
+    spec: dict[str, Any] = {
+        "hosts": [HOST],
+        "backends": [
+            {"name": c, "service": f"svc-{c}", "port": 80, "weight": w} for c, w in zip(COLOURS, (100, 0), strict=True)
+        ],
+    }
+    apply_batched(kube, [ts_manifest(ns, f"other-{i}", dict(spec, hosts=[f"other-{i}.example"])) for i in range(n - 1)])
+    kube.kubectl("apply", "-f", "-", input=ts_manifest(ns, "flip", spec))
+    ops.start(
+        kube.kubeconfig,
+        identity="op-ts",
+        args=[f"--namespaces={ns}", f"--token-file={gw.token_file}", f"--debounce={debounce}", *gw.dataplane_args()],
+        lease_namespace=ns,
+    )
+    wait_condition(kube, ns, "flip", "Published", "True", "2/2", timeout=600)
+    if n > 1:
+        wait_condition(kube, ns, f"other-{n - 2}", "Published", "True", "2/2", timeout=600)
+    custom = client.CustomObjectsApi(kube.api_client())
+
+    def patch(weights: tuple[int, int]) -> int:
+        body = {"spec": {"backends": [dict(b, weight=w) for b, w in zip(spec["backends"], weights, strict=True)]}}
+        obj = custom.patch_namespaced_custom_object("trafficsplit.dev", "v1alpha1", ns, "trafficsplits", "flip", body)
+        return int(obj["metadata"]["generation"])
+
+    def served(generation: int) -> bool:
+        o = custom.get_namespaced_custom_object("trafficsplit.dev", "v1alpha1", ns, "trafficsplits", "flip")
+        c = next((c for c in o.get("status", {}).get("conditions", []) if c["type"] == "Published"), None)
+        return bool(c and c["status"] == "True" and c.get("observedGeneration") == generation)
+
+    return Side("TrafficSplit", n, gw, patch, served)
+
+
+def httproute_side(
+    kube: ControlPlane,
+    ops: Operators,
+    stack: contextlib.ExitStack,
+    pods: dict[str, Pod],
+    anchor: Pod,
+    work: Path,
+    backends: NameBackends,
+    n: int,
+    debounce: float,
+) -> Side:
+    install_gateway_api_crds(kube)
+    ns = kube.create_namespace("bench-gw")
+    services(kube, ns, pods)
+    # The API server refuses loopback addresses in EndpointSlices: the replicas' publish APIs listen on the host end
+    # of a test pod's veth, each its own port, so each replica is one slice of the publish Service.
+    host = str(ipaddress.ip_address(anchor.ip) - 1)
+    (work / "gateway-api").mkdir()
+    gw = start_gateway(work / "gateway-api", backends, publish_host=host, gateway_ports=(GATEWAY_PORT,))
+    stack.callback(gw.stop)
+    for i, u in enumerate(gw.units):
+        service_with_slice(
+            kube,
+            ns,
+            publish_service_name(ns, "gw"),
+            [host],
+            port=9443,
+            target_port=u.processor.ports["publish"],
+            port_name="publish",
+            slice_suffix=f"r{i}",
+        )
+    kube.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=yaml.safe_dump_all(
+            [
+                {
+                    "apiVersion": f"{GROUP}/v1",
+                    "kind": "GatewayClass",
+                    "metadata": {"name": "trafficsplit"},
+                    "spec": {"controllerName": CONTROLLER_NAME},
+                },
+                {
+                    "apiVersion": f"{GROUP}/v1",
+                    "kind": "Gateway",
+                    "metadata": {"name": "gw", "namespace": ns},
+                    "spec": {
+                        "gatewayClassName": "trafficsplit",
+                        "listeners": [{"name": "http", "port": GATEWAY_PORT, "protocol": "HTTP"}],
+                    },
+                },
+            ]
+        ),
+    )
+    apply_batched(kube, [route_manifest(ns, f"other-{i}", f"other-{i}.example") for i in range(n - 1)])
+    kube.kubectl("apply", "-f", "-", input=route_manifest(ns, "flip", HOST))
+    ops.start(
+        kube.kubeconfig,
+        identity="op-gw",
+        args=[
+            "--leader-election=false",
+            "--gateway-api=true",
+            # The chart's gateway: a Service with no endpoints here, so only the Gateway's replicas are published to.
+            "--gateway-service=no-chart-gateway",
+            f"--gateway-namespace={ns}",
+            f"--dataplane-namespace={ns}",
+            f"--namespaces={ns}",
+            f"--token-file={gw.token_file}",
+            f"--debounce={debounce}",
+        ],
+        lease_namespace=ns,
+    )
+    custom = client.CustomObjectsApi(kube.api_client())
+    poll(lambda: route_accepted(custom, ns, "flip", 1), 600, "route flip Accepted", 0.1)
+    if n > 1:
+        poll(lambda: route_accepted(custom, ns, f"other-{n - 2}", 1), 600, "the last other route Accepted", 0.1)
+
+    def patch(weights: tuple[int, int]) -> int:
+        body = {"spec": {"rules": [{"backendRefs": backend_refs(weights)}]}}
+        obj = custom.patch_namespaced_custom_object(GROUP, "v1", ns, "httproutes", "flip", body)
+        return int(obj["metadata"]["generation"])
+
+    return Side("HTTPRoute", n, gw, patch, lambda g: route_accepted(custom, ns, "flip", g), gateway_port=GATEWAY_PORT)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--flips", type=int, default=50)
-    ap.add_argument("--debounce", type=float, default=0.02, help="the operator's --debounce (seconds)")
+    ap.add_argument("--flips", type=int, default=50, help="patches per side")
+    ap.add_argument("--debounce", type=float, default=0.02, help="the operators' --debounce (seconds)")
     ap.add_argument("--splits", type=int, default=1, help="TrafficSplits held in all, the flipped one included")
+    ap.add_argument(
+        "--routes", type=int, default=0, help="HTTPRoutes on the Gateway, the flipped one included (0: none)"
+    )
     ap.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = ap.parse_args()
     load_start = os.getloadavg()
+    sides: list[Side] = []
     with tempfile.TemporaryDirectory(prefix="bench-flip-") as tmp, control_plane() as kube, TestPods(Path(tmp)) as tp:
         work = Path(tmp)
         install_crd(kube)
-        ns = kube.create_namespace("bench")
-        pods = {n: tp.start(n) for n in ("blue", "green")}
-        for n, p in pods.items():
-            service_with_slice(kube, ns, f"svc-{n}", [p.ip], target_port=p.port)
+        pods = {c: tp.start(c) for c in COLOURS}
         backends = NameBackends.start(work, names=("blue",))
-        gw = start_gateway(work, backends)
         ops = Operators(kube, work)
-        try:
-            ops.start(
-                kube.kubeconfig,
-                args=[
-                    f"--namespaces={ns}",
-                    f"--token-file={gw.token_file}",
-                    f"--debounce={args.debounce}",
-                    *gw.dataplane_args(),
-                ],
-                lease_namespace=ns,
-            )
-            spec: dict[str, Any] = {
-                "hosts": [HOST],
-                "backends": [
-                    {"name": "blue", "service": "svc-blue", "port": 80, "weight": 100},
-                    {"name": "green", "service": "svc-green", "port": 80, "weight": 0},
-                ],
-            }
-            others = [
-                ts_manifest(ns, f"other-{i}", dict(spec, hosts=[f"other-{i}.example"])) for i in range(args.splits - 1)
-            ]
-            for i in range(0, len(others), 200):  # kubectl apply in batches: one huge stdin is slow to diff
-                kube.kubectl("apply", "-f", "-", input="---\n".join(others[i : i + 200]))
-            kube.kubectl("apply", "-f", "-", input=ts_manifest(ns, "flip", spec))
-            wait_condition(kube, ns, "flip", "Published", "True", "2/2", timeout=60 + args.splits * 0.2)
-            if others:
-                wait_condition(kube, ns, f"other-{args.splits - 2}", "Published", "True", "2/2", timeout=600)
-            api = kube.api_client()
-            custom = client.CustomObjectsApi(api)
-            held_t: list[float] = []
-            traffic_t: list[float] = []
-            status_t: list[float] = []
-            side = "blue"
+        with contextlib.ExitStack() as stack:
+            stack.callback(backends.envoy.stop)
+            stack.callback(ops.stop_all)  # LIFO: the units (registered by each side), the operators, the backends
+            sides.append(trafficsplit_side(kube, ops, stack, pods, work, backends, args.splits, args.debounce))
+            if args.routes:
+                anchor = tp.start("anchor")
+                sides.append(httproute_side(kube, ops, stack, pods, anchor, work, backends, args.routes, args.debounce))
             for _ in range(args.flips):
-                side = "green" if side == "blue" else "blue"
-                weights = (100, 0) if side == "blue" else (0, 100)
-                before = min(gw.held())
-                body = {
-                    "spec": {"backends": [dict(b, weight=w) for b, w in zip(spec["backends"], weights, strict=True)]}
-                }
-                t0 = time.perf_counter()
-                obj = custom.patch_namespaced_custom_object(
-                    "trafficsplit.dev", "v1alpha1", ns, "trafficsplits", "flip", body
-                )
-                gen = obj["metadata"]["generation"]
-                while min(gw.held()) <= before:
-                    time.sleep(0.002)
-                held_t.append(time.perf_counter() - t0)
-
-                async def first_new_side(side: str) -> None:
-                    for u in gw.units:
-                        conn = u.connection()
-                        try:
-                            while (await conn.request(HOST)).backend != side:
-                                await asyncio.sleep(0.001)
-                        finally:
-                            conn.close()
-
-                asyncio.run(first_new_side(side))
-                traffic_t.append(time.perf_counter() - t0)
-                while True:
-                    o = custom.get_namespaced_custom_object("trafficsplit.dev", "v1alpha1", ns, "trafficsplits", "flip")
-                    c = next((c for c in o.get("status", {}).get("conditions", []) if c["type"] == "Published"), None)
-                    if c and c["status"] == "True" and c.get("observedGeneration") == gen:
-                        break
-                    time.sleep(0.005)
-                status_t.append(time.perf_counter() - t0)
-            api.close()
-        finally:
-            ops.stop_all()
-            gw.stop()
-            backends.envoy.stop()
-    series = {"held": held_t, "traffic": traffic_t, "status": status_t}
-    if args.out is not None:
-        doc = {
-            "benchmark": "flip",
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "splits": args.splits,
-            "flips": args.flips,
-            "debounce_s": args.debounce,
-            "replicas": 2,
-            "ms": {
-                k: {q: round(pct([x * 1000 for x in xs], v), 1) for q, v in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))}
-                | {"max": round(max(xs) * 1000, 1)}
-                for k, xs in series.items()
-            },
-            "machine": {
-                "cpus": os.cpu_count(),
-                "loadavg_start": [round(x, 2) for x in load_start],
-                "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-            },
+                for side in sides:
+                    side.flip()
+    ts = sides[0]
+    doc: dict[str, Any] = {
+        "benchmark": "flip",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "splits": args.splits,
+        "flips": args.flips,
+        "debounce_s": args.debounce,
+        "replicas": 2,
+        "ms": {k: summary(xs) for k, xs in ts.series.items()},
+    }
+    if args.routes:
+        hr = sides[1]
+        doc["httproutes"] = args.routes
+        doc["httproute_ms"] = {k: summary(xs) for k, xs in hr.series.items()}
+        doc["ratio_httproute_over_trafficsplit"] = {
+            k: {q: round(doc["httproute_ms"][k][q] / doc["ms"][k][q], 2) for q in ("p50", "p99")} for k in doc["ms"]
         }
+    doc["machine"] = {
+        "cpus": os.cpu_count(),
+        "loadavg_start": [round(x, 2) for x in load_start],
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+    }
+    if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
-    debounce_ms = args.debounce * 1000
-    print(f"\nflips: {args.flips}, splits {args.splits}, operator debounce {debounce_ms:.0f} ms; patch → ..., ms")
-    print(f"{'':<40}{'p50':>8}{'p90':>8}{'p99':>8}{'max':>8}{'mean':>8}")
-    for label, xs in (
-        ("both replicas hold the new generation", held_t),
-        ("both Envoys route to the new side", traffic_t),
-        ("status Published=True (new gen)", status_t),
-    ):
-        ms = [x * 1000 for x in xs]
-        print(
-            f"{label:<40}{pct(ms, 0.5):>8.1f}{pct(ms, 0.9):>8.1f}{pct(ms, 0.99):>8.1f}{max(ms):>8.1f}"
-            f"{statistics.mean(ms):>8.1f}"
-        )
+    print(f"\nflips: {args.flips} per kind, operator debounce {args.debounce * 1000:.0f} ms; patch → ..., ms")
+    print(f"{'':<60}{'p50':>8}{'p90':>8}{'p99':>8}{'max':>8}{'mean':>8}")
+    labels = {
+        "held": "every replica holds the new generation",
+        "traffic": "every Envoy routes to the new side",
+        "status": "status at the new generation",
+    }
+    for side in sides:
+        for key, label in labels.items():
+            ms = [x * 1000 for x in side.series[key]]
+            row = f"{side.kind} ({side.objects}): {label}"
+            print(
+                f"{row:<60}{pct(ms, 0.5):>8.1f}{pct(ms, 0.9):>8.1f}{pct(ms, 0.99):>8.1f}{max(ms):>8.1f}"
+                f"{statistics.mean(ms):>8.1f}"
+            )
+    for key, r in doc.get("ratio_httproute_over_trafficsplit", {}).items():
+        print(f"HTTPRoute / TrafficSplit, {key}: p50 {r['p50']:.2f}x, p99 {r['p99']:.2f}x")
     return 0
 
 

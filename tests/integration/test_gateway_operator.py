@@ -25,15 +25,15 @@ import pytest
 import yaml
 
 from tests.support.certs import issue, make_ca
-from tests.support.controlplane import ControlPlane, control_plane
+from tests.support.controlplane import REPO_ROOT, ControlPlane, control_plane
 from tests.support.dataplane import NameBackends
 from tests.support.netns import TestPods
 from tests.support.operator import (
-    REPO_ROOT,
     Gateway,
     Operators,
     apply,
     install_crd,
+    install_gateway_api_crds,
     service_with_slice,
     start_gateway,
     ts_manifest,
@@ -44,7 +44,6 @@ from trafficsplit.operator.dataplane_names import publish_service_name
 
 pytestmark = [pytest.mark.k8s, pytest.mark.envoy, pytest.mark.netns, pytest.mark.slow]
 
-CRDS = REPO_ROOT / "charts" / "trafficsplit" / "gateway-api-crds" / "standard"
 POLICY_CRD = REPO_ROOT / "crds" / "trafficsplit.dev_trafficsplitpolicies.yaml"
 CONTROLLER = "trafficsplit.dev/gateway-controller"
 HOST = "shop.example.com"
@@ -55,10 +54,8 @@ def gwkube() -> Iterator[ControlPlane]:
     """A control plane of its own with the Gateway API CRDs (the session's `kube` stays without them)."""
     with control_plane() as cp:
         install_crd(cp)
-        cp.kubectl("apply", "--server-side", "-f", str(CRDS))
+        install_gateway_api_crds(cp)
         cp.kubectl("apply", "--server-side", "-f", str(POLICY_CRD))
-        for crd in ("gatewayclasses", "gateways", "httproutes", "referencegrants"):
-            cp.kubectl("wait", "--for=condition=Established", f"crd/{crd}.gateway.networking.k8s.io", "--timeout=60s")
         cp.kubectl("wait", "--for=condition=Established", "crd/trafficsplitpolicies.trafficsplit.dev", "--timeout=60s")
         yield cp
 
@@ -399,7 +396,7 @@ def test_without_gateway_api_crds_trafficsplits_are_served_and_the_operator_says
     # The CRDs installed later: the operator notices (it re-checks discovery), starts over in place with Gateway API
     # on, and answers our GatewayClass; the TrafficSplit stays served throughout.
     t = time.monotonic()
-    kube.kubectl("apply", "--server-side", "-f", str(CRDS))
+    install_gateway_api_crds(kube)
     gateway_class = {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "GatewayClass",

@@ -59,7 +59,14 @@ from trafficsplit.core.spec import parse_split
 from trafficsplit.operator.publisher import ClientTlsFiles
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
-from trafficsplit.wire.bootstrap import LISTENER_NAME, Address, BootstrapOptions, ExtProcTransport, bootstrap_json
+from trafficsplit.wire.bootstrap import (
+    LISTENER_NAME,
+    Address,
+    BootstrapOptions,
+    ExtProcTransport,
+    GatewayListener,
+    bootstrap_json,
+)
 from trafficsplit.wire.command import envoy_args, local_envoy
 from trafficsplit.wire.envoy import DECISION_HEADER, ROUTING_HEADER
 from trafficsplit.wire.generation import generation_to_proto
@@ -772,9 +779,11 @@ class Dataplane:
     backends: NameBackends
     processor: Processor
     envoy: Envoy
-    port: int = 0
+    port: int = 0  # the chart gateway's one listener (0: a Gateway data plane, see `listener_ports`)
     number: int = 0
     held: Generation | None = field(default=None)
+    # A Gateway data plane: Gateway listener port → the loopback port its Envoy listener is bound to.
+    listener_ports: dict[int, int] = field(default_factory=dict)
 
     def generation(
         self,
@@ -821,8 +830,9 @@ class Dataplane:
         finally:
             conn.close()
 
-    def connection(self) -> Connection:
-        return Connection(self.port)
+    def connection(self, gateway_port: int | None = None) -> Connection:
+        """To the unit's listener, or (a Gateway data plane) to the Envoy listener of that Gateway listener port."""
+        return Connection(self.port if gateway_port is None else self.listener_ports[gateway_port])
 
     def stop(self) -> None:
         self.envoy.stop()
@@ -843,12 +853,15 @@ class Dataplane:
         ads_via: Address | None = None,
         processor_pythonpath: str = PYTHONPATH,
         transport: str = "grpc",
+        gateway_ports: Sequence[int] = (),
     ) -> Dataplane:
         """Start the processor, then Envoy bootstrapped onto its socket (the processor is killed if Envoy fails).
         Units of one gateway share `token` and differ by `replica`, which is also Envoy's node id. `bootstrap`: more
         `BootstrapOptions` fields (edge settings such as `xff_num_trusted_hops` or `max_connections`). `ads_via`: Envoy
         reaches ADS at this address instead (a `LinkCutter` in front of the processor's socket). `transport`: how Envoy
-        calls ext_proc (grpc, or http: the experimental http_service)."""
+        calls ext_proc (grpc, or http: the experimental http_service). `gateway_ports`: a Gateway's data plane, one
+        Envoy listener per Gateway listener port (plain HTTP, any free loopback port each) instead of the one."""
+        listeners = tuple(GatewayListener(p, Address("127.0.0.1", 0)) for p in gateway_ports)
         processor = Processor(
             workdir,
             token=token or secrets.token_hex(16),
@@ -868,6 +881,7 @@ class Dataplane:
                 message_timeout_ms=message_timeout_ms,
                 access_log=str(workdir / "gateway.access.log"),
                 extproc_transport=processor.transport,
+                listeners=listeners,
                 **(bootstrap or {}),
             )
         )
@@ -878,7 +892,10 @@ class Dataplane:
             processor.kill()
             raise
         dp = cls(workdir, backends, processor, envoy)
-        dp.port = envoy.listener_port(LISTENER_NAME)
+        if listeners:
+            dp.listener_ports = {g.port: envoy.listener_port(g.name) for g in listeners}
+        else:
+            dp.port = envoy.listener_port(LISTENER_NAME)
         return dp
 
 

@@ -45,6 +45,7 @@ from trafficsplit.wire.bootstrap import Address
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO_ROOT / "crds" / "trafficsplit.dev_trafficsplits.yaml"
 CHART = REPO_ROOT / "charts" / "trafficsplit"
+GATEWAY_API_CRDS = CHART / "gateway-api-crds" / "standard"
 PYTHONPATH = os.pathsep.join(str(REPO_ROOT / p) for p in ("src", "operator", "extproc", "."))
 # The Lease the test operators use; the rendered RBAC names it (the chart grants get/update on that Lease only).
 LEASE_NAME = "trafficsplit-operator"
@@ -56,6 +57,13 @@ LEASE_NAME = "trafficsplit-operator"
 def install_crd(kube: ControlPlane) -> None:
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_PATH))
     kube.kubectl("wait", "--for=condition=Established", "crd/trafficsplits.trafficsplit.dev", "--timeout=30s")
+
+
+def install_gateway_api_crds(kube: ControlPlane) -> None:
+    """The Gateway API CRDs of the chart's standard channel, applied and Established."""
+    kube.kubectl("apply", "--server-side", "-f", str(GATEWAY_API_CRDS))
+    for crd in ("gatewayclasses", "gateways", "httproutes", "referencegrants"):
+        kube.kubectl("wait", "--for=condition=Established", f"crd/{crd}.gateway.networking.k8s.io", "--timeout=60s")
 
 
 @pytest.fixture(scope="session")
@@ -89,8 +97,10 @@ def service_with_slice(
     target_port: int = 8080,
     ready: Mapping[str, bool] | None = None,
     port_name: str = "http",
+    slice_suffix: str = "abc",
 ) -> None:
-    """A Service and the EndpointSlice the EndpointSlice controller would make for it (there is no controller)."""
+    """A Service and the EndpointSlice the EndpointSlice controller would make for it (there is no controller).
+    Called again with another `slice_suffix`: one more slice of the same Service (endpoints on another port)."""
     svc = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -100,7 +110,11 @@ def service_with_slice(
     eps = {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
-        "metadata": {"name": f"{name}-abc", "namespace": namespace, "labels": {"kubernetes.io/service-name": name}},
+        "metadata": {
+            "name": f"{name}-{slice_suffix}",
+            "namespace": namespace,
+            "labels": {"kubernetes.io/service-name": name},
+        },
         "addressType": "IPv4",
         "ports": [{"name": port_name, "port": target_port, "protocol": "TCP"}],
         "endpoints": [{"addresses": [ip], "conditions": {"ready": (ready or {}).get(ip, True)}} for ip in ips],
@@ -257,9 +271,11 @@ def start_gateway(
     publish_host: str = "127.0.0.1",
     extra: Sequence[str] = (),
     unit_extra: Sequence[Sequence[str]] = (),
+    gateway_ports: Sequence[int] = (),
 ) -> Gateway:
     """`n` gateway units sharing a token; `extra`: more extproc arguments for every unit (cookie keys, windows);
-    `unit_extra[i]`: more for unit i alone (a replica configured unlike the others)."""
+    `unit_extra[i]`: more for unit i alone (a replica configured unlike the others); `gateway_ports`: the units are
+    a Gateway's data plane, one Envoy listener per Gateway listener port (`Dataplane.connection(port)`)."""
     token = secrets.token_hex(16)
     units: list[Dataplane] = []
     try:
@@ -282,6 +298,7 @@ def start_gateway(
                         *extra,
                         *(unit_extra[i] if i < len(unit_extra) else ()),
                     ],
+                    gateway_ports=gateway_ports,
                 )
             )
     except BaseException:

@@ -54,6 +54,7 @@ from trafficsplit.core.gateway_status import (
 )
 from trafficsplit.core.gateway_tls import SECRET_TYPE_TLS, TlsSecret, parse_tls_secret
 from trafficsplit.core.gateway_translate import (
+    ActionMemo,
     AncestorStatus,
     GatewayStatus,
     Inputs,
@@ -256,6 +257,7 @@ class GatewayPlane:
         self._written: dict[tuple[str, Key], tuple[str, Mapping[str, Any]]] = {}
         self._cleaned = False
         self.translation: Translation | None = None
+        self._memo = ActionMemo()  # one patched route among 1,000 builds one rule's split
         self.referenced: frozenset[Key] = frozenset()  # Services the routes name, and the publish Services
 
     def fleet(self, key: Key) -> Fleet | None:
@@ -297,7 +299,8 @@ class GatewayPlane:
                 # `assignment: minimal` rules: the table each had, which the new weights advance (kept in memory: an
                 # operator restart rebuilds it from the weights, docs/gateway-api.md "Policy")
                 tables=self._tables(),
-            )
+            ),
+            self._memo,
         )
         refs = {(r.namespace, r.name) for route in s.routes.values() for rule in route.rules for r in rule.backend_refs}
         refs.update(self._publish_service(k) for k in s.gateways)

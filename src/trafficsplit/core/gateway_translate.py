@@ -44,6 +44,7 @@ from trafficsplit.core.gateway_objects import (
     GrantFrom,
     HTTPRoute,
     Listener,
+    Meta,
     Namespace,
     ParentRef,
     ReferenceGrant,
@@ -541,17 +542,87 @@ def _cookie(route: HTTPRoute, rule: RouteRule) -> tuple[CookieSettings | None, l
         return None, [f"{where}.{q.replace('name:', 'sessionName:', 1)}" for q in exc.problems]
 
 
+# What a rule's action is built from: the route's metadata, the rule, its resolved targets, their error weight, each
+# target's endpoints, the attached policy's settings and the rule's previous slot table (`assignment: minimal`).
+_ActionKey = tuple[
+    Meta,
+    RouteRule,
+    tuple[BackendTarget, ...],
+    int,
+    tuple[tuple[Endpoint, ...], ...],
+    PolicySettings | None,
+    SlotTable | None,
+]
+
+
+class ActionMemo:
+    """Rule actions of the last translation by what they were built from (`_ActionKey`): a translation builds only
+    the rules whose inputs changed, so one weight patched among 1,000 routes compiles one split, as
+    `reconcile.CompileMemo` does for TrafficSplits. The operator owns one; each translation keeps only what it used
+    (bounded by the rules there are)."""
+
+    __slots__ = ("_last", "_used")
+
+    def __init__(self) -> None:
+        self._last: dict[_ActionKey, tuple[RuleAction | None, tuple[str, ...]]] = {}
+        self._used: dict[_ActionKey, tuple[RuleAction | None, tuple[str, ...]]] = {}
+
+    def build(
+        self,
+        route: HTTPRoute,
+        rule: RouteRule,
+        resolved: Sequence[tuple[BackendTarget, ServiceInfo]],
+        error_weight: int,
+        endpoints: tuple[tuple[Endpoint, ...], ...],
+        *,
+        policy: PolicySettings | None = None,
+        previous_table: SlotTable | None = None,
+    ) -> tuple[RuleAction | None, list[str]]:
+        key = (route.meta, rule, tuple(t for t, _ in resolved), error_weight, endpoints, policy, previous_table)
+        got = self._used.get(key) or self._last.get(key)
+        if got is None:
+            action, problems = _build_action(
+                route, rule, resolved, error_weight, endpoints, policy=policy, previous_table=previous_table
+            )
+            got = (action, tuple(problems))
+        self._used[key] = got
+        return got[0], list(got[1])
+
+    def finish(self) -> None:
+        """The translation is done: what it did not use is forgotten."""
+        self._last, self._used = self._used, {}
+
+
+def _target_endpoints(
+    resolved: Sequence[tuple[BackendTarget, ServiceInfo]],
+    slices: Mapping[tuple[str, str], Sequence[SliceInfo]],
+    seen: dict[tuple[str, str, int], tuple[Endpoint, ...]],
+) -> tuple[tuple[Endpoint, ...], ...]:
+    """Each resolved target's endpoints, in order; `seen` keeps them per Service port for the translation (1,000
+    routes to the same two Services read their slices twice, not 2,000 times)."""
+    out = []
+    for t, svc in resolved:
+        k = (t.namespace, t.service, t.port)
+        if k not in seen:
+            port = next(p for p in svc.ports if p.port == t.port)
+            seen[k] = endpoints_for(svc, port, slices.get((t.namespace, t.service), ()))
+        out.append(seen[k])
+    return tuple(out)
+
+
 def _build_action(
     route: HTTPRoute,
     rule: RouteRule,
-    resolved: list[tuple[BackendTarget, ServiceInfo]],
+    resolved: Sequence[tuple[BackendTarget, ServiceInfo]],
     error_weight: int,
-    slices: Mapping[tuple[str, str], Sequence[SliceInfo]],
+    endpoints: tuple[tuple[Endpoint, ...], ...],
+    *,
     policy: PolicySettings | None = None,
     previous_table: SlotTable | None = None,
 ) -> tuple[RuleAction | None, list[str]]:
     """The rule's split, built as a TrafficSplit's is; or the reasons it cannot be (the rule is then dropped).
-    `policy`: an attached TrafficSplitPolicy's settings, applied over the split's defaults."""
+    `endpoints`: each resolved target's, in order; `policy`: an attached TrafficSplitPolicy's settings, applied over
+    the split's defaults."""
     cookie, problems = _cookie(route, rule)
     if problems:
         return None, problems
@@ -569,10 +640,7 @@ def _build_action(
     # A session cookie is the sealed persistent one (core/persistent.py): the cookie carries the backend, so a weight
     # change moves no existing session. The Gateway's data plane holds the cookie keys (provisioned per Gateway).
     persistent = cookie is not None
-    endpoints: dict[str, tuple[Endpoint, ...]] = {}
-    for t, svc in live:
-        port = next(p for p in svc.ports if p.port == t.port)
-        endpoints[t.backend] = endpoints_for(svc, port, slices.get((t.namespace, t.service), ()))
+    by_backend = {t.backend: eps for (t, _), eps in zip(live, endpoints, strict=True)}
     try:
         spec = SplitSpec(
             namespace=route.meta.namespace,
@@ -595,7 +663,9 @@ def _build_action(
         )
         if policy is not None:  # the policy hook: core/gateway_policy.py
             spec = policy.apply(spec)
-        split = compile_split(spec, endpoints, observed_generation=route.meta.generation, previous_table=previous_table)
+        split = compile_split(
+            spec, by_backend, observed_generation=route.meta.generation, previous_table=previous_table
+        )
     except SpecError as exc:
         return None, [f"rules[{rule.index}]: {q}" for q in exc.problems]
     return RuleAction(
@@ -660,8 +730,11 @@ def _taken_matches(
     return "; ".join(listed[:MAX_TAKEN_LISTED]) + more
 
 
-def translate(inputs: Inputs) -> Translation:
-    """The model and the status for everything attached to our Gateways (see the module docstring)."""
+def translate(inputs: Inputs, memo: ActionMemo | None = None) -> Translation:
+    """The model and the status for everything attached to our Gateways (see the module docstring). `memo`: the
+    operator's, so that rules whose inputs did not change are not built again."""
+    memo = memo if memo is not None else ActionMemo()
+    seen_endpoints: dict[tuple[str, str, int], tuple[Endpoint, ...]] = {}
     services = inputs.services or {}
     slices = inputs.slices or {}
     labels = {n.name: dict(n.labels) for n in inputs.namespaces}
@@ -711,7 +784,8 @@ def translate(inputs: Inputs) -> Translation:
                 continue
             ok, _, error_weight = resolved[rule.index]
             prev = slot_tables.get(f"{route.meta.namespace}/{route.meta.name}.rule-{rule.index}")
-            builds.append((rule, partial(_build_action, route, rule, ok, error_weight, slices, previous_table=prev)))
+            eps = _target_endpoints(ok, slices, seen_endpoints)
+            builds.append((rule, partial(memo.build, route, rule, ok, error_weight, eps, previous_table=prev)))
         for action, problems in _with_policies(route, builds, attachment, invalid):
             dropped.extend(problems)
             if action is not None:
@@ -800,6 +874,7 @@ def translate(inputs: Inputs) -> Translation:
                     )
                 )
         gateway_status.append(GatewayStatus(key, _gateway_conditions(gw, views[key]), tuple(listener_status)))
+    memo.finish()
     return Translation(
         listeners=tuple(listeners),
         actions=tuple(actions),
