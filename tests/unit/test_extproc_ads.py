@@ -358,3 +358,50 @@ def test_a_trafficsplit_generation_leaves_sds_alone() -> None:
     assert plain and {n: m.SerializeToString() for n, m in plain.items()} == {
         n: cast(any_pb2.Any, m).value for n, m in packed.items()
     }
+
+
+def _weighted_gateway_gen(number: int, a: int) -> Generation:
+    """A Gateway's generation with one HTTPRoute rule over Services a and b at a/100-a: a weight lives in the
+    processor's split only, so two such generations install the same Envoy resources."""
+    from tests.unit.test_gateway_translate import route, run
+    from trafficsplit.core.gateway_translate import gateway_content
+
+    refs = [{"name": "a", "port": 80, "weight": a}, {"name": "b", "port": 80, "weight": 100 - a}]
+    return gateway_content(run(route(rules=[{"backendRefs": refs}])), "ns/gw").stamp(number)
+
+
+def test_a_generation_that_changes_nothing_in_envoy_still_waits_for_envoys_ack_of_its_number() -> None:
+    """A Gateway weight patch changes no Envoy resource (the processor decides). It used to be ACCEPTED at once, so a
+    replica whose Envoy was stopped (SIGSTOP on the node) counted as serving it and the route's status advanced. The
+    route configuration is sent again under the generation's number: Envoy's ACK of it is the replica's proof that its
+    proxy is alive and at this generation, and Envoy's config dump shows the number (one identity end to end)."""
+
+    async def run() -> None:
+        metrics = Metrics()
+        ads = AdsServer(metrics)
+        pub = Publisher(HeldGeneration(), ads, metrics, token=b"t", replica="r", ack_timeout=30)
+        envoy = RefusingEnvoy(ads, refuse=set())
+        envoy.ask(CLUSTER_TYPE)
+        envoy.ask(ROUTE_TYPE, [ROUTE_CONFIG_NAME])
+        first = pb.PublishRequest(generation=generation_to_proto(_weighted_gateway_gen(1, 90), origin="op"))
+        reply = await pub.Publish(first, Caller(deadline=5))  # type: ignore[arg-type]
+        assert reply.result == pb.PublishReply.ACCEPTED, reply
+        envoy.close()  # the proxy stops answering (SIGSTOP): its stream stays open, nothing comes back
+        silent = FakeEnvoy(ads)  # (a stream must exist for a wait: the stopped one holds its connection)
+        silent.ask(CLUSTER_TYPE)
+        second = pb.PublishRequest(generation=generation_to_proto(_weighted_gateway_gen(2, 50), origin="op"))
+        reply = await pub.Publish(second, Caller(deadline=1.5))  # type: ignore[arg-type]
+        assert reply.result == pb.PublishReply.NOT_READY, reply
+        silent.requests.put_nowait(None)
+        await asyncio.sleep(0.05)
+        resumed = RefusingEnvoy(ads, refuse=set())
+        resumed.ask(CLUSTER_TYPE)
+        resumed.ask(ROUTE_TYPE, [ROUTE_CONFIG_NAME])
+        reply = await pub.Publish(second, Caller(deadline=5))  # type: ignore[arg-type]
+        assert (reply.result, reply.held_number) == (pb.PublishReply.ACCEPTED, 2), reply
+        rds = [r for r in resumed.sent if r.type_url == ROUTE_TYPE]
+        assert rds and rds[-1].version_info.split(".")[0] == "2", [r.version_info for r in rds]
+        resumed.close()
+        await pub.close()
+
+    asyncio.run(run())

@@ -12,7 +12,9 @@ the `version_info` in Envoy's config dump: a type whose content generation N cha
 installs up to two snapshots (the make-before-break transition, then its own), and a refused generation may be
 offered again, so a type that already got a version under N (or a later number) gets "N.k" instead, k counting every
 such install in this process: each version names one content, so an ACK or a NACK never answers another one. A type
-whose content N does not change keeps the version of the generation that last changed it.
+whose content N does not change keeps the version of the generation that last changed it, except that a generation
+changing no type at all has its route configuration sent again as "N" (`restamp`): every generation is acknowledged
+by Envoy under its own number.
 """
 
 from __future__ import annotations
@@ -130,6 +132,18 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignor
             changed[type_url] = snap.version
         self._wake_streams()
         return changed
+
+    def restamp(self, type_url: str, *, generation: int) -> dict[str, str]:
+        """Send `type_url` again, unchanged, under a version of `generation`, and return it for `wait_acked`: a
+        generation that changes nothing in Envoy (a Gateway's weight lives in the processor) still gets Envoy's ACK of
+        its number, so a replica whose proxy is stopped is not counted as serving it."""
+        current = self._snapshot.get(type_url)
+        if current is None:
+            return {}
+        snap = TypeSnapshot(self._version(type_url, generation), current.resources, current.content)
+        self._snapshot[type_url] = snap
+        self._wake_streams()
+        return {type_url: snap.version}
 
     def _version(self, type_url: str, generation: int) -> str:
         stamp = self._stamps.get(type_url)

@@ -43,7 +43,7 @@ from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
-from trafficsplit.wire.envoy import ResourceBuilder
+from trafficsplit.wire.envoy import ROUTE_TYPE, ResourceBuilder
 from trafficsplit.wire.generation import generation_from_proto, split_index
 
 log = logging.getLogger(__name__)
@@ -207,6 +207,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         try:
             versions = self._ads.set_resources(self._built.transition(held, gen, draining), generation=gen.number)
             await self._ads.wait_acked(versions, wait)
+            envoy_took = bool(versions)
         except AckError as exc:
             self._ads.restore(before)
             return self._refusal(exc, "not applied to Envoy")
@@ -216,6 +217,9 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             self._draining.append(_Draining(held, loop.time() + self._cluster_drain))
         try:
             versions = self._ads.set_resources(self._built.serving(gen, draining), generation=gen.number)
+            if not versions and not envoy_took:
+                # Nothing of N reached Envoy: its ACK of the routes sent again is what says its proxy holds N.
+                versions = self._ads.restamp(ROUTE_TYPE, generation=gen.number)
             await self._ads.wait_acked(versions, wait)
         except AckError as exc:
             self._held.restore(held_before)
