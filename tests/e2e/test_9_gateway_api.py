@@ -506,6 +506,14 @@ def _route_doc(name: str, host: str, rules: list[dict[str, Any]], parent: str = 
     }
 
 
+def _answer(client: Client, host: str) -> Response | None:
+    """The response, or None while the address refuses connections (no Ready endpoint behind it yet)."""
+    try:
+        return client.request(host)
+    except ConnectionRefusedError:
+        return None
+
+
 def _dataplane_objects(cluster: Cluster, gateway: str) -> list[str]:
     from trafficsplit.operator.dataplane_names import selector_labels
 
@@ -591,7 +599,12 @@ def test_bad_input_is_refused_alone_while_a_steady_route_keeps_serving(gwapi: Ga
         t = time.monotonic()
         spare_gw = wait_for("Gateway spare Programmed", lambda: _programmed(cluster, "spare"), timeout=240, interval=1)
         spare_addr = spare_gw["status"]["addresses"][0]["value"]
-        first = Client(gateway=Gateway(spare_addr, LISTENER_PORT), retried=gwapi.retried).request("spare.gw-e2e.test")
+        # Programmed says every replica holds the configuration ("ready soon", the spec's word); the Service
+        # answers once kube-proxy has a Ready pod behind it.
+        spare_client = Client(gateway=Gateway(spare_addr, LISTENER_PORT), retried=gwapi.retried)
+        t_ready = time.monotonic()
+        first = wait_for("spare's address answers", lambda: _answer(spare_client, "spare.gw-e2e.test"), timeout=60)
+        print(f"spare's address answered {time.monotonic() - t_ready:.1f}s after Programmed")
         assert first.status == 200 and first.backend == "alpha", first
         objects = _dataplane_objects(cluster, "spare")
         print(
