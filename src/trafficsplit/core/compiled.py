@@ -144,7 +144,7 @@ class CompiledSplit:
             problems += [f"key_header: {q.removeprefix('name: ')}" for q in key_header_problems(self.key_header)]
         mode = StickyMode.PERSISTENT if self.persistent else StickyMode.REHASH
         # The rules SplitSpec checks too, from where it checks them (one wording for the parser and the receiver).
-        problems += persistent_cookie_problems(mode, self.cookie is not None)
+        problems += persistent_cookie_problems(mode, self.cookie is not None, self.key_header is not None)
         problems += endpoint_points_problems(self.endpoint_points)
         problems += drain_mode_problems([b.drain for b in self.backends], mode)
         problems += match_count_problems(len(self.matches))

@@ -3,7 +3,8 @@
 Each valid rule of an accepted route becomes one `CompiledSplit`, built with the same constructors a TrafficSplit
 goes through (`SplitSpec`, `BackendSpec`, `CookieSettings`, `compile_split`), so the same checks apply: its weighted
 backendRefs are the split's backends, picked by the FNV-1a hash of the session key when the rule has
-sessionPersistence (a Cookie: the split's sticky cookie) and of the request id when not. What a split cannot say
+sessionPersistence (a Cookie: the split's sticky cookie; a Header: its key header, the sealed session issued in a
+response header) and of the request id when not. What a split cannot say
 (which requests reach it) sits beside it: per listener, per virtual host (a hostname the route and the listener
 share), the rules' matches in the spec's precedence order, each naming the split it selects (`RouteEntry`).
 
@@ -15,8 +16,8 @@ built yet) writes it only after the gateway replicas ACK the generation carrying
 
 Filters are carried on the rule's action and its targets (core/gateway_filters.py: header modifiers, a redirect, a
 URL rewrite). What the model lacks, and this module therefore reports as UnsupportedValue: RequestMirror, CORS,
-ExtensionRef and ExternalAuth filters (and a redirect or rewrite on a backendRef), timeouts, retries, Header session
-persistence, and a cookie lifetime enforced by the server (absoluteTimeout on a session cookie). A route with no
+ExtensionRef and ExternalAuth filters (and a redirect or rewrite on a backendRef), timeouts, retries, and a session
+lifetime enforced by the server (absoluteTimeout on a session cookie or a Header session). A route with no
 hostname on a listener with none serves every host: the listener's catch-all virtual host (`*`), which a request
 takes when no exact or `*.` host fits.
 """
@@ -81,7 +82,7 @@ from trafficsplit.core.generation import GenerationContent
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.persistent import StickyMode
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, endpoints_for
-from trafficsplit.core.rules import Endpoint, is_dns_label
+from trafficsplit.core.rules import Endpoint, is_dns_label, key_header_problems
 from trafficsplit.core.splitspec import BackendSpec, SplitSpec
 from trafficsplit.core.status import MAX_CONDITION_MESSAGE, Condition
 from trafficsplit.core.weights import Weights
@@ -521,25 +522,49 @@ def rule_weights(rule: RouteRule) -> Weights:
     )
 
 
-def _cookie(route: HTTPRoute, rule: RouteRule) -> tuple[CookieSettings | None, list[str]]:
+@dataclass(frozen=True, slots=True)
+class _Session:
+    """How a rule's sessions persist: the split's cookie, or the request header that carries them (lowercase)."""
+
+    cookie: CookieSettings | None = None
+    header: str | None = None
+
+    @property
+    def persistent(self) -> bool:
+        return self.cookie is not None or self.header is not None
+
+
+def _session(route: HTTPRoute, rule: RouteRule) -> tuple[_Session, list[str]]:
+    """The rule's sessionPersistence as the split says it, or why it cannot be served (the rule is then dropped)."""
     s = rule.session
     if s is None:
-        return None, []
+        return _Session(), []
     where = f"rules[{rule.index}].sessionPersistence"
+    # The spec leaves the default name to the implementation: one per route rule, short and stable.
+    name = s.session_name or f"ts-{key_hash(f'{route.meta.key}/{rule.index}'):08x}"
     if s.type is SessionType.HEADER:
-        # Our sticky.header reads a key the client chooses; the spec's Header type has the gateway issue the token.
-        return None, [f"{where}.type: Header is not supported (the gateway would have to issue the header token)"]
+        if s.absolute_timeout is not None:
+            # A header session has no expiry a client enforces, and the gateway keeps no session state to expire.
+            return _Session(), [
+                f"{where}.absoluteTimeout: not supported with type Header (the gateway keeps no session state to "
+                "expire a header session; use type Cookie with cookieConfig.lifetimeType Permanent)"
+            ]
+        # Header names are case-insensitive and Envoy carries them lowercased; the name reaches Envoy as a response
+        # header's, so it is checked here by the rule every sticky key header obeys.
+        header = name.lower()
+        problems = key_header_problems(header)
+        if problems:
+            return _Session(), [f"{where}.sessionName: {q.removeprefix('name: ')}" for q in problems]
+        return _Session(header=header), []
     if s.absolute_timeout is not None and s.lifetime is not CookieLifetime.PERMANENT:
-        return None, [
+        return _Session(), [
             f"{where}.absoluteTimeout: a session cookie with a server-enforced timeout is not supported (use "
             "cookieConfig.lifetimeType Permanent: the cookie's Max-Age)"
         ]
-    # The spec leaves the default name to the implementation: one per route rule, short and stable.
-    name = s.session_name or f"ts-{key_hash(f'{route.meta.key}/{rule.index}'):08x}"
     try:
-        return CookieSettings(name=name, max_age=s.absolute_timeout), []
+        return _Session(cookie=CookieSettings(name=name, max_age=s.absolute_timeout)), []
     except SpecError as exc:
-        return None, [f"{where}.{q.replace('name:', 'sessionName:', 1)}" for q in exc.problems]
+        return _Session(), [f"{where}.{q.replace('name:', 'sessionName:', 1)}" for q in exc.problems]
 
 
 # What a rule's action is built from: the route's metadata, the rule, its resolved targets, their error weight, each
@@ -623,7 +648,7 @@ def _build_action(
     """The rule's split, built as a TrafficSplit's is; or the reasons it cannot be (the rule is then dropped).
     `endpoints`: each resolved target's, in order; `policy`: an attached TrafficSplitPolicy's settings, applied over
     the split's defaults."""
-    cookie, problems = _cookie(route, rule)
+    session, problems = _session(route, rule)
     if problems:
         return None, problems
     key = route.meta.key
@@ -637,9 +662,9 @@ def _build_action(
             filters=rule.filters,
         ), []
     live = resolved
-    # A session cookie is the sealed persistent one (core/persistent.py): the cookie carries the backend, so a weight
-    # change moves no existing session. The Gateway's data plane holds the cookie keys (provisioned per Gateway).
-    persistent = cookie is not None
+    # A session is the sealed persistent one (core/persistent.py): its cookie (or its header) carries the backend, so
+    # a weight change moves no existing session. The Gateway's data plane holds the keys (provisioned per Gateway).
+    persistent = session.persistent
     by_backend = {t.backend: eps for (t, _), eps in zip(live, endpoints, strict=True)}
     try:
         spec = SplitSpec(
@@ -655,7 +680,8 @@ def _build_action(
                 )
                 for t, _ in live
             ),
-            cookie=cookie,
+            cookie=session.cookie,
+            key_header=session.header,
             endpoint_affinity=False,
             matches=(),
             debug_headers=False,

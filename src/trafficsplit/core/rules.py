@@ -120,9 +120,28 @@ def match_name_problems(kind: str, name: str) -> list[str]:
     return [f"name: {name[:64]!r} is not a valid {kind} name (a token of at most {MAX_MATCH_NAME})"]
 
 
-# Headers a sticky key must not come from: the cookie (sticky.cookie's job) and the request id Envoy sets per request
-# (every request would be a new session).
-_NOT_KEY_HEADERS = frozenset({"cookie", "x-request-id"})
+# Headers a sticky key must not come from: the cookie (sticky.cookie's job), the request id Envoy sets per request
+# (every request would be a new session), and, since a header-carried session is also sent back in a response header
+# of this name, the ones that frame or route a message (the gateway's own `x-trafficsplit-*` too).
+_NOT_KEY_HEADERS = frozenset(
+    {
+        "cookie",
+        "set-cookie",
+        "x-request-id",
+        "host",
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+        "location",
+    }
+)
+_GATEWAY_HEADER_PREFIX = "x-trafficsplit-"
 
 
 def key_header_problems(name: str) -> list[str]:
@@ -130,7 +149,7 @@ def key_header_problems(name: str) -> list[str]:
     problems = match_name_problems("header", name)
     if not problems and name != name.lower():
         problems.append(f"name: {name!r} must be lowercase (HTTP/2 and Envoy carry header names lowercased)")
-    elif not problems and name in _NOT_KEY_HEADERS:
+    elif not problems and (name in _NOT_KEY_HEADERS or name.startswith(_GATEWAY_HEADER_PREFIX)):
         problems.append(f"name: {name!r} cannot carry a sticky key")
     return problems
 
