@@ -41,11 +41,10 @@ def endpoint_points_problems(points: int) -> list[str]:
 
 def persistent_cookie_problems(mode: StickyMode, has_cookie: bool, has_key_header: bool = False) -> list[str]:
     """What carries a persistent session's seal: the cookie, or, without one, the key header (the gateway issues the
-    sealed session in a response header of that name, GEP-1619's `type: Header`)."""
+    sealed session in a response header of that name: an HTTPRoute's `type: Header` session). A TrafficSplit offers
+    only the cookie (its parser asks without the header), so the message names the cookie."""
     if mode is StickyMode.PERSISTENT and not (has_cookie or has_key_header):
-        return [
-            "sticky.mode: persistent needs sticky.cookie (the cookie carries the session's backend) or a session header"
-        ]
+        return ["sticky.mode: persistent needs sticky.cookie (the cookie carries the session's backend)"]
     return []
 
 
