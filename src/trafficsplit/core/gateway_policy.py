@@ -15,7 +15,7 @@ wins and the other is `Accepted: False, Conflicted` for that route. A route or r
 session cookie, say) is `Invalid` for that route and applies to none of its rules (the route keeps its defaults).
 
 The status (`status.ancestors`) is per Gateway the target route is attached to (the translation knows which are ours,
-`gateway_translate.policy_statuses`); a target route that does not exist has its own entry, the route as ancestor.
+`gateway_policy_rules.policy_statuses`); a target route that does not exist has its own entry, the route as ancestor.
 """
 
 from __future__ import annotations
@@ -392,7 +392,7 @@ def policy_for_rule(
 
 
 def rule_default_mode(rule: RouteRule) -> StickyMode:
-    """The sticky mode a rule's split has without a policy: what `gateway_translate._build_action` builds
+    """The sticky mode a rule's split has without a policy: what `gateway_actions.build_action` builds
     (tests/unit/test_gateway_policy.py holds the two together). A sessionPersistence rule's session (its cookie, or
     its header) is the sealed persistent one (GEP-1619: a session keeps its backend across weight changes); others
     re-draw by key."""
