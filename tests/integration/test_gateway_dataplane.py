@@ -330,6 +330,7 @@ def test_session_persistence_keeps_a_session_on_the_cores_pick_of_its_cookie(pla
     assert {r.backend for r in firsts} == {"stable", "canary"}
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_header_session_persistence_keeps_a_session_on_its_backend_across_a_weight_change(plane: GatewayPlane) -> None:
     """GEP-1619 `type: Header`: the first response issues the sealed session (KEY.BACKEND.MAC, the core's pick of its
     minted key) in the `sessionName` header; a request sending it back stays on that backend after 50/50 → 10/90,
