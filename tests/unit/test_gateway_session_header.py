@@ -17,7 +17,7 @@ from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_objects import parse_gateway, parse_httproute
 from trafficsplit.core.gateway_translate import Inputs, gateway_content, translate
 from trafficsplit.core.generation import Generation
-from trafficsplit.core.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner
+from trafficsplit.core.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner, StickyMode
 from trafficsplit.core.resolve import SliceEndpoint, SliceInfo
 from trafficsplit.core.spec import parse_split
 from trafficsplit.core.splitspec import BackendSpec, SplitSpec
@@ -154,8 +154,8 @@ def test_a_forged_token_gets_a_weighted_pick_never_the_backend_it_names() -> Non
     ("session", "why"),
     [
         ({"type": "Header", "sessionName": "x-timed", "absoluteTimeout": "10m"}, "not supported with type Header"),
-        ({"type": "Header", "sessionName": "Content-Length"}, "'content-length' cannot carry a sticky key"),
-        ({"type": "Header", "sessionName": "x-trafficsplit-cluster"}, "cannot carry a sticky key"),
+        ({"type": "Header", "sessionName": "Content-Length"}, "'content-length' cannot carry a session the gateway"),
+        ({"type": "Header", "sessionName": "x-trafficsplit-cluster"}, "cannot carry a session the gateway issues"),
         ({"type": "Header", "sessionName": "cookie"}, "cannot carry a sticky key"),
         ({"type": "Header", "sessionName": "x session"}, "is not a valid header name"),
         ({"type": "Header", "sessionName": "x\r\nset-cookie"}, "is not a valid header name"),
@@ -182,8 +182,9 @@ def test_the_receiver_rebuilds_the_header_session_and_refuses_a_name_that_frames
     (split,) = gen.splits
     (back,) = generation_from_proto(generation_to_proto(gen)).splits
     assert back == split and back.persistent and back.key_header == HEADER and back.cookie is None
-    with pytest.raises(SpecError, match="cannot carry a sticky key"):
-        SplitSpec(
+
+    def spec(mode: StickyMode) -> SplitSpec:
+        return SplitSpec(
             namespace="ns",
             name="r",
             hosts=(),
@@ -194,7 +195,22 @@ def test_the_receiver_rebuilds_the_header_session_and_refuses_a_name_that_frames
             endpoint_affinity=False,
             matches=(),
             debug_headers=False,
+            sticky_mode=mode,
         )
+
+    with pytest.raises(SpecError, match="cannot carry a session the gateway issues"):
+        spec(StickyMode.PERSISTENT)
+    with pytest.raises(SpecError, match="cannot carry a session the gateway issues"):
+        CompiledSplit(
+            namespace="ns",
+            name="r",
+            hosts=(),
+            backends=split.backends,
+            key_header="transfer-encoding",
+            persistent=True,
+        )
+    # A key header that only keys the pick (never sent back) keeps the TrafficSplit rule: a token, not the cookie.
+    assert spec(StickyMode.REHASH).key_header == "transfer-encoding"
 
 
 def test_a_trafficsplit_still_needs_the_cookie_for_persistent_sessions() -> None:

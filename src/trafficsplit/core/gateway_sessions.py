@@ -43,7 +43,7 @@ def rule_session(route: HTTPRoute, rule: RouteRule) -> tuple[RuleSession, list[s
         # Header names are case-insensitive and Envoy carries them lowercased; the name reaches Envoy as a response
         # header's, so it is checked here by the rule every sticky key header obeys.
         header = name.lower()
-        problems = key_header_problems(header)
+        problems = key_header_problems(header, issued=True)
         if problems:
             return RuleSession(), [f"{where}.sessionName: {q.removeprefix('name: ')}" for q in problems]
         return RuleSession(header=header), []

@@ -120,14 +120,14 @@ def match_name_problems(kind: str, name: str) -> list[str]:
     return [f"name: {name[:64]!r} is not a valid {kind} name (a token of at most {MAX_MATCH_NAME})"]
 
 
-# Headers a sticky key must not come from: the cookie (sticky.cookie's job), the request id Envoy sets per request
-# (every request would be a new session), and, since a header-carried session is also sent back in a response header
-# of this name, the ones that frame or route a message (the gateway's own `x-trafficsplit-*` too).
-_NOT_KEY_HEADERS = frozenset(
+# Headers a sticky key must not come from: the cookie (sticky.cookie's job) and the request id Envoy sets per request
+# (every request would be a new session).
+_NOT_KEY_HEADERS = frozenset({"cookie", "x-request-id"})
+# A header-carried session (an HTTPRoute's `type: Header`) is also sent back in a response header of its name: not one
+# that frames or routes a message, and not the gateway's own `x-trafficsplit-*`.
+_NOT_ISSUED_HEADERS = frozenset(
     {
-        "cookie",
         "set-cookie",
-        "x-request-id",
         "host",
         "content-length",
         "content-type",
@@ -144,13 +144,19 @@ _NOT_KEY_HEADERS = frozenset(
 _GATEWAY_HEADER_PREFIX = "x-trafficsplit-"
 
 
-def key_header_problems(name: str) -> list[str]:
-    """sticky.header.name: a lowercase header token the client sends (the processor sees names lowercased)."""
+def key_header_problems(name: str, *, issued: bool = False) -> list[str]:
+    """sticky.header.name: a lowercase header token the client sends (the processor sees names lowercased). `issued`:
+    the header carries a persistent session, so the gateway also sends it in responses."""
     problems = match_name_problems("header", name)
     if not problems and name != name.lower():
         problems.append(f"name: {name!r} must be lowercase (HTTP/2 and Envoy carry header names lowercased)")
-    elif not problems and (name in _NOT_KEY_HEADERS or name.startswith(_GATEWAY_HEADER_PREFIX)):
+    elif not problems and name in _NOT_KEY_HEADERS:
         problems.append(f"name: {name!r} cannot carry a sticky key")
+    elif not problems and issued and (name in _NOT_ISSUED_HEADERS or name.startswith(_GATEWAY_HEADER_PREFIX)):
+        problems.append(
+            f"name: {name!r} cannot carry a session the gateway issues in responses (it frames or routes a message, "
+            "or is the gateway's own)"
+        )
     return problems
 
 

@@ -122,7 +122,8 @@ class SplitSpec:
         # No hosts: a route rule's split (parse_split requires hosts of a TrafficSplit; `Generation` of a split).
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts, required=False)
         if self.key_header is not None:
-            problems += [f"sticky.header.{q}" for q in key_header_problems(self.key_header)]
+            issued = self.sticky_mode is StickyMode.PERSISTENT and self.cookie is None
+            problems += [f"sticky.header.{q}" for q in key_header_problems(self.key_header, issued=issued)]
         problems += persistent_cookie_problems(self.sticky_mode, self.cookie is not None, self.key_header is not None)
         problems += endpoint_points_problems(self.endpoint_points)
         problems += match_count_problems(len(self.matches))
