@@ -330,6 +330,50 @@ def test_session_persistence_keeps_a_session_on_the_cores_pick_of_its_cookie(pla
     assert {r.backend for r in firsts} == {"stable", "canary"}
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_header_session_persistence_keeps_a_session_on_its_backend_across_a_weight_change(plane: GatewayPlane) -> None:
+    """GEP-1619 `type: Header`: the first response issues the sealed session (KEY.BACKEND.MAC, the core's pick of its
+    minted key) in the `sessionName` header; a request sending it back stays on that backend after 50/50 → 10/90,
+    while new sessions follow the new weights."""
+
+    def sticky(weights: tuple[int, int]) -> dict[str, Any]:
+        return route(
+            "hdr",
+            "http",
+            [
+                {
+                    "backendRefs": [ref("stable", weights[0]), ref("canary", weights[1])],
+                    "sessionPersistence": {"type": "Header", "sessionName": "X-Gw-Session"},
+                }
+            ],
+        )
+
+    gen = plane.publish(LISTENERS, [sticky((50, 50))])
+    split = rule_split(gen, "ns/hdr.rule-0")
+    firsts = fetch(plane.ports[80], [(HOST, "/", []) for _ in range(60)])
+    tokens = [r.header("x-gw-session") for r in firsts]
+    assert all(tokens), "every first response issues the session header"
+    for r, t in zip(firsts, tokens, strict=True):
+        assert t is not None and r.cookie("x-gw-session") is None
+        key, backend, _ = t.split(".")
+        assert r.backend == backend == split.weights.pick(key)
+    before = [r.backend for r in firsts]
+    assert set(before) == {"stable", "canary"}
+
+    plane.publish(LISTENERS, [sticky((10, 90))])
+    again = fetch(plane.ports[80], [(HOST, "/", [("x-gw-session", t or "")]) for t in tokens])
+    moved = sum(a.backend != b for a, b in zip(again, before, strict=True))
+    assert moved == 0
+    assert all(a.header("x-gw-session") is None for a in again)  # the token holds: nothing issued again
+    fresh = [r.backend for r in fetch(plane.ports[80], [(HOST, "/", []) for _ in range(200)])]
+    on_stable = sum(b == "stable" for b in before)
+    print(
+        f"\nheader sessions: {on_stable}/{len(before) - on_stable} stable/canary at 50/50, moved by 50/50 -> 10/90: "
+        f"{moved}; new sessions at 10/90: {fresh.count('stable')}/{fresh.count('canary')}"
+    )
+    assert chisquare([fresh.count("stable"), fresh.count("canary")], [20, 180]).pvalue > P_MIN
+
+
 @pytest.fixture
 def flagger_plane() -> Iterator[GatewayPlane]:
     """A Gateway data plane whose backends are Flagger's two Services (`podinfo-primary`, `podinfo-canary`, port 9898),

@@ -4,35 +4,28 @@ stores, the core's parser takes (the same bounds in both places: tests/unit/test
 from __future__ import annotations
 
 import itertools
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.support import crdtable
 from tests.support.controlplane import ControlPlane
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_parameters import parse_gateway_parameters
 
 pytestmark = [pytest.mark.k8s]
 
-CRD = Path(__file__).resolve().parents[2] / "crds" / "trafficsplit.dev_gatewayparameters.yaml"
 _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
 def crd(kube: ControlPlane) -> ControlPlane:
-    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    kube.kubectl("wait", "--for=condition=Established", "crd/gatewayparameters.trafficsplit.dev", "--timeout=30s")
-    return kube
+    return crdtable.install(kube, "trafficsplit.dev_gatewayparameters.yaml", "gatewayparameters.trafficsplit.dev")
 
 
-def manifest(spec: dict[str, Any]) -> tuple[str, str]:
-    name = f"gp-{next(_names)}"
-    body = {"apiVersion": "trafficsplit.dev/v1alpha1", "kind": "GatewayParameters", "metadata": {"name": name},
-            "spec": spec}  # fmt: skip
-    return name, yaml.safe_dump(body)
+def body(spec: dict[str, Any]) -> dict[str, Any]:
+    return crdtable.body("GatewayParameters", f"gp-{next(_names)}", spec)
 
 
 INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
@@ -67,12 +60,10 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
 def test_invalid_parameters_are_rejected_naming_the_field(
     crd: ControlPlane, case: str, spec: dict[str, Any], expect: list[str]
 ) -> None:
-    name, m = manifest(spec)
-    proc = crd.kubectl("apply", "--validate=strict", "-f", "-", input=m, check=False)
-    assert proc.returncode != 0, f"{case} was accepted: {proc.stdout}"
-    for text in expect:
-        assert text in proc.stderr, f"{case}: {text!r} not in:\n{proc.stderr}"
-    assert crd.kubectl("get", "gatewayparameters", name, check=False).returncode != 0
+    b = body(spec)
+    name = b["metadata"]["name"]
+    crdtable.assert_refused(crd, case, yaml.safe_dump(b), expect)
+    crdtable.assert_absent(crd, "gatewayparameters", name)
     # The core refuses it too (what the API server lets through, the parser must take; the reverse holds here).
     with pytest.raises(SpecError):
         parse_gateway_parameters({"metadata": {"name": name}, "spec": spec})
@@ -96,11 +87,10 @@ VALID: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize(("case", "spec"), VALID, ids=[c[0] for c in VALID])
 def test_valid_parameters_are_stored_and_parse_in_the_core(crd: ControlPlane, case: str, spec: dict[str, Any]) -> None:
-    name, m = manifest(spec)
-    crd.kubectl("apply", "--validate=strict", "-f", "-", input=m)
-    stored = json.loads(crd.kubectl("get", "gatewayparameters", name, "-o", "json").stdout)
+    b = body(spec)
+    stored = crdtable.stored(crd, b, "gatewayparameters")
     assert stored["spec"] == spec
-    assert parse_gateway_parameters(stored).name == name
+    assert parse_gateway_parameters(stored).name == b["metadata"]["name"]
 
 
 def test_the_table_is_large_enough() -> None:

@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.support import crdtable
 from tests.support.controlplane import ControlPlane
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_policy import parse_policy
 
 pytestmark = [pytest.mark.k8s]
 
-CRD = Path(__file__).resolve().parents[2] / "crds" / "trafficsplit.dev_trafficsplitpolicies.yaml"
 NAMESPACE = "default"
 ROUTE = {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "shop"}
 _names = itertools.count()
@@ -26,18 +25,11 @@ _names = itertools.count()
 
 @pytest.fixture(scope="module")
 def crd(kube: ControlPlane) -> ControlPlane:
-    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    kube.kubectl("wait", "--for=condition=Established", "crd/trafficsplitpolicies.trafficsplit.dev", "--timeout=30s")
-    return kube
+    return crdtable.install(kube, "trafficsplit.dev_trafficsplitpolicies.yaml", "trafficsplitpolicies.trafficsplit.dev")
 
 
 def body(spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "trafficsplit.dev/v1alpha1",
-        "kind": "TrafficSplitPolicy",
-        "metadata": {"name": f"tsp-{next(_names)}", "namespace": NAMESPACE},
-        "spec": {"targetRefs": [ROUTE], **spec},
-    }
+    return crdtable.body("TrafficSplitPolicy", f"tsp-{next(_names)}", {"targetRefs": [ROUTE], **spec}, NAMESPACE)
 
 
 INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
@@ -72,10 +64,7 @@ def test_invalid_policies_are_rejected_naming_the_field(
     crd: ControlPlane, case: str, spec: dict[str, Any], expect: list[str]
 ) -> None:
     b = body(spec)
-    proc = crd.kubectl("apply", "--validate=strict", "-f", "-", input=yaml.safe_dump(b), check=False)
-    assert proc.returncode != 0, f"{case} was accepted: {proc.stdout}"
-    for text in expect:
-        assert text in proc.stderr, f"{case}: {text!r} not in:\n{proc.stderr}"
+    crdtable.assert_refused(crd, case, yaml.safe_dump(b), expect)
     # The core refuses it too: what the API server lets through, the parser must take; the reverse holds here.
     with pytest.raises(SpecError):
         parse_policy({**b, "metadata": {**b["metadata"], "generation": 1}})
@@ -99,11 +88,9 @@ VALID: list[tuple[str, dict[str, Any]]] = [
 @pytest.mark.parametrize(("case", "spec"), VALID, ids=[c[0] for c in VALID])
 def test_valid_policies_are_stored_and_parse_in_the_core(crd: ControlPlane, case: str, spec: dict[str, Any]) -> None:
     b = body(spec)
-    crd.kubectl("apply", "--validate=strict", "-f", "-", input=yaml.safe_dump(b))
-    name = b["metadata"]["name"]
-    stored = json.loads(crd.kubectl("get", "trafficsplitpolicy", name, "-n", NAMESPACE, "-o", "json").stdout)
+    stored = crdtable.stored(crd, b, "trafficsplitpolicy")
     assert stored["spec"] == b["spec"]
-    assert parse_policy(stored).meta.name == name
+    assert parse_policy(stored).meta.name == b["metadata"]["name"]
 
 
 def test_the_status_subresource_takes_ancestors(crd: ControlPlane) -> None:

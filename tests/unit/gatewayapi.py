@@ -162,7 +162,8 @@ def model_doc(t: Translation) -> dict[str, Any]:
             "key": s.key,
             "observedGeneration": s.observed_generation,
             "sticky": {
-                "key": "cookie" if s.cookie is not None else "request-id",
+                # A persistent split without a cookie carries its sessions in its key header (Header persistence).
+                "key": "cookie" if s.cookie is not None else "header" if s.persistent else "request-id",
                 "mode": "persistent" if s.persistent else "rehash",
                 **({"cookie": {"name": s.cookie.name, "maxAge": s.cookie.max_age}} if s.cookie is not None else {}),
                 **_policy_visible(s),

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_classes import class_parameters
 from trafficsplit.core.gateway_objects import parse_gateway_class
 from trafficsplit.core.gateway_parameters import (
     DEFAULT_PARAMETERS,
@@ -32,7 +33,7 @@ from trafficsplit.core.gateway_parameters import (
     parse_gateway_parameters,
     quantity_value,
 )
-from trafficsplit.core.gateway_translate import Inputs, class_parameters, translate
+from trafficsplit.core.gateway_translate import Inputs, translate
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "trafficsplit.dev_gatewayparameters.yaml"

@@ -4,9 +4,9 @@ Programmed True only when the Gateway's replicas ACKed."""
 
 from __future__ import annotations
 
+from trafficsplit.core.gateway_conditions import GatewayStatus, ListenerStatus, ParentStatus
 from trafficsplit.core.gateway_objects import CONTROLLER_NAME, GATEWAY_GROUP, ParentRef, RouteKind
 from trafficsplit.core.gateway_status import gateway_status_body, route_parents, stamped
-from trafficsplit.core.gateway_translate import GatewayStatus, ListenerStatus, ParentStatus
 from trafficsplit.core.status import Condition
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"
@@ -107,8 +107,8 @@ def test_a_listener_the_translation_says_is_not_programmed_stays_so_when_the_rep
 
 
 def test_policy_ancestors_follow_what_is_served_and_keep_other_controllers() -> None:
+    from trafficsplit.core.gateway_conditions import AncestorStatus
     from trafficsplit.core.gateway_status import policy_ancestors
-    from trafficsplit.core.gateway_translate import AncestorStatus
 
     def gw(name: str) -> ParentRef:
         return ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace="shop", name=name)

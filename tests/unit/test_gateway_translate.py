@@ -10,12 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core import gateway_translate
+from trafficsplit.core import gateway_actions
 from trafficsplit.core.compiled import CompiledSplit
 from trafficsplit.core.compiler import compile_split
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import decide
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_actions import ActionMemo
+from trafficsplit.core.gateway_attachment import intersect_hostnames
 from trafficsplit.core.gateway_objects import (
     MAX_ROUTE_HOSTNAMES,
     parse_duration,
@@ -23,14 +25,7 @@ from trafficsplit.core.gateway_objects import (
     parse_gateway_class,
     parse_httproute,
 )
-from trafficsplit.core.gateway_translate import (
-    ActionMemo,
-    Inputs,
-    Translation,
-    gateway_content,
-    intersect_hostnames,
-    translate,
-)
+from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
 from trafficsplit.core.gateway_values import MAX_RULE_MATCHES
 from trafficsplit.core.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner
 from trafficsplit.core.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo
@@ -683,7 +678,7 @@ def test_the_memo_builds_only_the_rules_whose_inputs_changed(monkeypatch: pytest
         compiled.append(spec.name)
         return real(spec, *args, **kw)
 
-    monkeypatch.setattr(gateway_translate, "compile_split", counting)
+    monkeypatch.setattr(gateway_actions, "compile_split", counting)
 
     def weighted(name: str, a: int, generation: int = 2) -> dict[str, Any]:
         r = route(

@@ -4,8 +4,9 @@ a restarted replica, refusal of older numbers, the token, and status written onl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -102,6 +103,7 @@ class FakeReplica(pb_grpc.PublisherServicer):  # type: ignore[misc]
     async def stop(self) -> None:
         assert self.server is not None
         await self.server.stop(None)
+        self.server = None  # stopped: `started` (and the gateway tests' shutdown) leave it alone
 
     @property
     def replica(self) -> Replica:
@@ -139,6 +141,35 @@ def run(coro_fn: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(coro_fn(), 30))
 
 
+@contextlib.asynccontextmanager
+async def started(*replicas: FakeReplica, port: int = 0) -> AsyncIterator[tuple[FakeReplica, ...]]:
+    """The replicas serving (on `port`: a restarted replica's address); each one still serving is stopped on the way
+    out, whatever happened (a grpc server left running keeps the loop from closing)."""
+    try:
+        for r in replicas:
+            await r.start(port)
+        yield replicas
+    finally:
+        for r in replicas:
+            if r.server is not None:
+                await r.stop()
+
+
+@contextlib.asynccontextmanager
+async def running(engine: Engine, *, lead: bool = True, probe_timeout: float = 3.0) -> AsyncIterator[None]:
+    """The engine leading (unless `lead` is False: the test takes the lead itself later), ready and running; on the
+    way out its task cancelled and its fleet closed."""
+    if lead:
+        await engine.become_leader(probe_timeout=probe_timeout)
+    engine.mark_ready()
+    task = asyncio.create_task(engine.run(), name="engine")
+    try:
+        yield
+    finally:
+        task.cancel()
+        await engine.fleet.close()
+
+
 def make_engine(
     tmp_path: Any,
     replicas: list[FakeReplica],
@@ -169,70 +200,64 @@ def make_engine(
 
 def test_numbers_continue_above_what_replicas_hold_and_only_grow(tmp_path: Any) -> None:
     async def main() -> None:
-        a, b = await FakeReplica("a", held=41).start(), await FakeReplica("b", held=7).start()
-        engine = make_engine(tmp_path, [a, b])
-        engine.store.apply("trafficsplit", None, body("s", (100, 0)))
-        await engine.become_leader()
-        engine.mark_ready()
-        task = asyncio.create_task(engine.run())
-        await until(lambda: a.held == 42 and b.held == 42)
-        engine.apply("trafficsplit", "MODIFIED", body("s", (0, 100), generation=2))
-        await until(lambda: a.held == 43 and b.held == 43)
-        assert a.held_gen is not None and [x.weight for x in a.held_gen.splits[0].backends] == [0, 100]
-        # A pass with unchanged content takes no new number.
-        passes = engine.passes
-        engine.apply("trafficsplit", "MODIFIED", body("s", (0, 100), generation=2))
-        await until(lambda: engine.passes > passes)
-        await asyncio.sleep(0.3)
-        assert a.held == 43 and a.published.count(44) == 0
-        assert a.bad_tokens == 0
-        task.cancel()
-        await engine.fleet.close()
-        await a.stop()
-        await b.stop()
+        async with started(FakeReplica("a", held=41), FakeReplica("b", held=7)) as (a, b):
+            engine = make_engine(tmp_path, [a, b])
+            engine.store.apply("trafficsplit", None, body("s", (100, 0)))
+            async with running(engine):
+                await until(lambda: a.held == 42 and b.held == 42)
+                engine.apply("trafficsplit", "MODIFIED", body("s", (0, 100), generation=2))
+                await until(lambda: a.held == 43 and b.held == 43)
+                assert a.held_gen is not None and [x.weight for x in a.held_gen.splits[0].backends] == [0, 100]
+                # A pass with unchanged content takes no new number.
+                passes = engine.passes
+                engine.apply("trafficsplit", "MODIFIED", body("s", (0, 100), generation=2))
+                await until(lambda: engine.passes > passes)
+                await asyncio.sleep(0.3)
+                assert a.held == 43 and a.published.count(44) == 0
+                assert a.bad_tokens == 0
 
     run(main)
 
 
 def test_restarted_replica_is_republished_at_once(tmp_path: Any) -> None:
     async def main() -> None:
-        a = await FakeReplica("a").start()
-        engine = make_engine(tmp_path, [a])
-        engine.store.apply("trafficsplit", None, body("s", (1, 1)))
-        await engine.become_leader()
-        engine.mark_ready()
-        task = asyncio.create_task(engine.run())
-        await until(lambda: a.held == 1)
-        port = a.port
-        await a.stop()
-        fresh = await FakeReplica("a").start(port)  # same address, holds nothing, as a restarted container
-        t0 = time.monotonic()
-        await until(lambda: fresh.held == 1, timeout=5)
-        assert time.monotonic() - t0 < 2.0
-        task.cancel()
-        await engine.fleet.close()
-        await fresh.stop()
+        async with started(FakeReplica("a")) as (a,):
+            engine = make_engine(tmp_path, [a])
+            engine.store.apply("trafficsplit", None, body("s", (1, 1)))
+            async with running(engine):
+                await until(lambda: a.held == 1)
+                port = a.port
+                await a.stop()
+                # Same address, holds nothing, as a restarted container.
+                async with started(FakeReplica("a"), port=port) as (fresh,):
+                    t0 = time.monotonic()
+                    await until(lambda: fresh.held == 1, timeout=5)
+                    assert time.monotonic() - t0 < 2.0
 
     run(main)
 
 
 def test_renumbers_above_a_higher_number_reported_stale(tmp_path: Any) -> None:
     async def main() -> None:
-        a = await FakeReplica("a").start()
-        engine = make_engine(tmp_path, [a])
-        engine.store.apply("trafficsplit", None, body("s", (1, 1)))
-        await engine.become_leader()
-        engine.mark_ready()
-        task = asyncio.create_task(engine.run())
-        await until(lambda: a.held == 1)
-        a.held = 100  # someone else (a previous leader) published 100 meanwhile
-        engine.apply("trafficsplit", "MODIFIED", body("s", (2, 1), generation=2))
-        await until(lambda: a.held == 101)
-        task.cancel()
-        await engine.fleet.close()
-        await a.stop()
+        async with started(FakeReplica("a")) as (a,):
+            engine = make_engine(tmp_path, [a])
+            engine.store.apply("trafficsplit", None, body("s", (1, 1)))
+            async with running(engine):
+                await until(lambda: a.held == 1)
+                a.held = 100  # someone else (a previous leader) published 100 meanwhile
+                engine.apply("trafficsplit", "MODIFIED", body("s", (2, 1), generation=2))
+                await until(lambda: a.held == 101)
 
     run(main)
+
+
+def published_condition(writes: list[tuple[str, StatusResult]], key: str | None = None) -> str | None:
+    """The Published condition (`status message`) of the last status written (for `key`, when given)."""
+    for k, r in reversed(writes):
+        if key is None or k == key:
+            c = next(c for c in r.status.to_dict()["conditions"] if c["type"] == "Published")
+            return f"{c['status']} {c['message']}"
+    return None
 
 
 def test_status_written_on_change_only_with_published_count(tmp_path: Any) -> None:
@@ -242,30 +267,18 @@ def test_status_written_on_change_only_with_published_count(tmp_path: Any) -> No
         writes.append((obj.key, result))
 
     async def main() -> None:
-        a, b = await FakeReplica("a").start(), await FakeReplica("b").start()
-        engine = make_engine(tmp_path, [a, b], sink)
-        engine.store.apply("trafficsplit", None, body("s", (1, 1)))
-        await engine.become_leader()
-        engine.mark_ready()
-        task = asyncio.create_task(engine.run())
-
-        def published() -> str | None:
-            for _, r in reversed(writes):
-                c = next(c for c in r.status.to_dict()["conditions"] if c["type"] == "Published")
-                return f"{c['status']} {c['message']}"
-            return None
-
-        await until(lambda: published() == "True 2/2 dataplanes")
-        n = len(writes)
-        engine.poke()
-        await asyncio.sleep(0.3)
-        assert len(writes) == n  # nothing changed, nothing written
-        await b.stop()
-        engine.apply("trafficsplit", "MODIFIED", body("s", (3, 1), generation=2))
-        await until(lambda: published() == "False 1/2 dataplanes; behind: b")
-        task.cancel()
-        await engine.fleet.close()
-        await a.stop()
+        async with started(FakeReplica("a"), FakeReplica("b")) as (a, b):
+            engine = make_engine(tmp_path, [a, b], sink)
+            engine.store.apply("trafficsplit", None, body("s", (1, 1)))
+            async with running(engine):
+                await until(lambda: published_condition(writes) == "True 2/2 dataplanes")
+                n = len(writes)
+                engine.poke()
+                await asyncio.sleep(0.3)
+                assert len(writes) == n  # nothing changed, nothing written
+                await b.stop()
+                engine.apply("trafficsplit", "MODIFIED", body("s", (3, 1), generation=2))
+                await until(lambda: published_condition(writes) == "False 1/2 dataplanes; behind: b")
 
     run(main)
 
@@ -291,30 +304,25 @@ def test_a_change_to_one_split_writes_only_its_status(tmp_path: Any) -> None:
         )
 
     async def main() -> None:
-        a = await FakeReplica("a").start()
-        engine = make_engine(tmp_path, [a], sink)
-        engine.store.apply("trafficsplit", None, body("s", (100, 0)))
-        engine.store.apply("trafficsplit", None, body("t", (100, 0)))
-        await engine.become_leader()
-        engine.mark_ready()
-        task = asyncio.create_task(engine.run())
-        await until(lambda: published("default/s", 1) and published("default/t", 1))
-        t_writes = sum(k == "default/t" for k, _ in writes)
-        first = a.held
-        engine.apply("trafficsplit", "MODIFIED", body("s", (0, 100), generation=2))
-        await until(lambda: published("default/s", 2))
-        await asyncio.sleep(0.3)
-        assert a.held > first
-        s_status, t_status = last("default/s"), last("default/t")
-        assert s_status is not None and s_status.status.generation == a.held  # the number that carries the change
-        assert t_status is not None and t_status.status.generation == first  # still carried since `first`
-        assert sum(k == "default/t" for k, _ in writes) == t_writes  # t's status was not rewritten
-        # The publish carries each split's first number, so the dataplane keeps t's Envoy virtual host as it was.
-        assert a.held_gen is not None
-        assert {x.name: x.first_generation for x in a.held_gen.splits} == {"s": a.held, "t": first}
-        task.cancel()
-        await engine.fleet.close()
-        await a.stop()
+        async with started(FakeReplica("a")) as (a,):
+            engine = make_engine(tmp_path, [a], sink)
+            engine.store.apply("trafficsplit", None, body("s", (100, 0)))
+            engine.store.apply("trafficsplit", None, body("t", (100, 0)))
+            async with running(engine):
+                await until(lambda: published("default/s", 1) and published("default/t", 1))
+                t_writes = sum(k == "default/t" for k, _ in writes)
+                first = a.held
+                engine.apply("trafficsplit", "MODIFIED", body("s", (0, 100), generation=2))
+                await until(lambda: published("default/s", 2))
+                await asyncio.sleep(0.3)
+                assert a.held > first
+                s_status, t_status = last("default/s"), last("default/t")
+                assert s_status is not None and s_status.status.generation == a.held  # the number carrying the change
+                assert t_status is not None and t_status.status.generation == first  # still carried since `first`
+                assert sum(k == "default/t" for k, _ in writes) == t_writes  # t's status was not rewritten
+                # The publish carries each split's first number, so the dataplane keeps t's Envoy virtual host.
+                assert a.held_gen is not None
+                assert {x.name: x.first_generation for x in a.held_gen.splits} == {"s": a.held, "t": first}
 
     run(main)
 
@@ -322,18 +330,13 @@ def test_a_change_to_one_split_writes_only_its_status(tmp_path: Any) -> None:
 @pytest.mark.parametrize("token", ["", "wrong"])
 def test_wrong_token_never_counts_as_published(tmp_path: Any, token: str) -> None:
     async def main() -> None:
-        a = await FakeReplica("a").start()
-        engine = make_engine(tmp_path, [a])
-        (tmp_path / "token").write_text(token)
-        engine.store.apply("trafficsplit", None, body("s", (1, 1)))
-        await engine.become_leader(probe_timeout=0.5)
-        engine.mark_ready()
-        task = asyncio.create_task(engine.run())
-        await until(lambda: a.bad_tokens >= 2)
-        assert a.held == 0 and engine.fleet.acks()[0].acked == 0
-        task.cancel()
-        await engine.fleet.close()
-        await a.stop()
+        async with started(FakeReplica("a")) as (a,):
+            engine = make_engine(tmp_path, [a])
+            (tmp_path / "token").write_text(token)
+            engine.store.apply("trafficsplit", None, body("s", (1, 1)))
+            async with running(engine, probe_timeout=0.5):
+                await until(lambda: a.bad_tokens >= 2)
+                assert a.held == 0 and engine.fleet.acks()[0].acked == 0
 
     run(main)
 
@@ -417,39 +420,28 @@ def test_without_a_held_form_to_seed_from_an_operator_keeps_what_the_replicas_ho
     held number."""
 
     async def main() -> None:
-        a = await FakeReplica("a").start()
-        first = k8s_engine(tmp_path, [a], k8s_split(), green=True)
-        await first.become_leader()
-        first.mark_ready()
-        task = asyncio.create_task(first.run())
-        await until(lambda: a.held == 1)
-        assert green_endpoints(a) == ["10.0.0.2"]
-        task.cancel()
-        await first.fleet.close()
+        async with started(FakeReplica("a")) as (a,):
+            async with running(k8s_engine(tmp_path, [a], k8s_split(), green=True)):
+                await until(lambda: a.held == 1)
+                assert green_endpoints(a) == ["10.0.0.2"]
 
-        # The status the first operator wrote says the split is in generation 1.
-        a.report_generation = False
-        engine = k8s_engine(tmp_path, [a], k8s_split({"generation": 1}), green=False)
-        if leading_at_start:
-            await engine.become_leader()
-        engine.mark_ready()
-        task = asyncio.create_task(engine.run())
-        await until(lambda: engine.passes >= 1)
-        if not leading_at_start:
-            await engine.become_leader()  # a take-over after the standby compiled with green missing
-        passes = engine.passes
-        engine.poke()
-        await until(lambda: engine.passes > passes)
-        await asyncio.sleep(0.3)
-        assert a.held == 1 and green_endpoints(a) == ["10.0.0.2"]
-        # green comes back: publishing resumes, above the held number.
-        engine.apply("service", None, svc_body("green"))
-        engine.apply("endpointslice", None, slice_body("green", "10.0.0.3"))
-        await until(lambda: a.held == 2)
-        assert green_endpoints(a) == ["10.0.0.3"]
-        task.cancel()
-        await engine.fleet.close()
-        await a.stop()
+            # The status the first operator wrote says the split is in generation 1.
+            a.report_generation = False
+            engine = k8s_engine(tmp_path, [a], k8s_split({"generation": 1}), green=False)
+            async with running(engine, lead=leading_at_start):
+                await until(lambda: engine.passes >= 1)
+                if not leading_at_start:
+                    await engine.become_leader()  # a take-over after the standby compiled with green missing
+                passes = engine.passes
+                engine.poke()
+                await until(lambda: engine.passes > passes)
+                await asyncio.sleep(0.3)
+                assert a.held == 1 and green_endpoints(a) == ["10.0.0.2"]
+                # green comes back: publishing resumes, above the held number.
+                engine.apply("service", None, svc_body("green"))
+                engine.apply("endpointslice", None, slice_body("green", "10.0.0.3"))
+                await until(lambda: a.held == 2)
+                assert green_endpoints(a) == ["10.0.0.3"]
 
     run(main)
 
@@ -459,20 +451,15 @@ def test_a_new_split_with_a_missing_service_is_published_and_follows_its_resolve
     their endpoint changes keep being published while the other backend stays unresolved."""
 
     async def main() -> None:
-        a = await FakeReplica("a").start()
-        engine = k8s_engine(tmp_path, [a], k8s_split(weight=1), green=False)
-        await engine.become_leader()
-        engine.mark_ready()
-        task = asyncio.create_task(engine.run())
-        await until(lambda: a.held == 1)
-        assert green_endpoints(a) == []
-        engine.apply("endpointslice", "MODIFIED", slice_body("blue", "10.0.0.9"))
-        await until(lambda: a.held == 2)
-        assert a.held_gen is not None
-        assert [e.address for e in a.held_gen.splits[0].backends[0].endpoints] == ["10.0.0.9"]
-        task.cancel()
-        await engine.fleet.close()
-        await a.stop()
+        async with started(FakeReplica("a")) as (a,):
+            engine = k8s_engine(tmp_path, [a], k8s_split(weight=1), green=False)
+            async with running(engine):
+                await until(lambda: a.held == 1)
+                assert green_endpoints(a) == []
+                engine.apply("endpointslice", "MODIFIED", slice_body("blue", "10.0.0.9"))
+                await until(lambda: a.held == 2)
+                assert a.held_gen is not None
+                assert [e.address for e in a.held_gen.splits[0].backends[0].endpoints] == ["10.0.0.9"]
 
     run(main)
 
@@ -483,34 +470,22 @@ def test_a_recreated_split_is_not_published_until_a_generation_carrying_it_is_ac
     async def sink(obj: SplitObject, result: StatusResult) -> None:
         writes.append((obj.uid, result))
 
-    def published(uid: str) -> str | None:
-        for u, r in reversed(writes):
-            if u == uid:
-                c = next(c for c in r.status.to_dict()["conditions"] if c["type"] == "Published")
-                return f"{c['status']} {c['message']}"
-        return None
-
     async def main() -> None:
-        a = await FakeReplica("a").start()
-        engine = make_engine(tmp_path, [a], sink)
-        engine.store.apply("trafficsplit", None, body("s", (1, 1)))
-        await engine.become_leader()
-        engine.mark_ready()
-        task = asyncio.create_task(engine.run())
-        await until(lambda: published("u-s") == "True 1/1 dataplanes")
-        engine.apply("trafficsplit", "DELETED", body("s", (1, 1)))
-        a.refuse = True  # the next generations never reach the replica
-        again = body("s", (3, 1))
-        again["metadata"]["uid"] = "u-s2"  # the same name, a new object, metadata.generation 1 again
-        engine.apply("trafficsplit", "ADDED", again)
-        await until(lambda: published("u-s2") is not None)
-        await asyncio.sleep(0.3)
-        assert published("u-s2") == "False 0/1 dataplanes; behind: a"
-        # A refused number is offered again only after a backoff (its Envoy would likely refuse it again).
-        assert len(a.published) <= len(set(a.published)) + 1, a.published
-        task.cancel()
-        await engine.fleet.close()
-        await a.stop()
+        async with started(FakeReplica("a")) as (a,):
+            engine = make_engine(tmp_path, [a], sink)
+            engine.store.apply("trafficsplit", None, body("s", (1, 1)))
+            async with running(engine):
+                await until(lambda: published_condition(writes, "u-s") == "True 1/1 dataplanes")
+                engine.apply("trafficsplit", "DELETED", body("s", (1, 1)))
+                a.refuse = True  # the next generations never reach the replica
+                again = body("s", (3, 1))
+                again["metadata"]["uid"] = "u-s2"  # the same name, a new object, metadata.generation 1 again
+                engine.apply("trafficsplit", "ADDED", again)
+                await until(lambda: published_condition(writes, "u-s2") is not None)
+                await asyncio.sleep(0.3)
+                assert published_condition(writes, "u-s2") == "False 0/1 dataplanes; behind: a"
+                # A refused number is offered again only after a backoff (its Envoy would likely refuse it again).
+                assert len(a.published) <= len(set(a.published)) + 1, a.published
 
     run(main)
 
@@ -528,23 +503,18 @@ def test_a_split_deleted_and_created_again_within_the_second_gets_its_status(tmp
         writes.append(obj.uid)
 
     async def main() -> None:
-        a = await FakeReplica("a").start()
-        engine = make_engine(tmp_path, [a], sink)
-        engine.store.apply("trafficsplit", None, body("s", (1, 1)))
-        await engine.become_leader()
-        engine.mark_ready()
-        task = asyncio.create_task(engine.run())
-        await until(lambda: "u-s" in writes)
-        await asyncio.sleep(0.3)
-        # Deleted and created again between two passes (the watch events arrive together).
-        engine.store.apply("trafficsplit", "DELETED", body("s", (1, 1)))
-        again = body("s", (1, 1))
-        again["metadata"]["uid"] = "u-s2"
-        engine.apply("trafficsplit", "ADDED", again)
-        await until(lambda: "u-s2" in writes)
-        task.cancel()
-        await engine.fleet.close()
-        await a.stop()
+        async with started(FakeReplica("a")) as (a,):
+            engine = make_engine(tmp_path, [a], sink)
+            engine.store.apply("trafficsplit", None, body("s", (1, 1)))
+            async with running(engine):
+                await until(lambda: "u-s" in writes)
+                await asyncio.sleep(0.3)
+                # Deleted and created again between two passes (the watch events arrive together).
+                engine.store.apply("trafficsplit", "DELETED", body("s", (1, 1)))
+                again = body("s", (1, 1))
+                again["metadata"]["uid"] = "u-s2"
+                engine.apply("trafficsplit", "ADDED", again)
+                await until(lambda: "u-s2" in writes)
 
     run(main)
 
@@ -574,46 +544,40 @@ def test_a_restarted_operator_seeds_from_the_replicas_and_keeps_publishing_other
     keeps green's endpoints, and a change to split b made meanwhile is published (no hold-back)."""
 
     async def main() -> None:
-        a = await FakeReplica("a").start()
-        first = k8s_engine(tmp_path, [a], k8s_split(), green=True)
-        first.store.apply("trafficsplit", None, other_split((1, 1)))
-        await first.become_leader()
-        first.mark_ready()
-        task = asyncio.create_task(first.run())
-        await until(lambda: a.held == 1)
-        assert green_endpoints_of(a, "s") == ["10.0.0.2"]
-        task.cancel()
-        await first.fleet.close()
+        async with started(FakeReplica("a")) as (a,):
+            first = k8s_engine(tmp_path, [a], k8s_split(), green=True)
+            first.store.apply("trafficsplit", None, other_split((1, 1)))
+            async with running(first):
+                await until(lambda: a.held == 1)
+                assert green_endpoints_of(a, "s") == ["10.0.0.2"]
 
-        engine = k8s_engine(tmp_path, [a], k8s_split({"generation": 1}), green=False)
-        engine.store.apply("trafficsplit", None, other_split((3, 1), generation=2, status={"generation": 1}))
-        if leading_at_start:
-            await engine.become_leader()
-        engine.mark_ready()
-        task = asyncio.create_task(engine.run())
-        await until(lambda: engine.passes >= 1)
-        if not leading_at_start:
-            await engine.become_leader()
-            engine.poke()
-        # b's change is published, and s keeps the replica's form (green's endpoints, not emptied).
-        await until(lambda: a.held == 2)
-        assert [x.weight for x in held_split(a, "b").backends] == [3, 1]
-        assert green_endpoints_of(a, "s") == ["10.0.0.2"]
-        assert [x.weight for x in held_split(a, "s").backends] == [0, 100]
-        assert engine.view().held_back == frozenset()
-        # Only the probe asks for the generation; the periodic poll needs only the number.
-        await until(lambda: a.asked_generation.count(False) >= 2)
-        assert a.asked_generation[0] and a.asked_generation.count(True) == 2  # once per engine
-        # Later changes keep being published while green is still missing; s stays on its seeded form.
-        engine.apply("trafficsplit", "MODIFIED", other_split((1, 3), generation=3, status={"generation": 2}))
-        await until(lambda: a.held == 3)
-        assert [x.weight for x in held_split(a, "b").backends] == [1, 3]
-        assert green_endpoints_of(a, "s") == ["10.0.0.2"]
-        task.cancel()
-        await engine.fleet.close()
-        await a.stop()
+            engine = k8s_engine(tmp_path, [a], k8s_split({"generation": 1}), green=False)
+            engine.store.apply("trafficsplit", None, other_split((3, 1), generation=2, status={"generation": 1}))
+            async with running(engine, lead=leading_at_start):
+                await _seeded(engine, a, leading_at_start)
 
     run(main)
+
+
+async def _seeded(engine: Engine, a: FakeReplica, leading_at_start: bool) -> None:
+    await until(lambda: engine.passes >= 1)
+    if not leading_at_start:
+        await engine.become_leader()
+        engine.poke()
+    # b's change is published, and s keeps the replica's form (green's endpoints, not emptied).
+    await until(lambda: a.held == 2)
+    assert [x.weight for x in held_split(a, "b").backends] == [3, 1]
+    assert green_endpoints_of(a, "s") == ["10.0.0.2"]
+    assert [x.weight for x in held_split(a, "s").backends] == [0, 100]
+    assert engine.view().held_back == frozenset()
+    # Only the probe asks for the generation; the periodic poll needs only the number.
+    await until(lambda: a.asked_generation.count(False) >= 2)
+    assert a.asked_generation[0] and a.asked_generation.count(True) == 2  # once per engine
+    # Later changes keep being published while green is still missing; s stays on its seeded form.
+    engine.apply("trafficsplit", "MODIFIED", other_split((1, 3), generation=3, status={"generation": 2}))
+    await until(lambda: a.held == 3)
+    assert [x.weight for x in held_split(a, "b").backends] == [1, 3]
+    assert green_endpoints_of(a, "s") == ["10.0.0.2"]
 
 
 def green_endpoints_of(r: FakeReplica, name: str) -> list[str]:
@@ -624,23 +588,19 @@ def test_a_replica_not_ready_is_retried_with_the_same_generation_and_one_that_re
     tmp_path: Any,
 ) -> None:
     async def main() -> None:
-        ready_late, refusing = await FakeReplica("a").start(), await FakeReplica("b").start()
+        ready_late, refusing = FakeReplica("a"), FakeReplica("b")
         ready_late.not_ready = 3
         refusing.refuse = True
-        engine = make_engine(tmp_path, [ready_late, refusing])
-        engine.store.apply("trafficsplit", None, body("s", (1, 1)))
-        await engine.become_leader()
-        engine.mark_ready()
-        task = asyncio.create_task(engine.run())
-        # Backoff 0.25 s doubling, jittered down to half: three retries within about 2 s.
-        await until(lambda: ready_late.held == 1, timeout=10)
-        assert ready_late.published == [1, 1, 1, 1]
-        await asyncio.sleep(1.0)
-        # INVALID is retried, slowly: 1 s doubling, jittered down to half (retries at >= 0.5 s, >= 1.5 s, >= 3.5 s).
-        assert set(refusing.published) == {1} and 2 <= len(refusing.published) <= 4, refusing.published
-        task.cancel()
-        await engine.fleet.close()
-        await ready_late.stop()
-        await refusing.stop()
+        async with started(ready_late, refusing):
+            engine = make_engine(tmp_path, [ready_late, refusing])
+            engine.store.apply("trafficsplit", None, body("s", (1, 1)))
+            async with running(engine):
+                # Backoff 0.25 s doubling, jittered down to half: three retries within about 2 s.
+                await until(lambda: ready_late.held == 1, timeout=10)
+                assert ready_late.published == [1, 1, 1, 1]
+                await asyncio.sleep(1.0)
+                # INVALID is retried, slowly: 1 s doubling, jittered down to half (retries at >= 0.5 s, >= 1.5 s,
+                # >= 3.5 s).
+                assert set(refusing.published) == {1} and 2 <= len(refusing.published) <= 4, refusing.published
 
     run(main)

@@ -6,12 +6,13 @@ holding back another's, status written only after the replicas ACK, and a delete
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.unit.test_operator_engine import TOKEN, FakeReplica, run, until
+from tests.unit.test_operator_engine import TOKEN, FakeReplica, run, started, until
 from trafficsplit.operator.dataplane_names import publish_service_name
 from trafficsplit.operator.engine import Engine, EngineSettings
 from trafficsplit.operator.fleet import Fleet
@@ -164,33 +165,64 @@ def seed(api: Api, engine: Engine, replicas: Mapping[str, FakeReplica]) -> None:
         engine.apply("endpointslice", None, slice_body(OPNS, svc, "publish", replica.port, "127.0.0.1"))
 
 
+@dataclass
+class Plane:
+    """One engine with Gateway API on (`make`), the chart gateway's replica, one replica per Gateway (`seed` names
+    each Gateway after its replica) and the stand-in API server."""
+
+    engine: Engine
+    api: Api
+    chart: FakeReplica
+    replicas: dict[str, FakeReplica]
+    task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """The engine leading, ready and running (its task is cancelled on the way out of `gateways`)."""
+        await self.engine.become_leader()
+        self.engine.mark_ready()
+        self.task = asyncio.create_task(self.engine.run(), name="engine")
+
+
+@contextlib.asynccontextmanager
+async def gateways(
+    tmp_path: Any,
+    *names: str,
+    chart_held: int = 0,
+    seeded: bool = True,
+    provisioner: Any = None,
+    reprovision: float = 300.0,
+) -> AsyncIterator[Plane]:
+    """A `Plane` with a Gateway (and its route at 90/10) per name, seeded unless `seeded` is False (the test seeds
+    after adding what must come first); everything stopped on the way out, even when an assertion failed (a grpc
+    server left running keeps the loop from closing)."""
+    chart = FakeReplica("chart", held=chart_held)
+    replicas = {n: FakeReplica(n) for n in names}
+    async with started(chart, *replicas.values()):
+        api = Api()
+        engine = make(tmp_path, chart, api, provisioner, reprovision)
+        plane = Plane(engine, api, chart, replicas)
+        try:
+            if seeded:
+                seed(api, engine, replicas)
+            yield plane
+        finally:
+            if plane.task is not None:
+                plane.task.cancel()
+            await engine.fleet.close()
+            if engine.gateways is not None:
+                await engine.gateways.close()
+
+
 def test_each_gateway_has_its_fleet_numbers_are_shared_and_status_follows_the_acks(tmp_path: Any) -> None:
     async def main() -> None:
-        chart = await FakeReplica("chart", held=5).start()
-        one, two = await FakeReplica("one").start(), await FakeReplica("two").start()
-        api = Api()
-        engine = make(tmp_path, chart, api)
-        try:
-            await _first(engine, api, chart, one, two)
-        finally:
-            await _shutdown(engine, chart, one, two)
+        async with gateways(tmp_path, "one", "two", chart_held=5, seeded=False) as p:
+            await _first(p)
 
     run(main)
 
 
-async def _shutdown(engine: Engine, *replicas: FakeReplica) -> None:
-    """Everything stopped even when an assertion failed (a grpc server left running keeps the loop from closing)."""
-    for t in [t for t in asyncio.all_tasks() if t.get_name() == "engine"]:
-        t.cancel()
-    await engine.fleet.close()
-    if engine.gateways is not None:
-        await engine.gateways.close()
-    for r in replicas:
-        if r.server is not None:
-            await r.stop()
-
-
-async def _first(engine: Engine, api: Api, chart: FakeReplica, one: FakeReplica, two: FakeReplica) -> None:
+async def _first(p: Plane) -> None:
+    engine, api, chart, one, two = p.engine, p.api, p.chart, p.replicas["one"], p.replicas["two"]
     engine.apply(
         "trafficsplit",
         None,
@@ -202,10 +234,8 @@ async def _first(engine: Engine, api: Api, chart: FakeReplica, one: FakeReplica,
             },
         },
     )
-    seed(api, engine, {"one": one, "two": two})
-    await engine.become_leader()
-    engine.mark_ready()
-    task = asyncio.create_task(engine.run(), name="engine")
+    seed(api, engine, p.replicas)
+    await p.start()
     await until(lambda: chart.held == 6 and one.held > 0 and two.held > 0)
     # One counter: the chart's gateway took 6 (above the 5 it held), each Gateway a number of its own above it.
     assert sorted({chart.held, one.held, two.held}) == [6, 7, 8]
@@ -242,64 +272,38 @@ async def _first(engine: Engine, api: Api, chart: FakeReplica, one: FakeReplica,
     engine.apply("gateway", "DELETED", {"metadata": meta("two")})
     await until(lambda: engine.gateways is not None and engine.gateways.fleet((NS, "two")) is None)
     assert api.programmed("one") == "True"
-    task.cancel()
 
 
 def test_an_unreachable_replica_holds_back_only_its_gateways_status(tmp_path: Any) -> None:
     async def main() -> None:
-        chart = await FakeReplica("chart").start()
-        one, two = await FakeReplica("one").start(), await FakeReplica("two").start()
-        api = Api()
-        engine = make(tmp_path, chart, api)
-        extra: list[FakeReplica] = []
-        try:
-            await _second(engine, api, one, two, extra)
-        finally:
-            await _shutdown(engine, chart, one, two, *extra)
+        async with gateways(tmp_path, "one", "two") as p:
+            api, one = p.api, p.replicas["one"]
+            await p.start()
+            await until(lambda: api.accepted_at("one-route") == 1 and api.accepted_at("two-route") == 1)
+            port = one.port
+            await one.stop()
+            api.put("httproute", route_body("one-route", "one", (10, 90), generation=2))
+            api.put("httproute", route_body("two-route", "two", (10, 90), generation=2))
+            await until(lambda: api.accepted_at("two-route") == 2)
+            await asyncio.sleep(0.5)
+            assert api.accepted_at("one-route") == 1
+            async with started(FakeReplica("one"), port=port) as (one2,):
+                await until(lambda: api.accepted_at("one-route") == 2, timeout=10)
+                assert one2.held_gen is not None and [b.weight for b in one2.held_gen.splits[0].backends] == [10, 90]
 
     run(main)
 
 
-async def _second(engine: Engine, api: Api, one: FakeReplica, two: FakeReplica, extra: list[FakeReplica]) -> None:
-    seed(api, engine, {"one": one, "two": two})
-    await engine.become_leader()
-    engine.mark_ready()
-    task = asyncio.create_task(engine.run(), name="engine")
-    await until(lambda: api.accepted_at("one-route") == 1 and api.accepted_at("two-route") == 1)
-    port = one.port
-    await one.stop()
-    api.put("httproute", route_body("one-route", "one", (10, 90), generation=2))
-    api.put("httproute", route_body("two-route", "two", (10, 90), generation=2))
-    await until(lambda: api.accepted_at("two-route") == 2)
-    await asyncio.sleep(0.5)
-    assert api.accepted_at("one-route") == 1
-    one2 = await FakeReplica("one").start(port)
-    extra.append(one2)
-    await until(lambda: api.accepted_at("one-route") == 2, timeout=10)
-    assert one2.held_gen is not None and [b.weight for b in one2.held_gen.splits[0].backends] == [10, 90]
-    task.cancel()
-
-
 def test_a_rule_a_replica_refuses_alone_is_named_in_its_routes_status(tmp_path: Any) -> None:
     async def main() -> None:
-        chart = await FakeReplica("chart").start()
-        one = await FakeReplica("one").start()
-        one.refuse_splits = {f"{NS}/one-route.rule-0"}
-        api = Api()
-        engine = make(tmp_path, chart, api)
-        try:
-            seed(api, engine, {"one": one})
-            await engine.become_leader()
-            engine.mark_ready()
-            task = asyncio.create_task(engine.run(), name="engine")
-            await until(lambda: api.accepted_at("one-route") == 1)
-            parent = api.parent("one-route")
+        async with gateways(tmp_path, "one") as p:
+            p.replicas["one"].refuse_splits = {f"{NS}/one-route.rule-0"}
+            await p.start()
+            await until(lambda: p.api.accepted_at("one-route") == 1)
+            parent = p.api.parent("one-route")
             assert parent is not None
             partial = next(c for c in parent["conditions"] if c["type"] == "PartiallyInvalid")
             assert partial["status"] == "True" and "rules[0] refused by one: refused here" in partial["message"]
-            task.cancel()
-        finally:
-            await _shutdown(engine, chart, one)
 
     run(main)
 
@@ -309,23 +313,13 @@ def test_a_settled_gateway_takes_no_more_passes(tmp_path: Any) -> None:
     Gateways' fleets, which reports a change, which asked for another pass)."""
 
     async def main() -> None:
-        chart = await FakeReplica("chart").start()
-        one = await FakeReplica("one").start()
-        api = Api()
-        engine = make(tmp_path, chart, api)
-        try:
-            seed(api, engine, {"one": one})
-            await engine.become_leader()
-            engine.mark_ready()
-            task = asyncio.create_task(engine.run(), name="engine")
-            await until(lambda: api.accepted_at("one-route") == 1 and api.programmed("one") == "True")
+        async with gateways(tmp_path, "one") as p:
+            await p.start()
+            await until(lambda: p.api.accepted_at("one-route") == 1 and p.api.programmed("one") == "True")
             await asyncio.sleep(0.5)  # the probe's timer and the last status writes
-            before = engine.passes
+            before = p.engine.passes
             await asyncio.sleep(1.0)
-            assert engine.passes - before <= 2, f"{engine.passes - before} passes in 1 s with nothing changing"
-            task.cancel()
-        finally:
-            await _shutdown(engine, chart, one)
+            assert p.engine.passes - before <= 2, f"{p.engine.passes - before} passes in 1 s with nothing changing"
 
     run(main)
 
@@ -380,26 +374,16 @@ def test_a_route_deleted_and_created_again_under_its_name_gets_its_status(tmp_pa
     monkeypatch.setattr(engine_module, "now_rfc3339", lambda: "2026-12-02T04:00:00Z")
 
     async def main() -> None:
-        chart = await FakeReplica("chart").start()
-        one = await FakeReplica("one").start()
-        api = Api()
-        engine = make(tmp_path, chart, api)
-        try:
-            seed(api, engine, {"one": one})
-            await engine.become_leader()
-            engine.mark_ready()
-            task = asyncio.create_task(engine.run(), name="engine")
-            await until(lambda: api.accepted_at("one-route") == 1)
-            api.objects.pop(("httproute", (NS, "one-route")))
-            engine.apply("httproute", "DELETED", route_body("one-route", "one", (90, 10)))
+        async with gateways(tmp_path, "one") as p:
+            await p.start()
+            await until(lambda: p.api.accepted_at("one-route") == 1)
+            p.api.objects.pop(("httproute", (NS, "one-route")))
+            p.engine.apply("httproute", "DELETED", route_body("one-route", "one", (90, 10)))
             await asyncio.sleep(0.3)
             again = route_body("one-route", "one", (90, 10))
             again["metadata"]["uid"] = "second"
-            api.put("httproute", again)
-            await until(lambda: api.accepted_at("one-route") == 1, timeout=5)
-            task.cancel()
-        finally:
-            await _shutdown(engine, chart, one)
+            p.api.put("httproute", again)
+            await until(lambda: p.api.accepted_at("one-route") == 1, timeout=5)
 
     run(main)
 
@@ -421,25 +405,15 @@ def test_a_gateways_data_plane_is_ensured_again_every_period_without_a_change(tm
     ensured again every `reprovision_seconds`, and not more often."""
 
     async def main() -> None:
-        chart = await FakeReplica("chart").start()
-        one = await FakeReplica("one").start()
-        api = Api()
         prov = FakeProvisioner()
-        engine = make(tmp_path, chart, api, provisioner=prov, reprovision=0.3)
-        try:
-            seed(api, engine, {"one": one})
-            await engine.become_leader()
-            engine.mark_ready()
-            task = asyncio.create_task(engine.run(), name="engine")
+        async with gateways(tmp_path, "one", provisioner=prov, reprovision=0.3) as p:
+            await p.start()
             await until(lambda: len(prov.ensured) >= 1)
             t0 = asyncio.get_running_loop().time()
             await until(lambda: len(prov.ensured) >= 3, timeout=5)
             took = asyncio.get_running_loop().time() - t0
             assert set(prov.ensured) == {(f"{NS}/one", 1)}  # the same Gateway generation: only the time moved
             assert took >= 0.55, took  # two periods, not a pass-by-pass loop
-            task.cancel()
-        finally:
-            await _shutdown(engine, chart, one)
 
     run(main)
 
@@ -459,26 +433,18 @@ def test_a_policys_status_is_written_once_its_gateways_replicas_serve_it(tmp_pat
     once that Gateway's replicas ACKed the generation carrying it; a policy naming no existing route says so at once."""
 
     async def main() -> None:
-        chart = await FakeReplica("chart").start()
-        one = await FakeReplica("one").start()
-        api = Api()
-        engine = make(tmp_path, chart, api)
-        try:
-            await _policy(engine, api, one)
-        finally:
-            await _shutdown(engine, chart, one)
+        async with gateways(tmp_path, "one") as p:
+            await _policy(p)
 
     run(main)
 
 
-async def _policy(engine: Engine, api: Api, one: FakeReplica) -> None:
-    seed(api, engine, {"one": one})
+async def _policy(p: Plane) -> None:
+    api, one = p.api, p.replicas["one"]
     api.put("trafficsplitpolicy", policy_body("keyed", "one-route", "x-user"))
     gone = policy_body("gone", "nope", "x-user")
     api.put("trafficsplitpolicy", gone)
-    await engine.become_leader()
-    engine.mark_ready()
-    task = asyncio.create_task(engine.run(), name="engine")
+    await p.start()
 
     def accepted(name: str) -> tuple[str, str, int] | None:
         ancestors = api.objects[("trafficsplitpolicy", (NS, name))].get("status", {}).get("ancestors") or []
@@ -499,4 +465,3 @@ async def _policy(engine: Engine, api: Api, one: FakeReplica) -> None:
     one.refuse = False
     await until(lambda: accepted("keyed") == ("Gateway", "Accepted", 2), timeout=10)
     assert one.held_gen is not None and [s.key_header for s in one.held_gen.splits] == ["x-tenant"]
-    task.cancel()

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_actions import ActionMemo
+from trafficsplit.core.gateway_conditions import AncestorStatus, GatewayStatus, ParentStatus
 from trafficsplit.core.gateway_objects import (
     GATEWAY_GROUP,
     Gateway,
@@ -53,16 +55,7 @@ from trafficsplit.core.gateway_status import (
     with_refusals,
 )
 from trafficsplit.core.gateway_tls import SECRET_TYPE_TLS, TlsSecret, parse_tls_secret
-from trafficsplit.core.gateway_translate import (
-    ActionMemo,
-    AncestorStatus,
-    GatewayStatus,
-    Inputs,
-    ParentStatus,
-    Translation,
-    gateway_content,
-    translate,
-)
+from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
 from trafficsplit.core.generation import GenerationContent
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, slices_by_service
 from trafficsplit.operator.cluster import Replica, replicas_from_slices

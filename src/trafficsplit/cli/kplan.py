@@ -22,6 +22,7 @@ from trafficsplit.cli.common import EXIT_OK, UsageError, emit_json, pct
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
 from trafficsplit.cli.planview import render, to_json
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_backends import find_rule, rule_weights
 from trafficsplit.core.gateway_objects import RouteRule, parse_httproute
 from trafficsplit.core.gateway_policy import (
     Outcome,
@@ -32,7 +33,6 @@ from trafficsplit.core.gateway_policy import (
     policy_for_rule,
     served_change,
 )
-from trafficsplit.core.gateway_translate import find_rule, rule_weights
 from trafficsplit.core.plan import Plan, estimate_plan, plan
 from trafficsplit.core.spec import DeclaredBackend, declared_backends
 from trafficsplit.core.weights import Weights, parse_pairs
@@ -183,7 +183,7 @@ def route_plan(
     policies: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[RouteRule, Plan, ServedChange]:
     """The plan for one rule of a live HTTPRoute: the same core weights and planner as a TrafficSplit's, over the
-    rule's backendRefs by their split names (`gateway_translate.rule_weights`); and what the gateway moves under the
+    rule's backendRefs by their split names (`gateway_backends.rule_weights`); and what the gateway moves under the
     TrafficSplitPolicy attached to the rule (`policies`: the namespace's bodies), resolved as the operator does."""
     try:
         route = parse_httproute(obj)

@@ -141,10 +141,13 @@ class CompiledSplit:
         # No hosts: a route rule's split, which `Generation` accepts only when its route table refers to it.
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts, required=False)
         if self.key_header is not None:
-            problems += [f"key_header: {q.removeprefix('name: ')}" for q in key_header_problems(self.key_header)]
+            issued = self.persistent and self.cookie is None  # the header carries the session: sent in responses
+            problems += [
+                f"key_header: {q.removeprefix('name: ')}" for q in key_header_problems(self.key_header, issued=issued)
+            ]
         mode = StickyMode.PERSISTENT if self.persistent else StickyMode.REHASH
         # The rules SplitSpec checks too, from where it checks them (one wording for the parser and the receiver).
-        problems += persistent_cookie_problems(mode, self.cookie is not None)
+        problems += persistent_cookie_problems(mode, self.cookie is not None, self.key_header is not None)
         problems += endpoint_points_problems(self.endpoint_points)
         problems += drain_mode_problems([b.drain for b in self.backends], mode)
         problems += match_count_problems(len(self.matches))

@@ -16,6 +16,7 @@ from trafficsplit.core.assignment import SLOTS
 from trafficsplit.core.compiled import CompiledBackend, CompiledSplit
 from trafficsplit.core.cookie import AffinityMinter, read_cookie, read_cookies, render_set_cookie
 from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.headervalue import is_header_value
 from trafficsplit.core.limits import MAX_KEY_HEADER_VALUE
 from trafficsplit.core.persistent import CookieSigner
 from trafficsplit.core.splitspec import MatchKind
@@ -47,6 +48,9 @@ class Decision(NamedTuple):
     set_cookie: str | None = None  # the Set-Cookie value when the key was minted
     endpoint: str | None = None  # the pod (`host:port`) on the backend ring when the split pins pods (docs/spec.md §5)
     key_hash: int = 0  # key_hash(key), for whoever records the decision (the live stickiness bill)
+    # A header-carried persistent session (GEP-1619 `type: Header`): the sealed session the response carries in the
+    # split's key header, for the client to send back; None when the request's own token still holds.
+    session_token: str | None = None
 
 
 def choose_key(
@@ -138,20 +142,14 @@ def _decide_persistent(
     minter: AffinityMinter,
     signer: CookieSigner,
 ) -> Decision:
-    """sticky.mode: persistent (core/persistent.py): a sealed cookie keeps its backend while that backend has weight
-    (or drains) and is eligible; otherwise, and for new sessions, the weighted pick decides and the cookie is sealed
-    to it. A cookie whose seal fails is re-sessioned. Match rules decide first, as in rehash mode, without
-    re-pinning."""
-    key, source = choose_key(split, cookie_lines, request_id, minter, header)
-    pinned: str | None = None
-    resign = False
-    if source is KeySource.COOKIE and split.cookie is not None:
-        # Every same-name value, not only the first: a stale one on a narrower Path must not shadow the valid seal.
-        session = signer.open_any(split.key, read_cookies(cookie_lines, split.cookie.name))
-        if session is None:  # tampered, or sealed with a key no longer accepted
-            key, source = minter.mint(), KeySource.MINTED
-        else:
-            key, pinned, resign = session.key, session.backend, session.resign
+    """sticky.mode: persistent (core/persistent.py): a sealed session keeps its backend while that backend has weight
+    (or drains) and is eligible; otherwise, and for new sessions, the weighted pick decides and the session is sealed
+    to it. The seal travels in the cookie, or, for a split without one, in its key header (GEP-1619 `type: Header`).
+    A seal that fails is a new session. Match rules decide first, as in rehash mode, without re-pinning."""
+    if split.cookie is None:
+        key, source, pinned, resign = _header_session(split, header, minter, signer)
+    else:
+        key, source, pinned, resign = _cookie_session(split, cookie_lines, request_id, header, minter, signer)
     h = key_hash(key)
     passed_over = False
     i = -1
@@ -171,15 +169,61 @@ def _decide_persistent(
             i, path = pick_backend(split, h)
             if passed_over:
                 path = DecisionPath.MATCH_PASSED_OVER
-    set_cookie = None
-    if split.cookie is not None and source is not KeySource.HEADER:
-        # A match decides this request only: the session stays sealed to what the weights (or its pin) give it.
-        seal_to = split.backends[i].name if path is not DecisionPath.MATCH else pinned
-        if seal_to is None:
-            seal_to = split.backends[pick_backend(split, h)[0]].name
-        if source is KeySource.MINTED or resign or seal_to != pinned:
-            set_cookie = render_set_cookie(split.cookie, signer.seal(split.key, key, seal_to))
-    return Decision(split.backends[i], key, source, path, set_cookie, _endpoint(split, i, h), h)
+    # A match decides this request only: the session stays sealed to what the weights (or its pin) give it.
+    seal_to = split.backends[i].name if path is not DecisionPath.MATCH else pinned
+    if seal_to is None:
+        seal_to = split.backends[pick_backend(split, h)[0]].name
+    reseal = source is KeySource.MINTED or resign or seal_to != pinned
+    set_cookie = token = None
+    if split.cookie is not None and source is not KeySource.HEADER and reseal:
+        set_cookie = render_set_cookie(split.cookie, signer.seal(split.key, key, seal_to))
+    elif split.cookie is None and reseal and _sealable(key):
+        token = signer.seal(split.key, key, seal_to)
+    return Decision(split.backends[i], key, source, path, set_cookie, _endpoint(split, i, h), h, token)
+
+
+_Session = tuple[str, KeySource, str | None, bool]  # key, where it came from, the pinned backend, whether to re-seal
+
+
+def _cookie_session(
+    split: CompiledSplit,
+    cookie_lines: Sequence[str],
+    request_id: str,
+    header: Callable[[str], str | None],
+    minter: AffinityMinter,
+    signer: CookieSigner,
+) -> _Session:
+    key, source = choose_key(split, cookie_lines, request_id, minter, header)
+    if source is KeySource.COOKIE and split.cookie is not None:
+        # Every same-name value, not only the first: a stale one on a narrower Path must not shadow the valid seal.
+        session = signer.open_any(split.key, read_cookies(cookie_lines, split.cookie.name))
+        if session is None:  # tampered, or sealed with a key no longer accepted
+            return minter.mint(), KeySource.MINTED, None, False
+        return session.key, source, session.backend, session.resign
+    return key, source, None, False
+
+
+def _header_session(
+    split: CompiledSplit, header: Callable[[str], str | None], minter: AffinityMinter, signer: CookieSigner
+) -> _Session:
+    """A header-carried session: the key header holds the token the gateway issued (`KEY.BACKEND.MAC`), pinned to
+    its backend; or a key of the client's own (sticky.header: its pick is the key's, then sealed in the response);
+    or nothing, a new session with a minted key. An empty or oversized value counts as absent, as in `choose_key`."""
+    assert split.key_header is not None  # persistent needs a cookie or a key header (splitspec)
+    value = header(split.key_header)
+    if not value or len(value) > MAX_KEY_HEADER_VALUE:
+        return minter.mint(), KeySource.MINTED, None, True
+    session = signer.open(split.key, value)
+    if session is not None and session.backend is not None:
+        return session.key, KeySource.HEADER, session.backend, session.resign
+    # Not a seal that verifies (an edited token is one): the value is a key, so it gets a weighted pick, never a
+    # backend of its choosing.
+    return value, KeySource.HEADER, None, True
+
+
+def _sealable(key: str) -> bool:
+    """Whether a key can travel in an issued token: a header value (the client chose it) without the token's `.`."""
+    return "." not in key and is_header_value(key)
 
 
 def _endpoint(split: CompiledSplit, i: int, h: int) -> str | None:

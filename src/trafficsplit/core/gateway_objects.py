@@ -306,7 +306,7 @@ def _is_ip(host: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class ParametersRef:
     """A GatewayClass's `spec.parametersRef` as written; whether it names something usable is the translation's
-    call (`gateway_translate.class_parameters`), since a wrong one is a status, not a malformed body."""
+    call (`gateway_classes.class_parameters`), since a wrong one is a status, not a malformed body."""
 
     group: str
     kind: str

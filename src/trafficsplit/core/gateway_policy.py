@@ -15,7 +15,7 @@ wins and the other is `Accepted: False, Conflicted` for that route. A route or r
 session cookie, say) is `Invalid` for that route and applies to none of its rules (the route keeps its defaults).
 
 The status (`status.ancestors`) is per Gateway the target route is attached to (the translation knows which are ours,
-`gateway_translate.policy_statuses`); a target route that does not exist has its own entry, the route as ancestor.
+`gateway_policy_rules.policy_statuses`); a target route that does not exist has its own entry, the route as ancestor.
 """
 
 from __future__ import annotations
@@ -392,11 +392,11 @@ def policy_for_rule(
 
 
 def rule_default_mode(rule: RouteRule) -> StickyMode:
-    """The sticky mode a rule's split has without a policy: what `gateway_translate._build_action` builds
-    (tests/unit/test_gateway_policy.py holds the two together). A Cookie sessionPersistence rule's cookie is the
-    sealed persistent one (GEP-1619: a session keeps its backend across weight changes); others re-draw by key."""
-    cookie = rule.session is not None and rule.session.type is SessionType.COOKIE
-    return StickyMode.PERSISTENT if cookie else StickyMode.REHASH
+    """The sticky mode a rule's split has without a policy: what `gateway_actions.build_action` builds
+    (tests/unit/test_gateway_policy.py holds the two together). A sessionPersistence rule's session (its cookie, or
+    its header) is the sealed persistent one (GEP-1619: a session keeps its backend across weight changes); others
+    re-draw by key."""
+    return StickyMode.PERSISTENT if rule.session is not None else StickyMode.REHASH
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -452,6 +452,7 @@ def _refusal(rule: RouteRule, chosen: Policy, change: Plan) -> Outcome | None:
     cookie = (
         CookieSettings(name="session") if rule.session is not None and rule.session.type is SessionType.COOKIE else None
     )
+    header = "x-session" if rule.session is not None and rule.session.type is SessionType.HEADER else None
     mode = rule_default_mode(rule)
     try:
         spec = SplitSpec(
@@ -464,6 +465,7 @@ def _refusal(rule: RouteRule, chosen: Policy, change: Plan) -> Outcome | None:
                 for n, w in change.after.items()
             ),
             cookie=cookie,
+            key_header=header,
             endpoint_affinity=False,
             matches=(),
             debug_headers=False,

@@ -21,15 +21,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from trafficsplit.core.gateway_objects import CONTROLLER_NAME, ParentRef
-from trafficsplit.core.gateway_policy import MAX_ANCESTORS
-from trafficsplit.core.gateway_translate import (
+from trafficsplit.core.gateway_conditions import (
     AncestorStatus,
     ClassStatus,
     GatewayStatus,
     ListenerStatus,
     ParentStatus,
 )
+from trafficsplit.core.gateway_objects import CONTROLLER_NAME, ParentRef
+from trafficsplit.core.gateway_policy import MAX_ANCESTORS
 from trafficsplit.core.status import MAX_CONDITION_MESSAGE, Condition
 
 MAX_STATUS_ADDRESSES = 16  # the upstream CRD's bound on Gateway status.addresses

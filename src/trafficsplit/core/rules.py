@@ -123,15 +123,40 @@ def match_name_problems(kind: str, name: str) -> list[str]:
 # Headers a sticky key must not come from: the cookie (sticky.cookie's job) and the request id Envoy sets per request
 # (every request would be a new session).
 _NOT_KEY_HEADERS = frozenset({"cookie", "x-request-id"})
+# A header-carried session (an HTTPRoute's `type: Header`) is also sent back in a response header of its name: not one
+# that frames or routes a message, and not the gateway's own `x-trafficsplit-*`.
+_NOT_ISSUED_HEADERS = frozenset(
+    {
+        "set-cookie",
+        "host",
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+        "location",
+    }
+)
+_GATEWAY_HEADER_PREFIX = "x-trafficsplit-"
 
 
-def key_header_problems(name: str) -> list[str]:
-    """sticky.header.name: a lowercase header token the client sends (the processor sees names lowercased)."""
+def key_header_problems(name: str, *, issued: bool = False) -> list[str]:
+    """sticky.header.name: a lowercase header token the client sends (the processor sees names lowercased). `issued`:
+    the header carries a persistent session, so the gateway also sends it in responses."""
     problems = match_name_problems("header", name)
     if not problems and name != name.lower():
         problems.append(f"name: {name!r} must be lowercase (HTTP/2 and Envoy carry header names lowercased)")
     elif not problems and name in _NOT_KEY_HEADERS:
         problems.append(f"name: {name!r} cannot carry a sticky key")
+    elif not problems and issued and (name in _NOT_ISSUED_HEADERS or name.startswith(_GATEWAY_HEADER_PREFIX)):
+        problems.append(
+            f"name: {name!r} cannot carry a session the gateway issues in responses (it frames or routes a message, "
+            "or is the gateway's own)"
+        )
     return problems
 
 

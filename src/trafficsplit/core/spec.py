@@ -38,6 +38,7 @@ from trafficsplit.core.splitspec import (
     SplitSpec,
     endpoint_points_problems,
     match_count_problems,
+    persistent_cookie_problems,
 )
 from trafficsplit.core.weights import parse_int, weight_problems
 
@@ -175,6 +176,11 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     matches = _parse_matches(get_field(spec, "matches", list, "spec", p), {b.name for b in backends}, p)
     debug = get_field(spec, "debugHeaders", bool, "spec", p) or False
     assignment = parse_assignment(spec, p) or AssignmentMode.HASH
+    # The model also lets a key header carry the seal (an HTTPRoute's Header sessionPersistence); a TrafficSplit
+    # offers only the cookie, as its CRD says: the same rule, asked without the header.
+    cookie_problems = persistent_cookie_problems(sticky_mode, cookie is not None)
+    if cookie_problems:
+        p.extend("spec", SpecError(cookie_problems))
     if p.items:
         raise SpecError(p.items)
     try:

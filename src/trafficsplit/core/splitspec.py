@@ -39,8 +39,11 @@ def endpoint_points_problems(points: int) -> list[str]:
     return []
 
 
-def persistent_cookie_problems(mode: StickyMode, has_cookie: bool) -> list[str]:
-    if mode is StickyMode.PERSISTENT and not has_cookie:
+def persistent_cookie_problems(mode: StickyMode, has_cookie: bool, has_key_header: bool = False) -> list[str]:
+    """What carries a persistent session's seal: the cookie, or, without one, the key header (the gateway issues the
+    sealed session in a response header of that name: an HTTPRoute's `type: Header` session). A TrafficSplit offers
+    only the cookie (its parser asks without the header), so the message names the cookie."""
+    if mode is StickyMode.PERSISTENT and not (has_cookie or has_key_header):
         return ["sticky.mode: persistent needs sticky.cookie (the cookie carries the session's backend)"]
     return []
 
@@ -119,8 +122,9 @@ class SplitSpec:
         # No hosts: a route rule's split (parse_split requires hosts of a TrafficSplit; `Generation` of a split).
         problems = name_problems(self.namespace, self.name) + host_problems(self.hosts, required=False)
         if self.key_header is not None:
-            problems += [f"sticky.header.{q}" for q in key_header_problems(self.key_header)]
-        problems += persistent_cookie_problems(self.sticky_mode, self.cookie is not None)
+            issued = self.sticky_mode is StickyMode.PERSISTENT and self.cookie is None
+            problems += [f"sticky.header.{q}" for q in key_header_problems(self.key_header, issued=issued)]
+        problems += persistent_cookie_problems(self.sticky_mode, self.cookie is not None, self.key_header is not None)
         problems += endpoint_points_problems(self.endpoint_points)
         problems += match_count_problems(len(self.matches))
         problems += weight_problems([b.name for b in self.backends], [b.weight for b in self.backends])

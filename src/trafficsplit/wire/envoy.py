@@ -38,7 +38,7 @@ The names here (headers, metadata namespace, cluster names) are the contract bet
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -61,6 +61,7 @@ from trafficsplit.core.compiled import CompiledBackend, CompiledSplit
 from trafficsplit.core.cookie import cookie_present_regex
 from trafficsplit.core.gateway_serve import merged_response_edits, response_modifiers
 from trafficsplit.core.generation import Generation
+from trafficsplit.core.hashing import key_hash
 
 ROUTING_HEADER = "x-trafficsplit-cluster"
 # The gRPC initial metadata (or http_service request header) by which a Gateway listener's ext_proc filter names its
@@ -262,15 +263,29 @@ def virtual_host(split: CompiledSplit, generation: int) -> route_components_pb2.
         name=split.key,
         domains=list(split.hosts),
         # Per split, not for the whole configuration: the 404 host never carries a cookie or a decision.
-        response_headers_to_add=_decision_response_headers(),
+        response_headers_to_add=_decision_response_headers((split,)),
         routes=[_decided_route(decided), *fallback_routes(split, generation)],
     )
 
 
-def _decision_response_headers() -> list[base_pb2.HeaderValueOption]:
-    """The cookie the processor minted and its disclosure, both from the request's dynamic metadata."""
+def session_meta_key(header: str) -> str:
+    """The dynamic metadata key of the session token a header-carried split issues in response header `header`: a
+    hash, not the name, since a header name may hold `%`, which would end Envoy's format string."""
+    return f"session_{key_hash(header):08x}"
+
+
+def session_headers(splits: Iterable[CompiledSplit]) -> list[str]:
+    """The response headers header-carried persistent splits issue their sealed sessions in (GEP-1619 `type: Header`),
+    each name once, in order."""
+    return sorted({s.key_header for s in splits if s.persistent and s.cookie is None and s.key_header is not None})
+
+
+def _decision_response_headers(splits: Iterable[CompiledSplit] = ()) -> list[base_pb2.HeaderValueOption]:
+    """The cookie the processor minted, the session tokens it issued and its disclosure, all from the request's dynamic
+    metadata (a header the processor set no value for is not added)."""
     return [
         _add_response_header("set-cookie", _meta(META_SET_COOKIE)),
+        *(_add_response_header(h, _meta(session_meta_key(h))) for h in session_headers(splits)),
         _add_response_header(DECISION_HEADER, _meta(META_DECISION)),
     ]
 
@@ -406,7 +421,7 @@ def gateway_virtual_host(gen: Generation) -> route_components_pb2.VirtualHost:
     return route_components_pb2.VirtualHost(
         name=GATEWAY_VHOST,
         domains=["*"],
-        response_headers_to_add=_decision_response_headers(),
+        response_headers_to_add=_decision_response_headers(gen.splits),
         routes=[
             *_response_edited(gen),
             _decided_route(

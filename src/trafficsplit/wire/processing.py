@@ -31,6 +31,7 @@ from trafficsplit.wire.envoy import (
     METADATA_NAMESPACE,
     NO_SPLIT_BODY,
     ROUTING_HEADER,
+    session_meta_key,
 )
 
 _OVERWRITE = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
@@ -165,6 +166,8 @@ class DecisionReplies:
             out[META_ENDPOINT] = decision.endpoint
         if decision.set_cookie is not None:
             out[META_SET_COOKIE] = decision.set_cookie
+        if decision.session_token is not None and split.key_header is not None:
+            out[session_meta_key(split.key_header)] = decision.session_token
         if split.debug_headers:
             out[META_DECISION] = disclosure(decision, self.generation.number)
         return out
