@@ -16,6 +16,10 @@ session cookie, say) is `Invalid` for that route and applies to none of its rule
 
 The status (`status.ancestors`) is per Gateway the target route is attached to (the translation knows which are ours,
 `gateway_translate.policy_statuses`); a target route that does not exist has its own entry, the route as ancestor.
+
+`assignment: minimal` tables across operator restarts (`held_tables`, `held_fit`, `continued_why`): a restarted or
+newly leading operator continues each rule's table from the generation its Gateway's replicas hold when that table
+can be the route's, else it rebuilds and says so (`rebuilt_rule_message`); the operator's shell does the reading.
 """
 
 from __future__ import annotations
