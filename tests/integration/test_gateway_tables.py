@@ -4,12 +4,15 @@ weight change moves the minimum, as if it had never restarted; with no held copy
 
 A real API server with the Gateway API CRDs, the operator as a process, and a real extproc + Envoy unit as the
 Gateway's one replica (found through the endpoints of the Gateway's publish Service, created by hand as in
-tests/integration/test_gateway_operator.py). The tables compared are the ones the replica holds: what it decides
-with, session by session (a session's backend is the owner of its key's slot).
+tests/integration/test_gateway_operator.py), its Envoy listening for the Gateway's listener. Two views of the same
+thing: the slot tables the replica holds (GetHeld), and 1,000 sessions (keyed by a header the policy names) sent
+through its Envoy to the backends' test pods before the restart, after it and after the next change: a session moved
+when the pod that answered it changed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import tempfile
@@ -22,7 +25,8 @@ import pytest
 import yaml
 
 from tests.support.controlplane import REPO_ROOT, ControlPlane, control_plane
-from tests.support.dataplane import NameBackends
+from tests.support.dataplane import Connection, NameBackends, Response
+from tests.support.decided import by_processor
 from tests.support.netns import TestPods
 from tests.support.operator import (
     Gateway,
@@ -37,6 +41,7 @@ from tests.support.operator import (
 )
 from tests.support.waiting import poll
 from trafficsplit.core.assignment import SlotTable, advance, fresh_table, minimal_moved_share, moved_share
+from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.weights import Weights
 from trafficsplit.operator.dataplane_names import publish_service_name
 from trafficsplit.v1alpha1 import publish_pb2 as pb
@@ -54,6 +59,8 @@ NAMES = tuple(f"shop-{n}" for n in BACKENDS)  # the split's backends: the backen
 # move 60 % of sessions with no weight change), then a fourth: 20 % continued, 40 % from a rebuilt table.
 RAMP = ((80, 10, 10), (40, 30, 30), (70, 20, 10))
 NEXT = (50, 30, 20)
+KEY_HEADER = "x-user"
+SESSIONS = [f"user-{i}" for i in range(1000)]
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +80,7 @@ def unit(name_backends: NameBackends, testpods: TestPods) -> Iterator[Gateway]:
     anchor = testpods.start("anchor")
     host = str(ipaddress.ip_address(anchor.ip) - 1)
     with tempfile.TemporaryDirectory(prefix="ts-gwtables-") as d:
-        gw = start_gateway(Path(d), name_backends, n=1, publish_host=host)
+        gw = start_gateway(Path(d), name_backends, n=1, publish_host=host, gateway_ports=(80,))
         try:
             yield gw
         finally:
@@ -118,6 +125,44 @@ def _held(unit: Gateway, key: str) -> tuple[int, SlotTable | None]:
         return int(reply.held_number), None
     split = next((s for s in generation_from_proto(reply.generation).splits if s.key == key), None)
     return int(reply.held_number), split.table if split is not None else None
+
+
+async def _requests(port: int, keys: Sequence[str], concurrency: int = 8) -> list[Response]:
+    out: list[Response | None] = [None] * len(keys)
+    conns = [Connection(port) for _ in range(concurrency)]
+
+    async def worker(c: Connection, first: int) -> None:
+        for i in range(first, len(keys), concurrency):
+            out[i] = await c.request(HOST, headers=[(KEY_HEADER, keys[i])])
+
+    try:
+        await asyncio.wait_for(asyncio.gather(*(worker(c, j) for j, c in enumerate(conns))), 120)
+    finally:
+        for c in conns:
+            c.close()
+    return [r for r in out if r is not None]
+
+
+def _served(unit: Gateway) -> list[str]:
+    """The backend (its test pod's name → the split's backend) that answered each session, asking again (bounded)
+    for a request the processor did not decide (Envoy failing open on a loaded machine)."""
+    port = unit.units[0].listener_ports[80]
+    got: dict[int, str] = {}
+    todo = list(range(len(SESSIONS)))
+    for _ in range(5):
+        rs = asyncio.run(_requests(port, [SESSIONS[i] for i in todo]))
+        for i, r in zip(todo, rs, strict=True):
+            if by_processor(r):
+                got[i] = "shop-" + r.backend.removeprefix("tbl-")
+        todo = [i for i in todo if i not in got]
+        if not todo:
+            break
+    assert not todo, f"{len(todo)} sessions never decided by the processor"
+    return [got[i] for i in range(len(SESSIONS))]
+
+
+def _picks(table: SlotTable) -> list[str]:
+    return [table.names[table.owner_index(key_hash(k))] for k in SESSIONS]
 
 
 def _start(operators: Operators, kube: ControlPlane, unit: Gateway, namespace: str) -> OperatorProcess:
@@ -190,6 +235,8 @@ def test_a_restarted_operator_continues_the_slot_table_its_gateways_replica_hold
                 "spec": {
                     "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "web"}],
                     "assignment": "minimal",
+                    "sticky": {"header": {"name": KEY_HEADER}},
+                    "debugHeaders": True,  # the processor's decision disclosed: a fail-open answer is asked again
                 },
             }
         ),
@@ -215,6 +262,8 @@ def test_a_restarted_operator_continues_the_slot_table_its_gateways_replica_hold
     # The premise: the replica's table is not the one the weights alone give.
     assert advanced == advance(advance(fresh_table(Weights(NAMES, RAMP[0])), Weights(NAMES, RAMP[1])), w3)
     assert advanced != fresh_table(w3)
+    served_before = _served(unit)
+    assert served_before == _picks(advanced), "the replica's decisions are not its table's"
 
     # The operator restarts; the replica keeps serving the advanced table.
     op.stop()
@@ -224,7 +273,21 @@ def test_a_restarted_operator_continues_the_slot_table_its_gateways_replica_hold
     poll(lambda: _held(unit, key)[0] > held_before, 30, "the restarted operator's first generation held", 0.05)
     _, after_restart = _held(unit, key)
     restart_moved = moved_share(advanced, after_restart) if after_restart is not None else None
+    served_restarted = _served(unit)
     after = _set_weights(kube, unit, ns, NEXT, len(RAMP) + 1)
+    served_after = _served(unit)
+    assert served_after == _picks(after)
+    moved_by_restart = sum(a != b for a, b in zip(served_before, served_restarted, strict=True))
+    moved_by_change = sum(a != b for a, b in zip(served_restarted, served_after, strict=True))
+    moved_overall = sum(a != b for a, b in zip(served_before, served_after, strict=True))
+    # What the change would have moved of these sessions from a rebuilt table, and from the table continued.
+    rebuilt_sessions = sum(a != b for a, b in zip(served_before, _picks(advance(fresh_table(w3), w4)), strict=True))
+    minimal_sessions = sum(a != b for a, b in zip(_picks(advanced), _picks(advance(advanced, w4)), strict=True))
+    print(
+        f"{len(SESSIONS)} sessions through the replica's Envoy: the restart moved {moved_by_restart}, the change "
+        f"{RAMP[-1]} → {NEXT} moved {moved_by_change} (the continued table's {minimal_sessions}; from a rebuilt "
+        f"table {rebuilt_sessions}); {moved_overall} from before the restart to after the change"
+    )
     moved = moved_share(advanced, after)
     rebuilt_moved = moved_share(advanced, advance(fresh_table(w3), w4))
     print(
@@ -234,6 +297,7 @@ def test_a_restarted_operator_continues_the_slot_table_its_gateways_replica_hold
     assert restart_moved == 0, "the restart alone moved sessions: the table was rebuilt from the weights"
     assert after == advance(advanced, w4)
     assert moved == minimal_moved_share(w3, w4) < rebuilt_moved
+    assert moved_by_restart == 0 and moved_by_change == moved_overall == minimal_sessions < rebuilt_sessions
     log = op.log()
     assert "AssignmentRebuilt" not in log, log
 
