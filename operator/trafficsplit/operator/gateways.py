@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from trafficsplit.core.assignment import SlotTable
+from trafficsplit.core.compiled import CompiledSplit
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_actions import ActionMemo
 from trafficsplit.core.gateway_conditions import AncestorStatus, GatewayStatus, ParentStatus
@@ -46,7 +48,15 @@ from trafficsplit.core.gateway_objects import (
     parse_reference_grant,
 )
 from trafficsplit.core.gateway_parameters import GatewayParameters, parse_gateway_parameters
-from trafficsplit.core.gateway_policy import Policy, parse_policy
+from trafficsplit.core.gateway_policy import (
+    Policy,
+    continued_why,
+    held_fit,
+    held_tables,
+    parse_policy,
+    rebuilt_rule_message,
+    route_served_before,
+)
 from trafficsplit.core.gateway_status import (
     class_status_body,
     gateway_status_body,
@@ -58,10 +68,12 @@ from trafficsplit.core.gateway_tls import SECRET_TYPE_TLS, TlsSecret, parse_tls_
 from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
 from trafficsplit.core.generation import GenerationContent
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, slices_by_service
+from trafficsplit.core.status import EventIntent
+from trafficsplit.core.vocabulary import EventReason, EventType
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, publish_service_name
 from trafficsplit.operator.fleet import Fleet, Numbering
-from trafficsplit.wire.generation import generation_to_proto
+from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 log = logging.getLogger("trafficsplit.operator.gateways")
 
@@ -106,6 +118,12 @@ class Provisioner(Protocol):
     async def ensure(self, gateway: Gateway, parameters: GatewayParameters) -> Sequence[Address]: ...
 
     async def remove_absent(self, keep: Iterable[str]) -> Sequence[str]: ...
+
+
+class GatewayEventSink(Protocol):
+    """Posts one Event about a Gateway API object (`kind`, `key`, its `uid`)."""
+
+    async def __call__(self, kind: str, key: Key, uid: str, event: EventIntent) -> None: ...
 
 
 class GatewayStatusSink(Protocol):
@@ -196,6 +214,19 @@ class GatewayPublishing:
     provisioning: asyncio.Task[None] | None = None
     ensured_at: float = 0.0  # event-loop time of the last successful ensure (re-ensured every reprovision_seconds)
     addresses: tuple[Mapping[str, str], ...] | None = None
+    # The splits of the generation its replicas hold (their GetHeld replies), read once per held number: where a
+    # restarted or newly leading operator continues `assignment: minimal` slot tables from.
+    held: tuple[int, tuple[CompiledSplit, ...]] = (0, ())
+
+    def held_splits(self) -> tuple[int, tuple[CompiledSplit, ...]]:
+        msg = self.fleet.held_generation
+        if msg is not None and msg.number != self.held[0]:
+            try:
+                splits = generation_from_proto(msg).splits
+            except SpecError:  # a replica of another version, a corrupted reply: nothing rather than a guess
+                splits = ()
+            self.held = (msg.number, tuple(splits))
+        return self.held
 
     def served(self, number: int) -> bool:
         acks = self.fleet.acks()
@@ -236,6 +267,7 @@ class GatewayPlane:
         content_for: ContentFor = gateway_content,
         provisioner: Provisioner | None = None,
         status_sink: GatewayStatusSink | None = None,
+        event_sink: GatewayEventSink | None = None,
     ) -> None:
         self.settings = settings
         self.store = GatewayStore()
@@ -244,6 +276,7 @@ class GatewayPlane:
         self._content_for = content_for
         self._provisioner = provisioner
         self._sink = status_sink
+        self._events = event_sink
         self._gateways: dict[Key, GatewayPublishing] = {}
         # what was last written to each object, by uid: a route deleted and created again under its name within the
         # second would otherwise match the old one's body and never get a status
@@ -252,6 +285,12 @@ class GatewayPlane:
         self.translation: Translation | None = None
         self._memo = ActionMemo()  # one patched route among 1,000 builds one rule's split
         self.referenced: frozenset[Key] = frozenset()  # Services the routes name, and the publish Services
+        # `assignment: minimal` rules' slot tables as this leadership published them (split key → table): each weight
+        # change advances the table last published. A rule this leadership has not published yet continues the table
+        # its Gateway's replicas hold (`_seeds`, when it fits), else it is rebuilt and an Event says so.
+        self._kept: dict[str, SlotTable] = {}
+        self._seeds: dict[str, tuple[SlotTable | None, str]] = {}  # split key → (held table that fits, else why not)
+        self._rebuilt: list[tuple[Key, str, str]] = []  # (route, split key, message): Events still to post
 
     def fleet(self, key: Key) -> Fleet | None:
         p = self._gateways.get(key)
@@ -289,8 +328,8 @@ class GatewayPlane:
                 services=services,
                 slices=slices_by_service(slices.values()),
                 policies=tuple(s.policies.values()),
-                # `assignment: minimal` rules: the table each had, which the new weights advance (kept in memory: an
-                # operator restart rebuilds it from the weights, docs/gateway-api.md "Policy")
+                # `assignment: minimal` rules: the table each had, which the new weights advance (this leadership's,
+                # else the one the Gateway's replicas hold: docs/gateway-api.md "Policy")
                 tables=self._tables(),
             ),
             self._memo,
@@ -301,11 +340,65 @@ class GatewayPlane:
         self.translation = t
         return t
 
-    def _tables(self) -> dict[str, Any]:
-        t = self.translation
-        if t is None:
-            return {}
-        return {a.split.key: a.split.table for a in t.actions if a.split is not None and a.split.table is not None}
+    def _tables(self) -> dict[str, SlotTable]:
+        """The tables the rules' weights advance: the one this leadership last published, else the one a Gateway's
+        replicas hold when it fits the route (core `held_fit`)."""
+        routes = self.store.routes
+        for gone in [k for k in self._kept if _key(_route_of(k)) not in routes]:
+            del self._kept[gone]  # a route deleted: one created again under its name starts anew
+        held = held_tables(p.held_splits() for p in self._gateways.values())
+        self._seeds = {}
+        for key, h in held.items():
+            rkey = _key(_route_of(key))
+            route = routes.get(rkey)
+            if key in self._kept or route is None:
+                continue
+            self._seeds[key] = held_fit(
+                h, route_generation=route.meta.generation, served_before=self._served_before(rkey)
+            )
+        seeded = {k: table for k, (table, _) in self._seeds.items() if table is not None}
+        return {**seeded, **self._kept}
+
+    def _served_before(self, route: Key) -> bool:
+        st = self.store.stored.get(("httproute", route))
+        return st is not None and route_served_before(st.status)
+
+    def _keep_tables(self, key: Key, splits: Iterable[CompiledSplit]) -> None:
+        """A Gateway's generation was published: its rules' tables are this leadership's from now on. A table this
+        leadership publishes for the first time either continues the replicas' copy or was rebuilt: a rebuild of a
+        route served before is logged and an AssignmentRebuilt Warning goes on the route."""
+        for s in splits:
+            if s.table is None:
+                self._kept.pop(s.key, None)  # hash now: a switch back to minimal starts a new table
+                continue
+            if s.key not in self._kept:
+                self._first_table(key, s, s.table)
+            self._kept[s.key] = s.table
+
+    def _first_table(self, gateway: Key, split: CompiledSplit, table: SlotTable) -> None:
+        rkey = _key(_route_of(split.key))
+        seed, why = self._seeds.get(split.key) or held_fit(
+            None, route_generation=0, served_before=self._served_before(rkey)
+        )
+        if seed is not None:
+            why = continued_why(seed, table)
+            if not why:
+                log.info(
+                    "Gateway %s/%s: %s: slot table continued from the generation the replicas hold", *gateway, split.key
+                )
+                return
+        if not why:
+            return  # a rule never served: its first table, nothing lost
+        rule = int(split.key.rpartition(".rule-")[2])
+        message = rebuilt_rule_message(rule, why, split.weights)
+        log.warning(
+            "Gateway %s/%s: HTTPRoute %s: %s: %s",
+            *gateway,
+            _route_of(split.key),
+            EventReason.ASSIGNMENT_REBUILT,
+            message,
+        )
+        self._rebuilt.append((rkey, split.key, message))
 
     # --- one pass (leader only) --------------------------------------------------------------------------------------
 
@@ -326,12 +419,18 @@ class GatewayPlane:
                 p = self._gateways[key] = GatewayPublishing(fleet=self._make_fleet(), created=loop.time())
                 loop.call_later(self.settings.probe_timeout, self._poke)
             replicas = self.replicas(key, slices)
+            if replicas and not p.replicas:
+                # Its first replicas (the Service listed none): numbering and the slot tables wait, bounded, for
+                # what they hold, as for a fleet just created.
+                p.created = loop.time()
+                loop.call_later(self.settings.probe_timeout, self._poke)
             if replicas != p.replicas:  # set_replicas reports a change, which asks for another pass
                 p.replicas = replicas
                 await p.fleet.set_replicas(replicas)
             self._provision(key, p, translation)
             self._publish(key, p, translation, numbering, loop.time())
             self._carry(key, p, translation)
+        await self._post_rebuilt()
         if self._provisioner is not None and not self._cleaned:
             # Once per leadership: what a Gateway deleted while no operator led left behind.
             with _logged("removing the data planes of deleted Gateways"):
@@ -342,6 +441,8 @@ class GatewayPlane:
 
     def _publish(self, key: Key, p: GatewayPublishing, t: Translation, numbering: Numbering, now: float) -> None:
         fleet = p.fleet
+        if not fleet.acks():
+            return  # no replica to publish to: a generation now could not carry what the replicas come back holding
         if not fleet.all_known() and now < p.created + self.settings.probe_timeout:
             return  # numbering continues above what its replicas hold: wait (bounded) until each answered once
         content = self._content_for(t, f"{key[0]}/{key[1]}")
@@ -358,6 +459,7 @@ class GatewayPlane:
             return
         numbering.took(number)
         p.number, p.content, p.refused = number, content, None
+        self._keep_tables(key, gen.splits)
         log.info("Gateway %s/%s: generation %d: %d splits", *key, number, len(gen.splits))
         fleet.set_target(generation_to_proto(gen, self.settings.origin))
 
@@ -433,6 +535,10 @@ class GatewayPlane:
             await p.fleet.close()
         self._cleaned = False
         self._written.clear()
+        # The next leadership reads the tables again from the replicas (another leader may have advanced them).
+        self._kept.clear()
+        self._seeds.clear()
+        self._rebuilt.clear()
 
     # --- status ------------------------------------------------------------------------------------------------------
 
@@ -538,6 +644,24 @@ class GatewayPlane:
             log.warning("status of %s %s not written: %s", kind, "/".join(x for x in key if x), exc)
             return
         self._written[(kind, key)] = (stored.uid, body)
+
+    async def _post_rebuilt(self) -> None:
+        """The AssignmentRebuilt Warnings of this pass, each once (the log line was written when it happened)."""
+        pending, self._rebuilt = self._rebuilt, []
+        for rkey, split, message in pending:
+            st = self.store.stored.get(("httproute", rkey))
+            if self._events is None or st is None:
+                continue
+            event = EventIntent(EventType.WARNING, EventReason.ASSIGNMENT_REBUILT, message)
+            try:
+                await self._events("httproute", rkey, st.uid, event)
+            except Exception as exc:  # said in the log already; an Event is not retried
+                log.warning("AssignmentRebuilt Event of %s not posted: %s", split, exc)
+
+
+def _route_of(split_key: str) -> str:
+    """`namespace/route` of a rule's split key `namespace/route.rule-<i>`."""
+    return split_key.rpartition(".rule-")[0]
 
 
 def _key(text: str) -> Key:

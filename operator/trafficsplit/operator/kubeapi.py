@@ -178,6 +178,12 @@ class KubeApi:
     ) -> None:
         await asyncio.to_thread(self._gateway_status_sync, kind, key, resource_version, status)
 
+    async def write_gateway_event(self, kind: str, key: tuple[str, str], uid: str, event: EventIntent) -> None:
+        """An Event on a namespaced Gateway API object (an HTTPRoute's AssignmentRebuilt)."""
+        api_kind = {"httproute": "HTTPRoute", "gateway": "Gateway"}[kind]
+        api_version = f"{GATEWAY_GROUP}/{GATEWAY_VERSION}"
+        await asyncio.to_thread(self._post_event, api_version, api_kind, key, uid, event)
+
     # --- status and events -------------------------------------------------------------------------------------------
 
     def _write_sync(self, obj: SplitObject, result: StatusResult) -> None:
@@ -188,18 +194,22 @@ class KubeApi:
             self._event_sync(obj, e)
 
     def _event_sync(self, obj: SplitObject, e: EventIntent) -> None:
+        self._post_event(f"{GROUP}/{VERSION}", "TrafficSplit", (obj.namespace, obj.name), obj.uid, e)
+
+    def _post_event(self, api_version: str, kind: str, key: tuple[str, str], uid: str, e: EventIntent) -> None:
+        namespace, name = key
         now = datetime.datetime.now(datetime.UTC)
         stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{obj.name}.", "namespace": obj.namespace},
+            "metadata": {"generateName": f"{name}.", "namespace": namespace},
             "involvedObject": {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "TrafficSplit",
-                "name": obj.name,
-                "namespace": obj.namespace,
-                "uid": obj.uid,
+                "apiVersion": api_version,
+                "kind": kind,
+                "name": name,
+                "namespace": namespace,
+                "uid": uid,
             },
             "type": e.type,
             "reason": e.reason,
@@ -211,7 +221,7 @@ class KubeApi:
             "lastTimestamp": stamp,
             "count": 1,
         }
-        self.core.create_namespaced_event(obj.namespace, body)
+        self.core.create_namespaced_event(namespace, body)
 
     async def write_status(self, obj: SplitObject, result: StatusResult) -> None:
         await asyncio.to_thread(self._write_sync, obj, result)

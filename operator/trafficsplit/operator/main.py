@@ -19,6 +19,7 @@ from trafficsplit.operator.engine import Engine, EngineSettings, StatusSink
 from trafficsplit.operator.fleet import Fleet
 from trafficsplit.operator.gateways import (
     GATEWAY_KINDS,
+    GatewayEventSink,
     GatewayPlane,
     GatewaySettings,
     GatewayStatusSink,
@@ -41,6 +42,7 @@ def _engine(
     static: bool = False,
     status_sink: StatusSink | None = None,
     gateway_sink: GatewayStatusSink | None = None,
+    gateway_events: GatewayEventSink | None = None,
     provisioner: Provisioner | None = None,
     dataplane_namespace: str = "default",
 ) -> Engine:
@@ -65,6 +67,7 @@ def _engine(
             make_fleet,
             changed,
             status_sink=gateway_sink,
+            event_sink=gateway_events,
             provisioner=provisioner,
         )
         if gateway_sink is not None
@@ -176,6 +179,7 @@ async def run_kubernetes(cfg: Config) -> bool:
         cfg.identity,
         status_sink=kube.write_status,
         gateway_sink=kube.write_gateway_status if gateway_api else None,
+        gateway_events=kube.write_gateway_event if gateway_api else None,
         provisioner=provisioner,
         dataplane_namespace=dataplane_namespace,
     )
