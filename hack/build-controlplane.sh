@@ -56,15 +56,20 @@ answers_version() {
 # killed build never leaves a binary that looks complete.
 build() {
   local name="$1" version="$2" fn="$3"
-  local dir="$BIN/$name-$version"
+  local dir="$BIN/$name-$version" lock
+  mkdir -p "$BIN"
+  # Two runs wanting the same binary at once (make test's background build and the e2e fixture that needs it now)
+  # take turns: the second waits for the first, then finds the binary cached. The lock goes with the fd at exit.
+  exec {lock}>"$BIN/.lock-$name-$version"
+  flock "$lock"
   if answers_version "$dir/$name"; then
     log "$name $version: cached ($dir)"
+    exec {lock}>&-
     return 0
   fi
   log "$name $version: building …"
   local start tmp
   start=$(date +%s)
-  mkdir -p "$BIN"
   tmp=$(mktemp -d "$BIN/.build-$name.XXXXXX")
   TMPDIRS+=("$tmp")
   "$fn" "$tmp" "$version"
@@ -73,6 +78,7 @@ build() {
   mv "$tmp/out" "$dir"
   rm -rf "$tmp"
   log "$name $version: built in $(($(date +%s) - start))s ($dir)"
+  exec {lock}>&-
 }
 
 # --- kube-apiserver (and the node's binaries, hack/build-node.sh) ----------------------------------------------------
