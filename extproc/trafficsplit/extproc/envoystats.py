@@ -7,7 +7,10 @@ thread, for exactly the counters of that gap, and exports them beside the proces
 
 * `trafficsplit_envoy_failed_open_total`: ext_proc's `failure_mode_allowed` (every request that failed open);
 * `trafficsplit_envoy_fallback_requests_total{split}`: the split's fallback routes' `upstream_rq_total`;
-* `trafficsplit_envoy_stats_up`: 1 when Envoy answered (0: the two above are missing from this scrape).
+* `trafficsplit_envoy_backend_responses_total{split, backend, code_class}`: responses of each split backend's cluster
+  by status class (`2xx` … `5xx`; Envoy's `cluster.NS/SPLIT/BACKEND.upstream_rq_Nxx`): a backend's success rate,
+  which a progressive-delivery analysis reads (docs/flagger.md); the processor only sees requests, never answers;
+* `trafficsplit_envoy_stats_up`: 1 when Envoy answered (0: the others are missing from this scrape).
 """
 
 from __future__ import annotations
@@ -26,9 +29,17 @@ from trafficsplit.wire.envoy import FALLBACK_STAT_PREFIX
 
 FAILED_OPEN_STAT = f"http.{HCM_STAT_PREFIX}.ext_proc.{EXTPROC_STAT_PREFIX}.failure_mode_allowed"
 _FALLBACK = re.compile(rf"^vhost\.(?P<split>[^ :]+)\.route\.{FALLBACK_STAT_PREFIX}\.upstream_rq_total$")
+# A backend cluster is `NAMESPACE/SPLIT/BACKEND` (core.compiled.cluster_name); namespace and backend are DNS labels, a
+# split's name may hold dots (an HTTPRoute rule's is `ROUTE.rule-N`) but no '/'.
+_RESPONSES = re.compile(
+    r"^cluster\.(?P<split>[a-z0-9-]+/[^/ :]+)/(?P<backend>[a-z0-9-]+)\.upstream_rq_(?P<cls>[1-5])xx$"
+)
 # What the admin is asked for: those counters only (a gateway with thousands of splits has millions of stats).
-STATS_FILTER = rf"^({re.escape(FAILED_OPEN_STAT)}|vhost\..+\.route\.{FALLBACK_STAT_PREFIX}\.upstream_rq_total)$"
-MAX_BODY = 4 << 20  # 4 MiB: ~50,000 splits' fallback lines; a larger answer is cut, not read whole
+STATS_FILTER = (
+    rf"^({re.escape(FAILED_OPEN_STAT)}|vhost\..+\.route\.{FALLBACK_STAT_PREFIX}\.upstream_rq_total"
+    r"|cluster\.[a-z0-9-]+/[^/ :]+/[a-z0-9-]+\.upstream_rq_[1-5]xx)$"
+)
+MAX_BODY = 4 << 20  # 4 MiB: ~10,000 split backends' lines; a larger answer is cut, not read whole
 TIMEOUT = 1.0  # seconds; a scrape must not hang on a stuck Envoy
 
 
@@ -36,12 +47,15 @@ TIMEOUT = 1.0  # seconds; a scrape must not hang on a stuck Envoy
 class FailOpenStats:
     failed_open: int | None = None  # None: Envoy has no ext_proc filter stat (not our bootstrap)
     fallback: dict[str, int] = field(default_factory=dict)  # split key → fallback requests
+    # (split key, backend, "2xx"…) → responses; a class Envoy has not seen yet has no stat, hence no entry
+    responses: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
 
 def parse_stats(text: str) -> FailOpenStats:
     """Envoy admin `/stats` text (`name: value` lines) → the fail-open counters; other lines are ignored."""
     failed_open: int | None = None
     fallback: dict[str, int] = {}
+    responses: dict[tuple[str, str, str], int] = {}
     for line in text.splitlines():
         name, sep, raw = line.partition(": ")
         if not sep or not raw.strip().isdigit():
@@ -51,7 +65,9 @@ def parse_stats(text: str) -> FailOpenStats:
             failed_open = value
         elif m := _FALLBACK.match(name):
             fallback[m["split"]] = fallback.get(m["split"], 0) + value
-    return FailOpenStats(failed_open, fallback)
+        elif m := _RESPONSES.match(name):
+            responses[(m["split"], m["backend"], f"{m['cls']}xx")] = value
+    return FailOpenStats(failed_open, fallback, responses)
 
 
 class EnvoyStatsCollector(Collector):
@@ -86,5 +102,13 @@ class EnvoyStatsCollector(Collector):
         )
         for split, n in sorted(stats.fallback.items()):
             fallback.add_metric([split], n)
+        responses = CounterMetricFamily(
+            "trafficsplit_envoy_backend_responses",
+            "Responses of the split backend's cluster by status class (Envoy's upstream_rq_Nxx)",
+            labels=["split", "backend", "code_class"],
+        )
+        for key, n in sorted(stats.responses.items()):
+            responses.add_metric(list(key), n)
         yield failed
         yield fallback
+        yield responses
