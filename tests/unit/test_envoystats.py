@@ -1,5 +1,6 @@
-"""Envoy's fail-open counters and the split backends' responses by status class, read from its admin `/stats` text and re-exported (extproc/envoystats.py): parsing, the
-filter sent, a stub admin on loopback, and an admin that does not answer."""
+"""Envoy's fail-open counters and the split backends' responses by status class, read from its admin `/stats` text
+and re-exported (extproc/envoystats.py): parsing, the filter sent, a stub admin on loopback, and an admin that
+does not answer."""
 
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 
 It takes the arguments of the ``hashicorp/http-echo`` image that examples/kubernetes/backends.yaml uses
 (``-listen=:8080 -text=blue``), so the example manifests run with only their image changed. ``-status=500`` makes it
-answer every request but ``/healthz`` with that status (a failing canary that stays Ready: test_11_flagger.py). Python's standard library
-only: it runs on the same Debian base as the project's images, built here without any registry.
+answer every request but ``/healthz`` with that status (a failing canary that stays Ready: test_11_flagger.py).
+Python's standard library only: it runs on the same Debian base as the project's images, built here without any
+registry.
 """
 
 from __future__ import annotations
