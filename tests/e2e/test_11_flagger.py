@@ -141,6 +141,20 @@ def flagged(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
         cluster.kubectl("delete", "-f", str(CRDS), "--ignore-not-found", "--wait=false", check=False)
 
 
+def _analysis_queries() -> dict[str, str]:
+    """The example's MetricTemplates' queries as Flagger renders them for this Canary (metric name → PromQL)."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "podinfo.yaml").read_text()) if d]
+    templates = {d["metadata"]["name"]: d["spec"]["query"] for d in docs if d["kind"] == "MetricTemplate"}
+    canary = next(d for d in docs if d["kind"] == "Canary")
+    out = {}
+    for m in canary["spec"]["analysis"]["metrics"]:
+        q = templates[m["templateRef"]["name"]]
+        for var, value in (("namespace", NS), ("target", TARGET), ("interval", m["interval"])):
+            q = q.replace(f"{{{{ {var} }}}}", value)
+        out[m["name"]] = q
+    return out
+
+
 def _canary(cluster: Cluster) -> dict[str, Any]:
     status: dict[str, Any] = cluster.get("canary", TARGET, "-n", NS).get("status", {})
     return status
@@ -175,6 +189,7 @@ class Watched:
     client: Client
     max_seconds: float
     states: list[tuple[float, str, int]] = field(default_factory=list)
+    most_failed_checks: int = 0
     hits: list[Hit] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
 
@@ -195,6 +210,7 @@ class Watched:
             try:
                 s = _canary(self.cluster)
                 self.states.append((time.monotonic(), s.get("phase", ""), int(s.get("canaryWeight", 0))))
+                self.most_failed_checks = max(self.most_failed_checks, int(s.get("failedChecks", 0)))
             except AssertionError:
                 pass  # a kubectl hiccup: the next second's read counts
             time.sleep(1.0)
@@ -236,6 +252,7 @@ def test_a_healthy_canary_is_promoted_step_by_step_and_its_users_stay_on_it(flag
     assert Counter(client.request(HOST).backend for _ in range(10)) == {"v1": 10}
     watched = Watched(cluster=cluster, client=client, max_seconds=300)
     sticky: dict[str, str] = {}  # user → Flagger's cookie, for users the canary answered first
+    analysed: dict[int, dict[str, float | None]] = {}  # weight → the analysis queries' values at that step
     revisits = Counter[str]()  # "canary" / "moved": a sticky user's requests while the analysis runs
     t0 = time.monotonic()
     try:
@@ -246,6 +263,11 @@ def test_a_healthy_canary_is_promoted_step_by_step_and_its_users_stay_on_it(flag
             if phase in ("Succeeded", "Failed"):
                 break
             if phase == "Progressing" and weight > 0:
+                # The last read at each step: what the analysis that advanced it saw, give or take a second.
+                analysed[weight] = {
+                    name: (float(res[0]["value"][1]) if (res := flagged.prom.query(q)) else None)
+                    for name, q in _analysis_queries().items()
+                }
                 # New users arrive; those the canary answers keep its cookie.
                 for r in parallel(lambda _: client.request(HOST), range(10)):
                     user += 1
@@ -261,8 +283,11 @@ def test_a_healthy_canary_is_promoted_step_by_step_and_its_users_stay_on_it(flag
     took = time.monotonic() - t0
     final = _canary(cluster)
     print(f"\nphase {final.get('phase')} {took:.1f}s after the change; states seen: "
-          f"{sorted({(p, w) for _, p, w in watched.states})}")  # fmt: skip
+          f"{sorted({(p, w) for _, p, w in watched.states})}; most failedChecks {watched.most_failed_checks}; the "
+          f"analysis queries read from Prometheus at each step: {analysed}")  # fmt: skip
     assert final.get("phase") == "Succeeded", final
+    for values in analysed.values():
+        assert values["success-rate"] is None or values["success-rate"] >= 99, analysed
     steps = watched.steps()
     assert [w for w, _, _ in steps] == list(STEPS), steps
     for w, start, end in steps:

@@ -25,7 +25,9 @@ vhost.shop/web.route.fallback.upstream_rq_time: P0(nan,0)
 cluster.shop/web/blue.upstream_rq_total: 90
 cluster.shop/web/blue.upstream_rq_2xx: 87
 cluster.shop/web/blue.upstream_rq_5xx: 3
-cluster.shop/web/blue.upstream_rq_time: P0(nan,1)
+cluster.shop/web/blue.upstream_rq_time: B0.5(3,3) B1(0,5) B5(1,9) B10(0,9) B3.6e+06(0,9)
+cluster.shop/web/green.upstream_rq_time: No recorded values
+cluster.shop/web/blue.external.upstream_rq_time: B0.5(3,3) B1(0,5)
 cluster.gw/podinfo.rule-0/podinfo-canary.upstream_rq_5xx: 12
 cluster.trafficsplit_ads.upstream_rq_2xx: 4
 """
@@ -56,6 +58,8 @@ def test_the_filter_asks_for_exactly_those_counters() -> None:
         "vhost.shop/api.route.fallback.upstream_rq_total",
         "cluster.shop/web/blue.upstream_rq_2xx",
         "cluster.shop/web/blue.upstream_rq_5xx",
+        "cluster.shop/web/blue.upstream_rq_time",
+        "cluster.shop/web/green.upstream_rq_time",
         "cluster.gw/podinfo.rule-0/podinfo-canary.upstream_rq_5xx",
     ]
 
@@ -95,8 +99,12 @@ def test_a_scrape_reads_envoy_and_exports_counters(admin: tuple[Address, list[st
     assert reg.get_sample_value("trafficsplit_envoy_fallback_requests_total", {"split": "shop/web"}) == 5
     labels = {"split": "shop/web", "backend": "blue", "code_class": "5xx"}
     assert reg.get_sample_value("trafficsplit_envoy_backend_responses_total", labels) == 3
+    blue = {"split": "shop/web", "backend": "blue"}
+    assert reg.get_sample_value("trafficsplit_envoy_backend_request_seconds_bucket", blue | {"le": "0.005"}) == 9
+    assert reg.get_sample_value("trafficsplit_envoy_backend_request_seconds_bucket", blue | {"le": "+Inf"}) == 9
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(asked[-1]).query)
     assert query["filter"] == [STATS_FILTER]
+    assert query["histogram_buckets"] == ["cumulative"]
 
 
 def test_an_envoy_that_does_not_answer_is_up_0_without_counters() -> None:
