@@ -3,6 +3,8 @@
 #
 #   third_party/flagger/crds/crd.yaml   the module's artifacts/flagger/crd.yaml (Canary, MetricTemplate, AlertProvider),
 #                                       byte for byte (committed; a unit test compares it with the module cache's)
+#   third_party/flagger/rbac/account.yaml the module's artifacts/flagger/account.yaml (ServiceAccount, ClusterRole,
+#                                       ClusterRoleBinding in namespace default), byte for byte
 #   ${TRAFFICSPLIT_CACHE:-$HOME/.cache/trafficsplit}/bin/flagger-<version>/flagger
 #
 # github.com/fluxcd/flagger has no `replace` directives, so `go install …@version` builds it as released.
@@ -10,13 +12,16 @@
 # Usage: hack/build-flagger.sh           copy the CRDs, build what is missing, print the bin dir
 #        hack/build-flagger.sh --crds    only copy the CRDs (no compiling)
 #        hack/build-flagger.sh --check   only check the committed CRDs against the module (exit 1 when stale)
+#        hack/build-flagger.sh --print-env   build what is missing, print FLAGGER=<the binary> (hack/build-images.sh)
 # Builds are CPU-heavy: on a shared machine run with `nice -n 19` and TRAFFICSPLIT_BUILD_JOBS=1.
-# Not part of `make test` (yet): timings in bench/results/*-progressive-build.json and docs/flagger.md.
+# hack/test.sh runs it (cached: a warm run costs the module lookup, ~1 s); timings in
+# bench/results/*-progressive-build.json and docs/flagger.md.
 set -euo pipefail
 
 FLAGGER_VERSION=v1.44.0
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CRD_DIR="$ROOT/third_party/flagger/crds"
+RBAC_DIR="$ROOT/third_party/flagger/rbac"
 
 MODE="${1:-build}"
 # shellcheck source=hack/build-controlplane.sh
@@ -37,12 +42,14 @@ sync_crds() {
   local src="$1/artifacts/flagger/crd.yaml" check="$2"
   if [[ $check == 1 ]]; then
     cmp -s "$src" "$CRD_DIR/crd.yaml" || { log "$CRD_DIR/crd.yaml is stale"; return 1; }
+    cmp -s "$1/artifacts/flagger/account.yaml" "$RBAC_DIR/account.yaml" || { log "$RBAC_DIR/account.yaml is stale"; return 1; }
     return 0
   fi
-  mkdir -p "$CRD_DIR"
+  mkdir -p "$CRD_DIR" "$RBAC_DIR"
   install -m 0644 "$src" "$CRD_DIR/crd.yaml"
+  install -m 0644 "$1/artifacts/flagger/account.yaml" "$RBAC_DIR/account.yaml"
   echo "$FLAGGER_VERSION" >"$CRD_DIR/VERSION"
-  log "CRDs of $FLAGGER_VERSION copied to ${CRD_DIR#"$ROOT"/}"
+  log "CRDs and RBAC of $FLAGGER_VERSION copied to ${CRD_DIR#"$ROOT"/} and ${RBAC_DIR#"$ROOT"/}"
 }
 
 build_flagger() {
@@ -55,11 +62,11 @@ FLAGGER_DIR=$(module_dir "github.com/fluxcd/flagger@$FLAGGER_VERSION")
 case "$MODE" in
   --check) sync_crds "$FLAGGER_DIR" 1 && log "CRDs match $FLAGGER_VERSION"; exit ;;
   --crds) sync_crds "$FLAGGER_DIR" 0; exit ;;
-  build) sync_crds "$FLAGGER_DIR" 0 ;;
+  build | --print-env) sync_crds "$FLAGGER_DIR" 0 ;;
   *) log "unknown argument $MODE"; exit 2 ;;
 esac
 
 total_start=$(date +%s)
 build flagger "$FLAGGER_VERSION" build_flagger
 log "done in $(($(date +%s) - total_start))s"
-echo "$BIN"
+if [[ $MODE == --print-env ]]; then echo "FLAGGER=$BIN/flagger-$FLAGGER_VERSION/flagger"; else echo "$BIN"; fi

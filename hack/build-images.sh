@@ -8,6 +8,8 @@
 #                 chart's distroless Envoy container expects)
 #   echo          tests/e2e/images/echo/Dockerfile (the sample backend) on the base
 #   pause         the pod sandbox, from the pause binary hack/build-node.sh compiles from Kubernetes' source
+#   flagger       only with FLAGGER=path: the static binary hack/build-flagger.sh builds, alone on an empty image,
+#                 uid 10001 (upstream's), no shell (tests/e2e/test_11_flagger.py)
 #
 # Output: ${TRAFFICSPLIT_CACHE:-$HOME/.cache/trafficsplit}/images/<name>-<key>.tar (docker-archive, the image named
 # localhost/trafficsplit/<name>:e2e inside), where <key> is a hash of everything the image is built from (Dockerfile,
@@ -16,7 +18,8 @@
 # /var/lib/containers.
 #
 # Usage: hack/build-images.sh [--print-env]   (--print-env prints NAME_IMAGE=path lines for tests/support/localnode.py)
-# Needs root, buildah, mmdebstrap, and the pause binary (PAUSE=path, from hack/build-node.sh --print-env).
+# Needs root, buildah, mmdebstrap, and the pause binary (PAUSE=path, from hack/build-node.sh --print-env); FLAGGER=path
+# (the binary hack/build-flagger.sh prints the directory of) adds the flagger image.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -40,6 +43,8 @@ for tool in buildah mmdebstrap; do
 done
 PAUSE="${PAUSE:-}"
 [[ -x "$PAUSE" ]] || { log "PAUSE must name the pause binary (hack/build-node.sh --print-env)"; exit 1; }
+FLAGGER="${FLAGGER:-}"
+[[ -z "$FLAGGER" || -x "$FLAGGER" ]] || { log "FLAGGER=$FLAGGER is not an executable (hack/build-flagger.sh)"; exit 1; }
 
 mkdir -p "$OUT" "$STORE"
 # Private storage and run dirs: nothing of the build lands in the machine's own container storage.
@@ -157,16 +162,34 @@ build_pause() {
   bah rmi -f "$ref" >/dev/null 2>&1 || true
 }
 
+# --- flagger ---------------------------------------------------------------------------------------------------------
+# The binary is statically linked (`file` says so of the one hack/build-flagger.sh builds), so it needs no libc; it talks only to the API server (its ServiceAccount's CA) and to Prometheus over plain HTTP.
+build_flagger() {
+  local tmp="$1" ref="localhost/trafficsplit/flagger:$TAG"
+  local ctr
+  ctr=$(bah from scratch)
+  bah copy --chmod 0755 "$ctr" "$FLAGGER" /flagger
+  bah config --user 10001:10001 --entrypoint '["/flagger"]' "$ctr"
+  bah commit -q --rm "$ctr" "$ref" >/dev/null
+  push_archive "$ref" "$tmp/image.tar" "$ref"
+  bah rmi -f "$ref" >/dev/null 2>&1 || true
+}
+
 total_start=$(date +%s)
 image pause "$(hash_text "$(sha256sum <"$PAUSE")")" build_pause
 image envoy "$(hash_text "$(sha256sum <"$ENVOY_BIN") $SUITE $ENVOY_BASE_PACKAGES extract v1")" build_envoy
 image echo "$(hash_text "$BASE_KEY $(hash_inputs tests/e2e/images/echo)")" build_echo
 image operator "$(hash_text "$BASE_KEY $(hash_inputs "${PY_SOURCES[@]}")")" build_operator
 image extproc "$(hash_text "$BASE_KEY $(hash_inputs "${PY_SOURCES[@]}")")" build_extproc
+names=(pause envoy echo operator extproc)
+if [[ -n "$FLAGGER" ]]; then
+  image flagger "$(hash_text "$(sha256sum <"$FLAGGER") v1")" build_flagger
+  names+=(flagger)
+fi
 log "done in $(($(date +%s) - total_start))s"
 
 if [[ $PRINT_ENV == 1 ]]; then
-  for n in pause envoy echo operator extproc; do
+  for n in "${names[@]}"; do
     v="IMAGE_$n"
     echo "${n^^}_IMAGE=${!v}"
   done

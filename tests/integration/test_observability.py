@@ -18,32 +18,23 @@ and a real operator in local mode (--file-source, --metrics), and loads the char
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
-import re
-import shutil
-import socket
-import subprocess
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.support.dataplane import run_sessions
 from tests.support.operator import PYTHONPATH, Gateway, OperatorProcess
+from tests.support.prometheus import Prometheus, alert_rules, dashboard_queries, with_bool
 from tests.support.waiting import poll
 
 pytestmark = [pytest.mark.envoy, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-RULES = ROOT / "charts/trafficsplit/files/prometheus-rules.yaml"
-DASHBOARD = ROOT / "charts/trafficsplit/files/grafana-dashboard.json"
 SPLIT = "default/shop"
 HOST = "shop.local"
 COOKIE = "shop-affinity"
@@ -62,102 +53,12 @@ spec:
     cookie: {{name: {cookie}}}
   debugHeaders: {debug}
 """
-# A comparison with a number literal (not `=~` or a label matcher's `=`): gets `bool`.
-_COMPARISON = re.compile(r"(?<![=!<>~])(==|!=|>=|<=|>|<)(?![=~])\s*(?=-?[0-9])")
-
-
-def with_bool(expr: str) -> str:
-    """`a > 0.01` → `a > bool 0.01`: the alert's expression, keeping every series it compares."""
-    out, n = _COMPARISON.subn(lambda m: f"{m.group(1)} bool ", expr)
-    assert n >= 1, f"no threshold comparison in {expr!r}"
-    return out
 
 
 def test_with_bool_rewrites_only_threshold_comparisons() -> None:
     assert with_bool('sum(x{result="a"}) > 5') == 'sum(x{result="a"}) > bool 5'
     assert with_bool('a{le=~"1"} == 0 and on (s) b > 0') == 'a{le=~"1"} == bool 0 and on (s) b > bool 0'
     assert with_bool("abs(a - b)\n> 0.2") == "abs(a - b)\n> bool 0.2"
-
-
-class Prometheus:
-    def __init__(self, workdir: Path, targets: dict[str, list[str]]) -> None:
-        binary = shutil.which("prometheus")
-        if binary is None:
-            pytest.skip("prometheus not installed (Debian's prometheus package; hack/test.sh installs it)")
-        self.workdir = workdir
-        workdir.mkdir(parents=True, exist_ok=True)
-        with socket.socket() as s:  # a free port, handed to prometheus (it does not report one it picked itself)
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        shutil.copy(RULES, workdir / "rules.yaml")
-        config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": ["rules.yaml"],
-            "scrape_configs": [
-                {"job_name": job, "static_configs": [{"targets": addrs}]} for job, addrs in targets.items()
-            ],
-        }
-        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        self.log_path = workdir / "prometheus.log"
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    binary,
-                    f"--config.file={workdir / 'prometheus.yml'}",
-                    f"--storage.tsdb.path={workdir / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--log.level=warn",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=workdir,
-            )
-        poll(self._ready, 30, "prometheus ready")
-
-    def _ready(self) -> bool:
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"prometheus exited {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    def api(self, path: str, **params: str) -> Any:
-        url = f"http://127.0.0.1:{self.port}/api/v1/{path}?{urllib.parse.urlencode(params)}"
-        with urllib.request.urlopen(url, timeout=10) as r:
-            body = json.loads(r.read())
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        data = self.api("query", query=expr)
-        assert data["resultType"] == "vector", (expr, data)
-        return list(data["result"])
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-
-def dashboard_queries() -> list[tuple[str, str]]:
-    dash = json.loads(DASHBOARD.read_text())
-    out = []
-    for panel in dash["panels"]:
-        for t in panel["targets"]:
-            expr = t["expr"].replace("$split", SPLIT).replace("$__rate_interval", "1m")
-            assert "$" not in expr, f"an unsubstituted variable in {t['expr']}"
-            out.append((f"{panel['title']} / {t['refId']}", expr))
-    return out
-
-
-def alert_rules() -> list[dict[str, Any]]:
-    return [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if "alert" in r]
 
 
 def send_sessions(gw: Gateway, sessions: int, requests: int) -> int:
@@ -228,8 +129,7 @@ def decisions_scraped(prom: Prometheus) -> int:
 
 
 def targets_up(prom: Prometheus) -> bool:
-    active = prom.api("targets")["activeTargets"]
-    return len(active) == 3 and all(t["health"] == "up" for t in active)
+    return prom.targets_up(3)
 
 
 def test_every_dashboard_query_and_alert_expression_returns_series(
@@ -251,7 +151,7 @@ def test_every_dashboard_query_and_alert_expression_returns_series(
     poll(lambda: decisions_scraped(prom) == warm + ok, 15, f"all {warm + ok} decisions scraped")
 
     results: dict[str, list[dict[str, Any]]] = {}
-    for name, expr in dashboard_queries():
+    for name, expr in dashboard_queries(SPLIT):
         results[name] = prom.query(expr)
         assert results[name], f"dashboard panel {name!r} returned no series: {expr}"
     # On a loaded machine a processor reply can miss Envoy's message_timeout and fail open: then that alert is right.

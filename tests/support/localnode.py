@@ -170,8 +170,10 @@ class Images:
 
 
 def ensure_images(pause: Path) -> Images:
-    kv = _print_env("build-images.sh", {"PAUSE": str(pause)})
-    names = ("pause", "envoy", "echo", "operator", "extproc")
+    # Flagger's binary (Go, cached like the node's) goes into an image of its own: tests/e2e/test_11_flagger.py.
+    flagger = _print_env("build-flagger.sh")["FLAGGER"]
+    kv = _print_env("build-images.sh", {"PAUSE": str(pause), "FLAGGER": flagger})
+    names = ("pause", "envoy", "echo", "operator", "extproc", "flagger")
     return Images(archives={n: Path(kv[f"{n.upper()}_IMAGE"]) for n in names}, tag=kv["IMAGE_TAG"])
 
 

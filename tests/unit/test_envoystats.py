@@ -1,5 +1,6 @@
-"""Envoy's fail-open counters read from its admin `/stats` text and re-exported (extproc/envoystats.py): parsing, the
-filter sent, a stub admin on loopback, and an admin that does not answer."""
+"""Envoy's fail-open counters and the split backends' responses by status class, read from its admin `/stats` text
+and re-exported (extproc/envoystats.py): parsing, the filter sent, a stub admin on loopback, and an admin that
+does not answer."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ vhost.shop/web.route.fallback.upstream_rq_total: 5
 vhost.shop/api.route.fallback.upstream_rq_total: 0
 vhost.shop/web.route.fallback.upstream_rq_time: P0(nan,0)
 cluster.shop/web/blue.upstream_rq_total: 90
+cluster.shop/web/blue.upstream_rq_2xx: 87
+cluster.shop/web/blue.upstream_rq_5xx: 3
+cluster.shop/web/blue.upstream_rq_time: B0.5(3,3) B1(0,5) B5(1,9) B10(0,9) B3.6e+06(0,9)
+cluster.shop/web/green.upstream_rq_time: No recorded values
+cluster.shop/web/blue.external.upstream_rq_time: B0.5(3,3) B1(0,5)
+cluster.gw/podinfo.rule-0/podinfo-canary.upstream_rq_5xx: 12
+cluster.trafficsplit_ads.upstream_rq_2xx: 4
 """
 
 
@@ -29,6 +37,15 @@ def test_parse_keeps_the_fail_open_counters_only() -> None:
     s = parse_stats(TEXT)
     assert s.failed_open == 7
     assert s.fallback == {"shop/web": 5, "shop/api": 0}
+    assert s.responses == {
+        ("shop/web", "blue", "2xx"): 87,
+        ("shop/web", "blue", "5xx"): 3,
+        (
+            "gw/podinfo.rule-0",
+            "podinfo-canary",
+            "5xx",
+        ): 12,  # an HTTPRoute rule's split; the gateway's own cluster is not
+    }
     assert parse_stats("garbage\n: 3\nname: -1\n").failed_open is None
 
 
@@ -39,6 +56,11 @@ def test_the_filter_asks_for_exactly_those_counters() -> None:
         FAILED_OPEN_STAT,
         "vhost.shop/web.route.fallback.upstream_rq_total",
         "vhost.shop/api.route.fallback.upstream_rq_total",
+        "cluster.shop/web/blue.upstream_rq_2xx",
+        "cluster.shop/web/blue.upstream_rq_5xx",
+        "cluster.shop/web/blue.upstream_rq_time",
+        "cluster.shop/web/green.upstream_rq_time",
+        "cluster.gw/podinfo.rule-0/podinfo-canary.upstream_rq_5xx",
     ]
 
 
@@ -75,8 +97,14 @@ def test_a_scrape_reads_envoy_and_exports_counters(admin: tuple[Address, list[st
     assert reg.get_sample_value("trafficsplit_envoy_stats_up") == 1
     assert reg.get_sample_value("trafficsplit_envoy_failed_open_total") == 7
     assert reg.get_sample_value("trafficsplit_envoy_fallback_requests_total", {"split": "shop/web"}) == 5
+    labels = {"split": "shop/web", "backend": "blue", "code_class": "5xx"}
+    assert reg.get_sample_value("trafficsplit_envoy_backend_responses_total", labels) == 3
+    blue = {"split": "shop/web", "backend": "blue"}
+    assert reg.get_sample_value("trafficsplit_envoy_backend_request_seconds_bucket", blue | {"le": "0.005"}) == 9
+    assert reg.get_sample_value("trafficsplit_envoy_backend_request_seconds_bucket", blue | {"le": "+Inf"}) == 9
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(asked[-1]).query)
     assert query["filter"] == [STATS_FILTER]
+    assert query["histogram_buckets"] == ["cumulative"]
 
 
 def test_an_envoy_that_does_not_answer_is_up_0_without_counters() -> None:

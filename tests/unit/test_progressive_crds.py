@@ -89,3 +89,21 @@ def test_the_plugin_module_builds_against_the_pinned_argo_rollouts_with_its_repl
         return {" ".join(m.split()) for m in re.findall(r"^\s*(?:replace\s+)?(\S+ => \S+ \S+)\s*$", text, re.M)}
 
     assert replaces(upstream.read_text(encoding="utf-8")) <= replaces(gomod)
+
+
+def test_flaggers_rbac_is_the_modules_byte_for_byte() -> None:
+    """third_party/flagger/rbac/account.yaml (what tests/e2e/test_11_flagger.py and docs/flagger.md apply) is the
+    module's artifacts/flagger/account.yaml, and grants Flagger the HTTPRoutes it writes."""
+    copy = ROOT / "third_party" / "flagger" / "rbac" / "account.yaml"
+    docs = [d for d in yaml.safe_load_all(copy.read_text(encoding="utf-8")) if d]
+    assert [d["kind"] for d in docs] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    assert any("gateway.networking.k8s.io" in r.get("apiGroups", []) and "httproutes" in r["resources"]
+               for r in role["rules"])  # fmt: skip
+    cache = module_cache()
+    src = None if cache is None else cache / f"github.com/fluxcd/flagger@{pinned('flagger')}/artifacts/flagger"
+    if src is None or not src.is_dir():
+        pytest.skip(
+            f"github.com/fluxcd/flagger@{pinned('flagger')} is not in the Go module cache (hack/build-flagger.sh)"
+        )
+    assert copy.read_bytes() == (src / "account.yaml").read_bytes()

@@ -7,7 +7,12 @@ thread, for exactly the counters of that gap, and exports them beside the proces
 
 * `trafficsplit_envoy_failed_open_total`: ext_proc's `failure_mode_allowed` (every request that failed open);
 * `trafficsplit_envoy_fallback_requests_total{split}`: the split's fallback routes' `upstream_rq_total`;
-* `trafficsplit_envoy_stats_up`: 1 when Envoy answered (0: the two above are missing from this scrape).
+* `trafficsplit_envoy_backend_responses_total{split, backend, code_class}`: responses of each split backend's cluster
+  by status class (`2xx` … `5xx`; Envoy's `cluster.NS/SPLIT/BACKEND.upstream_rq_Nxx`): a backend's success rate,
+  which a progressive-delivery analysis reads (docs/flagger.md); the processor only sees requests, never answers;
+* `trafficsplit_envoy_backend_request_seconds{split, backend}`: the same clusters' `upstream_rq_time` histogram, its
+  cumulative buckets (Envoy's milliseconds as seconds; buckets only, Envoy's text gives no sum): a backend's latency;
+* `trafficsplit_envoy_stats_up`: 1 when Envoy answered (0: the others are missing from this scrape).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from trafficsplit.wire.bootstrap import EXTPROC_STAT_PREFIX, HCM_STAT_PREFIX, Address
@@ -26,9 +31,22 @@ from trafficsplit.wire.envoy import FALLBACK_STAT_PREFIX
 
 FAILED_OPEN_STAT = f"http.{HCM_STAT_PREFIX}.ext_proc.{EXTPROC_STAT_PREFIX}.failure_mode_allowed"
 _FALLBACK = re.compile(rf"^vhost\.(?P<split>[^ :]+)\.route\.{FALLBACK_STAT_PREFIX}\.upstream_rq_total$")
-# What the admin is asked for: those counters only (a gateway with thousands of splits has millions of stats).
-STATS_FILTER = rf"^({re.escape(FAILED_OPEN_STAT)}|vhost\..+\.route\.{FALLBACK_STAT_PREFIX}\.upstream_rq_total)$"
-MAX_BODY = 4 << 20  # 4 MiB: ~50,000 splits' fallback lines; a larger answer is cut, not read whole
+# A backend cluster is `NAMESPACE/SPLIT/BACKEND` (core.compiled.cluster_name); namespace and backend are DNS labels, a
+# split's name may hold dots (an HTTPRoute rule's is `ROUTE.rule-N`) but no '/'.
+_RESPONSES = re.compile(
+    r"^cluster\.(?P<split>[a-z0-9-]+/[^/ :]+)/(?P<backend>[a-z0-9-]+)\.upstream_rq_(?P<cls>[1-5])xx$"
+)
+_LATENCY = re.compile(r"^cluster\.(?P<split>[a-z0-9-]+/[^/ :]+)/(?P<backend>[a-z0-9-]+)\.upstream_rq_time$")
+# One cumulative bucket as `histogram_buckets=cumulative` prints it: B<upper bound, ms>(<interval>,<cumulative>).
+_BUCKET = re.compile(r"B([0-9.e+]+)\(([0-9.]+),([0-9.]+)\)")
+MAX_BUCKETS = 64  # Envoy's default histogram has 19; more on one line is not a histogram we asked for
+# What the admin is asked for: those stats only (a gateway with thousands of splits has millions of stats).
+STATS_FILTER = (
+    rf"^({re.escape(FAILED_OPEN_STAT)}|vhost\..+\.route\.{FALLBACK_STAT_PREFIX}\.upstream_rq_total"
+    r"|cluster\.[a-z0-9-]+/[^/ :]+/[a-z0-9-]+\.upstream_rq_([1-5]xx|time))$"
+)
+# 4 MiB: ~8,000 split backends (a histogram line is ~350 bytes); a larger answer is cut, not read whole.
+MAX_BODY = 4 << 20
 TIMEOUT = 1.0  # seconds; a scrape must not hang on a stuck Envoy
 
 
@@ -36,14 +54,36 @@ TIMEOUT = 1.0  # seconds; a scrape must not hang on a stuck Envoy
 class FailOpenStats:
     failed_open: int | None = None  # None: Envoy has no ext_proc filter stat (not our bootstrap)
     fallback: dict[str, int] = field(default_factory=dict)  # split key → fallback requests
+    # (split key, backend, "2xx"…) → responses; a class Envoy has not seen yet has no stat, hence no entry
+    responses: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # (split key, backend) → ((upper bound in seconds, cumulative count), ...), ascending
+    latency: dict[tuple[str, str], tuple[tuple[float, float], ...]] = field(default_factory=dict)
+
+
+def parse_buckets(raw: str) -> tuple[tuple[float, float], ...]:
+    """`B0.5(3,3) B1(4,5) …` (milliseconds; interval, cumulative) → ((0.0005, 3), (0.001, 5), …); () when the line
+    is not that (`No recorded values`, or percentiles)."""
+    out = []
+    for le, _interval, cumulative in _BUCKET.findall(raw)[:MAX_BUCKETS]:
+        try:
+            out.append((float(le) / 1000, float(cumulative)))
+        except ValueError:
+            return ()
+    return tuple(out)
 
 
 def parse_stats(text: str) -> FailOpenStats:
     """Envoy admin `/stats` text (`name: value` lines) → the fail-open counters; other lines are ignored."""
     failed_open: int | None = None
     fallback: dict[str, int] = {}
+    responses: dict[tuple[str, str, str], int] = {}
+    latency: dict[tuple[str, str], tuple[tuple[float, float], ...]] = {}
     for line in text.splitlines():
         name, sep, raw = line.partition(": ")
+        if sep and (m := _LATENCY.match(name)):
+            if buckets := parse_buckets(raw):
+                latency[(m["split"], m["backend"])] = buckets
+            continue
         if not sep or not raw.strip().isdigit():
             continue
         value = int(raw.strip())
@@ -51,12 +91,14 @@ def parse_stats(text: str) -> FailOpenStats:
             failed_open = value
         elif m := _FALLBACK.match(name):
             fallback[m["split"]] = fallback.get(m["split"], 0) + value
-    return FailOpenStats(failed_open, fallback)
+        elif m := _RESPONSES.match(name):
+            responses[(m["split"], m["backend"], f"{m['cls']}xx")] = value
+    return FailOpenStats(failed_open, fallback, responses, latency)
 
 
 class EnvoyStatsCollector(Collector):
     def __init__(self, admin: Address) -> None:
-        query = urllib.parse.urlencode({"filter": STATS_FILTER})
+        query = urllib.parse.urlencode({"filter": STATS_FILTER, "histogram_buckets": "cumulative"})
         self._url = f"http://{admin.host}:{admin.port}/stats?{query}"
 
     def fetch(self) -> FailOpenStats | None:
@@ -66,7 +108,7 @@ class EnvoyStatsCollector(Collector):
         except OSError:
             return None
 
-    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily | HistogramMetricFamily]:
         stats = self.fetch()
         up = GaugeMetricFamily("trafficsplit_envoy_stats_up", "1 when Envoy's admin answered this scrape")
         up.add_metric([], 0.0 if stats is None else 1.0)
@@ -86,5 +128,27 @@ class EnvoyStatsCollector(Collector):
         )
         for split, n in sorted(stats.fallback.items()):
             fallback.add_metric([split], n)
+        responses = CounterMetricFamily(
+            "trafficsplit_envoy_backend_responses",
+            "Responses of the split backend's cluster by status class (Envoy's upstream_rq_Nxx)",
+            labels=["split", "backend", "code_class"],
+        )
+        for key, n in sorted(stats.responses.items()):
+            responses.add_metric(list(key), n)
+        latency = HistogramMetricFamily(
+            "trafficsplit_envoy_backend_request_seconds",
+            "Upstream request time of the split backend's cluster (Envoy's upstream_rq_time; buckets only)",
+            labels=["split", "backend"],
+        )
+        for (split, backend), buckets in sorted(stats.latency.items()):
+            # Envoy's last bound is an hour; the +Inf bucket is everything it counted.
+            bounds = [(_le(b), n) for b, n in buckets] + [("+Inf", buckets[-1][1])]
+            latency.add_metric([split, backend], bounds, None)
         yield failed
         yield fallback
+        yield responses
+        yield latency
+
+
+def _le(seconds: float) -> str:
+    return repr(seconds)

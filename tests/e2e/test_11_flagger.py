@@ -1,0 +1,400 @@
+"""Flagger drives trafficsplit on the local node, analysing the gateway's own metrics in a real Prometheus (issue 21).
+
+Flagger v1.44.0 (hack/build-flagger.sh, its image from hack/build-images.sh) runs in the node with
+``-mesh-provider=gatewayapi:v1``, its CRDs and RBAC the module's own files (third_party/flagger/). Debian's
+``prometheus`` runs on the host, listening on the node's address (Flagger's pod queries it there), scraping the
+operator, the chart's gateway pods and the Gateway's data-plane pods by pod IP, with the chart's rules loaded. The
+Gateway, the workload, the MetricTemplate and the Canary are examples/flagger/, applied with only the images and the
+Prometheus address changed. Then, with bounded cookie-less traffic counted at the client:
+
+- a healthy change is promoted step by step (25 %, 50 %, promotion) on the analysis of the canary's success rate from
+  ``trafficsplit_envoy_backend_responses_total``; each step's weight and served share are printed and checked; users
+  who landed on the canary keep Flagger's ``sessionAffinity`` cookie and stay on the canary's pods for the whole
+  analysis;
+- a canary answering 500s is rolled back by Flagger alone: how many requests reached it and how long it took;
+- every dashboard query and every alert expression returns series from this Prometheus (tests/support/prometheus.py,
+  the list tests/integration/test_observability.py runs on loopback).
+
+Only on the local node: a Prometheus on the host is reachable from pods through the node's address there.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import yaml
+from scipy.stats import chisquare
+
+from tests.e2e.cluster import REPO_ROOT, Cluster, Gateway, Response, published, wait_for
+from tests.e2e.gatewayapi import LISTENER_PORT, Client, accepted_now, dataplane_pod_ips, install_gateway_api, programmed
+from tests.e2e.load import parallel
+from tests.support.prometheus import Prometheus, alert_rules, dashboard_queries, with_bool
+
+pytestmark = [pytest.mark.e2e]
+
+EXAMPLES = REPO_ROOT / "examples" / "flagger"
+CRDS = REPO_ROOT / "third_party" / "flagger" / "crds" / "crd.yaml"
+RBAC = REPO_ROOT / "third_party" / "flagger" / "rbac" / "account.yaml"
+EXAMPLE_PROMETHEUS = "http://prometheus.monitoring:9090"  # what the examples name; the test's is on the node
+NS = "flagger-demo"
+GATEWAY = "edge"
+TARGET = "podinfo"
+HOST = "podinfo.example.com"
+COOKIE = "flagger-cookie"
+REPLICAS = 2
+STEPS = (25, 50)  # stepWeight 25 up to maxWeight 50, then promotion
+SETTLE = 1.0  # seconds after a step is observed before its requests count (the write reaches Envoy meanwhile)
+P_MIN = 0.001
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flagged:
+    cluster: Cluster
+    client: Client  # the Gateway's address
+    prom: Prometheus
+
+
+def _metrics_targets(cluster: Cluster, selector: str) -> list[str]:
+    """POD_IP:PORT of each Ready pod's container port named ``metrics``."""
+    pods = cluster.get("pods", "-n", cluster.release_namespace, "-l", selector)["items"]
+    return [
+        f"{p['status']['podIP']}:{port['containerPort']}"
+        for p in pods
+        if not p["metadata"].get("deletionTimestamp") and p["status"].get("podIP")
+        for c in p["spec"]["containers"]
+        for port in c.get("ports", [])
+        if port.get("name") == "metrics"
+    ]
+
+
+def _dataplane_selector() -> str:
+    from trafficsplit.operator.dataplane_names import selector_labels
+
+    return ",".join(f"{k}={v}" for k, v in selector_labels(NS, GATEWAY).items())
+
+
+def _example(name: str, cluster: Cluster, prometheus: str) -> list[dict[str, Any]]:
+    """examples/flagger/NAME as kubectl would apply it, with this cluster's images and Prometheus address."""
+    text = (EXAMPLES / name).read_text().replace(EXAMPLE_PROMETHEUS, prometheus)
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    for d in docs:
+        if d["kind"] != "Deployment":
+            continue
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            c["image"] = cluster.echo_image() if c["name"] == "echo" else "{}:{}".format(*cluster.images["flagger"])
+            c["imagePullPolicy"] = "Never"
+    return docs
+
+
+@pytest.fixture(scope="module")
+def flagged(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flagged]:
+    if cluster.containerd_sock is None or "flagger" not in cluster.images:
+        pytest.skip(f"{cluster.name}: Flagger's pod reaches the host's Prometheus only on the local node")
+    from tests.support.localnode import NODE_IP
+
+    install_s = install_gateway_api(cluster, REPLICAS)
+    t0 = time.monotonic()
+    cluster.kubectl("apply", "--server-side", "-f", str(CRDS), timeout=120)
+    cluster.kubectl("wait", "--for=condition=Established", "crd", "canaries.flagger.app", "metrictemplates.flagger.app")
+    podinfo = _example("podinfo.yaml", cluster, "PROMETHEUS")  # the address is known once Prometheus runs
+    gateway_docs = [d for d in podinfo if d["kind"] in ("Namespace", "Gateway")]
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(gateway_docs))
+    gw = wait_for("Gateway Programmed", lambda: programmed(cluster, NS, GATEWAY), timeout=240, interval=1)
+    pods = wait_for("data-plane pods Ready", lambda: dataplane_pod_ips(cluster, NS, GATEWAY, REPLICAS), timeout=120)
+    targets = {
+        "operator": _metrics_targets(cluster, "app.kubernetes.io/component=operator"),
+        "gateway": _metrics_targets(cluster, "app.kubernetes.io/component=gateway"),
+        "dataplane": _metrics_targets(cluster, _dataplane_selector()),
+    }
+    prom = Prometheus(tmp_path_factory.mktemp("prometheus"), targets, host=NODE_IP)
+    try:
+        n = sum(len(v) for v in targets.values())
+        wait_for(f"Prometheus scrapes {n} targets", lambda: prom.targets_up(n), timeout=60)
+        rbac = RBAC.read_text()
+        cluster.kubectl("apply", "-f", "-", input=rbac)
+        flagger = _example("flagger.yaml", cluster, prom.url)
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(flagger))
+        cluster.kubectl("-n", "default", "rollout", "status", "deployment/flagger", "--timeout=180s", timeout=200)
+        podinfo = _example("podinfo.yaml", cluster, prom.url)
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(podinfo))
+        wait_for("Canary Initialized", lambda: _canary(cluster)["phase"] == "Initialized", timeout=240, interval=1)
+        wait_for("Flagger's route Accepted", lambda: accepted_now(cluster, NS, TARGET, GATEWAY), timeout=60)
+        address = gw["status"]["addresses"][0]["value"]
+        print(
+            f"\nchart with gatewayAPI in {install_s:.1f}s; Gateway {NS}/{GATEWAY} at {address}, data plane {pods}; "
+            f"Prometheus at {prom.url} scraping {targets}; Flagger up and Canary Initialized "
+            f"{time.monotonic() - t0:.1f}s after the chart"
+        )
+        yield Flagged(cluster=cluster, client=Client(gateway=Gateway(address, LISTENER_PORT), retried=[]), prom=prom)
+    finally:
+        prom.stop()
+        cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+        cluster.kubectl("delete", "-f", str(EXAMPLES / "flagger.yaml"), "--ignore-not-found", check=False)
+        cluster.kubectl("delete", "-f", str(RBAC), "--ignore-not-found", check=False)
+        cluster.kubectl("delete", "-f", str(CRDS), "--ignore-not-found", "--wait=false", check=False)
+
+
+def _analysis_queries() -> dict[str, str]:
+    """The example's MetricTemplates' queries as Flagger renders them for this Canary (metric name → PromQL)."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "podinfo.yaml").read_text()) if d]
+    templates = {d["metadata"]["name"]: d["spec"]["query"] for d in docs if d["kind"] == "MetricTemplate"}
+    canary = next(d for d in docs if d["kind"] == "Canary")
+    out = {}
+    for m in canary["spec"]["analysis"]["metrics"]:
+        q = templates[m["templateRef"]["name"]]
+        for var, value in (("namespace", NS), ("target", TARGET), ("interval", m["interval"])):
+            q = q.replace(f"{{{{ {var} }}}}", value)
+        out[m["name"]] = q
+    return out
+
+
+def _canary(cluster: Cluster) -> dict[str, Any]:
+    status: dict[str, Any] = cluster.get("canary", TARGET, "-n", NS).get("status", {})
+    return status
+
+
+def _set_args(cluster: Cluster, *args: str) -> None:
+    """A new pod template for the target: Flagger sees a revision and starts an analysis."""
+    patch = [{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": ["-listen=:8080", *args]}]
+    cluster.kubectl("-n", NS, "patch", "deployment", TARGET, "--type=json", "-p", json.dumps(patch))
+
+
+def _on_canary(r: Response) -> bool:
+    """Served by the canary's pods (the target Deployment's), not podinfo-primary's."""
+    return r.pod.startswith(f"{TARGET}-") and not r.pod.startswith(f"{TARGET}-primary-")
+
+
+@dataclass(frozen=True)
+class Hit:
+    sent: float  # monotonic time the request was sent
+    status: int
+    canary: bool
+    text: str
+    phase: str  # the Canary's phase last seen when the request was sent
+
+
+@dataclass
+class Watched:
+    """The Canary's (time, phase, canaryWeight) every second, and cookie-less requests from two threads, until
+    stopped or ``max_seconds``."""
+
+    cluster: Cluster
+    client: Client
+    max_seconds: float
+    states: list[tuple[float, str, int]] = field(default_factory=list)
+    most_failed_checks: int = 0
+    hits: list[Hit] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._deadline = time.monotonic() + self.max_seconds
+        self._threads = [threading.Thread(target=self._watch, daemon=True)] + [
+            threading.Thread(target=self._load, daemon=True) for _ in range(2)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _running(self) -> bool:
+        return not self._stop.is_set() and time.monotonic() < self._deadline
+
+    def _watch(self) -> None:
+        while self._running():
+            try:
+                s = _canary(self.cluster)
+                self.states.append((time.monotonic(), s.get("phase", ""), int(s.get("canaryWeight", 0))))
+                self.most_failed_checks = max(self.most_failed_checks, int(s.get("failedChecks", 0)))
+            except AssertionError:
+                pass  # a kubectl hiccup: the next second's read counts
+            time.sleep(1.0)
+
+    def _load(self) -> None:
+        while self._running():
+            t = time.monotonic()
+            try:
+                phase = self.state()[0]
+                r = self.client.request(HOST)
+                self.hits.append(Hit(t, r.status, _on_canary(r), r.backend, phase))
+            except OSError as e:
+                self.errors[type(e).__name__] += 1
+            time.sleep(0.03)
+
+    def state(self) -> tuple[str, int]:
+        return self.states[-1][1:] if self.states else ("", 0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(15)
+
+    def steps(self) -> list[tuple[int, float, float]]:
+        """(canaryWeight, first seen, next change) for each weight the Canary went through while Progressing."""
+        out: list[tuple[int, float, float]] = []
+        for t, phase, w in self.states:
+            if out and out[-1][0] == w and out[-1][2] == float("inf"):
+                continue
+            if out and out[-1][2] == float("inf"):
+                out[-1] = (out[-1][0], out[-1][1], t)
+            if phase == "Progressing" and w > 0:
+                out.append((w, t, float("inf")))
+        return out
+
+
+def test_a_healthy_canary_is_promoted_step_by_step_and_its_users_stay_on_it(flagged: Flagged) -> None:
+    cluster, client = flagged.cluster, flagged.client
+    assert Counter(client.request(HOST).backend for _ in range(10)) == {"v1": 10}
+    watched = Watched(cluster=cluster, client=client, max_seconds=300)
+    sticky: dict[str, str] = {}  # user → Flagger's cookie, for users the canary answered first
+    analysed: dict[int, dict[str, float | None]] = {}  # weight → the analysis queries' values at that step
+    revisits = Counter[str]()  # "canary" / "moved": a sticky user's requests while the analysis runs
+    t0 = time.monotonic()
+    try:
+        _set_args(cluster, "-text=v2")
+        user = 0
+        while time.monotonic() - t0 < 280:
+            phase, weight = watched.state()
+            if phase in ("Succeeded", "Failed"):
+                break
+            if phase == "Progressing" and weight > 0:
+                # The last read at each step: what the analysis that advanced it saw, give or take a second.
+                analysed[weight] = {
+                    name: (float(res[0]["value"][1]) if (res := flagged.prom.query(q)) else None)
+                    for name, q in _analysis_queries().items()
+                }
+                # New users arrive; those the canary answers keep its cookie.
+                for r in parallel(lambda _: client.request(HOST), range(10)):
+                    user += 1
+                    value = r.cookie(COOKIE)
+                    if _on_canary(r) and value:
+                        sticky[f"u{user}"] = f"{COOKIE}={value}"
+                for r in parallel(lambda c: client.request(HOST, cookie=c), list(sticky.values())):
+                    if watched.state()[0] == "Progressing":  # counted only while the analysis still runs
+                        revisits["canary" if _on_canary(r) else "moved"] += 1
+            time.sleep(0.5)
+    finally:
+        watched.stop()
+    took = time.monotonic() - t0
+    final = _canary(cluster)
+    print(f"\nphase {final.get('phase')} {took:.1f}s after the change; states seen: "
+          f"{sorted({(p, w) for _, p, w in watched.states})}; most failedChecks {watched.most_failed_checks}; the "
+          f"analysis queries read from Prometheus at each step: {analysed}")  # fmt: skip
+    assert final.get("phase") == "Succeeded", final
+    for values in analysed.values():
+        assert values["success-rate"] is None or values["success-rate"] >= 99, analysed
+    steps = watched.steps()
+    assert [w for w, _, _ in steps] == list(STEPS), steps
+    for w, start, end in steps:
+        hits = [h for h in watched.hits if start + SETTLE <= h.sent < end - SETTLE and h.status == 200]
+        canary = sum(h.canary for h in hits)
+        p = chisquare([canary, len(hits) - canary], [len(hits) * w / 100, len(hits) * (100 - w) / 100]).pvalue
+        print(f"step canaryWeight {w}: {len(hits)} requests in {end - start:.1f}s, served by the canary "
+              f"{canary} ({canary / max(len(hits), 1):.1%}), chi-square p={p:.3f}")  # fmt: skip
+        assert len(hits) >= 20, (w, len(hits))
+        assert p > P_MIN, (w, canary, len(hits))
+    statuses = Counter(h.status for h in watched.hits)
+    failed = Counter((h.status, h.text[:60], h.phase) for h in watched.hits if h.status != 200)
+    print(f"cookie-less load: {dict(statuses)}, not 200: {dict(failed)}, connection errors {dict(watched.errors)}, "
+          f"fail-closed retried {len(client.retried)}")  # fmt: skip
+    print(f"sessionAffinity: {len(sticky)} of {user} new users landed on the canary and got {COOKIE}; their "
+          f"{sum(revisits.values())} requests during the analysis: {dict(revisits)}")  # fmt: skip
+    after = Counter((r.backend, _on_canary(r)) for r in (client.request(HOST) for _ in range(20)))
+    print(f"after promotion: {dict(after)} (text, served by the canary's pods)")
+    assert not watched.errors, watched.errors
+    # While Progressing every request is answered 200; the primary's own rolling update during promotion (the echo
+    # backend exits on SIGTERM with no drain) may reset a request in flight: bounded, printed.
+    assert not [k for k in failed if k[2] == "Progressing"], failed
+    assert sum(failed.values()) <= len(watched.hits) // 200, failed
+    assert sticky and revisits["canary"] >= len(sticky), revisits
+    assert revisits["moved"] == 0, revisits
+    assert after == {("v2", False): 20}, "the primary serves the promoted version"
+
+
+def test_a_canary_answering_500s_is_rolled_back(flagged: Flagged) -> None:
+    cluster, client, prom = flagged.cluster, flagged.client, flagged.prom
+    assert _canary(cluster).get("phase") == "Succeeded"
+    watched = Watched(cluster=cluster, client=client, max_seconds=240)
+    t0 = time.monotonic()
+    try:
+        _set_args(cluster, "-text=v3", "-status=500")
+        wait_for("Canary Failed", lambda: _canary(cluster).get("phase") == "Failed", timeout=220, interval=1)
+        failed_at = time.monotonic()
+        time.sleep(3)  # requests after the rollback: none may reach the canary
+    finally:
+        watched.stop()
+    to_canary = [h for h in watched.hits if h.canary]
+    assert to_canary, "no request reached the failing canary"
+    first, last = to_canary[0].sent, to_canary[-1].sent
+    statuses = Counter(h.status for h in to_canary)
+    weights = sorted({w for _, p, w in watched.states if p == "Progressing"})
+    final = _canary(cluster)
+    rate = prom.query(f'sum by (code_class) (trafficsplit_envoy_backend_responses_total{{backend="{TARGET}-canary"}})')
+    print(f"\n{len(to_canary)} of {len(watched.hits)} requests reached the canary ({dict(statuses)}), at weights "
+          f"{weights}; rolled back (phase Failed, failedChecks {final.get('failedChecks')}) "
+          f"{failed_at - first:.1f}s after the first request it answered, {failed_at - t0:.1f}s after the change; "
+          f"the last request it answered {last - first:.1f}s after the first; Prometheus: "
+          f"{ {r['metric']['code_class']: r['value'][1] for r in rate} }")  # fmt: skip
+    assert set(statuses) == {500}, statuses
+    assert last <= failed_at + SETTLE, "the canary still answered after the rollback"
+    assert final.get("canaryWeight", 0) == 0
+    after = Counter((r.backend, r.status, _on_canary(r)) for r in (client.request(HOST) for _ in range(20)))
+    assert after == {("v2", 200, False): 20}, after
+
+
+def test_every_dashboard_query_and_alert_expression_returns_series(flagged: Flagged) -> None:
+    """The dashboard's `$split` is a sticky TrafficSplit served by the chart's gateway (its stickiness panels need
+    sticky traffic; Flagger's route has none of its own), over the Services Flagger made; 200 cookie sessions of 3
+    requests make decisions. Every panel's query and every alert expression (with `bool`, so it keeps every series it
+    compares) must return series; the panels Flagger's own route fills are printed."""
+    cluster, prom = flagged.cluster, flagged.prom
+    name, host = "dash", "dash.example.com"
+    split = {
+        "apiVersion": "trafficsplit.dev/v1alpha1",
+        "kind": "TrafficSplit",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "hosts": [host],
+            "backends": [
+                {"name": "blue", "service": f"{TARGET}-primary", "port": 80, "weight": 70},
+                {"name": "green", "service": TARGET, "port": 80, "weight": 30},
+            ],
+            "sticky": {"cookie": {"name": "dash-session"}},
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(split))
+    wait_for(f"{name} Published", lambda: published(cluster, name, NS), timeout=120)
+    gw = cluster.client()
+    wait_for(f"{host} routed", lambda: gw.request(host).status == 200, timeout=30)
+
+    def session(_: int) -> int:
+        first = gw.request(host)
+        value = first.cookie("dash-session")
+        rest = [gw.request(host, cookie=f"dash-session={value}") for _ in range(2)] if value else []
+        return sum(r.status == 200 for r in [first, *rest])
+
+    ok = sum(parallel(session, range(200)))
+    assert ok == 600, ok
+    time.sleep(3)  # two scrapes after the traffic: every rate has samples on both sides
+    key = f"{NS}/{name}"
+    wait_for("decisions scraped", lambda: prom.query(f'sum(trafficsplit_decisions_total{{split="{key}"}})'), timeout=15)
+    empty = [(panel, expr) for panel, expr in dashboard_queries(key) if not prom.query(expr)]
+    flagger_route = f"{NS}/{TARGET}.rule-0"
+    filled = [panel for panel, expr in dashboard_queries(flagger_route) if prom.query(expr)]
+    firing = []
+    for rule in alert_rules():
+        assert prom.query(with_bool(rule["expr"])), f"{rule['alert']} watches no series: {with_bool(rule['expr'])}"
+        if prom.query(rule["expr"]):
+            firing.append(rule["alert"])
+    evaluated = [r for g in prom.api("rules")["groups"] for r in g["rules"]]
+    print(f"\n{len(dashboard_queries(key))} dashboard queries on {key}: {len(empty)} empty; "
+          f"{len(alert_rules())} alert expressions returned series, firing now: {firing}; "
+          f"on Flagger's route {flagger_route}: {len(filled)} panels filled")  # fmt: skip
+    assert not empty, empty
+    assert all(r["health"] == "ok" for r in evaluated), [(r["name"], r.get("lastError")) for r in evaluated]
+    cluster.kubectl("delete", "trafficsplit", name, "-n", NS, check=False)
