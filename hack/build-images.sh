@@ -8,6 +8,9 @@
 #                 chart's distroless Envoy container expects)
 #   echo          tests/e2e/images/echo/Dockerfile (the sample backend) on the base
 #   pause         the pod sandbox, from the pause binary hack/build-node.sh compiles from Kubernetes' source
+#   argo-rollouts the Argo Rollouts controller and our traffic-router plugin (hack/build-argo-rollouts.sh builds both,
+#                 static binaries) on an empty rootfs, uid 999 like upstream's image; the plugin at
+#                 /plugins/trafficsplit-argo-rollouts-plugin (what argo-rollouts-config's file:// location names)
 #
 # Output: ${TRAFFICSPLIT_CACHE:-$HOME/.cache/trafficsplit}/images/<name>-<key>.tar (docker-archive, the image named
 # localhost/trafficsplit/<name>:e2e inside), where <key> is a hash of everything the image is built from (Dockerfile,
@@ -16,7 +19,8 @@
 # /var/lib/containers.
 #
 # Usage: hack/build-images.sh [--print-env]   (--print-env prints NAME_IMAGE=path lines for tests/support/localnode.py)
-# Needs root, buildah, mmdebstrap, and the pause binary (PAUSE=path, from hack/build-node.sh --print-env).
+# Needs root, buildah, mmdebstrap, the pause binary (PAUSE=path, from hack/build-node.sh --print-env) and the Argo
+# Rollouts binaries (ROLLOUTS_CONTROLLER=path ROLLOUTS_PLUGIN=path, from hack/build-argo-rollouts.sh --print-env).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -40,6 +44,11 @@ for tool in buildah mmdebstrap; do
 done
 PAUSE="${PAUSE:-}"
 [[ -x "$PAUSE" ]] || { log "PAUSE must name the pause binary (hack/build-node.sh --print-env)"; exit 1; }
+ROLLOUTS_CONTROLLER="${ROLLOUTS_CONTROLLER:-}" ROLLOUTS_PLUGIN="${ROLLOUTS_PLUGIN:-}"
+[[ -x "$ROLLOUTS_CONTROLLER" && -x "$ROLLOUTS_PLUGIN" ]] || {
+  log "ROLLOUTS_CONTROLLER and ROLLOUTS_PLUGIN must name the Argo Rollouts binaries (hack/build-argo-rollouts.sh --print-env)"
+  exit 1
+}
 
 mkdir -p "$OUT" "$STORE"
 # Private storage and run dirs: nothing of the build lands in the machine's own container storage.
@@ -157,16 +166,36 @@ build_pause() {
   bah rmi -f "$ref" >/dev/null 2>&1 || true
 }
 
+# --- argo-rollouts ---------------------------------------------------------------------------------------------------
+# Both binaries are static (CGO off), so no libc: only the binaries and the directories upstream's image has. The
+# controller copies a file:// plugin into ./plugin-bin at start (an emptyDir in the Deployment: the root filesystem
+# stays read-only).
+build_argo_rollouts() {
+  local tmp="$1" ref="localhost/trafficsplit/argo-rollouts:$TAG"
+  mkdir -p "$tmp/empty"
+  local ctr
+  ctr=$(bah from scratch)
+  bah copy --chmod 0755 "$ctr" "$ROLLOUTS_CONTROLLER" /bin/rollouts-controller >/dev/null
+  bah copy --chmod 0755 "$ctr" "$ROLLOUTS_PLUGIN" /plugins/trafficsplit-argo-rollouts-plugin >/dev/null
+  bah copy --chown 999:999 "$ctr" "$tmp/empty" /home/argo-rollouts >/dev/null
+  bah copy --chmod 1777 "$ctr" "$tmp/empty" /tmp >/dev/null
+  bah config --user 999 --workingdir /home/argo-rollouts --entrypoint '["/bin/rollouts-controller"]' --cmd '' "$ctr"
+  bah commit -q --rm "$ctr" "$ref" >/dev/null
+  push_archive "$ref" "$tmp/image.tar" "$ref"
+  bah rmi -f "$ref" >/dev/null 2>&1 || true
+}
+
 total_start=$(date +%s)
 image pause "$(hash_text "$(sha256sum <"$PAUSE")")" build_pause
 image envoy "$(hash_text "$(sha256sum <"$ENVOY_BIN") $SUITE $ENVOY_BASE_PACKAGES extract v1")" build_envoy
 image echo "$(hash_text "$BASE_KEY $(hash_inputs tests/e2e/images/echo)")" build_echo
 image operator "$(hash_text "$BASE_KEY $(hash_inputs "${PY_SOURCES[@]}")")" build_operator
 image extproc "$(hash_text "$BASE_KEY $(hash_inputs "${PY_SOURCES[@]}")")" build_extproc
+image argo-rollouts "$(hash_text "$(sha256sum <"$ROLLOUTS_CONTROLLER") $(sha256sum <"$ROLLOUTS_PLUGIN") v1")" build_argo_rollouts
 log "done in $(($(date +%s) - total_start))s"
 
 if [[ $PRINT_ENV == 1 ]]; then
-  for n in pause envoy echo operator extproc; do
+  for n in pause envoy echo operator extproc argo_rollouts; do
     v="IMAGE_$n"
     echo "${n^^}_IMAGE=${!v}"
   done

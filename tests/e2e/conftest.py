@@ -67,7 +67,10 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
             kubeconfig=node.kubeconfig,
             helm_bin=str(node.cp.helm_bin),
             kubectl_bin=str(node.cp.kubectl_bin),
-            images={n: (node.images.repository(n), node.images.tag) for n in ("operator", "extproc", "envoy", "echo")},
+            images={
+                n: (node.images.repository(n), node.images.tag)
+                for n in ("operator", "extproc", "envoy", "echo", "argo-rollouts")
+            },
             helm_home=node.work / "helm",
             containerd_sock=node.containerd_sock,
         )

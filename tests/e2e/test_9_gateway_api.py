@@ -36,53 +36,31 @@ import pytest
 import yaml
 from scipy.stats import chisquare
 
-from tests.e2e.cluster import CHART, Cluster, Gateway, Response, condition, plugin_command, wait_for
+from tests.e2e.cluster import Cluster, Gateway, Response, condition, plugin_command, wait_for
+from tests.e2e.gatewayapi import (
+    CLASS,
+    CONTROLLER,
+    LISTENER_PORT,
+    POD_PORT,
+    REPLICAS,
+    Client,
+    dataplane_pod_ips,
+    envoy_pid,
+    gateway_doc,
+    install_gateway_api,
+    programmed,
+)
 from tests.e2e.load import parallel, steady_load
 from trafficsplit.core.weights import Weights
 
 pytestmark = [pytest.mark.e2e]
 
-CONTROLLER = "trafficsplit.dev/gateway-controller"
-CLASS = "trafficsplit"
-CRDS = CHART / "gateway-api-crds" / "experimental"
 NS = "gw-e2e"
 GATEWAY = "edge"
 BACKENDS = ("alpha", "beta", "gamma")
-REPLICAS = 2
-LISTENER_PORT = 80
-# The provisioned pod serves a privileged listener port shifted above 1024 (a non-root Envoy cannot bind 80):
-# operator/trafficsplit/operator/provision.py, container_port.
-POD_PORT = LISTENER_PORT + 10000
 SESSIONS = 1000
 COOKIE = "gw-e2e-session"
-# Requests reserve CPU, they do not limit it: at the chart's 250m + 250m per gateway pod, the chart's two gateway
-# pods and a Gateway's two data-plane pods do not all fit a 2-core node.
-SMALL_REQUESTS = (
-    "--set", "gateway.extproc.resources.requests.cpu=10m",
-    "--set", "gateway.envoy.resources.requests.cpu=10m",
-)  # fmt: skip
 P_MIN = 0.001
-# A Gateway fails closed: a request whose processor reply misses Envoy's message timeout (200 ms; a loaded 2-core
-# node does that now and then) gets this 503 rather than a native route (docs/gateway-api.md, "Fail closed").
-FAILED_CLOSED = "the gateway's route processor is unavailable"
-RETRIES = 5
-
-
-@dataclass(frozen=True, kw_only=True)
-class Client:
-    """Requests to one address that retry the fail-closed 503 (at most RETRIES times) and count each retry, so a
-    test measures the pick and bounds how often the processor was late."""
-
-    gateway: Gateway
-    retried: list[str]  # list.append is atomic across the load threads; a Counter's += is not
-
-    def request(self, host: str, cookie: str | None = None, path: str = "/") -> Response:
-        for _ in range(RETRIES):
-            resp = self.gateway.request(host, path=path, cookie=cookie)
-            if not (resp.status == 503 and resp.body.strip() == FAILED_CLOSED):
-                return resp
-            self.retried.append(self.gateway.host)
-        return resp
 
 
 def _backend_docs() -> list[dict[str, Any]]:
@@ -137,60 +115,19 @@ class GatewayAPI:
 
 
 def _programmed(cluster: Cluster, name: str = GATEWAY) -> dict[str, Any] | None:
-    gw = cluster.get("gateway", name, "-n", NS)
-    cond = condition(gw, "Programmed")
-    ok = (
-        cond is not None
-        and cond.get("status") == "True"
-        and cond.get("observedGeneration") == gw["metadata"]["generation"]
-        and gw.get("status", {}).get("addresses")
-    )
-    return gw if ok else None
-
-
-def _dataplane_pod_ips(cluster: Cluster) -> tuple[str, ...] | None:
-    pods = cluster.get("pods", "-n", cluster.release_namespace, "-l", "app.kubernetes.io/component=gateway-dataplane")
-    ready = [
-        p["status"]["podIP"]
-        for p in pods["items"]
-        if not p["metadata"].get("deletionTimestamp")
-        and p["metadata"].get("annotations", {}).get("trafficsplit.dev/gateway-name", GATEWAY) == GATEWAY
-        and any(c.get("type") == "Ready" and c.get("status") == "True" for c in p["status"].get("conditions", []))
-    ]
-    return tuple(sorted(ready)) if len(ready) == REPLICAS else None
+    return programmed(cluster, name, NS)
 
 
 @pytest.fixture(scope="module")
 def gwapi(cluster: Cluster) -> Iterator[GatewayAPI]:
     t0 = time.monotonic()
-    cluster.kubectl("apply", "--server-side", "-f", str(CRDS), timeout=120)
-    cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
-    ns = cluster.release_namespace
-    if cluster.kubectl("get", "namespace", ns, check=False).returncode != 0:
-        cluster.kubectl("create", "namespace", ns)
-    cluster.helm(
-        "upgrade", "--install", cluster.release, str(CHART), "-n", ns,
-        *cluster.image_values(), *cluster.extra_values, *SMALL_REQUESTS,
-        "--set", "gatewayAPI.enabled=true",
-        "--set", f"gatewayAPI.gatewayClass.name={CLASS}",
-        "--set", f"gatewayAPI.gatewayClass.parameters.replicas={REPLICAS}",
-        "--wait", "--timeout", "6m",
-        timeout=420,
-    )  # fmt: skip
+    install_gateway_api(cluster)
     install_s = time.monotonic() - t0
     docs = _backend_docs()
     for d in docs:
         if d["kind"] == "Deployment":
             d["spec"]["template"]["spec"]["containers"][0]["image"] = cluster.echo_image()
-    gateway = {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "Gateway",
-        "metadata": {"name": GATEWAY, "namespace": NS},
-        "spec": {
-            "gatewayClassName": CLASS,
-            "listeners": [{"name": "http", "protocol": "HTTP", "port": LISTENER_PORT}],
-        },
-    }
+    gateway = gateway_doc(GATEWAY, NS)
     t1 = time.monotonic()
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([*docs, gateway]))
     cluster.kubectl(
@@ -198,12 +135,12 @@ def gwapi(cluster: Cluster) -> Iterator[GatewayAPI]:
     )  # fmt: skip
     gw = wait_for("Gateway Programmed with an address", lambda: _programmed(cluster), timeout=240, interval=1)
     programmed_s = time.monotonic() - t1
-    pods = wait_for(f"{REPLICAS} data-plane pods Ready", lambda: _dataplane_pod_ips(cluster), timeout=120)
+    pods = wait_for(f"{REPLICAS} data-plane pods Ready", lambda: dataplane_pod_ips(cluster, GATEWAY), timeout=120)
     address = gw["status"]["addresses"][0]["value"]
-    svc_ips = {
-        s["spec"].get("clusterIP")
-        for s in cluster.get("services", "-n", ns, "-l", "app.kubernetes.io/component=gateway-dataplane")["items"]
-    }
+    services = cluster.get(
+        "services", "-n", cluster.release_namespace, "-l", "app.kubernetes.io/component=gateway-dataplane"
+    )
+    svc_ips = {s["spec"].get("clusterIP") for s in services["items"]}
     print(
         f"\nchart upgraded with gatewayAPI.enabled in {install_s:.1f}s; Gateway {NS}/{GATEWAY} Programmed in "
         f"{programmed_s:.1f}s, addresses {gw['status']['addresses']}, data-plane pods {pods}"
@@ -418,23 +355,6 @@ def test_removing_the_backendref_moves_its_sessions(gwapi: GatewayAPI, sessions:
     assert len(gwapi.retried) < 100, Counter(gwapi.retried)
 
 
-def _envoy_pid(cluster: Cluster, pod_ip: str) -> int:
-    """The host PID of the Envoy container of the data-plane pod at `pod_ip` (the local node's containerd)."""
-    assert cluster.containerd_sock is not None
-    pods = cluster.get("pods", "-n", cluster.release_namespace, "-l", "app.kubernetes.io/component=gateway-dataplane")
-    pod = next(p for p in pods["items"] if p["status"].get("podIP") == pod_ip)
-    cid = next(c["containerID"] for c in pod["status"]["containerStatuses"] if c["name"] == "envoy")
-    out = subprocess.run(
-        ["ctr", "--address", str(cluster.containerd_sock), "-n", "k8s.io", "tasks", "ls"],
-        capture_output=True, text=True, timeout=30, check=True,
-    ).stdout  # fmt: skip
-    for line in out.splitlines()[1:]:
-        task, pid, *_ = line.split()
-        if task == cid.removeprefix("containerd://"):
-            return int(pid)
-    raise AssertionError(f"no containerd task for {cid}: {out}")
-
-
 def _accepted_generation(cluster: Cluster, name: str) -> int | None:
     parent = _our_parent(cluster.get("httproute", name, "-n", NS))
     acc = next((c for c in (parent or {}).get("conditions", []) if c.get("type") == "Accepted"), None)
@@ -451,7 +371,7 @@ def test_a_stopped_replica_holds_back_the_routes_status_while_the_other_serves(g
     host = "acked.gw-e2e.test"
     before, _ = _apply_and_wait(cluster, _route("acked", host, [("alpha", 100), ("beta", 0)], False))
     stopped, serving = gwapi.pods[0], Client(gateway=Gateway(gwapi.pods[1], POD_PORT), retried=gwapi.retried)
-    pid = _envoy_pid(cluster, stopped)
+    pid = envoy_pid(cluster, stopped)
     os.kill(pid, signal.SIGSTOP)
     try:
         t = time.monotonic()

@@ -170,9 +170,11 @@ class Images:
 
 
 def ensure_images(pause: Path) -> Images:
-    kv = _print_env("build-images.sh", {"PAUSE": str(pause)})
-    names = ("pause", "envoy", "echo", "operator", "extproc")
-    return Images(archives={n: Path(kv[f"{n.upper()}_IMAGE"]) for n in names}, tag=kv["IMAGE_TAG"])
+    # The Argo Rollouts controller and our plugin go into the argo-rollouts image (tests/e2e/test_10_argo_rollouts.py).
+    argo = _print_env("build-argo-rollouts.sh")
+    kv = _print_env("build-images.sh", {"PAUSE": str(pause), **argo})
+    names = ("pause", "envoy", "echo", "operator", "extproc", "argo-rollouts")
+    return Images(archives={n: Path(kv[f"{n.upper().replace('-', '_')}_IMAGE"]) for n in names}, tag=kv["IMAGE_TAG"])
 
 
 # --- host state: what existed before, and putting it back ------------------------------------------------------------

@@ -1,0 +1,128 @@
+"""What the Gateway API tests share (tests/e2e/test_9_gateway_api.py, test_10_argo_rollouts.py): the chart upgraded
+with our GatewayClass, a Gateway's readiness and data-plane pods, a client that retries the documented fail-closed
+503, and the host PID of a data-plane pod's Envoy (to SIGSTOP it)."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from tests.e2e.cluster import CHART, Cluster, Gateway, Response, condition
+
+CONTROLLER = "trafficsplit.dev/gateway-controller"
+CLASS = "trafficsplit"
+CRDS = CHART / "gateway-api-crds" / "experimental"
+REPLICAS = 2
+LISTENER_PORT = 80
+# The provisioned pod serves a privileged listener port shifted above 1024 (a non-root Envoy cannot bind 80):
+# operator/trafficsplit/operator/provision.py, container_port.
+POD_PORT = LISTENER_PORT + 10000
+# Requests reserve CPU, they do not limit it: at the chart's 250m + 250m per gateway pod, the chart's two gateway
+# pods and a Gateway's two data-plane pods do not all fit a 2-core node.
+SMALL_REQUESTS = (
+    "--set", "gateway.extproc.resources.requests.cpu=10m",
+    "--set", "gateway.envoy.resources.requests.cpu=10m",
+)  # fmt: skip
+# A Gateway fails closed: a request whose processor reply misses Envoy's message timeout (200 ms; a loaded 2-core
+# node does that now and then) gets this 503 rather than a native route (docs/gateway-api.md, "Fail closed").
+FAILED_CLOSED = "the gateway's route processor is unavailable"
+RETRIES = 5
+
+
+@dataclass(frozen=True, kw_only=True)
+class Client:
+    """Requests to one address that retry the fail-closed 503 (at most RETRIES times) and count each retry, so a
+    test measures the pick and bounds how often the processor was late."""
+
+    gateway: Gateway
+    retried: list[str]  # list.append is atomic across the load threads; a Counter's += is not
+
+    def request(
+        self,
+        host: str,
+        cookie: str | None = None,
+        path: str = "/",
+        timeout: float = 10,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        for _ in range(RETRIES):
+            resp = self.gateway.request(host, path=path, cookie=cookie, timeout=timeout, headers=headers)
+            if not (resp.status == 503 and resp.body.strip() == FAILED_CLOSED):
+                return resp
+            self.retried.append(self.gateway.host)
+        return resp
+
+
+def install_gateway_api(cluster: Cluster) -> None:
+    """The experimental channel's CRDs (sessionPersistence lives there), then the release upgraded with
+    ``gatewayAPI.enabled`` and a class whose data plane has REPLICAS replicas."""
+    cluster.kubectl("apply", "--server-side", "-f", str(CRDS), timeout=120)
+    cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
+    ns = cluster.release_namespace
+    if cluster.kubectl("get", "namespace", ns, check=False).returncode != 0:
+        cluster.kubectl("create", "namespace", ns)
+    cluster.helm(
+        "upgrade", "--install", cluster.release, str(CHART), "-n", ns,
+        *cluster.image_values(), *cluster.extra_values, *SMALL_REQUESTS,
+        "--set", "gatewayAPI.enabled=true",
+        "--set", f"gatewayAPI.gatewayClass.name={CLASS}",
+        "--set", f"gatewayAPI.gatewayClass.parameters.replicas={REPLICAS}",
+        "--wait", "--timeout", "6m",
+        timeout=420,
+    )  # fmt: skip
+
+
+def gateway_doc(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "gatewayClassName": CLASS,
+            "listeners": [{"name": "http", "protocol": "HTTP", "port": LISTENER_PORT}],
+        },
+    }
+
+
+def programmed(cluster: Cluster, name: str, namespace: str) -> dict[str, Any] | None:
+    """The Gateway once Programmed at its generation with an address, else None."""
+    gw = cluster.get("gateway", name, "-n", namespace)
+    cond = condition(gw, "Programmed")
+    ok = (
+        cond is not None
+        and cond.get("status") == "True"
+        and cond.get("observedGeneration") == gw["metadata"]["generation"]
+        and gw.get("status", {}).get("addresses")
+    )
+    return gw if ok else None
+
+
+def dataplane_pod_ips(cluster: Cluster, gateway: str) -> tuple[str, ...] | None:
+    """The Ready data-plane pods' IPs of the Gateway named ``gateway`` once there are REPLICAS of them, else None."""
+    pods = cluster.get("pods", "-n", cluster.release_namespace, "-l", "app.kubernetes.io/component=gateway-dataplane")
+    ready = [
+        p["status"]["podIP"]
+        for p in pods["items"]
+        if not p["metadata"].get("deletionTimestamp")
+        and p["metadata"].get("annotations", {}).get("trafficsplit.dev/gateway-name", gateway) == gateway
+        and any(c.get("type") == "Ready" and c.get("status") == "True" for c in p["status"].get("conditions", []))
+    ]
+    return tuple(sorted(ready)) if len(ready) == REPLICAS else None
+
+
+def envoy_pid(cluster: Cluster, pod_ip: str) -> int:
+    """The host PID of the Envoy container of the data-plane pod at `pod_ip` (the local node's containerd)."""
+    assert cluster.containerd_sock is not None
+    pods = cluster.get("pods", "-n", cluster.release_namespace, "-l", "app.kubernetes.io/component=gateway-dataplane")
+    pod = next(p for p in pods["items"] if p["status"].get("podIP") == pod_ip)
+    cid = next(c["containerID"] for c in pod["status"]["containerStatuses"] if c["name"] == "envoy")
+    out = subprocess.run(
+        ["ctr", "--address", str(cluster.containerd_sock), "-n", "k8s.io", "tasks", "ls"],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout  # fmt: skip
+    for line in out.splitlines()[1:]:
+        task, pid, *_ = line.split()
+        if task == cid.removeprefix("containerd://"):
+            return int(pid)
+    raise AssertionError(f"no containerd task for {cid}: {out}")
