@@ -17,7 +17,7 @@ import (
 
 const (
 	// PluginName is the key of this plugin in argo-rollouts-config and in a Rollout's trafficRouting.plugins.
-	PluginName = "trafficsplit.dev/trafficsplit"
+	PluginName = "trafficsplit/trafficsplit"
 	// ControllerName is the GatewayClass controllerName whose HTTPRoute parent status this plugin trusts.
 	ControllerName = "trafficsplit.dev/gateway-controller"
 	// ManagedAnnotation records the header routes this plugin added, so it removes exactly those and nothing a person

@@ -125,6 +125,23 @@ def _route_weights(cluster: Cluster) -> tuple[dict[str, int], int, int | None]:
     return weights, int(route["metadata"]["generation"]), accepted
 
 
+def _controller_logs(cluster: Cluster, *extra: str) -> str:
+    return cluster.kubectl("logs", "-n", ARGO_NS, "deployment/argo-rollouts", "--tail=-1", *extra, check=False).stdout
+
+
+def _plugin_copied(cluster: Cluster) -> list[str]:
+    return [line for line in _controller_logs(cluster).splitlines() if "Copied plugin from /plugins/" in line]
+
+
+def _diagnose(cluster: Cluster) -> None:
+    """What a failed setup or step needs to be understood: the controller's log (its previous run's too) and the
+    Rollout's and the route's state."""
+    print("controller log:", _controller_logs(cluster)[-4000:], sep="\n")
+    print("controller's previous run:", _controller_logs(cluster, "--previous")[-2000:], sep="\n")
+    for kind in ("rollout", "httproute"):
+        print(cluster.kubectl("get", kind, NAME, "-n", NS, "-o", "yaml", check=False).stdout[-5000:])
+
+
 @pytest.fixture(scope="module")
 def argo(cluster: Cluster) -> Iterator[Argo]:
     t0 = time.monotonic()
@@ -137,6 +154,9 @@ def argo(cluster: Cluster) -> Iterator[Argo]:
     )  # fmt: skip
     controller_s = time.monotonic() - t0
     try:
+        # Available is only "started" (upstream's Deployment has no readiness probe): wait for the plugin's copy, the
+        # controller's first step at start, so a refused config fails here with the controller's own words.
+        wait_for("the controller copied our plugin", lambda: _plugin_copied(cluster), timeout=120, interval=1)
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(_example(cluster)))
         gw = wait_for("Gateway demo Programmed", lambda: programmed(cluster, NAME, NS), timeout=240, interval=1)
         pods = wait_for(f"{REPLICAS} data-plane pods Ready", lambda: dataplane_pod_ips(cluster, NAME), timeout=120)
@@ -148,10 +168,21 @@ def argo(cluster: Cluster) -> Iterator[Argo]:
             f"{gw['status']['addresses'][0]['value']}, data-plane pods {pods}"
         )
         yield Argo(cluster=cluster, address=gw["status"]["addresses"][0]["value"], pods=pods, retried=[])
+    except Exception:
+        _diagnose(cluster)
+        raise
     finally:
         cluster.kubectl("delete", "namespace", NS, "--timeout=180s", check=False, timeout=200)
         cluster.kubectl("delete", "-f", str(INSTALL), "--timeout=120s", check=False, timeout=150)
         cluster.kubectl("delete", "-f", str(ARGO_CRDS), "--timeout=60s", check=False, timeout=90)
+
+
+@pytest.fixture(autouse=True)
+def _diagnose_a_failure(request: pytest.FixtureRequest, argo: Argo) -> Iterator[None]:
+    failed = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed:
+        _diagnose(argo.cluster)
 
 
 def _count(client: Client, n: int = REQUESTS, headers: dict[str, str] | None = None) -> Counter[str]:
@@ -196,10 +227,12 @@ def _wait_paused(cluster: Cluster, index: int, what: str) -> float:
 
 
 def test_the_controller_loaded_our_plugin_from_its_file_location(argo: Argo) -> None:
-    logs = argo.cluster.kubectl("logs", "-n", ARGO_NS, "deployment/argo-rollouts", "--tail=-1").stdout
-    copied = [line for line in logs.splitlines() if "Copied plugin from /plugins/" in line]
-    print(f"\n{copied[0] if copied else logs[-2000:]}")
-    assert copied, logs[-2000:]
+    copied = _plugin_copied(argo.cluster)
+    print(f"\n{copied}")
+    assert len(copied) == 1, _controller_logs(argo.cluster)[-2000:]
+    pod = argo.cluster.get("pods", "-n", ARGO_NS, "-l", "app.kubernetes.io/name=argo-rollouts")["items"][0]
+    restarts = pod["status"]["containerStatuses"][0]["restartCount"]
+    assert restarts == 0, _controller_logs(argo.cluster, "--previous")[-2000:]
 
 
 def test_a_rollout_ramps_10_50_100_verified_at_every_replica(argo: Argo) -> None:

@@ -46,7 +46,7 @@ from tests.support.waiting import poll
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = ROOT / "plugins" / "argo-rollouts"
 GATEWAY_CRDS = ROOT / "charts" / "trafficsplit" / "gateway-api-crds" / "standard"
-PLUGIN_NAME = "trafficsplit.dev/trafficsplit"
+PLUGIN_NAME = "trafficsplit/trafficsplit"
 CONTROLLER = "trafficsplit.dev/gateway-controller"
 HOST = "shop.example"
 

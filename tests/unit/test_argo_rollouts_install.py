@@ -53,7 +53,7 @@ def test_the_plugins_rules_are_get_and_update_on_what_it_edits() -> None:
 def test_the_config_names_the_plugin_in_the_image() -> None:
     cm = _docs()[("ConfigMap", "argo-rollouts-config")]
     plugins = yaml.safe_load(cm["data"]["trafficRouterPlugins"])
-    assert plugins == [{"name": "trafficsplit.dev/trafficsplit", "location": f"file://{PLUGIN_PATH}"}]
+    assert plugins == [{"name": "trafficsplit/trafficsplit", "location": f"file://{PLUGIN_PATH}"}]
     assert PLUGIN_PATH in (ROOT / "hack" / "build-images.sh").read_text(encoding="utf-8")
 
 
