@@ -97,10 +97,12 @@ def _step(ro: dict[str, Any]) -> tuple[int | None, bool | None]:
 
 
 def _paused_at(cluster: Cluster, index: int) -> dict[str, Any] | None:
-    """The Rollout once it pauses at step ``index`` with its weight verified."""
+    """The Rollout once it pauses at step ``index``. Argo passes a setWeight step only once VerifyWeight answered
+    Verified; ``weights.verified`` itself is not a signal to wait for: v1.9.1 writes it when the weights change and can
+    leave a stale ``false`` once they are verified (its status patch skips a change made to the weights it already
+    holds)."""
     ro = _rollout(cluster)
-    at, verified = _step(ro)
-    ok = at == index and ro["status"].get("pauseConditions") and verified is not False
+    ok = _step(ro)[0] == index and ro["status"].get("pauseConditions")
     return ro if ok else None
 
 
@@ -142,6 +144,12 @@ def _diagnose(cluster: Cluster) -> None:
         print(cluster.kubectl("get", kind, NAME, "-n", NS, "-o", "yaml", check=False).stdout[-5000:])
 
 
+def _served(cluster: Cluster) -> bool:
+    """The route's current generation is Accepted by our controller (written once every replica serves it)."""
+    _, generation, accepted = _route_weights(cluster)
+    return accepted == generation
+
+
 @pytest.fixture(scope="module")
 def argo(cluster: Cluster) -> Iterator[Argo]:
     t0 = time.monotonic()
@@ -161,7 +169,7 @@ def argo(cluster: Cluster) -> Iterator[Argo]:
         gw = wait_for("Gateway demo Programmed", lambda: programmed(cluster, NAME, NS), timeout=240, interval=1)
         pods = wait_for(f"{REPLICAS} data-plane pods Ready", lambda: dataplane_pod_ips(cluster, NAME), timeout=120)
         wait_for("Rollout demo Healthy", lambda: _healthy(cluster), timeout=240, interval=1)
-        wait_for("HTTPRoute demo Accepted", lambda: (w := _route_weights(cluster))[2] == w[1], timeout=120)
+        wait_for("HTTPRoute demo Accepted", lambda: _served(cluster), timeout=120)
         print(
             f"\nchart with gatewayAPI and the Argo Rollouts controller Available in {controller_s:.1f}s; example "
             f"Healthy {time.monotonic() - t0 - controller_s:.1f}s later; Gateway at "
@@ -254,6 +262,8 @@ def test_a_rollout_ramps_10_50_100_verified_at_every_replica(argo: Argo) -> None
         # setHeaderRoute, pause: the header reaches the canary, the rest is still at 10 %.
         _promote(cluster)
         took = _wait_paused(cluster, PAUSE_HEADER, "paused after setHeaderRoute")
+        # Argo verifies weights, not header routes: wait until every replica serves the route's new rule.
+        wait_for("the header route served", lambda: _served(cluster), timeout=60, interval=0.5)
         header = _count(client, 500, {"x-canary": "yes"})
         print(f"setHeaderRoute beta (x-canary: yes) in {took:.1f}s: 500 requests with the header {dict(header)}")
         assert header == {"v2": 500}, header
@@ -308,6 +318,11 @@ def test_a_rollout_ramps_10_50_100_verified_at_every_replica(argo: Argo) -> None
         ro = wait_for("Rollout Healthy on v2", lambda: _healthy(cluster), timeout=240, interval=1)
         print(f"promoted: Healthy {time.monotonic() - t:.1f}s later, stableRS {ro['status']['stableRS']}, "
               f"route {_route_weights(cluster)}")  # fmt: skip
+        # The promotion moves demo-stable's selector to the new pods; the gateway learns the new endpoints from
+        # their EndpointSlices, which no route status covers: wait for 50 answers in a row from v2 first.
+        t = time.monotonic()
+        wait_for("50 answers in a row from v2", lambda: _count(client, 50) == {"v2": 50}, timeout=60, interval=0.5)
+        print(f"v2 answered 50 in a row {time.monotonic() - t:.1f}s after Healthy")
         final = _count(client)
         print(f"after the promotion: {dict(final)}")
         assert final == {"v2": REQUESTS}, final
@@ -332,11 +347,7 @@ def test_an_abort_returns_new_traffic_to_stable(argo: Argo) -> None:
     wait_for("the route back at 100/0", lambda: _route_weights(cluster)[0] == {STABLE: 100, CANARY: 0}, timeout=60)
     written = time.monotonic() - t
 
-    def served() -> bool:
-        weights, generation, accepted = _route_weights(cluster)
-        return weights == {STABLE: 100, CANARY: 0} and accepted == generation
-
-    wait_for("the route served at 100/0", served, timeout=60, interval=0.2)
+    wait_for("the route served at 100/0", lambda: _served(cluster), timeout=60, interval=0.2)
     took = time.monotonic() - t
     after = _count(client)
     print(f"\nabort: the plugin wrote 100/0 {written:.2f}s after the abort, every replica served it after "
