@@ -19,8 +19,9 @@
 # /var/lib/containers.
 #
 # Usage: hack/build-images.sh [--print-env]   (--print-env prints NAME_IMAGE=path lines for tests/support/localnode.py)
-# Needs root, buildah, mmdebstrap, the pause binary (PAUSE=path, from hack/build-node.sh --print-env) and the Argo
-# Rollouts binaries (ROLLOUTS_CONTROLLER=path ROLLOUTS_PLUGIN=path, from hack/build-argo-rollouts.sh --print-env).
+# Needs root, buildah, mmdebstrap and the pause binary (PAUSE=path, from hack/build-node.sh --print-env). The
+# argo-rollouts image is built when the Argo Rollouts binaries are given (ROLLOUTS_CONTROLLER=path ROLLOUTS_PLUGIN=path,
+# from hack/build-argo-rollouts.sh --print-env: hack/test.sh and tests/support/localnode.py pass them).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -45,10 +46,10 @@ done
 PAUSE="${PAUSE:-}"
 [[ -x "$PAUSE" ]] || { log "PAUSE must name the pause binary (hack/build-node.sh --print-env)"; exit 1; }
 ROLLOUTS_CONTROLLER="${ROLLOUTS_CONTROLLER:-}" ROLLOUTS_PLUGIN="${ROLLOUTS_PLUGIN:-}"
-[[ -x "$ROLLOUTS_CONTROLLER" && -x "$ROLLOUTS_PLUGIN" ]] || {
-  log "ROLLOUTS_CONTROLLER and ROLLOUTS_PLUGIN must name the Argo Rollouts binaries (hack/build-argo-rollouts.sh --print-env)"
+if [[ -n "$ROLLOUTS_CONTROLLER$ROLLOUTS_PLUGIN" && ! (-x "$ROLLOUTS_CONTROLLER" && -x "$ROLLOUTS_PLUGIN") ]]; then
+  log "ROLLOUTS_CONTROLLER and ROLLOUTS_PLUGIN must both name the Argo Rollouts binaries (hack/build-argo-rollouts.sh --print-env)"
   exit 1
-}
+fi
 
 mkdir -p "$OUT" "$STORE"
 # Private storage and run dirs: nothing of the build lands in the machine's own container storage.
@@ -191,11 +192,15 @@ image envoy "$(hash_text "$(sha256sum <"$ENVOY_BIN") $SUITE $ENVOY_BASE_PACKAGES
 image echo "$(hash_text "$BASE_KEY $(hash_inputs tests/e2e/images/echo)")" build_echo
 image operator "$(hash_text "$BASE_KEY $(hash_inputs "${PY_SOURCES[@]}")")" build_operator
 image extproc "$(hash_text "$BASE_KEY $(hash_inputs "${PY_SOURCES[@]}")")" build_extproc
-image argo-rollouts "$(hash_text "$(sha256sum <"$ROLLOUTS_CONTROLLER") $(sha256sum <"$ROLLOUTS_PLUGIN") v1")" build_argo_rollouts
+NAMES=(pause envoy echo operator extproc)
+if [[ -n "$ROLLOUTS_CONTROLLER" ]]; then
+  image argo-rollouts "$(hash_text "$(sha256sum <"$ROLLOUTS_CONTROLLER") $(sha256sum <"$ROLLOUTS_PLUGIN") v1")" build_argo_rollouts
+  NAMES+=(argo_rollouts)
+fi
 log "done in $(($(date +%s) - total_start))s"
 
 if [[ $PRINT_ENV == 1 ]]; then
-  for n in pause envoy echo operator extproc argo_rollouts; do
+  for n in "${NAMES[@]}"; do
     v="IMAGE_$n"
     echo "${n^^}_IMAGE=${!v}"
   done
