@@ -16,8 +16,12 @@
 #        hack/build-argo-rollouts.sh --check   only check the committed CRDs against the module (exit 1 when stale)
 #        hack/build-argo-rollouts.sh --controller   only copy the CRDs and build the controller
 #        hack/build-argo-rollouts.sh --plugin  only build the plugin, print its path
+#        hack/build-argo-rollouts.sh --binaries  only build the controller and the plugin (make test's background build)
+#        hack/build-argo-rollouts.sh --print-env   the CRDs, the controller and the plugin, then ROLLOUTS_CONTROLLER=path
+#                                              and ROLLOUTS_PLUGIN=path lines (hack/build-images.sh puts both in the
+#                                              argo-rollouts image; read by tests/support/localnode.py)
 # Builds are CPU-heavy: on a shared machine run with `nice -n 19` and TRAFFICSPLIT_BUILD_JOBS=1.
-# `make test` builds only the plugin (--plugin); the controller is not built by it yet: timings in
+# `make test` builds both (--print-env) for the e2e tier's argo-rollouts image: timings in
 # bench/results/*-progressive-build.json and docs/argo-rollouts.md.
 set -euo pipefail
 
@@ -102,6 +106,22 @@ case "$MODE" in
     PLUGIN_VERSION=$(plugin_version)
     build "$PLUGIN_NAME" "$PLUGIN_VERSION" build_plugin
     echo "$BIN/$PLUGIN_NAME-$PLUGIN_VERSION/$PLUGIN_NAME"
+    exit
+    ;;
+  --binaries)
+    # make test's background build: no CRD copy (tests read those files meanwhile), no output.
+    build rollouts-controller "$ARGO_ROLLOUTS_VERSION" build_rollouts_controller
+    PLUGIN_VERSION=$(plugin_version)
+    build "$PLUGIN_NAME" "$PLUGIN_VERSION" build_plugin
+    exit
+    ;;
+  --print-env)
+    sync_crds "$ARGO_DIR" 0
+    build rollouts-controller "$ARGO_ROLLOUTS_VERSION" build_rollouts_controller
+    PLUGIN_VERSION=$(plugin_version)
+    build "$PLUGIN_NAME" "$PLUGIN_VERSION" build_plugin
+    echo "ROLLOUTS_CONTROLLER=$BIN/rollouts-controller-$ARGO_ROLLOUTS_VERSION/rollouts-controller"
+    echo "ROLLOUTS_PLUGIN=$BIN/$PLUGIN_NAME-$PLUGIN_VERSION/$PLUGIN_NAME"
     exit
     ;;
   build) sync_crds "$ARGO_DIR" 0 ;;

@@ -13,9 +13,10 @@
 #        hack/build-flagger.sh --crds    only copy the CRDs (no compiling)
 #        hack/build-flagger.sh --check   only check the committed CRDs against the module (exit 1 when stale)
 #        hack/build-flagger.sh --print-env   build what is missing, print FLAGGER=<the binary> (hack/build-images.sh)
+#        hack/build-flagger.sh --binaries    only build the binary (make test's background build: no CRD copy)
 # Builds are CPU-heavy: on a shared machine run with `nice -n 19` and TRAFFICSPLIT_BUILD_JOBS=1.
-# hack/test.sh runs it (cached: a warm run costs the module lookup, ~1 s); timings in
-# bench/results/*-progressive-build.json and docs/flagger.md.
+# hack/test.sh starts it in the background and the e2e tier's node asks for it (cached: a warm run costs the module
+# lookup, ~1 s); timings in bench/results/*-progressive-build.json and docs/flagger.md.
 set -euo pipefail
 
 FLAGGER_VERSION=v1.44.0
@@ -63,6 +64,7 @@ case "$MODE" in
   --check) sync_crds "$FLAGGER_DIR" 1 && log "CRDs match $FLAGGER_VERSION"; exit ;;
   --crds) sync_crds "$FLAGGER_DIR" 0; exit ;;
   build | --print-env) sync_crds "$FLAGGER_DIR" 0 ;;
+  --binaries) ;; # make test's background build: no CRD copy (tests read those files meanwhile)
   *) log "unknown argument $MODE"; exit 2 ;;
 esac
 

@@ -10,6 +10,9 @@
 #   pause         the pod sandbox, from the pause binary hack/build-node.sh compiles from Kubernetes' source
 #   flagger       only with FLAGGER=path: the static binary hack/build-flagger.sh builds, alone on an empty image,
 #                 uid 10001 (upstream's), no shell (tests/e2e/test_11_flagger.py)
+#   argo-rollouts the Argo Rollouts controller and our traffic-router plugin (hack/build-argo-rollouts.sh builds both,
+#                 static binaries) on an empty rootfs, uid 999 like upstream's image; the plugin at
+#                 /plugins/trafficsplit-argo-rollouts-plugin (what argo-rollouts-config's file:// location names)
 #
 # Output: ${TRAFFICSPLIT_CACHE:-$HOME/.cache/trafficsplit}/images/<name>-<key>.tar (docker-archive, the image named
 # localhost/trafficsplit/<name>:e2e inside), where <key> is a hash of everything the image is built from (Dockerfile,
@@ -18,8 +21,9 @@
 # /var/lib/containers.
 #
 # Usage: hack/build-images.sh [--print-env]   (--print-env prints NAME_IMAGE=path lines for tests/support/localnode.py)
-# Needs root, buildah, mmdebstrap, and the pause binary (PAUSE=path, from hack/build-node.sh --print-env); FLAGGER=path
-# (the binary hack/build-flagger.sh prints the directory of) adds the flagger image.
+# Needs root, buildah, mmdebstrap and the pause binary (PAUSE=path, from hack/build-node.sh --print-env). FLAGGER=path
+# (from hack/build-flagger.sh --print-env) adds the flagger image; ROLLOUTS_CONTROLLER=path ROLLOUTS_PLUGIN=path (from
+# hack/build-argo-rollouts.sh --print-env) add the argo-rollouts image: tests/support/localnode.py passes them.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -45,6 +49,11 @@ PAUSE="${PAUSE:-}"
 [[ -x "$PAUSE" ]] || { log "PAUSE must name the pause binary (hack/build-node.sh --print-env)"; exit 1; }
 FLAGGER="${FLAGGER:-}"
 [[ -z "$FLAGGER" || -x "$FLAGGER" ]] || { log "FLAGGER=$FLAGGER is not an executable (hack/build-flagger.sh)"; exit 1; }
+ROLLOUTS_CONTROLLER="${ROLLOUTS_CONTROLLER:-}" ROLLOUTS_PLUGIN="${ROLLOUTS_PLUGIN:-}"
+if [[ -n "$ROLLOUTS_CONTROLLER$ROLLOUTS_PLUGIN" && ! (-x "$ROLLOUTS_CONTROLLER" && -x "$ROLLOUTS_PLUGIN") ]]; then
+  log "ROLLOUTS_CONTROLLER and ROLLOUTS_PLUGIN must both name the Argo Rollouts binaries (hack/build-argo-rollouts.sh --print-env)"
+  exit 1
+fi
 
 mkdir -p "$OUT" "$STORE"
 # Private storage and run dirs: nothing of the build lands in the machine's own container storage.
@@ -175,21 +184,44 @@ build_flagger() {
   bah rmi -f "$ref" >/dev/null 2>&1 || true
 }
 
+# --- argo-rollouts ---------------------------------------------------------------------------------------------------
+# Both binaries are static (CGO off), so no libc: only the binaries and the directories upstream's image has. The
+# controller copies a file:// plugin into ./plugin-bin at start (an emptyDir in the Deployment: the root filesystem
+# stays read-only).
+build_argo_rollouts() {
+  local tmp="$1" ref="localhost/trafficsplit/argo-rollouts:$TAG"
+  mkdir -p "$tmp/empty"
+  local ctr
+  ctr=$(bah from scratch)
+  bah copy --chmod 0755 "$ctr" "$ROLLOUTS_CONTROLLER" /bin/rollouts-controller >/dev/null
+  bah copy --chmod 0755 "$ctr" "$ROLLOUTS_PLUGIN" /plugins/trafficsplit-argo-rollouts-plugin >/dev/null
+  bah copy --chown 999:999 "$ctr" "$tmp/empty" /home/argo-rollouts >/dev/null
+  bah copy --chmod 1777 "$ctr" "$tmp/empty" /tmp >/dev/null
+  bah config --user 999 --workingdir /home/argo-rollouts --entrypoint '["/bin/rollouts-controller"]' --cmd '' "$ctr"
+  bah commit -q --rm "$ctr" "$ref" >/dev/null
+  push_archive "$ref" "$tmp/image.tar" "$ref"
+  bah rmi -f "$ref" >/dev/null 2>&1 || true
+}
+
 total_start=$(date +%s)
 image pause "$(hash_text "$(sha256sum <"$PAUSE")")" build_pause
 image envoy "$(hash_text "$(sha256sum <"$ENVOY_BIN") $SUITE $ENVOY_BASE_PACKAGES extract v1")" build_envoy
 image echo "$(hash_text "$BASE_KEY $(hash_inputs tests/e2e/images/echo)")" build_echo
 image operator "$(hash_text "$BASE_KEY $(hash_inputs "${PY_SOURCES[@]}")")" build_operator
 image extproc "$(hash_text "$BASE_KEY $(hash_inputs "${PY_SOURCES[@]}")")" build_extproc
-names=(pause envoy echo operator extproc)
+NAMES=(pause envoy echo operator extproc)
 if [[ -n "$FLAGGER" ]]; then
   image flagger "$(hash_text "$(sha256sum <"$FLAGGER") v1")" build_flagger
-  names+=(flagger)
+  NAMES+=(flagger)
+fi
+if [[ -n "$ROLLOUTS_CONTROLLER" ]]; then
+  image argo-rollouts "$(hash_text "$(sha256sum <"$ROLLOUTS_CONTROLLER") $(sha256sum <"$ROLLOUTS_PLUGIN") v1")" build_argo_rollouts
+  NAMES+=(argo_rollouts)
 fi
 log "done in $(($(date +%s) - total_start))s"
 
 if [[ $PRINT_ENV == 1 ]]; then
-  for n in "${names[@]}"; do
+  for n in "${NAMES[@]}"; do
     v="IMAGE_$n"
     echo "${n^^}_IMAGE=${!v}"
   done

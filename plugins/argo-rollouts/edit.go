@@ -17,7 +17,7 @@ import (
 
 const (
 	// PluginName is the key of this plugin in argo-rollouts-config and in a Rollout's trafficRouting.plugins.
-	PluginName = "trafficsplit.dev/trafficsplit"
+	PluginName = "trafficsplit/trafficsplit"
 	// ControllerName is the GatewayClass controllerName whose HTTPRoute parent status this plugin trusts.
 	ControllerName = "trafficsplit.dev/gateway-controller"
 	// ManagedAnnotation records the header routes this plugin added, so it removes exactly those and nothing a person
@@ -459,8 +459,11 @@ func headerMatch(m v1alpha1.HeaderRoutingMatch) (string, string, error) {
 }
 
 // SetHeaderRoute adds (or, with no match, removes) the header route named r.Name: requests carrying the headers go to
-// the canary. On an HTTPRoute it is one rule named argo-<name>, inserted before the first weighted rule, whose matches
-// are that rule's with the headers added (so it never widens what the route serves). On a TrafficSplit it is a
+// the canary. On an HTTPRoute it is one rule named argo-<name>, appended after the route's rules, whose matches are the
+// weighted rule's with the headers added (so it never widens what the route serves). Appended, not inserted: a rule's
+// index names its sticky sessions (the gateway seals a session to route.rule-<index>), so shifting the weighted rule
+// would re-pick every session it holds; the spec's match precedence (more header matches first) still sends the
+// header's requests to this rule. On a TrafficSplit it is a
 // spec.matches entry sending the header to the canary backend (a TrafficSplit match is one header, so one header only).
 func SetHeaderRoute(obj *unstructured.Unstructured, t Target, r *v1alpha1.SetHeaderRoute) error {
 	if err := checkName("managed route", r.Name); err != nil {
@@ -535,7 +538,7 @@ func SetHeaderRoute(obj *unstructured.Unstructured, t Target, r *v1alpha1.SetHea
 		ref["port"] = port
 	}
 	rule := map[string]any{"name": name, "matches": matches, "backendRefs": []any{ref}}
-	out := append(append(append([]any{}, rules[:idx[0]]...), rule), rules[idx[0]:]...)
+	out := append(append([]any{}, rules...), rule)
 	if err := unstructured.SetNestedSlice(obj.Object, out, "spec", "rules"); err != nil {
 		return err
 	}

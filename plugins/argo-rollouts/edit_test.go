@@ -233,7 +233,10 @@ func header(name string, v v1alpha1.StringMatch) v1alpha1.HeaderRoutingMatch {
 	return v1alpha1.HeaderRoutingMatch{HeaderName: name, HeaderValue: &v}
 }
 
-func TestHeaderRouteOnHTTPRouteIsAnEarlierRuleAndRemovesCleanly(t *testing.T) {
+// The header rule goes last: a rule's index names its sticky sessions (the gateway seals a session cookie to the rule's
+// split, route.rule-<index>), so a rule inserted before the weighted one would re-pick every session it holds. Spec
+// precedence still sends the header's requests to it: its matches are the weighted rule's with more headers.
+func TestHeaderRouteOnHTTPRouteIsALastRuleKeepingEveryIndexAndRemovesCleanly(t *testing.T) {
 	tg := target(t, routeCfg)
 	obj := load(t, "httproute-accepted.yaml")
 	orig := obj.DeepCopy()
@@ -245,10 +248,11 @@ func TestHeaderRouteOnHTTPRouteIsAnEarlierRuleAndRemovesCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules, _, _ := unstructured.NestedSlice(obj.Object, "spec", "rules")
-	if len(rules) != 3 || str(asMap(rules[1]), "name") != "argo-beta" || str(asMap(rules[2]), "name") != "canary" {
-		t.Fatalf("want the header rule right before rule canary, got %v", rules)
+	if len(rules) != 3 || str(asMap(rules[0]), "name") != "static" || str(asMap(rules[1]), "name") != "canary" ||
+		str(asMap(rules[2]), "name") != "argo-beta" {
+		t.Fatalf("want the header rule after every rule of the route, got %v", rules)
 	}
-	got := normalize(asMap(rules[1]))
+	got := normalize(asMap(rules[2]))
 	want := normalize(map[string]any{
 		"name": "argo-beta",
 		"matches": []any{
@@ -268,15 +272,15 @@ func TestHeaderRouteOnHTTPRouteIsAnEarlierRuleAndRemovesCleanly(t *testing.T) {
 		t.Fatalf("header rule\n got %v\nwant %v", got, want)
 	}
 	// The source rule's matches are copied, not shared: it still has one header.
-	if h := asMap(asMap(rules[2])["matches"].([]any)[1])["headers"].([]any); len(h) != 1 {
+	if h := asMap(asMap(rules[1])["matches"].([]any)[1])["headers"].([]any); len(h) != 1 {
 		t.Fatalf("the weighted rule's match was changed: %v", h)
 	}
 	// SetWeight still weighs only the weighted rule (the header rule sends everything to the canary).
 	if _, err := SetWeight(obj, tg, 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if w := specWeights(obj); !reflect.DeepEqual(w, []int64{1, 1, 100, 0}) {
-		t.Fatalf("weights %v, want [1 1 100 0]", w)
+	if w := specWeights(obj); !reflect.DeepEqual(w, []int64{1, 100, 0, 1}) {
+		t.Fatalf("weights %v, want [1 100 0 1]", w)
 	}
 	if _, err := SetWeight(obj, tg, 10, nil); err != nil {
 		t.Fatal(err)

@@ -140,10 +140,17 @@ class Gateway:
     host: str
     port: int
 
-    def request(self, host: str, path: str = "/", cookie: str | None = None, timeout: float = 10) -> Response:
+    def request(
+        self,
+        host: str,
+        path: str = "/",
+        cookie: str | None = None,
+        timeout: float = 10,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
         conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
         try:
-            headers = {"Host": host}
+            headers = {**(headers or {}), "Host": host}
             if cookie:
                 headers["Cookie"] = cookie
             conn.request("GET", path, headers=headers)

@@ -1,9 +1,11 @@
-"""What the e2e files that serve HTTPRoutes share (test_9_gateway_api, test_11_flagger): the chart upgraded with the
-Gateway API enabled, a Gateway of our class waited for until Programmed with its data-plane pods Ready, an HTTPRoute's
-status read back, and a client that retries the documented fail-closed 503."""
+"""What the e2e files that serve HTTPRoutes share (test_9_gateway_api, test_10_argo_rollouts, test_11_flagger): the
+chart upgraded with the Gateway API enabled, a Gateway of our class waited for until Programmed with its data-plane
+pods Ready, an HTTPRoute's status read back, a client that retries the documented fail-closed 503, and the host PID of
+a data-plane pod's Envoy (to SIGSTOP it)."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -37,9 +39,16 @@ class Client:
     gateway: Gateway
     retried: list[str]  # list.append is atomic across the load threads; a Counter's += is not
 
-    def request(self, host: str, cookie: str | None = None, path: str = "/") -> Response:
+    def request(
+        self,
+        host: str,
+        cookie: str | None = None,
+        path: str = "/",
+        timeout: float = 10,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
         for _ in range(RETRIES):
-            resp = self.gateway.request(host, path=path, cookie=cookie)
+            resp = self.gateway.request(host, path=path, cookie=cookie, timeout=timeout, headers=headers)
             if not (resp.status == 503 and resp.body.strip() == FAILED_CLOSED):
                 return resp
             self.retried.append(self.gateway.host)
@@ -133,3 +142,19 @@ def accepted_now(cluster: Cluster, namespace: str, name: str, gateway: str) -> d
     return (
         parent | {"_generation": gen} if acc and acc["status"] == "True" and acc["observedGeneration"] == gen else None
     )
+
+def envoy_pid(cluster: Cluster, pod_ip: str) -> int:
+    """The host PID of the Envoy container of the data-plane pod at `pod_ip` (the local node's containerd)."""
+    assert cluster.containerd_sock is not None
+    pods = cluster.get("pods", "-n", cluster.release_namespace, "-l", "app.kubernetes.io/component=gateway-dataplane")
+    pod = next(p for p in pods["items"] if p["status"].get("podIP") == pod_ip)
+    cid = next(c["containerID"] for c in pod["status"]["containerStatuses"] if c["name"] == "envoy")
+    out = subprocess.run(
+        ["ctr", "--address", str(cluster.containerd_sock), "-n", "k8s.io", "tasks", "ls"],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout  # fmt: skip
+    for line in out.splitlines()[1:]:
+        task, pid, *_ = line.split()
+        if task == cid.removeprefix("containerd://"):
+            return int(pid)
+    raise AssertionError(f"no containerd task for {cid}: {out}")

@@ -45,6 +45,7 @@ from tests.e2e.gatewayapi import (
     Client,
     accepted_now,
     dataplane_pod_ips,
+    envoy_pid,
     gateway_doc,
     install_gateway_api,
     our_parent,
@@ -343,23 +344,6 @@ def test_removing_the_backendref_moves_its_sessions(gwapi: GatewayAPI, sessions:
     assert len(gwapi.retried) < 100, Counter(gwapi.retried)
 
 
-def _envoy_pid(cluster: Cluster, pod_ip: str) -> int:
-    """The host PID of the Envoy container of the data-plane pod at `pod_ip` (the local node's containerd)."""
-    assert cluster.containerd_sock is not None
-    pods = cluster.get("pods", "-n", cluster.release_namespace, "-l", "app.kubernetes.io/component=gateway-dataplane")
-    pod = next(p for p in pods["items"] if p["status"].get("podIP") == pod_ip)
-    cid = next(c["containerID"] for c in pod["status"]["containerStatuses"] if c["name"] == "envoy")
-    out = subprocess.run(
-        ["ctr", "--address", str(cluster.containerd_sock), "-n", "k8s.io", "tasks", "ls"],
-        capture_output=True, text=True, timeout=30, check=True,
-    ).stdout  # fmt: skip
-    for line in out.splitlines()[1:]:
-        task, pid, *_ = line.split()
-        if task == cid.removeprefix("containerd://"):
-            return int(pid)
-    raise AssertionError(f"no containerd task for {cid}: {out}")
-
-
 def _accepted_generation(cluster: Cluster, name: str) -> int | None:
     parent = _our_parent(cluster.get("httproute", name, "-n", NS))
     acc = next((c for c in (parent or {}).get("conditions", []) if c.get("type") == "Accepted"), None)
@@ -376,7 +360,7 @@ def test_a_stopped_replica_holds_back_the_routes_status_while_the_other_serves(g
     host = "acked.gw-e2e.test"
     before, _ = _apply_and_wait(cluster, _route("acked", host, [("alpha", 100), ("beta", 0)], False))
     stopped, serving = gwapi.pods[0], Client(gateway=Gateway(gwapi.pods[1], POD_PORT), retried=gwapi.retried)
-    pid = _envoy_pid(cluster, stopped)
+    pid = envoy_pid(cluster, stopped)
     os.kill(pid, signal.SIGSTOP)
     try:
         t = time.monotonic()

@@ -46,7 +46,7 @@ from tests.support.waiting import poll
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = ROOT / "plugins" / "argo-rollouts"
 GATEWAY_CRDS = ROOT / "charts" / "trafficsplit" / "gateway-api-crds" / "standard"
-PLUGIN_NAME = "trafficsplit.dev/trafficsplit"
+PLUGIN_NAME = "trafficsplit/trafficsplit"
 CONTROLLER = "trafficsplit.dev/gateway-controller"
 HOST = "shop.example"
 
@@ -314,9 +314,10 @@ def test_httproute_set_weight_and_verify_against_the_parent_status(
     header = {"name": "beta", "match": [{"headerName": "x-canary", "headerValue": {"prefix": "qa"}}]}
     assert h.call("SetHeaderRoute", headerRoute=header) == {"error": ""}
     rules = _route(kube, namespace)["spec"]["rules"]
-    assert [r["name"] for r in rules] == ["argo-beta", "main"]
-    assert rules[0]["matches"][0]["headers"] == [{"type": "RegularExpression", "name": "x-canary", "value": "^qa.*"}]
-    assert [b["name"] for b in rules[0]["backendRefs"]] == ["shop-canary"]
+    # Appended: the weighted rule keeps its index, which names its sticky sessions.
+    assert [r["name"] for r in rules] == ["main", "argo-beta"]
+    assert rules[1]["matches"][0]["headers"] == [{"type": "RegularExpression", "name": "x-canary", "value": "^qa.*"}]
+    assert [b["name"] for b in rules[1]["backendRefs"]] == ["shop-canary"]
     # A new spec generation: the served 30 no longer counts until our controller accepts the new generation.
     assert h.call("VerifyWeight", weight=30) == {"error": "", "verified": "NotVerified"}
     assert h.call("RemoveManagedRoutes") == {"error": ""}

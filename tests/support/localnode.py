@@ -170,11 +170,14 @@ class Images:
 
 
 def ensure_images(pause: Path) -> Images:
-    # Flagger's binary (Go, cached like the node's) goes into an image of its own: tests/e2e/test_11_flagger.py.
+    # The progressive-delivery controllers (Go, cached like the node's binaries) go into images of their own: Argo
+    # Rollouts' with our plugin (tests/e2e/test_10_argo_rollouts.py) and Flagger's (test_11_flagger.py). make test
+    # starts their builds in the background; these calls wait for them (each build holds a lock) or find them cached.
+    argo = _print_env("build-argo-rollouts.sh")
     flagger = _print_env("build-flagger.sh")["FLAGGER"]
-    kv = _print_env("build-images.sh", {"PAUSE": str(pause), "FLAGGER": flagger})
-    names = ("pause", "envoy", "echo", "operator", "extproc", "flagger")
-    return Images(archives={n: Path(kv[f"{n.upper()}_IMAGE"]) for n in names}, tag=kv["IMAGE_TAG"])
+    kv = _print_env("build-images.sh", {"PAUSE": str(pause), **argo, "FLAGGER": flagger})
+    names = ("pause", "envoy", "echo", "operator", "extproc", "flagger", "argo-rollouts")
+    return Images(archives={n: Path(kv[f"{n.upper().replace('-', '_')}_IMAGE"]) for n in names}, tag=kv["IMAGE_TAG"])
 
 
 # --- host state: what existed before, and putting it back ------------------------------------------------------------

@@ -1,0 +1,358 @@
+"""Argo Rollouts v1.9.1 drives an HTTPRoute on our Gateway through our own traffic-router plugin (issue 21's "Argo"
+must-shows), on the real node.
+
+The controller runs from the argo-rollouts image (hack/build-images.sh: the controller and the plugin built from
+source) as examples/argo-rollouts/install.yaml deploys it, the plugin loaded from its ``file://`` location; the
+Rollout, its Services, the Gateway and the HTTPRoute are examples/argo-rollouts/rollout.yaml with only the image
+swapped for the echo image (which answers with its ``-text``: v1, v2, v3 tell the versions apart). Then:
+
+- v1 → v2 through setWeight 10 → pause → setHeaderRoute → pause → setWeight 50 → pause → setWeight 100: at each pause
+  the served share over 2,000 cookie-less requests to the Gateway's address passes χ²; the header goes to the canary;
+  sessions minted at 10 % keep their version at 50 %; with one data-plane replica's Envoy SIGSTOPped while the
+  Rollout enters setWeight 50, the Rollout holds at that step with ``status.canary.weights.verified: false`` until the
+  replica resumes, then advances; after the promotion the stable Service selects the v2 pods; a bounded background load
+  sees no failed request during the whole ramp. It is sent to the replica that is never stopped: a request to a
+  stopped Envoy hangs until the kernel's readiness path notices, which is the SIGSTOP, not the ramp.
+- v2 → v3, aborted at 10 %: the time until every new request is served by stable again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+from scipy.stats import chisquare
+
+from tests.e2e.cluster import REPO_ROOT, Cluster, Gateway, wait_for
+from tests.e2e.gatewayapi import (
+    CONTROLLER,
+    LISTENER_PORT,
+    POD_PORT,
+    Client,
+    dataplane_pod_ips,
+    envoy_pid,
+    install_gateway_api,
+    programmed,
+)
+from tests.e2e.load import parallel, steady_load
+
+pytestmark = [pytest.mark.e2e]
+
+INSTALL = REPO_ROOT / "examples" / "argo-rollouts" / "install.yaml"
+EXAMPLE = REPO_ROOT / "examples" / "argo-rollouts" / "rollout.yaml"
+ARGO_CRDS = REPO_ROOT / "third_party" / "argo-rollouts" / "crds"
+ARGO_NS = "argo-rollouts"
+NS = NAME = "demo"  # the example's namespace, Gateway, HTTPRoute and Rollout
+HOST = "demo.example"
+COOKIE = "demo-session"
+STABLE, CANARY = "demo-stable", "demo-canary"
+REQUESTS = 2000
+SESSIONS = 1000
+P_MIN = 0.001
+REPLICAS = 2  # the Gateway's data-plane pods: one is SIGSTOPped while the other serves the load
+# Argo asks a NotVerified step again after this long (defaults.GetRolloutVerifyRetryInterval).
+VERIFY_RETRY_S = 10.0
+# Step indexes of the example's steps.
+PAUSE_10, PAUSE_HEADER, SET_50, PAUSE_50 = 1, 3, 4, 5
+
+
+@dataclass(frozen=True, kw_only=True)
+class Argo:
+    cluster: Cluster
+    address: str  # the Gateway's address
+    pods: tuple[str, ...]  # its data-plane pods' IPs
+    retried: list[str]
+
+
+def _example(cluster: Cluster) -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+    for d in docs:
+        if d["kind"] == "Rollout":
+            d["spec"]["template"]["spec"]["containers"][0]["image"] = cluster.echo_image()
+    return docs
+
+
+def _rollout(cluster: Cluster) -> dict[str, Any]:
+    return cluster.get("rollout", NAME, "-n", NS)
+
+
+def _healthy(cluster: Cluster) -> dict[str, Any] | None:
+    ro = _rollout(cluster)
+    st = ro.get("status", {})
+    ok = st.get("phase") == "Healthy" and st.get("stableRS") and st.get("stableRS") == st.get("currentPodHash")
+    return ro if ok else None
+
+
+def _step(ro: dict[str, Any]) -> tuple[int | None, bool | None]:
+    """The Rollout's current step index and ``status.canary.weights.verified`` (None before any VerifyWeight)."""
+    st = ro.get("status", {})
+    return st.get("currentStepIndex"), (st.get("canary", {}).get("weights") or {}).get("verified")
+
+
+def _paused_at(cluster: Cluster, index: int) -> dict[str, Any] | None:
+    """The Rollout once it pauses at step ``index``. Argo passes a setWeight step only once VerifyWeight answered
+    Verified; ``weights.verified`` itself is not a signal to wait for: v1.9.1 writes it when the weights change and can
+    leave a stale ``false`` once they are verified (its status patch skips a change made to the weights it already
+    holds)."""
+    ro = _rollout(cluster)
+    ok = _step(ro)[0] == index and ro["status"].get("pauseConditions")
+    return ro if ok else None
+
+
+def _promote(cluster: Cluster) -> None:
+    """What `kubectl argo rollouts promote` patches at a pause step."""
+    cluster.kubectl(
+        "patch", "rollout", NAME, "-n", NS, "--subresource=status", "--type=merge",
+        "-p", '{"status":{"pauseConditions":null}}',
+    )  # fmt: skip
+
+
+def _route_weights(cluster: Cluster) -> tuple[dict[str, int], int, int | None]:
+    """The weighted rule's weights by Service, the route's generation, and the generation our parent is Accepted at."""
+    route = cluster.get("httproute", NAME, "-n", NS)
+    rule = next(r for r in route["spec"]["rules"] if len(r["backendRefs"]) == 2)
+    weights = {b["name"]: int(b.get("weight", 1)) for b in rule["backendRefs"]}
+    parent = next(
+        (p for p in route.get("status", {}).get("parents", []) if p.get("controllerName") == CONTROLLER), None
+    )
+    acc = next((c for c in (parent or {}).get("conditions", []) if c.get("type") == "Accepted"), None)
+    accepted = int(acc["observedGeneration"]) if acc and acc["status"] == "True" else None
+    return weights, int(route["metadata"]["generation"]), accepted
+
+
+def _controller_logs(cluster: Cluster, *extra: str) -> str:
+    return cluster.kubectl("logs", "-n", ARGO_NS, "deployment/argo-rollouts", "--tail=-1", *extra, check=False).stdout
+
+
+def _plugin_copied(cluster: Cluster) -> list[str]:
+    return [line for line in _controller_logs(cluster).splitlines() if "Copied plugin from /plugins/" in line]
+
+
+def _diagnose(cluster: Cluster) -> None:
+    """What a failed setup or step needs to be understood: the controller's log (its previous run's too) and the
+    Rollout's and the route's state."""
+    print("controller log:", _controller_logs(cluster)[-4000:], sep="\n")
+    print("controller's previous run:", _controller_logs(cluster, "--previous")[-2000:], sep="\n")
+    for kind in ("rollout", "httproute"):
+        print(cluster.kubectl("get", kind, NAME, "-n", NS, "-o", "yaml", check=False).stdout[-5000:])
+
+
+def _served(cluster: Cluster) -> bool:
+    """The route's current generation is Accepted by our controller (written once every replica serves it)."""
+    _, generation, accepted = _route_weights(cluster)
+    return accepted == generation
+
+
+@pytest.fixture(scope="module")
+def argo(cluster: Cluster) -> Iterator[Argo]:
+    t0 = time.monotonic()
+    install_gateway_api(cluster, REPLICAS)
+    cluster.kubectl("apply", "--server-side", "-f", str(ARGO_CRDS), timeout=120)
+    cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
+    cluster.kubectl("apply", "-f", str(INSTALL))
+    cluster.kubectl(
+        "-n", ARGO_NS, "wait", "--for=condition=Available", "deployment/argo-rollouts", "--timeout=180s", timeout=200
+    )  # fmt: skip
+    controller_s = time.monotonic() - t0
+    try:
+        # Available is only "started" (upstream's Deployment has no readiness probe): wait for the plugin's copy, the
+        # controller's first step at start, so a refused config fails here with the controller's own words.
+        wait_for("the controller copied our plugin", lambda: _plugin_copied(cluster), timeout=120, interval=1)
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(_example(cluster)))
+        gw = wait_for("Gateway demo Programmed", lambda: programmed(cluster, NS, NAME), timeout=240, interval=1)
+        pods = wait_for(f"{REPLICAS} data-plane pods Ready", lambda: dataplane_pod_ips(cluster, NS, NAME, REPLICAS), timeout=120)
+        wait_for("Rollout demo Healthy", lambda: _healthy(cluster), timeout=240, interval=1)
+        wait_for("HTTPRoute demo Accepted", lambda: _served(cluster), timeout=120)
+        print(
+            f"\nchart with gatewayAPI and the Argo Rollouts controller Available in {controller_s:.1f}s; example "
+            f"Healthy {time.monotonic() - t0 - controller_s:.1f}s later; Gateway at "
+            f"{gw['status']['addresses'][0]['value']}, data-plane pods {pods}"
+        )
+        yield Argo(cluster=cluster, address=gw["status"]["addresses"][0]["value"], pods=pods, retried=[])
+    except Exception:
+        _diagnose(cluster)
+        raise
+    finally:
+        cluster.kubectl("delete", "namespace", NS, "--timeout=180s", check=False, timeout=200)
+        cluster.kubectl("delete", "-f", str(INSTALL), "--timeout=120s", check=False, timeout=150)
+        cluster.kubectl("delete", "-f", str(ARGO_CRDS), "--timeout=60s", check=False, timeout=90)
+
+
+@pytest.fixture(autouse=True)
+def _diagnose_a_failure(request: pytest.FixtureRequest, argo: Argo) -> Iterator[None]:
+    failed = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed:
+        _diagnose(argo.cluster)
+
+
+def _count(client: Client, n: int = REQUESTS, headers: dict[str, str] | None = None) -> Counter[str]:
+    responses = parallel(lambda _: client.request(HOST, headers=headers), range(n))
+    statuses = Counter(r.status for r in responses)
+    assert statuses == {200: n}, statuses
+    return Counter(r.backend for r in responses)
+
+
+def _share(what: str, counts: Counter[str], canary: str, weight: int) -> None:
+    """χ² of the canary's share against its weight, printed."""
+    n = sum(counts.values())
+    observed = [counts[canary], n - counts[canary]]
+    result = chisquare(observed, [n * weight / 100, n * (100 - weight) / 100])
+    print(f"{what}: {n} requests {dict(counts)}, expected {canary} {weight}%, chi2={result.statistic:.2f}, "
+          f"p={result.pvalue:.3f}")  # fmt: skip
+    assert result.pvalue > P_MIN, (counts, result)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Session:
+    cookie: str
+    version: str
+
+
+def _new_session(client: Client) -> Session:
+    first = client.request(HOST)
+    value = first.cookie(COOKIE)
+    assert first.status == 200 and value, first
+    return Session(cookie=f"{COOKIE}={value}", version=first.backend)
+
+
+def _set_text(cluster: Cluster, text: str) -> None:
+    patch = [{"op": "replace", "path": "/spec/template/spec/containers/0/args/1", "value": f"-text={text}"}]
+    cluster.kubectl("patch", "rollout", NAME, "-n", NS, "--type=json", "-p", yaml.safe_dump(patch))
+
+
+def _wait_paused(cluster: Cluster, index: int, what: str) -> float:
+    t = time.monotonic()
+    wait_for(what, lambda: _paused_at(cluster, index), timeout=240, interval=1)
+    return time.monotonic() - t
+
+
+def test_the_controller_loaded_our_plugin_from_its_file_location(argo: Argo) -> None:
+    copied = _plugin_copied(argo.cluster)
+    print(f"\n{copied}")
+    assert len(copied) == 1, _controller_logs(argo.cluster)[-2000:]
+    pod = argo.cluster.get("pods", "-n", ARGO_NS, "-l", "app.kubernetes.io/name=argo-rollouts")["items"][0]
+    restarts = pod["status"]["containerStatuses"][0]["restartCount"]
+    assert restarts == 0, _controller_logs(argo.cluster, "--previous")[-2000:]
+
+
+def test_a_rollout_ramps_10_50_100_verified_at_every_replica(argo: Argo) -> None:
+    cluster = argo.cluster
+    client = Client(gateway=Gateway(argo.address, LISTENER_PORT), retried=argo.retried)
+    assert _count(client, 200) == {"v1": 200}
+    never_stopped = Client(gateway=Gateway(argo.pods[1], POD_PORT), retried=argo.retried)
+    with steady_load(never_stopped, HOST, workers=1, interval=0.05, max_seconds=900, max_requests=20_000) as load:
+        # setWeight 10, pause.
+        _set_text(cluster, "v2")
+        took = _wait_paused(cluster, PAUSE_10, "paused at 10 % and verified")
+        print(f"\nv1 -> v2: paused at setWeight 10, verified, {took:.1f}s after the template change; "
+              f"route {_route_weights(cluster)}")  # fmt: skip
+        _share("at 10 %", _count(client), "v2", 10)
+        sessions = parallel(lambda _: _new_session(client), range(SESSIONS))
+        at_10 = Counter(s.version for s in sessions)
+        print(f"{SESSIONS} sessions minted at 10 %: {dict(at_10)}")
+
+        # setHeaderRoute, pause: the header reaches the canary, the rest is still at 10 %.
+        _promote(cluster)
+        took = _wait_paused(cluster, PAUSE_HEADER, "paused after setHeaderRoute")
+        # Argo verifies weights, not header routes: wait until every replica serves the route's new rule.
+        wait_for("the header route served", lambda: _served(cluster), timeout=60, interval=0.5)
+        header = _count(client, 500, {"x-canary": "yes"})
+        print(f"setHeaderRoute beta (x-canary: yes) in {took:.1f}s: 500 requests with the header {dict(header)}")
+        assert header == {"v2": 500}, header
+        _share("at 10 % with the header route in place (no header)", _count(client), "v2", 10)
+
+        # setWeight 50 while one replica's Envoy is stopped: NotVerified holds the step until it resumes.
+        stopped = argo.pods[0]
+        pid = envoy_pid(cluster, stopped)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            _promote(cluster)
+            t = time.monotonic()
+            held = wait_for(
+                "setWeight 50 NotVerified",
+                lambda: _step(ro := _rollout(cluster)) == (SET_50, False) and ro,
+                timeout=60,
+            )
+            # Three retries' worth: the step must not advance while the replica cannot acknowledge.
+            samples = []
+            while time.monotonic() - t < 3 * VERIFY_RETRY_S:
+                samples.append(_step(_rollout(cluster)))
+                time.sleep(1)
+            hold = time.monotonic() - t
+            weights, generation, accepted = _route_weights(cluster)
+            print(f"Envoy of {stopped} stopped, promoted: Rollout at step {SET_50} with weights "
+                  f"{held['status']['canary']['weights']} for {hold:.1f}s ({len(samples)} samples: "
+                  f"{dict(Counter(samples))}); route {weights} at generation {generation}, "
+                  f"Accepted at {accepted}")  # fmt: skip
+            assert set(samples) == {(SET_50, False)}, Counter(samples)
+            assert weights == {STABLE: 50, CANARY: 50} and accepted is not None and accepted < generation
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        t = time.monotonic()
+        wait_for("the step advances", lambda: _paused_at(cluster, PAUSE_50), timeout=120, interval=0.5)
+        advanced = time.monotonic() - t
+        print(f"SIGCONT: paused at 50 %, verified, {advanced:.1f}s later (Argo's retry interval {VERIFY_RETRY_S:.0f}s)")
+        # Within one retry: the replica's ACK and the status write, then Argo's next ask (≤ the interval).
+        assert advanced < 2 * VERIFY_RETRY_S + 5, advanced
+        wait_for(f"{REPLICAS} data-plane pods Ready again", lambda: dataplane_pod_ips(cluster, NS, NAME, REPLICAS), timeout=120)
+
+        _share("at 50 %", _count(client), "v2", 50)
+        revisits = parallel(lambda s: client.request(HOST, cookie=s.cookie), sessions)
+        pairs = zip(sessions, revisits, strict=True)
+        moved = Counter((s.version, r.backend) for s, r in pairs if s.version != r.backend)
+        print(f"10 % -> 50 %: {sum(moved.values())} of {SESSIONS} sessions changed version {dict(moved)}")
+        assert all(r.status == 200 for r in revisits)
+        assert not moved
+
+        # setWeight 100, then the promotion: stable is the new pods.
+        _promote(cluster)
+        t = time.monotonic()
+        ro = wait_for("Rollout Healthy on v2", lambda: _healthy(cluster), timeout=240, interval=1)
+        print(f"promoted: Healthy {time.monotonic() - t:.1f}s later, stableRS {ro['status']['stableRS']}, "
+              f"route {_route_weights(cluster)}")  # fmt: skip
+        # The promotion moves demo-stable's selector to the new pods; the gateway learns the new endpoints from
+        # their EndpointSlices, which no route status covers: wait for 50 answers in a row from v2 first.
+        t = time.monotonic()
+        wait_for("50 answers in a row from v2", lambda: _count(client, 50) == {"v2": 50}, timeout=60, interval=0.5)
+        print(f"v2 answered 50 in a row {time.monotonic() - t:.1f}s after Healthy")
+        final = _count(client)
+        print(f"after the promotion: {dict(final)}")
+        assert final == {"v2": REQUESTS}, final
+        stable = cluster.get("service", STABLE, "-n", NS)
+        assert stable["spec"]["selector"].get("rollouts-pod-template-hash") == ro["status"]["stableRS"]
+    print(f"background load through {argo.pods[1]} during the whole ramp: {load.summary()}, versions "
+          f"{dict(load.backends)}; fail-closed retries over the test {len(argo.retried)}")  # fmt: skip
+    assert load.sent > 100 and load.failed == 0, load.summary()
+    assert set(load.backends) == {"v1", "v2"}, load.backends
+
+
+def test_an_abort_returns_new_traffic_to_stable(argo: Argo) -> None:
+    cluster = argo.cluster
+    client = Client(gateway=Gateway(argo.address, LISTENER_PORT), retried=argo.retried)
+    _set_text(cluster, "v3")
+    _wait_paused(cluster, PAUSE_10, "v2 -> v3 paused at 10 %")
+    _share("v2 -> v3 at 10 %", _count(client), "v3", 10)
+    t = time.monotonic()
+    cluster.kubectl(
+        "patch", "rollout", NAME, "-n", NS, "--subresource=status", "--type=merge", "-p", '{"status":{"abort":true}}'
+    )
+    wait_for("the route back at 100/0", lambda: _route_weights(cluster)[0] == {STABLE: 100, CANARY: 0}, timeout=60)
+    written = time.monotonic() - t
+
+    wait_for("the route served at 100/0", lambda: _served(cluster), timeout=60, interval=0.2)
+    took = time.monotonic() - t
+    after = _count(client)
+    print(f"\nabort: the plugin wrote 100/0 {written:.2f}s after the abort, every replica served it after "
+          f"{took:.2f}s; then {dict(after)}")  # fmt: skip
+    assert after == {"v2": REQUESTS}, after
+    ro = _rollout(cluster)
+    print(f"Rollout phase {ro['status'].get('phase')}: {ro['status'].get('message')}")
+    assert ro["status"].get("abort") is True
