@@ -143,6 +143,7 @@ def accepted_now(cluster: Cluster, namespace: str, name: str, gateway: str) -> d
         parent | {"_generation": gen} if acc and acc["status"] == "True" and acc["observedGeneration"] == gen else None
     )
 
+
 def envoy_pid(cluster: Cluster, pod_ip: str) -> int:
     """The host PID of the Envoy container of the data-plane pod at `pod_ip` (the local node's containerd)."""
     assert cluster.containerd_sock is not None

@@ -167,7 +167,9 @@ def argo(cluster: Cluster) -> Iterator[Argo]:
         wait_for("the controller copied our plugin", lambda: _plugin_copied(cluster), timeout=120, interval=1)
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(_example(cluster)))
         gw = wait_for("Gateway demo Programmed", lambda: programmed(cluster, NS, NAME), timeout=240, interval=1)
-        pods = wait_for(f"{REPLICAS} data-plane pods Ready", lambda: dataplane_pod_ips(cluster, NS, NAME, REPLICAS), timeout=120)
+        pods = wait_for(
+            f"{REPLICAS} data-plane pods Ready", lambda: dataplane_pod_ips(cluster, NS, NAME, REPLICAS), timeout=120
+        )
         wait_for("Rollout demo Healthy", lambda: _healthy(cluster), timeout=240, interval=1)
         wait_for("HTTPRoute demo Accepted", lambda: _served(cluster), timeout=120)
         print(
@@ -302,7 +304,11 @@ def test_a_rollout_ramps_10_50_100_verified_at_every_replica(argo: Argo) -> None
         print(f"SIGCONT: paused at 50 %, verified, {advanced:.1f}s later (Argo's retry interval {VERIFY_RETRY_S:.0f}s)")
         # Within one retry: the replica's ACK and the status write, then Argo's next ask (≤ the interval).
         assert advanced < 2 * VERIFY_RETRY_S + 5, advanced
-        wait_for(f"{REPLICAS} data-plane pods Ready again", lambda: dataplane_pod_ips(cluster, NS, NAME, REPLICAS), timeout=120)
+        wait_for(
+            f"{REPLICAS} data-plane pods Ready again",
+            lambda: dataplane_pod_ips(cluster, NS, NAME, REPLICAS),
+            timeout=120,
+        )
 
         _share("at 50 %", _count(client), "v2", 50)
         revisits = parallel(lambda s: client.request(HOST, cookie=s.cookie), sessions)
