@@ -182,7 +182,13 @@ def _decide_persistent(
     return Decision(split.backends[i], key, source, path, set_cookie, _endpoint(split, i, h), h, token)
 
 
-_Session = tuple[str, KeySource, str | None, bool]  # key, where it came from, the pinned backend, whether to re-seal
+class _Session(NamedTuple):
+    """A persistent split's session as the request presents it."""
+
+    key: str
+    source: KeySource
+    pinned: str | None  # the backend its seal names (None: no valid seal)
+    resign: bool  # whether the response re-seals it (new, or sealed with an older key)
 
 
 def _cookie_session(
@@ -198,9 +204,9 @@ def _cookie_session(
         # Every same-name value, not only the first: a stale one on a narrower Path must not shadow the valid seal.
         session = signer.open_any(split.key, read_cookies(cookie_lines, split.cookie.name))
         if session is None:  # tampered, or sealed with a key no longer accepted
-            return minter.mint(), KeySource.MINTED, None, False
-        return session.key, source, session.backend, session.resign
-    return key, source, None, False
+            return _Session(minter.mint(), KeySource.MINTED, None, False)
+        return _Session(session.key, source, session.backend, session.resign)
+    return _Session(key, source, None, False)
 
 
 def _header_session(
@@ -212,13 +218,13 @@ def _header_session(
     assert split.key_header is not None  # persistent needs a cookie or a key header (splitspec)
     value = header(split.key_header)
     if not value or len(value) > MAX_KEY_HEADER_VALUE:
-        return minter.mint(), KeySource.MINTED, None, True
+        return _Session(minter.mint(), KeySource.MINTED, None, True)
     session = signer.open(split.key, value)
     if session is not None and session.backend is not None:
-        return session.key, KeySource.HEADER, session.backend, session.resign
+        return _Session(session.key, KeySource.HEADER, session.backend, session.resign)
     # Not a seal that verifies (an edited token is one): the value is a key, so it gets a weighted pick, never a
     # backend of its choosing.
-    return value, KeySource.HEADER, None, True
+    return _Session(value, KeySource.HEADER, None, True)
 
 
 def _sealable(key: str) -> bool:
