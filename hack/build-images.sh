@@ -56,6 +56,10 @@ if [[ -n "$ROLLOUTS_CONTROLLER$ROLLOUTS_PLUGIN" && ! (-x "$ROLLOUTS_CONTROLLER" 
 fi
 
 mkdir -p "$OUT" "$STORE"
+# One run at a time (make test's background build and the e2e node's fixture can ask at once; buildah's private
+# storage is shared): the second waits, then finds what the first built cached. The lock goes with the fd at exit.
+exec {lock}>"$OUT/.lock"
+flock "$lock"
 # Private storage and run dirs: nothing of the build lands in the machine's own container storage.
 bah() { buildah --root "$STORE/root" --runroot "$STORE/run" --storage-driver overlay "$@"; }
 

@@ -17,11 +17,11 @@ step() {
   STEP_NAME="$1" STEP_T0=$now
   printf '\n== %s (%s, %ss into the run)\n' "$1" "$(date -u +%H:%M:%S)" "$((now - RUN_T0))"
 }
-# The background build's log (below) is printed at the end, whatever the exit; if the run ends before the e2e tier waits
-# for it, the build goes on and caches its binaries for the next run.
+# The background builds' log (below) is printed at the end, whatever the exit; if the run ends before the e2e tier
+# waits for them, they go on and cache what they build for the next run.
 finish() {
   local rc=$?
-  [[ -n "${progressive_log:-}" && -f "$progressive_log" ]] && { echo "== background build log:"; cat "$progressive_log"; }
+  [[ -n "${background_log:-}" && -f "$background_log" ]] && { echo "== background builds' log:"; cat "$background_log"; }
   step "end (exit $rc)"
 }
 trap finish EXIT
@@ -100,29 +100,38 @@ step "argo rollouts plugin (plugins/argo-rollouts, cached by a hash of its sourc
 bash hack/build-argo-rollouts.sh --plugin >/dev/null
 
 if ((NODE)); then
-  # Built here rather than inside the first e2e test so that the timings below separate build from test.
-  step "node binaries (kubelet, controller-manager, scheduler, kube-proxy, pause, kube-router)"
-  pause=$(bash hack/build-node.sh --print-env | sed -n 's/^PAUSE=//p')
-  step "images (base, operator, extproc, envoy, echo, pause)"
-  PAUSE="$pause" bash hack/build-images.sh
-  # The progressive-delivery controllers, Argo Rollouts v1.9.1 (with our plugin) and Flagger v1.44.0: only the e2e
-  # tier runs them (test_10, test_11), and cold they are the slowest builds left (~750 s and ~400 s of CPU). Here they
-  # compile in the background at the lowest priority while the unit and integration tiers run, so a fresh machine's
-  # wall time hides them in the tests' idle CPU. The node's fixture (tests/support/localnode.py) asks for them again
-  # with their images: it waits on each build's lock, then finds them cached. A warm run: two cache checks.
+  # What only the e2e tier uses, the tier that runs last: the node's binaries (kubelet, controller-manager, scheduler,
+  # kube-proxy, pause, kube-router), the images (base, operator, extproc, envoy, echo, pause) and the progressive-
+  # delivery controllers (Argo Rollouts v1.9.1 with our plugin, Flagger v1.44.0). Cold, they are most of the build
+  # time (docs/testing.md). `make test` compiles them in the background at the lowest priority while the unit and
+  # integration tiers run, so a fresh machine hides them in the tests' idle CPU; the node's fixture
+  # (tests/support/localnode.py) asks for each again and waits on its lock (hack/build-controlplane.sh `build`,
+  # hack/build-images.sh), then finds it cached. A warm run: cache checks, a few seconds. `make e2e` builds them here,
+  # in the foreground, each step timed.
   if ((E2E_ONLY)); then
+    step "node binaries (kubelet, controller-manager, scheduler, kube-proxy, pause, kube-router)"
+    pause=$(bash hack/build-node.sh --print-env | sed -n 's/^PAUSE=//p')
+    step "images (base, operator, extproc, envoy, echo, pause)"
+    PAUSE="$pause" bash hack/build-images.sh
     step "progressive delivery controllers (Argo Rollouts and our plugin, Flagger)"
     bash hack/build-argo-rollouts.sh --binaries
     bash hack/build-flagger.sh --binaries
   else
-    step "progressive delivery controllers (Argo Rollouts, Flagger): started in the background"
-    progressive_log=$(mktemp -t trafficsplit-progressive-build.XXXXXX)
+    step "the e2e tier's builds: started in the background (node binaries, images, Argo Rollouts, Flagger)"
+    background_log=$(mktemp -t trafficsplit-e2e-builds.XXXXXX)
     (
-      t0=$(date +%s)
-      nice -n 19 bash hack/build-argo-rollouts.sh --binaries && nice -n 19 bash hack/build-flagger.sh --binaries
-      echo "== progressive delivery controllers: exit $?, took $(($(date +%s) - t0))s"
-    ) >"$progressive_log" 2>&1 &
-    echo "log: $progressive_log"
+      set +e # one build failing must not stop the others; the fixture asks again and fails visibly
+      timed() {
+        local t0=$SECONDS
+        "$@" || { echo "== FAILED (exit $?): $*" >&2; return 1; }
+        echo "== took $((SECONDS - t0))s: $*" >&2
+      }
+      pause=$(timed nice -n 19 bash hack/build-node.sh --print-env | sed -n 's/^PAUSE=//p')
+      [[ -n "$pause" ]] && timed env PAUSE="$pause" nice -n 19 bash hack/build-images.sh
+      timed nice -n 19 bash hack/build-argo-rollouts.sh --binaries
+      timed nice -n 19 bash hack/build-flagger.sh --binaries
+    ) >"$background_log" 2>&1 &
+    echo "log: $background_log (printed at the end of the run)"
   fi
 fi
 
