@@ -143,5 +143,7 @@ fi
 
 
 step "tests"
-# -p no:cacheprovider: a CI clone stays clean.
-python3 -m pytest tests -p no:cacheprovider "$@"
+# The end-to-end tier last (pytest would collect tests/e2e first, by name): the unit and integration tiers run while
+# the background builds above finish, and the e2e fixture waits only for what is left. -p no:cacheprovider: a CI
+# clone stays clean.
+python3 -m pytest tests/unit tests/integration tests/e2e -p no:cacheprovider "$@"
