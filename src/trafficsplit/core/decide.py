@@ -83,6 +83,30 @@ def pick_backend(split: CompiledSplit, h: int) -> tuple[int, DecisionPath]:
     return index[weights.pick_index(h)], DecisionPath.FAILOVER
 
 
+class _Matched(NamedTuple):
+    """What a split's match rules decide for one request (docs/spec.md §6)."""
+
+    # The backend index of the first rule that matched and whose backend is eligible; None: the pick decides.
+    backend: int | None
+    passed_over: bool  # a rule matched whose backend was not eligible
+
+
+_NO_MATCH = _Matched(None, passed_over=False)
+
+
+def _first_match(split: CompiledSplit, cookie_lines: Sequence[str], header: Callable[[str], str | None]) -> _Matched:
+    """The first match rule that decides the request, in both sticky modes. A rule whose backend cannot serve is passed
+    over (availability ranks above an A/B assignment), and the decision says so, whatever the pick then does."""
+    passed_over = False
+    for m in split.matches:
+        value = header(m.name) if m.kind is MatchKind.HEADER else read_cookie(cookie_lines, m.name)
+        if m.matches(value):
+            if split.backends[m.backend_index].eligible:
+                return _Matched(m.backend_index, passed_over)
+            passed_over = True
+    return _Matched(None, passed_over) if passed_over else _NO_MATCH
+
+
 def decide(
     split: CompiledSplit,
     *,
@@ -101,28 +125,13 @@ def decide(
     key, source = choose_key(split, cookie_lines, request_id, minter, header)
     set_cookie = render_set_cookie(split.cookie, key) if source is KeySource.MINTED and split.cookie else None
     h = key_hash(key)
-    passed_over = False
-    for m in split.matches:
-        value = header(m.name) if m.kind is MatchKind.HEADER else read_cookie(cookie_lines, m.name)
-        if m.matches(value):
-            if split.backends[m.backend_index].eligible:
-                i = m.backend_index
-                endpoint = _endpoint(split, i, h)
-                return Decision(
-                    backend=split.backends[i],
-                    key=key,
-                    key_source=source,
-                    path=DecisionPath.MATCH,
-                    set_cookie=set_cookie,
-                    endpoint=endpoint,
-                    key_hash=h,
-                )
-            # A rule whose backend cannot serve is passed over (availability ranks above an A/B assignment), and
-            # the decision says so (docs/spec.md §6), whatever the pick then does.
-            passed_over = True
-    i, path = pick_backend(split, h)
-    if passed_over:
-        path = DecisionPath.MATCH_PASSED_OVER
+    matched = _first_match(split, cookie_lines, header) if split.matches else _NO_MATCH
+    if matched.backend is not None:
+        i, path = matched.backend, DecisionPath.MATCH
+    else:
+        i, path = pick_backend(split, h)
+        if matched.passed_over:
+            path = DecisionPath.MATCH_PASSED_OVER
     return Decision(
         backend=split.backends[i],
         key=key,
@@ -151,23 +160,16 @@ def _decide_persistent(
     else:
         key, source, pinned, resign = _cookie_session(split, cookie_lines, request_id, header, minter, signer)
     h = key_hash(key)
-    passed_over = False
-    i = -1
-    path = DecisionPath.MATCH
-    for m in split.matches:
-        value = header(m.name) if m.kind is MatchKind.HEADER else read_cookie(cookie_lines, m.name)
-        if m.matches(value):
-            if split.backends[m.backend_index].eligible:
-                i = m.backend_index
-                break
-            passed_over = True
-    if i < 0:
+    matched = _first_match(split, cookie_lines, header) if split.matches else _NO_MATCH
+    if matched.backend is not None:
+        i, path = matched.backend, DecisionPath.MATCH
+    else:
         at = split.weights.names.index(pinned) if pinned in split.weights.names else -1
         if at >= 0 and (split.backends[at].weight > 0 or split.backends[at].drain) and split.backends[at].eligible:
             i, path = at, DecisionPath.PINNED
         else:
             i, path = pick_backend(split, h)
-            if passed_over:
+            if matched.passed_over:
                 path = DecisionPath.MATCH_PASSED_OVER
     # A match decides this request only: the session stays sealed to what the weights (or its pin) give it.
     seal_to = split.backends[i].name if path is not DecisionPath.MATCH else pinned
