@@ -1,5 +1,5 @@
 """`assignment: minimal` slot tables of HTTPRoute rules across operator restarts: the core's checks of a held table
-(`gateway_policy.held_fit`, `continued_why`), and the operator's Gateway engine restarted against in-process fake
+(`gateway_tables.held_fit`, `continued_why`), and the operator's Gateway engine restarted against in-process fake
 replicas (tests/unit/test_operator_engine.py's, over the real publish/GetHeld path): it continues the table the
 replica holds, and without one rebuilds it with a Warning Event on the route.
 (tests/integration/test_gateway_tables.py shows the same with a real API server, extproc and Envoy.)"""
@@ -15,8 +15,10 @@ from typing import Any
 from tests.unit.test_operator_engine import TOKEN, FakeReplica, run, until
 from trafficsplit.core.assignment import SlotTable, advance, fresh_table, minimal_moved_share, moved_share
 from trafficsplit.core.compiled import CompiledBackend, CompiledSplit
-from trafficsplit.core.gateway_policy import (
+from trafficsplit.core.gateway_tables import (
+    HeldSplits,
     HeldTable,
+    TableSeed,
     continued_why,
     held_fit,
     held_tables,
@@ -57,8 +59,9 @@ def _held(observed: int = 3, number: int = 7, names: tuple[str, ...] = NAMES) ->
 
 
 def test_a_held_table_of_a_route_served_before_is_continued() -> None:
-    table, why = held_fit(_held(), route_generation=4, served_before=True)
-    assert table == _advanced() and why == ""
+    seed = held_fit(_held(), route_generation=4, served_before=True)
+    assert seed == TableSeed(_advanced(), "")
+    table = seed.table
     # The premise of every test here: continuing moves the minimum, a rebuild twice as much.
     w3, w4 = Weights(NAMES, RAMP[-1]), Weights(NAMES, NEXT)
     assert table is not None
@@ -67,14 +70,14 @@ def test_a_held_table_of_a_route_served_before_is_continued() -> None:
 
 
 def test_a_held_table_that_cannot_be_this_routes_is_not_continued_and_says_why() -> None:
-    newer, why = held_fit(_held(observed=5), route_generation=1, served_before=True)
-    assert newer is None and "metadata.generation 5, newer than the route's 1" in why
-    unserved, why = held_fit(_held(), route_generation=4, served_before=False)
-    assert unserved is None and "no status from this controller" in why
-    none, why = held_fit(None, route_generation=4, served_before=True)
-    assert none is None and why == "no replica of its Gateway holds a slot table for it"
+    newer = held_fit(_held(observed=5), route_generation=1, served_before=True)
+    assert newer.table is None and "metadata.generation 5, newer than the route's 1" in newer.why
+    unserved = held_fit(_held(), route_generation=4, served_before=False)
+    assert unserved.table is None and "no status from this controller" in unserved.why
+    none = held_fit(None, route_generation=4, served_before=True)
+    assert none == TableSeed(None, "no replica of its Gateway holds a slot table for it")
     # A rule never served, nothing held: its first table, nothing lost, nothing to say.
-    assert held_fit(None, route_generation=1, served_before=False) == (None, "")
+    assert held_fit(None, route_generation=1, served_before=False) == TableSeed(None, "")
 
 
 def test_a_held_table_sharing_no_backend_with_the_rule_is_a_rebuild() -> None:
@@ -93,7 +96,7 @@ def test_held_tables_take_the_higher_numbered_generation_for_a_rule_two_gateways
         )
 
     old, new = split(advance(None, Weights(NAMES, RAMP[-1])), 2), split(_advanced(), 3)
-    got = held_tables([(9, [new]), (4, [old])])
+    got = held_tables([HeldSplits(9, (new,)), HeldSplits(4, (old,))])
     assert got == {KEY: HeldTable(table=_advanced(), observed_generation=3, number=9)}
 
 

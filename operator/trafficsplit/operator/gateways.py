@@ -48,21 +48,22 @@ from trafficsplit.core.gateway_objects import (
     parse_reference_grant,
 )
 from trafficsplit.core.gateway_parameters import GatewayParameters, parse_gateway_parameters
-from trafficsplit.core.gateway_policy import (
-    Policy,
-    continued_why,
-    held_fit,
-    held_tables,
-    parse_policy,
-    rebuilt_rule_message,
-    route_served_before,
-)
+from trafficsplit.core.gateway_policy import Policy, parse_policy
 from trafficsplit.core.gateway_status import (
     class_status_body,
     gateway_status_body,
     policy_ancestors,
     route_parents,
     with_refusals,
+)
+from trafficsplit.core.gateway_tables import (
+    HeldSplits,
+    TableSeed,
+    continued_why,
+    held_fit,
+    held_tables,
+    rebuilt_rule_message,
+    route_served_before,
 )
 from trafficsplit.core.gateway_tls import SECRET_TYPE_TLS, TlsSecret, parse_tls_secret
 from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
@@ -199,6 +200,15 @@ class GatewayStore:
         )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RebuiltTable:
+    """A rule's `assignment: minimal` table this leadership rebuilt: its AssignmentRebuilt Warning, still to post."""
+
+    route: Key
+    split: str  # the rule's split key
+    message: str
+
+
 @dataclass(kw_only=True)
 class GatewayPublishing:
     """One Gateway's fleet and what this leadership published to it."""
@@ -216,16 +226,16 @@ class GatewayPublishing:
     addresses: tuple[Mapping[str, str], ...] | None = None
     # The splits of the generation its replicas hold (their GetHeld replies), read once per held number: where a
     # restarted or newly leading operator continues `assignment: minimal` slot tables from.
-    held: tuple[int, tuple[CompiledSplit, ...]] = (0, ())
+    held: HeldSplits = field(default_factory=HeldSplits)
 
-    def held_splits(self) -> tuple[int, tuple[CompiledSplit, ...]]:
+    def held_splits(self) -> HeldSplits:
         msg = self.fleet.held_generation
-        if msg is not None and msg.number != self.held[0]:
+        if msg is not None and msg.number != self.held.number:
             try:
                 splits = generation_from_proto(msg).splits
             except SpecError:  # a replica of another version, a corrupted reply: nothing rather than a guess
                 splits = ()
-            self.held = (msg.number, tuple(splits))
+            self.held = HeldSplits(msg.number, tuple(splits))
         return self.held
 
     def served(self, number: int) -> bool:
@@ -289,8 +299,8 @@ class GatewayPlane:
         # change advances the table last published. A rule this leadership has not published yet continues the table
         # its Gateway's replicas hold (`_seeds`, when it fits), else it is rebuilt and an Event says so.
         self._kept: dict[str, SlotTable] = {}
-        self._seeds: dict[str, tuple[SlotTable | None, str]] = {}  # split key → (held table that fits, else why not)
-        self._rebuilt: list[tuple[Key, str, str]] = []  # (route, split key, message): Events still to post
+        self._seeds: dict[str, TableSeed] = {}  # split key → the held table that fits, else why not
+        self._rebuilt: list[RebuiltTable] = []  # AssignmentRebuilt Events still to post
 
     def fleet(self, key: Key) -> Fleet | None:
         p = self._gateways.get(key)
@@ -356,7 +366,7 @@ class GatewayPlane:
             self._seeds[key] = held_fit(
                 h, route_generation=route.meta.generation, served_before=self._served_before(rkey)
             )
-        seeded = {k: table for k, (table, _) in self._seeds.items() if table is not None}
+        seeded = {k: seed.table for k, seed in self._seeds.items() if seed.table is not None}
         return {**seeded, **self._kept}
 
     def _served_before(self, route: Key) -> bool:
@@ -377,11 +387,10 @@ class GatewayPlane:
 
     def _first_table(self, gateway: Key, split: CompiledSplit, table: SlotTable) -> None:
         rkey = _key(_route_of(split.key))
-        seed, why = self._seeds.get(split.key) or held_fit(
-            None, route_generation=0, served_before=self._served_before(rkey)
-        )
-        if seed is not None:
-            why = continued_why(seed, table)
+        seed = self._seeds.get(split.key) or held_fit(None, route_generation=0, served_before=self._served_before(rkey))
+        why = seed.why
+        if seed.table is not None:
+            why = continued_why(seed.table, table)
             if not why:
                 log.info(
                     "Gateway %s/%s: %s: slot table continued from the generation the replicas hold", *gateway, split.key
@@ -398,7 +407,7 @@ class GatewayPlane:
             EventReason.ASSIGNMENT_REBUILT,
             message,
         )
-        self._rebuilt.append((rkey, split.key, message))
+        self._rebuilt.append(RebuiltTable(route=rkey, split=split.key, message=message))
 
     # --- one pass (leader only) --------------------------------------------------------------------------------------
 
@@ -648,15 +657,15 @@ class GatewayPlane:
     async def _post_rebuilt(self) -> None:
         """The AssignmentRebuilt Warnings of this pass, each once (the log line was written when it happened)."""
         pending, self._rebuilt = self._rebuilt, []
-        for rkey, split, message in pending:
-            st = self.store.stored.get(("httproute", rkey))
+        for rebuilt in pending:
+            st = self.store.stored.get(("httproute", rebuilt.route))
             if self._events is None or st is None:
                 continue
-            event = EventIntent(EventType.WARNING, EventReason.ASSIGNMENT_REBUILT, message)
+            event = EventIntent(EventType.WARNING, EventReason.ASSIGNMENT_REBUILT, rebuilt.message)
             try:
-                await self._events("httproute", rkey, st.uid, event)
+                await self._events("httproute", rebuilt.route, st.uid, event)
             except Exception as exc:  # said in the log already; an Event is not retried
-                log.warning("AssignmentRebuilt Event of %s not posted: %s", split, exc)
+                log.warning("AssignmentRebuilt Event of %s not posted: %s", rebuilt.split, exc)
 
 
 def _route_of(split_key: str) -> str:
