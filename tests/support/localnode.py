@@ -131,7 +131,7 @@ class NodeBinaries:
     pause: Path
 
 
-def _print_env(script: str, env: dict[str, str] | None = None) -> dict[str, str]:
+def print_env(script: str, env: dict[str, str] | None = None) -> dict[str, str]:
     """Run a hack/ build script with --print-env (its progress goes live to the terminal) and parse NAME=value."""
     out = subprocess.run(
         ["bash", str(REPO_ROOT / "hack" / script), "--print-env"],
@@ -144,7 +144,7 @@ def _print_env(script: str, env: dict[str, str] | None = None) -> dict[str, str]
 
 
 def ensure_node_binaries() -> NodeBinaries:
-    kv = _print_env("build-node.sh")
+    kv = print_env("build-node.sh")
     return NodeBinaries(
         kubelet=Path(kv["KUBELET"]),
         kube_controller_manager=Path(kv["KUBE_CONTROLLER_MANAGER"]),
@@ -173,9 +173,9 @@ def ensure_images(pause: Path) -> Images:
     # The progressive-delivery controllers (Go, cached like the node's binaries) go into images of their own: Argo
     # Rollouts' with our plugin (tests/e2e/test_10_argo_rollouts.py) and Flagger's (test_11_flagger.py). make test
     # starts their builds in the background; these calls wait for them (each build holds a lock) or find them cached.
-    argo = _print_env("build-argo-rollouts.sh")
-    flagger = _print_env("build-flagger.sh")["FLAGGER"]
-    kv = _print_env("build-images.sh", {"PAUSE": str(pause), **argo, "FLAGGER": flagger})
+    argo = print_env("build-argo-rollouts.sh")
+    flagger = print_env("build-flagger.sh")["FLAGGER"]
+    kv = print_env("build-images.sh", {"PAUSE": str(pause), **argo, "FLAGGER": flagger})
     names = ("pause", "envoy", "echo", "operator", "extproc", "flagger", "argo-rollouts")
     return Images(archives={n: Path(kv[f"{n.upper().replace('-', '_')}_IMAGE"]) for n in names}, tag=kv["IMAGE_TAG"])
 
