@@ -97,8 +97,22 @@ image() {
   eval "IMAGE_${name//-/_}=\$tar"
 }
 
-# push_archive IMAGE FILE NAME: the image as a docker-archive whose RepoTag is NAME (what containerd imports it as).
-push_archive() { bah push -q "$1" "docker-archive:$2:$3" >/dev/null; }
+# archive REF TMP [MORE_REFS…]: the image REF written as TMP/image.tar, a docker-archive whose RepoTag is REF (what
+# containerd imports it as), then REF and MORE_REFS removed from the build storage: only the archive is kept.
+archive() {
+  local ref="$1" tmp="$2"
+  shift 2
+  bah push -q "$ref" "docker-archive:$tmp/image.tar:$ref" >/dev/null
+  bah rmi -f "$ref" "$@" >/dev/null 2>&1 || true
+}
+
+# commit_archive CTR REF TMP [MORE_REFS…]: the working container CTR committed as the image REF, then archived.
+commit_archive() {
+  local ctr="$1" ref="$2"
+  shift 2
+  bah commit -q --rm "$ctr" "$ref" >/dev/null
+  archive "$ref" "$@"
+}
 
 # rootfs_image TMP REF PACKAGES VARIANT: a buildah image REF made from an mmdebstrap rootfs.
 rootfs_image() {
@@ -140,8 +154,7 @@ dockerfile_image() {
   bah build --quiet --pull-never --isolation oci --cgroup-manager cgroupfs --network host --layers=false \
     --volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
     --build-arg "PYTHON_IMAGE=$BASE_REF" -f "$dockerfile" -t "$ref" "$context" >/dev/null
-  push_archive "$ref" "$tmp/image.tar" "$ref"
-  bah rmi -f "$ref" >/dev/null 2>&1 || true
+  archive "$ref" "$tmp"
 }
 
 PY_SOURCES=(pyproject.toml README.md src operator extproc)
@@ -158,9 +171,7 @@ build_envoy() {
   ctr=$(bah from --pull-never "$base")
   bah copy --chmod 0755 "$ctr" "$ENVOY_BIN" /usr/local/bin/envoy
   bah config --user 65532:65532 --entrypoint '["/usr/local/bin/envoy"]' --cmd '' "$ctr"
-  bah commit -q --rm "$ctr" "$ref" >/dev/null
-  push_archive "$ref" "$tmp/image.tar" "$ref"
-  bah rmi -f "$ref" "$base" >/dev/null 2>&1 || true
+  commit_archive "$ctr" "$ref" "$tmp" "$base"
 }
 
 # --- pause -----------------------------------------------------------------------------------------------------------
@@ -170,9 +181,7 @@ build_pause() {
   ctr=$(bah from scratch)
   bah copy --chmod 0755 "$ctr" "$PAUSE" /pause
   bah config --user 65535:65535 --entrypoint '["/pause"]' "$ctr"
-  bah commit -q --rm "$ctr" "$ref" >/dev/null
-  push_archive "$ref" "$tmp/image.tar" "$ref"
-  bah rmi -f "$ref" >/dev/null 2>&1 || true
+  commit_archive "$ctr" "$ref" "$tmp"
 }
 
 # --- flagger ---------------------------------------------------------------------------------------------------------
@@ -183,9 +192,7 @@ build_flagger() {
   ctr=$(bah from scratch)
   bah copy --chmod 0755 "$ctr" "$FLAGGER" /flagger
   bah config --user 10001:10001 --entrypoint '["/flagger"]' "$ctr"
-  bah commit -q --rm "$ctr" "$ref" >/dev/null
-  push_archive "$ref" "$tmp/image.tar" "$ref"
-  bah rmi -f "$ref" >/dev/null 2>&1 || true
+  commit_archive "$ctr" "$ref" "$tmp"
 }
 
 # --- argo-rollouts ---------------------------------------------------------------------------------------------------
@@ -202,9 +209,7 @@ build_argo_rollouts() {
   bah copy --chown 999:999 "$ctr" "$tmp/empty" /home/argo-rollouts >/dev/null
   bah copy --chmod 1777 "$ctr" "$tmp/empty" /tmp >/dev/null
   bah config --user 999 --workingdir /home/argo-rollouts --entrypoint '["/bin/rollouts-controller"]' --cmd '' "$ctr"
-  bah commit -q --rm "$ctr" "$ref" >/dev/null
-  push_archive "$ref" "$tmp/image.tar" "$ref"
-  bah rmi -f "$ref" >/dev/null 2>&1 || true
+  commit_archive "$ctr" "$ref" "$tmp"
 }
 
 total_start=$(date +%s)
