@@ -11,7 +11,6 @@ come only once the replica ACKed the generation carrying them; with the replica'
 from __future__ import annotations
 
 import base64
-import ipaddress
 import json
 import os
 import signal
@@ -25,17 +24,19 @@ import pytest
 import yaml
 
 from tests.support.certs import issue, make_ca
-from tests.support.controlplane import REPO_ROOT, ControlPlane, control_plane
+from tests.support.controlplane import ControlPlane, control_plane
 from tests.support.dataplane import NameBackends
 from tests.support.netns import TestPods
 from tests.support.operator import (
     Gateway,
     Operators,
     apply,
+    gateway_api_control_plane,
+    get_object,
     install_crd,
     install_gateway_api_crds,
+    routable_gateway,
     service_with_slice,
-    start_gateway,
     ts_manifest,
     wait_condition,
 )
@@ -44,19 +45,13 @@ from trafficsplit.operator.dataplane_names import publish_service_name
 
 pytestmark = [pytest.mark.k8s, pytest.mark.envoy, pytest.mark.netns, pytest.mark.slow]
 
-POLICY_CRD = REPO_ROOT / "crds" / "trafficsplit.dev_trafficsplitpolicies.yaml"
 CONTROLLER = "trafficsplit.dev/gateway-controller"
 HOST = "shop.example.com"
 
 
 @pytest.fixture(scope="module")
 def gwkube() -> Iterator[ControlPlane]:
-    """A control plane of its own with the Gateway API CRDs (the session's `kube` stays without them)."""
-    with control_plane() as cp:
-        install_crd(cp)
-        install_gateway_api_crds(cp)
-        cp.kubectl("apply", "--server-side", "-f", str(POLICY_CRD))
-        cp.kubectl("wait", "--for=condition=Established", "crd/trafficsplitpolicies.trafficsplit.dev", "--timeout=60s")
+    with gateway_api_control_plane() as cp:
         yield cp
 
 
@@ -71,22 +66,8 @@ def plainkube() -> Iterator[ControlPlane]:
 
 @pytest.fixture
 def unit(name_backends: NameBackends, testpods: TestPods) -> Iterator[Gateway]:
-    """One unit whose publish API listens on the host end of a test pod's veth: the API server refuses loopback
-    addresses in EndpointSlices (as tests/integration/test_operator_discovery.py does)."""
-    anchor = testpods.start("anchor")
-    host = str(ipaddress.ip_address(anchor.ip) - 1)
-    with tempfile.TemporaryDirectory(prefix="ts-gwapi-") as d:
-        gw = start_gateway(Path(d), name_backends, n=1, publish_host=host)
-        try:
-            yield gw
-        finally:
-            gw.stop()
-
-
-def _get(kube: ControlPlane, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
-    args = ["get", kind, name, "-o", "json", *(["-n", namespace] if namespace else [])]
-    out: dict[str, Any] = json.loads(kube.kubectl(*args).stdout)
-    return out
+    with routable_gateway(name_backends, testpods) as gw:
+        yield gw
 
 
 def _cond(conditions: Any, type_: str) -> dict[str, Any] | None:
@@ -136,7 +117,7 @@ def _policy(namespace: str, header: str) -> str:
 
 def _policy_accepted(kube: ControlPlane, namespace: str) -> dict[str, Any] | None:
     """Our ancestor entry's Accepted condition, with the ancestor's kind and name."""
-    ancestors = (_get(kube, "trafficsplitpolicy", "keyed", namespace).get("status") or {}).get("ancestors") or []
+    ancestors = (get_object(kube, "trafficsplitpolicy", "keyed", namespace).get("status") or {}).get("ancestors") or []
     mine = next((a for a in ancestors if a.get("controllerName") == CONTROLLER), None)
     c = _cond((mine or {}).get("conditions"), "Accepted")
     return None if c is None or mine is None else {**c, "ancestor": mine["ancestorRef"]}
@@ -200,7 +181,11 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
 
     cls = poll(
         lambda: (
-            (c := _cond(_get(kube, "gatewayclass", "trafficsplit").get("status", {}).get("conditions"), "Accepted"))
+            (
+                c := _cond(
+                    get_object(kube, "gatewayclass", "trafficsplit").get("status", {}).get("conditions"), "Accepted"
+                )
+            )
             and c["status"] == "True"
             and c
         ),
@@ -212,7 +197,7 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
     # No replica yet (the publish Service lists none): the Gateway says so, and the route has no parent of ours.
     pending = poll(
         lambda: (
-            (c := _cond(_get(kube, "gateway", "gw", ns).get("status", {}).get("conditions"), "Programmed"))
+            (c := _cond(get_object(kube, "gateway", "gw", ns).get("status", {}).get("conditions"), "Programmed"))
             and c["reason"] == "Pending"
             and c
         ),
@@ -222,7 +207,7 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
     )
     assert pending["status"] == "Unknown" and "no replica" in pending["message"], pending
     time.sleep(1.0)
-    assert _our_parent(_get(kube, "httproute", "web", ns)) is None
+    assert _our_parent(get_object(kube, "httproute", "web", ns)) is None
     assert unit.held() == [0]
 
     # The Gateway's replica appears (the endpoints of its publish Service): published, ACKed, then status.
@@ -238,7 +223,7 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
     )
 
     def accepted(generation: int) -> dict[str, Any] | None:
-        p = _our_parent(_get(kube, "httproute", "web", ns))
+        p = _our_parent(get_object(kube, "httproute", "web", ns))
         c = _cond((p or {}).get("conditions"), "Accepted")
         return p if c and c["status"] == "True" and c["observedGeneration"] == generation else None
 
@@ -248,7 +233,7 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
     assert held >= 1, "status written before the replica held a generation"
     assert parent["parentRef"] == {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"}
     assert _cond(parent["conditions"], "ResolvedRefs")["status"] == "True"  # type: ignore[index]
-    gw = _get(kube, "gateway", "gw", ns)
+    gw = get_object(kube, "gateway", "gw", ns)
     programmed = _cond(gw["status"]["conditions"], "Programmed")
     assert programmed is not None and programmed["status"] == "True" and programmed["observedGeneration"] == 1
     listener = gw["status"]["listeners"][0]
@@ -275,18 +260,18 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
         apply(kube, _route(ns, (50, 50)))
         apply(kube, _gateway(ns, listeners=2))
         apply(kube, _policy(ns, "x-tenant"))
-        assert _get(kube, "trafficsplitpolicy", "keyed", ns)["metadata"]["generation"] == 2
-        assert _get(kube, "httproute", "web", ns)["metadata"]["generation"] == 2
-        assert _get(kube, "gateway", "gw", ns)["metadata"]["generation"] == 2
+        assert get_object(kube, "trafficsplitpolicy", "keyed", ns)["metadata"]["generation"] == 2
+        assert get_object(kube, "httproute", "web", ns)["metadata"]["generation"] == 2
+        assert get_object(kube, "gateway", "gw", ns)["metadata"]["generation"] == 2
         deadline = time.monotonic() + 6.0  # three publish timeouts
         seen_pending = False
         while time.monotonic() < deadline:
-            p = _our_parent(_get(kube, "httproute", "web", ns))
+            p = _our_parent(get_object(kube, "httproute", "web", ns))
             assert p is not None
             assert {c["observedGeneration"] for c in p["conditions"]} == {1}, p
             policy_now = _policy_accepted(kube, ns)
             assert policy_now is not None and policy_now["observedGeneration"] == 1, policy_now
-            g = _get(kube, "gateway", "gw", ns)
+            g = get_object(kube, "gateway", "gw", ns)
             prog = _cond(g["status"]["conditions"], "Programmed")
             assert prog is not None
             assert not (prog["status"] == "True" and prog["observedGeneration"] == 2), prog
@@ -300,7 +285,7 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
     after = time.monotonic() - resumed
 
     def programmed2() -> bool:
-        c = _cond(_get(kube, "gateway", "gw", ns)["status"]["conditions"], "Programmed")
+        c = _cond(get_object(kube, "gateway", "gw", ns)["status"]["conditions"], "Programmed")
         return c is not None and c["status"] == "True" and c["observedGeneration"] == 2
 
     poll(programmed2, 30, "Gateway Programmed at generation 2", 0.05)
@@ -334,7 +319,7 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
     apply(kube, yaml.safe_dump(secure))
 
     def resolved_refs() -> dict[str, Any] | None:
-        listeners = _get(kube, "gateway", "secure", ns).get("status", {}).get("listeners") or []
+        listeners = get_object(kube, "gateway", "secure", ns).get("status", {}).get("listeners") or []
         return _cond(listeners[0]["conditions"], "ResolvedRefs") if listeners else None
 
     missing = poll(
@@ -355,9 +340,9 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
     }
     apply(kube, yaml.safe_dump(secret))
     poll(lambda: (c := resolved_refs()) and c["status"] == "True", 30, "HTTPS listener resolved by the Secret", 0.1)
-    accepted_gw = _cond(_get(kube, "gateway", "secure", ns)["status"]["conditions"], "Accepted")
+    accepted_gw = _cond(get_object(kube, "gateway", "secure", ns)["status"]["conditions"], "Accepted")
     assert accepted_gw is not None and accepted_gw["status"] == "True", accepted_gw
-    assert leaf.key.read_text().split("\n")[1] not in json.dumps(_get(kube, "gateway", "secure", ns)["status"])
+    assert leaf.key.read_text().split("\n")[1] not in json.dumps(get_object(kube, "gateway", "secure", ns)["status"])
 
 
 def test_without_gateway_api_crds_trafficsplits_are_served_and_the_operator_says_why(
@@ -407,7 +392,7 @@ def test_without_gateway_api_crds_trafficsplits_are_served_and_the_operator_says
          30, "the GatewayClass CRD served", 0.5)  # fmt: skip
 
     def class_accepted() -> bool:
-        conds = _get(kube, "gatewayclass", "trafficsplit").get("status", {}).get("conditions") or []
+        conds = get_object(kube, "gatewayclass", "trafficsplit").get("status", {}).get("conditions") or []
         return any(c["type"] == "Accepted" and c["status"] == "True" for c in conds)
 
     poll(class_accepted, 60, "GatewayClass Accepted by the operator after the CRDs appeared", 0.5)

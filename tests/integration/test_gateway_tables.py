@@ -13,18 +13,13 @@ when the pod that answered it changed.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import json
-import tempfile
 from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
 import yaml
 
-from tests.support.controlplane import REPO_ROOT, ControlPlane, control_plane
+from tests.support.controlplane import ControlPlane
 from tests.support.dataplane import Connection, NameBackends, Response
 from tests.support.decided import by_processor
 from tests.support.netns import TestPods
@@ -34,10 +29,10 @@ from tests.support.operator import (
     Operators,
     apply,
     events,
-    install_crd,
-    install_gateway_api_crds,
+    gateway_api_control_plane,
+    get_object,
+    routable_gateway,
     service_with_slice,
-    start_gateway,
 )
 from tests.support.waiting import poll
 from trafficsplit.core.assignment import SlotTable, advance, fresh_table, minimal_moved_share, moved_share
@@ -50,7 +45,6 @@ from trafficsplit.wire.generation import generation_from_proto
 
 pytestmark = [pytest.mark.k8s, pytest.mark.envoy, pytest.mark.netns, pytest.mark.slow]
 
-POLICY_CRD = REPO_ROOT / "crds" / "trafficsplit.dev_trafficsplitpolicies.yaml"
 CONTROLLER = "trafficsplit.dev/gateway-controller"
 HOST = "shop.example.com"
 BACKENDS = ("a", "b", "c")
@@ -65,33 +59,15 @@ SESSIONS = [f"user-{i}" for i in range(1000)]
 
 @pytest.fixture(scope="module")
 def gwkube() -> Iterator[ControlPlane]:
-    with control_plane() as cp:
-        install_crd(cp)
-        install_gateway_api_crds(cp)
-        cp.kubectl("apply", "--server-side", "-f", str(POLICY_CRD))
-        cp.kubectl("wait", "--for=condition=Established", "crd/trafficsplitpolicies.trafficsplit.dev", "--timeout=60s")
+    with gateway_api_control_plane() as cp:
         yield cp
 
 
 @pytest.fixture
 def unit(name_backends: NameBackends, testpods: TestPods) -> Iterator[Gateway]:
-    """One replica whose publish API listens on the host end of a test pod's veth (the API server refuses loopback
-    addresses in EndpointSlices)."""
-    anchor = testpods.start("anchor")
-    host = str(ipaddress.ip_address(anchor.ip) - 1)
-    with tempfile.TemporaryDirectory(prefix="ts-gwtables-") as d:
-        gw = start_gateway(Path(d), name_backends, n=1, publish_host=host, gateway_ports=(80,))
-        try:
-            yield gw
-        finally:
-            gw.stop()
-
-
-def _get(kube: ControlPlane, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(
-        kube.kubectl("get", kind, name, "-o", "json", *(["-n", namespace] if namespace else [])).stdout
-    )
-    return out
+    """One replica, a Gateway's data plane with one listener on port 80."""
+    with routable_gateway(name_backends, testpods, gateway_ports=(80,)) as gw:
+        yield gw
 
 
 def _route(namespace: str, weights: Sequence[int]) -> str:
@@ -107,7 +83,7 @@ def _route(namespace: str, weights: Sequence[int]) -> str:
 
 
 def _accepted_at(kube: ControlPlane, namespace: str, generation: int) -> bool:
-    parents = (_get(kube, "httproute", "web", namespace).get("status") or {}).get("parents") or []
+    parents = (get_object(kube, "httproute", "web", namespace).get("status") or {}).get("parents") or []
     mine = next((p for p in parents if p.get("controllerName") == CONTROLLER), None)
     conds = (mine or {}).get("conditions") or []
     return any(

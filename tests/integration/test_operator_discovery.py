@@ -7,10 +7,7 @@ EndpointSlices a controller-manager would write for two gateway pods.
 
 from __future__ import annotations
 
-import ipaddress
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +21,8 @@ from tests.support.operator import (
     Operators,
     apply,
     operator_kubeconfig,
+    routable_gateway,
     service_with_slice,
-    start_gateway,
     ts_manifest,
     wait_condition,
 )
@@ -35,14 +32,8 @@ pytestmark = [pytest.mark.k8s, pytest.mark.envoy, pytest.mark.netns, pytest.mark
 
 @pytest.fixture
 def routed_gateway(name_backends: NameBackends, testpods: TestPods) -> Iterator[tuple[Gateway, TestPods]]:
-    anchor = testpods.start("anchor")
-    host = str(ipaddress.ip_address(anchor.ip) - 1)  # the veth's host end (.1 of the pod's /30)
-    with tempfile.TemporaryDirectory(prefix="ts-gateway-") as d:
-        gw = start_gateway(Path(d), name_backends, publish_host=host)
-        try:
-            yield gw, testpods
-        finally:
-            gw.stop()
+    with routable_gateway(name_backends, testpods, n=2) as gw:
+        yield gw, testpods
 
 
 def publish_slices(namespace: str, gw: Gateway, units: list[int]) -> str:

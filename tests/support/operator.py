@@ -16,6 +16,7 @@ Fixtures (need ``kube`` from tests/support/controlplane.py; mark tests ``k8s``):
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import re
@@ -35,8 +36,9 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.controlplane import ControlPlane
+from tests.support.controlplane import ControlPlane, control_plane
 from tests.support.dataplane import Dataplane, NameBackends
+from tests.support.netns import TestPods
 from tests.support.waiting import poll
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
@@ -44,6 +46,7 @@ from trafficsplit.wire.bootstrap import Address
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO_ROOT / "crds" / "trafficsplit.dev_trafficsplits.yaml"
+POLICY_CRD_PATH = REPO_ROOT / "crds" / "trafficsplit.dev_trafficsplitpolicies.yaml"
 CHART = REPO_ROOT / "charts" / "trafficsplit"
 GATEWAY_API_CRDS = CHART / "gateway-api-crds" / "standard"
 PYTHONPATH = os.pathsep.join(str(REPO_ROOT / p) for p in ("src", "operator", "extproc", "."))
@@ -64,6 +67,22 @@ def install_gateway_api_crds(kube: ControlPlane) -> None:
     kube.kubectl("apply", "--server-side", "-f", str(GATEWAY_API_CRDS))
     for crd in ("gatewayclasses", "gateways", "httproutes", "referencegrants"):
         kube.kubectl("wait", "--for=condition=Established", f"crd/{crd}.gateway.networking.k8s.io", "--timeout=60s")
+
+
+def install_policy_crd(kube: ControlPlane) -> None:
+    kube.kubectl("apply", "--server-side", "-f", str(POLICY_CRD_PATH))
+    kube.kubectl("wait", "--for=condition=Established", "crd/trafficsplitpolicies.trafficsplit.dev", "--timeout=60s")
+
+
+@contextlib.contextmanager
+def gateway_api_control_plane() -> Iterator[ControlPlane]:
+    """A control plane of its own with the TrafficSplit, Gateway API and TrafficSplitPolicy CRDs (the session's
+    `kube` stays without the Gateway API's)."""
+    with control_plane() as cp:
+        install_crd(cp)
+        install_gateway_api_crds(cp)
+        install_policy_crd(cp)
+        yield cp
 
 
 @pytest.fixture(scope="session")
@@ -123,7 +142,13 @@ def service_with_slice(
 
 
 def get_ts(kube: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(kube.kubectl("get", "trafficsplit", name, "-n", namespace, "-o", "json").stdout)
+    return get_object(kube, "trafficsplit", name, namespace)
+
+
+def get_object(kube: ControlPlane, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(
+        kube.kubectl("get", kind, name, "-o", "json", *(["-n", namespace] if namespace else [])).stdout
+    )
     return out
 
 
@@ -308,6 +333,21 @@ def start_gateway(
     token_file = workdir / "publish-token"
     token_file.write_text(token + "\n")
     return Gateway(units, token, token_file, publish_host)
+
+
+@contextlib.contextmanager
+def routable_gateway(backends: NameBackends, testpods: TestPods, n: int = 1, **kw: Any) -> Iterator[Gateway]:
+    """`n` gateway units (start_gateway's `kw`) whose publish API listens on the host end of a test pod's veth (.1 of
+    the pod's /30): the API server refuses loopback addresses in EndpointSlices, so an operator that discovers its
+    replicas from their EndpointSlice needs a routable one."""
+    anchor = testpods.start("anchor")
+    host = str(ipaddress.ip_address(anchor.ip) - 1)
+    with tempfile.TemporaryDirectory(prefix="ts-gateway-") as d:
+        gw = start_gateway(Path(d), backends, n=n, publish_host=host, **kw)
+        try:
+            yield gw
+        finally:
+            gw.stop()
 
 
 @pytest.fixture
