@@ -55,7 +55,8 @@ from typing import Any, TypeVar
 
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import decide
-from trafficsplit.core.gateway_objects import HTTPRoute, parse_gateway, parse_gateway_class, parse_httproute
+from trafficsplit.core.gateway_httproute import HTTPRoute, parse_httproute
+from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class
 from trafficsplit.core.gateway_serve import Routed, ServedRoutes
 from trafficsplit.core.gateway_translate import Inputs, gateway_content, translate
 from trafficsplit.core.generation import Generation

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.dataplane import TEST_MESSAGE_TIMEOUT_MS, Envoy, NameBackends, Processor
-from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class, parse_httproute
+from trafficsplit.core.gateway_httproute import parse_httproute
+from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class
 from trafficsplit.core.gateway_tls import parse_tls_secret
 from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
 from trafficsplit.core.generation import Generation

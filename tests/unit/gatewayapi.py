@@ -19,15 +19,14 @@ import yaml
 
 from trafficsplit.core.decide import pick_backend
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_httproute import HTTPRoute, parse_httproute
 from trafficsplit.core.gateway_objects import (
     Gateway,
     GatewayClass,
-    HTTPRoute,
     Namespace,
     ReferenceGrant,
     parse_gateway,
     parse_gateway_class,
-    parse_httproute,
     parse_namespace,
     parse_reference_grant,
 )

@@ -16,7 +16,7 @@ from trafficsplit.cli.kube import Cluster, Ref
 from trafficsplit.cli.main import main
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_backends import rule_weights
-from trafficsplit.core.gateway_objects import parse_httproute
+from trafficsplit.core.gateway_httproute import parse_httproute
 from trafficsplit.core.plan import plan
 from trafficsplit.core.weights import Weights
 

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from tests.unit.test_gatewayapi_golden import supported_paths
+from trafficsplit.core import gateway_httproute as h
 from trafficsplit.core import gateway_objects as g
 from trafficsplit.core import gateway_values as v
 from trafficsplit.core.weights import MAX_WEIGHT
@@ -87,26 +88,26 @@ def test_every_supported_field_is_a_field_of_the_crd() -> None:
     """A field the parser reads under a name upstream does not have would never be set by a real object."""
     route = {p for p, _ in schema_nodes(schema("httproutes"))}
     gateway = {p for p, _ in schema_nodes(schema("gateways"))}
-    assert set(supported_paths(g.SUPPORTED_ROUTE_FIELDS)) - route == set()
+    assert set(supported_paths(h.SUPPORTED_ROUTE_FIELDS)) - route == set()
     assert set(supported_paths(g.SUPPORTED_GATEWAY_FIELDS)) - gateway == set()
 
 
 @pytest.mark.parametrize(
     ("kind_file", "path", "key", "bound"),
     [
-        ("httproutes", "parentRefs", "maxItems", g.MAX_PARENT_REFS),
-        ("httproutes", "hostnames", "maxItems", g.MAX_ROUTE_HOSTNAMES),
+        ("httproutes", "parentRefs", "maxItems", h.MAX_PARENT_REFS),
+        ("httproutes", "hostnames", "maxItems", h.MAX_ROUTE_HOSTNAMES),
         ("httproutes", "rules", "maxItems", v.MAX_RULES),
         ("httproutes", "rules.matches", "maxItems", v.MAX_RULE_MATCHES),
         ("httproutes", "rules.matches.headers", "maxItems", v.MAX_MATCH_HEADERS),
         ("httproutes", "rules.matches.queryParams", "maxItems", v.MAX_MATCH_QUERY_PARAMS),
-        ("httproutes", "rules.filters", "maxItems", g.MAX_FILTERS),
+        ("httproutes", "rules.filters", "maxItems", h.MAX_FILTERS),
         ("httproutes", "rules.backendRefs", "maxItems", v.MAX_BACKEND_REFS),
         ("httproutes", "rules.matches.path.value", "maxLength", v.MAX_PATH),
         ("httproutes", "rules.matches.headers.value", "maxLength", v.MAX_HEADER_VALUE),
         ("httproutes", "rules.matches.headers.name", "maxLength", v.MAX_HEADER_NAME),
         ("httproutes", "rules.matches.queryParams.value", "maxLength", v.MAX_QUERY_VALUE),
-        ("httproutes", "rules.sessionPersistence.sessionName", "maxLength", g.MAX_SESSION_NAME),
+        ("httproutes", "rules.sessionPersistence.sessionName", "maxLength", h.MAX_SESSION_NAME),
         ("httproutes", "rules.backendRefs.weight", "maximum", MAX_WEIGHT),
         ("gateways", "listeners", "maxItems", v.MAX_LISTENERS),
         ("gateways", "listeners.allowedRoutes.kinds", "maxItems", g.MAX_ALLOWED_KINDS),

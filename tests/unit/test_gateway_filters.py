@@ -22,7 +22,7 @@ from trafficsplit.core.gateway_filters import (
     redirect_location,
     rewrite_path,
 )
-from trafficsplit.core.gateway_objects import parse_httproute
+from trafficsplit.core.gateway_httproute import parse_httproute
 from trafficsplit.core.gateway_routes import GatewayRoutes, ListenerRoutes, RouteEntry, RuleAction, VirtualHost
 from trafficsplit.core.gateway_translate import gateway_content
 

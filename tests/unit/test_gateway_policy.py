@@ -18,7 +18,8 @@ from trafficsplit.core.assignment import AssignmentMode
 from trafficsplit.core.cookie import AffinityMinter, CookieSettings, SameSite
 from trafficsplit.core.decide import decide
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class, parse_httproute
+from trafficsplit.core.gateway_httproute import parse_httproute
+from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class
 from trafficsplit.core.gateway_policy import (
     POLICY_FIELDS,
     CookieAttributes,

@@ -13,8 +13,9 @@ import pytest
 from tests.unit.test_gateway_translate import CLASS, gateway, route, service
 from trafficsplit.core.compiler import compile_split
 from trafficsplit.core.errors import SpecError
+from trafficsplit.core.gateway_httproute import parse_httproute
 from trafficsplit.core.gateway_match import RouteTable
-from trafficsplit.core.gateway_objects import parse_gateway, parse_httproute
+from trafficsplit.core.gateway_objects import parse_gateway
 from trafficsplit.core.gateway_routes import (
     BackendTarget,
     GatewayRoutes,

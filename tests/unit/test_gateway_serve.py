@@ -8,7 +8,8 @@ from typing import Any
 
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import decide
-from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class, parse_httproute
+from trafficsplit.core.gateway_httproute import parse_httproute
+from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class
 from trafficsplit.core.gateway_serve import (
     MAX_QUERY_PARAMS,
     HeaderEdits,

@@ -14,7 +14,8 @@ from trafficsplit.core.compiled import CompiledSplit
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import Decision, DecisionPath, KeySource, decide
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_objects import parse_gateway, parse_httproute
+from trafficsplit.core.gateway_httproute import parse_httproute
+from trafficsplit.core.gateway_objects import parse_gateway
 from trafficsplit.core.gateway_translate import Inputs, gateway_content, translate
 from trafficsplit.core.generation import Generation
 from trafficsplit.core.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner, StickyMode

@@ -5,7 +5,9 @@ Programmed True only when the Gateway's replicas ACKed."""
 from __future__ import annotations
 
 from trafficsplit.core.gateway_conditions import GatewayStatus, ListenerStatus, ParentStatus
-from trafficsplit.core.gateway_objects import CONTROLLER_NAME, GATEWAY_GROUP, ParentRef, RouteKind
+from trafficsplit.core.gateway_httproute import ParentRef
+from trafficsplit.core.gateway_objects import RouteKind
+from trafficsplit.core.gateway_reading import CONTROLLER_NAME, GATEWAY_GROUP
 from trafficsplit.core.gateway_status import gateway_status_body, route_parents, stamped
 from trafficsplit.core.status import Condition
 

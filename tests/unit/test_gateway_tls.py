@@ -189,7 +189,7 @@ def test_a_redirect_on_an_https_listener_keeps_the_https_scheme(pem: tuple[bytes
     """A RequestRedirect without a scheme keeps the request's: on an HTTPS listener that is https (port 443 left
     out of the Location), never http."""
     from trafficsplit.core.cookie import AffinityMinter
-    from trafficsplit.core.gateway_objects import parse_httproute
+    from trafficsplit.core.gateway_httproute import parse_httproute
     from trafficsplit.core.gateway_serve import Redirected, ServedRoutes
 
     https = {"name": "l", "port": 443, "protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "cert"}]}}

@@ -18,13 +18,8 @@ from trafficsplit.core.decide import decide
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_actions import ActionMemo
 from trafficsplit.core.gateway_attachment import intersect_hostnames
-from trafficsplit.core.gateway_objects import (
-    MAX_ROUTE_HOSTNAMES,
-    parse_duration,
-    parse_gateway,
-    parse_gateway_class,
-    parse_httproute,
-)
+from trafficsplit.core.gateway_httproute import MAX_ROUTE_HOSTNAMES, parse_duration, parse_httproute
+from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class
 from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
 from trafficsplit.core.gateway_values import MAX_RULE_MATCHES
 from trafficsplit.core.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from tests.unit.gatewayapi import CASES, cases, load, render
-from trafficsplit.core.gateway_objects import SUPPORTED_GATEWAY_FIELDS, SUPPORTED_ROUTE_FIELDS
+from trafficsplit.core.gateway_httproute import SUPPORTED_ROUTE_FIELDS
+from trafficsplit.core.gateway_objects import SUPPORTED_GATEWAY_FIELDS
 from trafficsplit.core.gateway_policy import POLICY_FIELDS
 
 # The situations the translation must show, one case (or more) each.

@@ -293,7 +293,8 @@ def test_an_unservable_split_keeps_a_last_good_form_every_replica_can_serve_else
 
 def _gateway_generation(number: int) -> pb.Generation:
     """A Gateway's generation: rule 0 with Cookie sessionPersistence (a persistent split), rule 1 without."""
-    from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class, parse_httproute
+    from trafficsplit.core.gateway_httproute import parse_httproute
+    from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class
     from trafficsplit.core.gateway_translate import Inputs, gateway_content, translate
     from trafficsplit.core.resolve import ServiceInfo, ServicePort
     from trafficsplit.wire.generation import generation_to_proto

@@ -14,7 +14,8 @@ import pytest
 
 from tests.unit.test_gateway_translate import CLASS, gateway, service
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_objects import parse_gateway, parse_httproute
+from trafficsplit.core.gateway_httproute import parse_httproute
+from trafficsplit.core.gateway_objects import parse_gateway
 from trafficsplit.core.gateway_translate import Inputs, gateway_content, translate
 from trafficsplit.core.generation import Generation
 from trafficsplit.core.weights import MAX_WEIGHT

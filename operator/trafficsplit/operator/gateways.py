@@ -33,22 +33,20 @@ from trafficsplit.core.compiled import CompiledSplit
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_actions import ActionMemo
 from trafficsplit.core.gateway_conditions import AncestorStatus, GatewayStatus, ParentStatus
+from trafficsplit.core.gateway_httproute import HTTPRoute, ParentRef, parse_httproute
 from trafficsplit.core.gateway_objects import (
-    GATEWAY_GROUP,
     Gateway,
     GatewayClass,
-    HTTPRoute,
     Namespace,
-    ParentRef,
     ReferenceGrant,
     parse_gateway,
     parse_gateway_class,
-    parse_httproute,
     parse_namespace,
     parse_reference_grant,
 )
 from trafficsplit.core.gateway_parameters import GatewayParameters, parse_gateway_parameters
 from trafficsplit.core.gateway_policy import Policy, parse_policy
+from trafficsplit.core.gateway_reading import GATEWAY_GROUP
 from trafficsplit.core.gateway_status import (
     class_status_body,
     gateway_status_body,

@@ -23,7 +23,7 @@ from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
 from trafficsplit.cli.planview import render, to_json
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_backends import find_rule, rule_weights
-from trafficsplit.core.gateway_objects import RouteRule, parse_httproute
+from trafficsplit.core.gateway_httproute import RouteRule, parse_httproute
 from trafficsplit.core.gateway_policy import (
     Outcome,
     Policy,

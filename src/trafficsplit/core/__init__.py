@@ -9,10 +9,10 @@ docs/architecture.md says why each module is where it is).
 
 Control-time work, run when something changes (a resource, a weight, a replica's ack), never per request: `change`,
 `compiler`, `gateway_actions`, `gateway_attachment`, `gateway_backends`, `gateway_classes`, `gateway_conditions`,
-`gateway_listeners`, `gateway_objects`, `gateway_parameters`, `gateway_policy`, `gateway_policy_rules`,
-`gateway_precedence`, `gateway_sessions`, `gateway_status`, `gateway_tables`, `gateway_translate`, `plan`, `reconcile`,
-`resolve`, `simulate`, `spec`, `status`. The Gateway translation's modules are layered among themselves
-(`gateway-translation`).
+`gateway_httproute`, `gateway_listeners`, `gateway_objects`, `gateway_parameters`, `gateway_policy`,
+`gateway_policy_rules`, `gateway_precedence`, `gateway_reading`, `gateway_sessions`, `gateway_status`, `gateway_tables`,
+`gateway_translate`, `plan`, `reconcile`, `resolve`, `simulate`, `spec`, `status`. The Gateway translation's modules are
+layered among themselves (`gateway-translation`).
 
 Request-time decisions, run by the dataplane for each request: `decide`, `disclosure`, `gateway_match`,
 `gateway_serve`, `sessions`, `sketch`.

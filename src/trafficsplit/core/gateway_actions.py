@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from trafficsplit.core.assignment import SlotTable
 from trafficsplit.core.compiler import compile_split
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_objects import HTTPRoute, Meta, RouteRule
+from trafficsplit.core.gateway_httproute import HTTPRoute, RouteRule
 from trafficsplit.core.gateway_policy import PolicySettings
+from trafficsplit.core.gateway_reading import Meta
 from trafficsplit.core.gateway_routes import BackendTarget, RuleAction
 from trafficsplit.core.gateway_sessions import RuleSession, rule_session
 from trafficsplit.core.persistent import StickyMode

@@ -8,8 +8,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from trafficsplit.core.gateway_conditions import RouteReason, cond
+from trafficsplit.core.gateway_httproute import HTTPRoute, ParentRef
 from trafficsplit.core.gateway_listeners import ListenerView
-from trafficsplit.core.gateway_objects import HTTPROUTE_KIND, FromNamespaces, Gateway, HTTPRoute, Listener, ParentRef
+from trafficsplit.core.gateway_objects import HTTPROUTE_KIND, FromNamespaces, Gateway, Listener
 from trafficsplit.core.status import Condition
 
 

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 from trafficsplit.core.errors import SpecError
 from trafficsplit.core.gateway_conditions import RouteReason
-from trafficsplit.core.gateway_objects import GATEWAY_GROUP, BackendRef, GrantFrom, HTTPRoute, ReferenceGrant, RouteRule
+from trafficsplit.core.gateway_httproute import BackendRef, HTTPRoute, RouteRule
+from trafficsplit.core.gateway_objects import GrantFrom, ReferenceGrant
+from trafficsplit.core.gateway_reading import GATEWAY_GROUP
 from trafficsplit.core.gateway_routes import BackendTarget
 from trafficsplit.core.resolve import ServiceInfo, SliceInfo, endpoints_for
 from trafficsplit.core.rules import Endpoint, is_dns_label

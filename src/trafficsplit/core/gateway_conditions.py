@@ -12,8 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from trafficsplit.core.gateway_objects import CONTROLLER_NAME, ParentRef, RouteKind
+from trafficsplit.core.gateway_httproute import ParentRef
+from trafficsplit.core.gateway_objects import RouteKind
 from trafficsplit.core.gateway_parameters import GatewayParameters
+from trafficsplit.core.gateway_reading import CONTROLLER_NAME
 from trafficsplit.core.status import MAX_CONDITION_MESSAGE, Condition
 
 

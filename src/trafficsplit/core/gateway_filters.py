@@ -1,7 +1,7 @@
 """HTTPRoute filters the gateway carries, as values that check themselves, and what each does to a request. Pure.
 
 RequestHeaderModifier and ResponseHeaderModifier (set, add, remove; on a rule or on one backendRef), RequestRedirect
-(scheme, hostname, path, port, statusCode) and URLRewrite (hostname, path). The parser (gateway_objects) builds them
+(scheme, hostname, path, port, statusCode) and URLRewrite (hostname, path). The parser (gateway_httproute) builds them
 from a route, the publish receiver (wire/generation.py) from a proto, both through these constructors, so the same
 values are refused either way: the CRD's bounds, and beyond them what must never reach Envoy (a header name that is no
 token, a value with a control byte or padding, the gateway's own `x-trafficsplit-` headers, the `host` header Envoy

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from trafficsplit.core.gateway_conditions import PENDING_MESSAGE, GatewayReason, ListenerReason, cond
 from trafficsplit.core.gateway_objects import (
-    GATEWAY_GROUP,
     HTTPROUTE_KIND,
     Gateway,
     GrantFrom,
@@ -17,6 +16,7 @@ from trafficsplit.core.gateway_objects import (
     RouteKind,
     TLSMode,
 )
+from trafficsplit.core.gateway_reading import GATEWAY_GROUP
 from trafficsplit.core.gateway_tls import Certificate, TlsSecret
 from trafficsplit.core.status import Condition
 

@@ -32,13 +32,8 @@ from typing import Any
 from trafficsplit.core.assignment import AssignmentMode, minimal_moved_share
 from trafficsplit.core.cookie import CookieSettings, SameSite
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_objects import (
-    GATEWAY_GROUP,
-    HTTPRoute,
-    Meta,
-    RouteRule,
-    SessionType,
-)
+from trafficsplit.core.gateway_httproute import HTTPRoute, RouteRule, SessionType
+from trafficsplit.core.gateway_reading import GATEWAY_GROUP, Meta
 from trafficsplit.core.persistent import StickyMode, drain_mode_problems, persistent_moved_share
 from trafficsplit.core.plan import Plan
 from trafficsplit.core.ring import MAX_POINTS

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from trafficsplit.core.gateway_conditions import AncestorStatus, PolicyStatus, cond
-from trafficsplit.core.gateway_objects import GATEWAY_GROUP, HTTPRoute, ParentRef, RouteRule
+from trafficsplit.core.gateway_httproute import HTTPRoute, ParentRef, RouteRule
 from trafficsplit.core.gateway_policy import MAX_ANCESTORS, Outcome, Policy, PolicyReason, Resolution, worst
+from trafficsplit.core.gateway_reading import GATEWAY_GROUP
 from trafficsplit.core.gateway_routes import RuleAction
 
 # One rule's `build_action` with everything but the policy bound.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from trafficsplit.core.gateway_attachment import Attachment
-from trafficsplit.core.gateway_objects import HTTPRoute
+from trafficsplit.core.gateway_httproute import HTTPRoute
 from trafficsplit.core.gateway_routes import CATCH_ALL, RouteEntry, RuleAction
 from trafficsplit.core.gateway_values import PathType
 

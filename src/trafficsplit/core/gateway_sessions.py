@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from trafficsplit.core.cookie import CookieSettings
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_objects import CookieLifetime, HTTPRoute, RouteRule, SessionType
+from trafficsplit.core.gateway_httproute import CookieLifetime, HTTPRoute, RouteRule, SessionType
 from trafficsplit.core.hashing import key_hash
 from trafficsplit.core.rules import key_header_problems
 

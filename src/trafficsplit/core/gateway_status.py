@@ -28,8 +28,9 @@ from trafficsplit.core.gateway_conditions import (
     ListenerStatus,
     ParentStatus,
 )
-from trafficsplit.core.gateway_objects import CONTROLLER_NAME, ParentRef
+from trafficsplit.core.gateway_httproute import ParentRef
 from trafficsplit.core.gateway_policy import MAX_ANCESTORS
+from trafficsplit.core.gateway_reading import CONTROLLER_NAME
 from trafficsplit.core.status import MAX_CONDITION_MESSAGE, Condition
 
 MAX_STATUS_ADDRESSES = 16  # the upstream CRD's bound on Gateway status.addresses

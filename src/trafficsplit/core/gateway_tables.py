@@ -17,7 +17,7 @@ from typing import Any
 
 from trafficsplit.core.assignment import SlotTable
 from trafficsplit.core.compiled import CompiledSplit
-from trafficsplit.core.gateway_objects import CONTROLLER_NAME
+from trafficsplit.core.gateway_reading import CONTROLLER_NAME
 from trafficsplit.core.weights import Weights
 
 

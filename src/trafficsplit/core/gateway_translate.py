@@ -46,21 +46,14 @@ from trafficsplit.core.gateway_conditions import (
     RouteStatus,
     cond,
 )
+from trafficsplit.core.gateway_httproute import HTTPRoute, ParentRef, RouteRule
 from trafficsplit.core.gateway_listeners import ListenerView, gateway_acceptance, listener_views
-from trafficsplit.core.gateway_objects import (
-    GATEWAY_GROUP,
-    Gateway,
-    GatewayClass,
-    HTTPRoute,
-    Namespace,
-    ParentRef,
-    ReferenceGrant,
-    RouteRule,
-)
+from trafficsplit.core.gateway_objects import Gateway, GatewayClass, Namespace, ReferenceGrant
 from trafficsplit.core.gateway_parameters import GatewayParameters
 from trafficsplit.core.gateway_policy import Policy, Resolution, resolve
 from trafficsplit.core.gateway_policy_rules import Build, policy_statuses, with_policies
 from trafficsplit.core.gateway_precedence import precedence, taken_matches
+from trafficsplit.core.gateway_reading import GATEWAY_GROUP
 from trafficsplit.core.gateway_routes import (
     CATCH_ALL,
     GatewayRoutes,

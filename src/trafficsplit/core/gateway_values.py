@@ -1,6 +1,6 @@
 """An HTTPRoute rule's matches as values that check themselves, and the upstream CRD bounds a route table obeys. Pure.
 
-Part of the core's model: the parser (`gateway_objects.parse_httproute`) builds these from a route, the route table
+Part of the core's model: the parser (`gateway_httproute.parse_httproute`) builds these from a route, the route table
 (`gateway_routes`) carries them, the publish receiver (wire/generation.py) rebuilds them from a proto and the
 request-time matcher (`gateway_match`) reads them. Kept apart from the parser so that none of the others stands on it
 (.importlinter, "the core's plan").
@@ -16,7 +16,8 @@ from trafficsplit.core.errors import SpecError
 from trafficsplit.core.rules import compile_pattern, is_token
 
 # The upstream CRD's bounds (v1.6.3 standard and experimental channels agree on these) that a route table and its
-# matches obey; the parser's other bounds are in gateway_objects. tests/unit/test_gateway_api_crds.py compares both.
+# matches obey; the parser's other bounds are in gateway_reading, gateway_objects and gateway_httproute.
+# tests/unit/test_gateway_api_crds.py compares both.
 MAX_RULES = 16
 MAX_RULE_MATCHES = 64
 MAX_MATCH_HEADERS = 16
