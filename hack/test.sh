@@ -95,6 +95,13 @@ step "gateway API (CRDs checked against v1.6.3, the conformance binary and echo-
 # tests/e2e/test_8_conformance.py runs the suite's quick list (the whole profile: `make conformance`).
 bash hack/build-gateway-api.sh >/dev/null
 
+step "progressive delivery CRDs and RBAC checked against their modules (Argo Rollouts, Flagger)"
+# The modules' own files against the committed copies in third_party/ (exit 1 when stale). This also puts both modules
+# in the Go module cache before the unit tier, whose byte-for-byte tests (tests/unit/test_progressive_crds.py) read
+# them there: on a cold run the background build would download Flagger's only after the unit tier (2 tests skipped).
+bash hack/build-argo-rollouts.sh --check
+bash hack/build-flagger.sh --check
+
 step "argo rollouts plugin (plugins/argo-rollouts, cached by a hash of its sources)"
 # Built here, not inside tests/integration/test_argo_rollouts_plugin.py, so the log separates its build from the test.
 bash hack/build-argo-rollouts.sh --plugin >/dev/null
