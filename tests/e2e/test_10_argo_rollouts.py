@@ -14,6 +14,9 @@ swapped for the echo image (which answers with its ``-text``: v1, v2, v3 tell th
   sees no failed request during the whole ramp. It is sent to the replica that is never stopped: a request to a
   stopped Envoy hangs until the kernel's readiness path notices, which is the SIGSTOP, not the ramp.
 - v2 → v3, aborted at 10 %: the time until every new request is served by stable again.
+- The same Rollout on a TrafficSplit with ``assignment: minimal`` (examples/argo-rollouts/rollout-trafficsplit.yaml,
+  served by the chart's gateway): 1,000 sessions minted before the canary starts, revisited at every step, each change
+  of version counted. The whole ramp moves each session once, from v1 to v2: the minimum.
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from scipy.stats import chisquare
+from scipy.stats import binomtest, chisquare
 
-from tests.e2e.cluster import REPO_ROOT, Cluster, Gateway, wait_for
+from tests.e2e.cluster import REPO_ROOT, Cluster, Gateway, published, wait_for
 from tests.e2e.gatewayapi import (
     CONTROLLER,
     LISTENER_PORT,
@@ -47,6 +52,11 @@ pytestmark = [pytest.mark.e2e]
 
 INSTALL = REPO_ROOT / "examples" / "argo-rollouts" / "install.yaml"
 EXAMPLE = REPO_ROOT / "examples" / "argo-rollouts" / "rollout.yaml"
+# The same Rollout on a TrafficSplit with `assignment: minimal`: its namespace, split and Rollout are all "store".
+STORE_EXAMPLE = REPO_ROOT / "examples" / "argo-rollouts" / "rollout-trafficsplit.yaml"
+STORE = "store"
+STORE_HOST = "store.example"
+STORE_COOKIE = "ts-store"
 ARGO_CRDS = REPO_ROOT / "third_party" / "argo-rollouts" / "crds"
 ARGO_NS = "argo-rollouts"
 NS = NAME = "demo"  # the example's namespace, Gateway, HTTPRoute and Rollout
@@ -71,20 +81,21 @@ class Argo:
     retried: list[str]
 
 
-def _example(cluster: Cluster) -> list[dict[str, Any]]:
-    docs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+def _example(cluster: Cluster, path: Path = EXAMPLE) -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     for d in docs:
         if d["kind"] == "Rollout":
             d["spec"]["template"]["spec"]["containers"][0]["image"] = cluster.echo_image()
     return docs
 
 
-def _rollout(cluster: Cluster) -> dict[str, Any]:
-    return cluster.get("rollout", NAME, "-n", NS)
+def _rollout(cluster: Cluster, name: str = NAME) -> dict[str, Any]:
+    """A Rollout of this file's examples: each has a namespace of its name."""
+    return cluster.get("rollout", name, "-n", name)
 
 
-def _healthy(cluster: Cluster) -> dict[str, Any] | None:
-    ro = _rollout(cluster)
+def _healthy(cluster: Cluster, name: str = NAME) -> dict[str, Any] | None:
+    ro = _rollout(cluster, name)
     st = ro.get("status", {})
     ok = st.get("phase") == "Healthy" and st.get("stableRS") and st.get("stableRS") == st.get("currentPodHash")
     return ro if ok else None
@@ -96,20 +107,20 @@ def _step(ro: dict[str, Any]) -> tuple[int | None, bool | None]:
     return st.get("currentStepIndex"), (st.get("canary", {}).get("weights") or {}).get("verified")
 
 
-def _paused_at(cluster: Cluster, index: int) -> dict[str, Any] | None:
+def _paused_at(cluster: Cluster, index: int, name: str = NAME) -> dict[str, Any] | None:
     """The Rollout once it pauses at step ``index``. Argo passes a setWeight step only once VerifyWeight answered
     Verified; ``weights.verified`` itself is not a signal to wait for: v1.9.1 writes it when the weights change and can
     leave a stale ``false`` once they are verified (its status patch skips a change made to the weights it already
     holds)."""
-    ro = _rollout(cluster)
+    ro = _rollout(cluster, name)
     ok = _step(ro)[0] == index and ro["status"].get("pauseConditions")
     return ro if ok else None
 
 
-def _promote(cluster: Cluster) -> None:
+def _promote(cluster: Cluster, name: str = NAME) -> None:
     """What `kubectl argo rollouts promote` patches at a pause step."""
     cluster.kubectl(
-        "patch", "rollout", NAME, "-n", NS, "--subresource=status", "--type=merge",
+        "patch", "rollout", name, "-n", name, "--subresource=status", "--type=merge",
         "-p", '{"status":{"pauseConditions":null}}',
     )  # fmt: skip
 
@@ -218,21 +229,21 @@ class Session:
     version: str
 
 
-def _new_session(client: Client) -> Session:
-    first = client.request(HOST)
-    value = first.cookie(COOKIE)
+def _new_session(client: Client, host: str = HOST, cookie: str = COOKIE) -> Session:
+    first = client.request(host)
+    value = first.cookie(cookie)
     assert first.status == 200 and value, first
-    return Session(cookie=f"{COOKIE}={value}", version=first.backend)
+    return Session(cookie=f"{cookie}={value}", version=first.backend)
 
 
-def _set_text(cluster: Cluster, text: str) -> None:
+def _set_text(cluster: Cluster, text: str, name: str = NAME) -> None:
     patch = [{"op": "replace", "path": "/spec/template/spec/containers/0/args/1", "value": f"-text={text}"}]
-    cluster.kubectl("patch", "rollout", NAME, "-n", NS, "--type=json", "-p", yaml.safe_dump(patch))
+    cluster.kubectl("patch", "rollout", name, "-n", name, "--type=json", "-p", yaml.safe_dump(patch))
 
 
-def _wait_paused(cluster: Cluster, index: int, what: str) -> float:
+def _wait_paused(cluster: Cluster, index: int, what: str, name: str = NAME) -> float:
     t = time.monotonic()
-    wait_for(what, lambda: _paused_at(cluster, index), timeout=240, interval=1)
+    wait_for(what, lambda: _paused_at(cluster, index, name), timeout=240, interval=1)
     return time.monotonic() - t
 
 
@@ -362,3 +373,78 @@ def test_an_abort_returns_new_traffic_to_stable(argo: Argo) -> None:
     ro = _rollout(cluster)
     print(f"Rollout phase {ro['status'].get('phase')}: {ro['status'].get('message')}")
     assert ro["status"].get("abort") is True
+
+
+@pytest.fixture(scope="module")
+def store(argo: Argo) -> Iterator[Cluster]:
+    """The example Rollout on a TrafficSplit (examples/argo-rollouts/rollout-trafficsplit.yaml), Healthy, its split
+    published on every replica of the chart's gateway."""
+    cluster = argo.cluster
+    try:
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(_example(cluster, STORE_EXAMPLE)))
+        wait_for("Rollout store Healthy", lambda: _healthy(cluster, STORE), timeout=240, interval=1)
+        wait_for("TrafficSplit store published", lambda: published(cluster, STORE, STORE), timeout=120)
+        yield cluster
+    except Exception:
+        print(cluster.kubectl("get", "rollout,trafficsplit", "-n", STORE, "-o", "yaml", check=False).stdout[-6000:])
+        raise
+    finally:
+        cluster.kubectl("delete", "namespace", STORE, "--timeout=180s", check=False, timeout=200)
+
+
+def test_a_rollout_on_a_minimal_trafficsplit_moves_each_session_once(argo: Argo, store: Cluster) -> None:
+    """Sessions minted before the canary starts, revisited at every step of the ramp. The fewest moves a ramp from
+    v1 to v2 allows is one per session (each starts on v1 and ends on v2); with `assignment: minimal` that is what
+    happens: a step from weight a to b moves (b - a) % of them, from v1 to v2, and the header step moves none."""
+    cluster = store
+    client = Client(gateway=cluster.client(), retried=argo.retried)
+    sessions = parallel(lambda _: _new_session(client, STORE_HOST, STORE_COOKIE), range(SESSIONS))
+    assert Counter(s.version for s in sessions) == {"v1": SESSIONS}
+
+    def revisit() -> list[str]:
+        answers = parallel(lambda s: client.request(STORE_HOST, cookie=s.cookie), sessions)
+        assert all(r.status == 200 for r in answers), Counter(r.status for r in answers)
+        return [r.backend for r in answers]
+
+    steps: dict[str, list[str]] = {"minted at 100/0": [s.version for s in sessions]}
+    _set_text(cluster, "v2", STORE)
+    _wait_paused(cluster, PAUSE_10, "store paused at 10 % and verified", STORE)
+    steps["setWeight 10"] = revisit()
+    _promote(cluster, STORE)
+    _wait_paused(cluster, PAUSE_HEADER, "store paused after setHeaderRoute", STORE)
+    wait_for("the header route served", lambda: published(cluster, STORE, STORE), timeout=60)
+    header = Counter(
+        r.backend for r in parallel(lambda _: client.request(STORE_HOST, headers={"x-canary": "yes"}), range(200))
+    )
+    assert header == {"v2": 200}, header
+    steps["setHeaderRoute"] = revisit()
+    _promote(cluster, STORE)
+    _wait_paused(cluster, PAUSE_50, "store paused at 50 % and verified", STORE)
+    steps["setWeight 50"] = revisit()
+    _promote(cluster, STORE)
+    wait_for("Rollout store Healthy on v2", lambda: _healthy(cluster, STORE), timeout=240, interval=1)
+    wait_for(
+        "50 answers in a row from v2",
+        lambda: Counter(client.request(STORE_HOST).backend for _ in range(50)) == {"v2": 50},
+        timeout=60,
+        interval=0.5,
+    )
+    steps["promoted"] = revisit()
+
+    names = list(steps)
+    moves = Counter[tuple[str, str]]()
+    for before, after in pairwise(names):
+        moved = Counter((a, b) for a, b in zip(steps[before], steps[after], strict=True) if a != b)
+        print(f"{before} -> {after}: {sum(moved.values())} of {SESSIONS} sessions changed version {dict(moved)}")
+        moves.update(moved)
+    per_session = Counter(sum(a != b for a, b in pairwise(path)) for path in zip(*steps.values(), strict=True))
+    print(f"moves per session over the whole ramp: {dict(per_session)} (the minimum: 1 each); "
+          f"fail-closed retries {len(argo.retried)}")  # fmt: skip
+    assert per_session == {1: SESSIONS}, per_session  # the minimum, and never back to v1
+    assert set(moves) == {("v1", "v2")}, moves
+    assert steps["setHeaderRoute"] == steps["setWeight 10"]
+    for step, weight in (("setWeight 10", 10), ("setWeight 50", 50)):
+        on_canary = steps[step].count("v2")
+        p = binomtest(on_canary, SESSIONS, weight / 100).pvalue
+        print(f"{step}: {on_canary} of {SESSIONS} sessions on v2, expected {weight} %, binomial p={p:.3f}")
+        assert p > P_MIN, (step, on_canary)
