@@ -9,18 +9,14 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_gateway_translate import CLASS, conditions, gateway, route, run, service
+from tests.unit.test_gateway_translate import conditions, one_rule_route, route, run
 from trafficsplit.core.compiled import CompiledSplit
 from trafficsplit.core.cookie import AffinityMinter
 from trafficsplit.core.decide import Decision, DecisionPath, KeySource, decide
 from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_httproute import parse_httproute
-from trafficsplit.core.gateway_objects import parse_gateway
-from trafficsplit.core.gateway_translate import Inputs, gateway_content, translate
+from trafficsplit.core.gateway_translate import gateway_content
 from trafficsplit.core.generation import Generation
 from trafficsplit.core.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner, StickyMode
-from trafficsplit.core.resolve import SliceEndpoint, SliceInfo
-from trafficsplit.core.spec import parse_split
 from trafficsplit.core.splitspec import BackendSpec, SplitSpec
 from trafficsplit.wire.envoy import gateway_virtual_host, session_meta_key
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
@@ -33,29 +29,7 @@ HEADER = "x-session"
 def header_generation(*backends: tuple[str, int], session: dict[str, Any] | None = None) -> Generation:
     """The generation of a one-rule route with Header sessionPersistence at these weights (the same route each
     time), as the Gateway's data plane holds it."""
-    refs = [{"name": n, "port": 80, "weight": w} for n, w in backends]
-    slices = {
-        ("ns", n): (
-            SliceInfo(
-                namespace="ns",
-                name=f"{n}-1",
-                service=n,
-                ports=(("http", 8080),),
-                endpoints=(SliceEndpoint(f"10.0.0.{i}", True, False, f"{n}-pod"),),
-            ),
-        )
-        for i, n in enumerate(("a", "b"), 1)
-    }
-    rule = {"backendRefs": refs, "sessionPersistence": session or {"type": "Header", "sessionName": "X-Session"}}
-    t = translate(
-        Inputs(
-            classes=(CLASS,),
-            gateways=(parse_gateway(gateway()),),
-            routes=(parse_httproute(route(rules=[rule])),),
-            services={("ns", s): service(s) for s in ("a", "b")},
-            slices=slices,
-        )
-    )
+    t = one_rule_route(backends, session or {"type": "Header", "sessionName": "X-Session"})
     content = gateway_content(t, "ns/gw")
     return Generation(1, content.splits, content.routes)
 
@@ -212,19 +186,6 @@ def test_the_receiver_rebuilds_the_header_session_and_refuses_a_name_that_frames
         )
     # A key header that only keys the pick (never sent back) keeps the TrafficSplit rule: a token, not the cookie.
     assert spec(StickyMode.REHASH).key_header == "transfer-encoding"
-
-
-def test_a_trafficsplit_still_needs_the_cookie_for_persistent_sessions() -> None:
-    with pytest.raises(SpecError, match=r"spec\.sticky\.mode: persistent needs sticky\.cookie"):
-        parse_split(
-            "prod",
-            "app",
-            {
-                "hosts": ["a.example"],
-                "backends": [{"name": "a", "weight": 1}],
-                "sticky": {"mode": "persistent", "header": {"name": "x-user"}},
-            },
-        )
 
 
 def test_the_token_reaches_envoy_as_the_response_header_of_that_name() -> None:

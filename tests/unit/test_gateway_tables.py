@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.unit.test_operator_engine import TOKEN, FakeReplica, run, until
+from tests.unit.test_operator_gateways import service_body, slice_body
 from trafficsplit.core.assignment import SlotTable, advance, fresh_table, minimal_moved_share, moved_share
 from trafficsplit.core.compiled import CompiledBackend, CompiledSplit
 from trafficsplit.core.gateway_tables import (
@@ -132,19 +133,6 @@ def _route(weights: Sequence[int], generation: int) -> dict[str, Any]:
     }
 
 
-def _service(namespace: str, name: str, port_name: str, port: int) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"ports": [{"name": port_name, "port": port}]}}
-
-
-def _slice(namespace: str, service: str, port_name: str, port: int, ip: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": f"{service}-x", "namespace": namespace, "labels": {"kubernetes.io/service-name": service}},
-        "addressType": "IPv4",
-        "ports": [{"name": port_name, "port": port}],
-        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}, "targetRef": {"name": f"{service}-pod"}}],
-    }
-
-
 @dataclass
 class Cluster:
     """The API server as the engines see it: the objects (status writes stored, the watch event sent back to the
@@ -239,11 +227,11 @@ def _objects(cluster: Cluster, replica: FakeReplica) -> None:
     )
     cluster.put("httproute", _route(RAMP[0], 1))
     for i, n in enumerate(NAMES):
-        cluster.put("service", _service(NS, n, "http", 80))
-        cluster.put("endpointslice", _slice(NS, n, "http", 8080, f"10.0.0.{i + 1}"))
+        cluster.put("service", service_body(NS, n, "http", 80))
+        cluster.put("endpointslice", slice_body(NS, n, "http", 8080, f"10.0.0.{i + 1}"))
     svc = publish_service_name(NS, "gw")
-    cluster.put("service", _service(OPNS, svc, "publish", 9443))
-    cluster.put("endpointslice", _slice(OPNS, svc, "publish", replica.port, "127.0.0.1"))
+    cluster.put("service", service_body(OPNS, svc, "publish", 9443))
+    cluster.put("endpointslice", slice_body(OPNS, svc, "publish", replica.port, "127.0.0.1"))
 
 
 def _table(replica: FakeReplica) -> SlotTable | None:
@@ -319,7 +307,7 @@ async def _restarts(tmp_path: Any, chart: FakeReplica, one: FakeReplica, fresh: 
 
     # Another one, whose Gateway's replica was replaced by one holding nothing: rebuilt, and said on the route.
     svc = publish_service_name(NS, "gw")
-    cluster.put("endpointslice", _slice(OPNS, svc, "publish", fresh.port, "127.0.0.1"))
+    cluster.put("endpointslice", slice_body(OPNS, svc, "publish", fresh.port, "127.0.0.1"))
     third = _engine(tmp_path, cluster, chart)
     cluster.load(third)
     task = await _lead(third)

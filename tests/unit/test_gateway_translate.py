@@ -4,6 +4,7 @@ hostname intersection, bounds at parse time, durations, precedence, the split is
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -152,8 +153,8 @@ def test_a_rule_is_the_split_a_trafficsplit_with_the_same_backends_compiles_to()
 SIGNER = CookieSigner(b"k" * MIN_KEY_BYTES)
 
 
-def sticky_split(*backends: tuple[str, int]) -> CompiledSplit:
-    """The split of a one-rule route with Cookie sessionPersistence at these weights (the same route each time)."""
+def one_rule_route(backends: Sequence[tuple[str, int]], session: dict[str, Any]) -> Translation:
+    """The translation of a one-rule route with this sessionPersistence at these weights (the same route each time)."""
     refs = [{"name": n, "port": 80, "weight": w} for n, w in backends]
     # Ready endpoints: a pinned session stays only on a backend that can serve it (else it fails over).
     slices = {
@@ -168,8 +169,8 @@ def sticky_split(*backends: tuple[str, int]) -> CompiledSplit:
         )
         for i, n in enumerate(("a", "b"), 1)
     }
-    rule = {"backendRefs": refs, "sessionPersistence": {"sessionName": "sid"}}
-    t = translate(
+    rule = {"backendRefs": refs, "sessionPersistence": session}
+    return translate(
         Inputs(
             classes=(CLASS,),
             gateways=(parse_gateway(gateway()),),
@@ -178,7 +179,11 @@ def sticky_split(*backends: tuple[str, int]) -> CompiledSplit:
             slices=slices,
         )
     )
-    (action,) = t.actions
+
+
+def sticky_split(*backends: tuple[str, int]) -> CompiledSplit:
+    """The split of a one-rule route with Cookie sessionPersistence at these weights (the same route each time)."""
+    (action,) = one_rule_route(backends, {"sessionName": "sid"}).actions
     assert action.split is not None
     return action.split
 
