@@ -28,10 +28,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.append(str(ROOT / "src"))  # appended: a PYTHONPATH given on the command line (an older tree) comes first
 
-from trafficsplit.core.assignment import SlotTable  # noqa: E402
-from trafficsplit.core.reconcile import CompileMemo, desired_state  # noqa: E402
-from trafficsplit.core.resolve import SplitObject  # noqa: E402
-from trafficsplit.core.status import PublishView, ReplicaAck, compute_status  # noqa: E402
+from trafficsplit.core.control.reconcile import CompileMemo, desired_state  # noqa: E402
+from trafficsplit.core.control.resolve import SplitObject  # noqa: E402
+from trafficsplit.core.control.status import PublishView, ReplicaAck, compute_status  # noqa: E402
+from trafficsplit.core.model.assignment import SlotTable  # noqa: E402
 
 W1 = {"a": 40, "b": 40, "c": 20}
 W2 = {"a": 30, "b": 40, "c": 30}

@@ -22,15 +22,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trafficsplit.core.compiled import CompiledSplit, Endpoint
-from trafficsplit.core.compiler import compile_split
-from trafficsplit.core.cookie import AffinityMinter, read_cookie
-from trafficsplit.core.decide import decide
-from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.persistent import CookieSigner
-from trafficsplit.core.regex import Pattern
-from trafficsplit.core.spec import parse_split
-from trafficsplit.core.weights import MAX_BACKENDS, Weights
+from trafficsplit.core.control.compiler import compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.decide.split import decide
+from trafficsplit.core.model.compiled import CompiledSplit, Endpoint
+from trafficsplit.core.model.cookie import AffinityMinter, read_cookie
+from trafficsplit.core.model.hashing import key_hash
+from trafficsplit.core.model.persistent import CookieSigner
+from trafficsplit.core.model.regex import Pattern
+from trafficsplit.core.model.weights import MAX_BACKENDS, Weights
 
 TARGET_NS = 5_000  # the whole per-request core work with 2 backends
 KEY = "0193f1c2a4b5000000000001"

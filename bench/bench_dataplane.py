@@ -61,10 +61,10 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from google.protobuf import json_format
 
 from tests.support.dataplane import Dataplane, Envoy, NameBackends, envoy_binary, split_doc
-from trafficsplit.core.compiled import Endpoint
-from trafficsplit.core.compiler import assemble_generation, compile_split
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.spec import parse_split
+from trafficsplit.core.control.compiler import assemble_generation, compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.compiled import Endpoint
+from trafficsplit.core.model.generation import Generation
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor

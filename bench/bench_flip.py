@@ -67,7 +67,7 @@ from tests.support.operator import (  # noqa: E402
     wait_condition,
 )
 from tests.support.waiting import poll  # noqa: E402
-from trafficsplit.core.gateway_reading import CONTROLLER_NAME  # noqa: E402
+from trafficsplit.core.gatewayapi.reading import CONTROLLER_NAME  # noqa: E402
 from trafficsplit.operator.dataplane_names import publish_service_name  # noqa: E402
 
 HOST = "flip.example"

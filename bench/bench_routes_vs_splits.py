@@ -53,15 +53,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from trafficsplit.core.cookie import AffinityMinter
-from trafficsplit.core.decide import decide
-from trafficsplit.core.gateway_httproute import HTTPRoute, parse_httproute
-from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class
-from trafficsplit.core.gateway_serve import Routed, ServedRoutes
-from trafficsplit.core.gateway_translate import Inputs, gateway_content, translate
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.reconcile import CompileMemo, desired_state
-from trafficsplit.core.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo, SplitObject
+from trafficsplit.core.control.reconcile import CompileMemo, desired_state
+from trafficsplit.core.control.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo, SplitObject
+from trafficsplit.core.decide.serve import Routed, ServedRoutes
+from trafficsplit.core.decide.split import decide
+from trafficsplit.core.gatewayapi.httproute import HTTPRoute, parse_httproute
+from trafficsplit.core.gatewayapi.objects import parse_gateway, parse_gateway_class
+from trafficsplit.core.gatewayapi.translate import Inputs, gateway_content, translate
+from trafficsplit.core.model.cookie import AffinityMinter
+from trafficsplit.core.model.generation import Generation
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 from trafficsplit.wire.processing import served_routes

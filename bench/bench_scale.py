@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.dataplane import PYTHONPATH, Dataplane, NameBackends, split_doc
-from trafficsplit.core.compiled import Endpoint
-from trafficsplit.core.compiler import assemble_generation, compile_split
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.spec import parse_split
+from trafficsplit.core.control.compiler import assemble_generation, compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.compiled import Endpoint
+from trafficsplit.core.model.generation import Generation
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_to_proto
 

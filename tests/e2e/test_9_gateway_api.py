@@ -52,7 +52,7 @@ from tests.e2e.gatewayapi import (
     programmed,
 )
 from tests.e2e.load import parallel, steady_load
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.model.weights import Weights
 
 pytestmark = [pytest.mark.e2e]
 

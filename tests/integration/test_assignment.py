@@ -13,13 +13,13 @@ import pytest
 
 from tests.support.dataplane import Dataplane, split_doc
 from tests.support.decided import decided_sessions
-from trafficsplit.core.assignment import SLOTS, SlotTable, minimal_moved_share, rounding_bound
-from trafficsplit.core.compiled import CompiledSplit, Endpoint
-from trafficsplit.core.compiler import assemble_generation, compile_split
-from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.plan import plan
-from trafficsplit.core.spec import parse_split
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.control.compiler import assemble_generation, compile_split
+from trafficsplit.core.control.plan import plan
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.assignment import SLOTS, SlotTable, minimal_moved_share, rounding_bound
+from trafficsplit.core.model.compiled import CompiledSplit, Endpoint
+from trafficsplit.core.model.hashing import key_hash
+from trafficsplit.core.model.weights import Weights
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_to_proto
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.dataplane import Dataplane, NameBackends, split_doc
-from trafficsplit.core.compiled import cluster_name
+from trafficsplit.core.model.compiled import cluster_name
 from trafficsplit.wire.reserved import EXTPROC_CLUSTER
 
 pytestmark = [pytest.mark.envoy]

@@ -16,8 +16,8 @@ import pytest
 
 from tests.support.dataplane import Dataplane, run_sessions, split_doc
 from trafficsplit.cli.bill import fetch_bills, render_bills
-from trafficsplit.core.simulate import expand_clients, parse_client_rows
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.control.simulate import expand_clients, parse_client_rows
+from trafficsplit.core.model.weights import Weights
 
 pytestmark = [pytest.mark.envoy]
 

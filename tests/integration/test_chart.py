@@ -806,7 +806,7 @@ def render_gateway_api(helm: Helm, *sets: str, class_api: bool = True) -> Docs:
 
 def _provisioned(docs: Docs, *ports: int) -> Any:
     from tests.support.provision import gateway
-    from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS
+    from trafficsplit.core.gatewayapi.parameters import DEFAULT_PARAMETERS
     from trafficsplit.operator.provision import CookieKeys, parse_settings, render
 
     cm = find(docs, "ConfigMap", "rel-operator-dataplane")["data"]
@@ -1018,7 +1018,7 @@ def test_install_with_gateway_api_creates_the_crds_then_the_class_and_provisions
     import asyncio
 
     from tests.support.provision import gateway
-    from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS
+    from trafficsplit.core.gatewayapi.parameters import DEFAULT_PARAMETERS
     from trafficsplit.operator.provision import parse_settings
     from trafficsplit.operator.provisioner import Provisioner
 

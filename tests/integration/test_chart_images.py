@@ -47,7 +47,7 @@ def wheel_files(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
         "trafficsplit/operator/main.py",
         "trafficsplit/extproc/__main__.py",
         "trafficsplit/extproc/server.py",
-        "trafficsplit/core/decide.py",
+        "trafficsplit/core/decide/split.py",
         "trafficsplit/wire/bootstrap.py",
         "trafficsplit/v1alpha1/publish_pb2.py",
     ],

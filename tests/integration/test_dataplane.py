@@ -31,10 +31,10 @@ from tests.support.dataplane import (
     split_doc,
 )
 from tests.support.waiting import poll
-from trafficsplit.core.decide import pick_backend
-from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.plan import plan
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.control.plan import plan
+from trafficsplit.core.decide.split import pick_backend
+from trafficsplit.core.model.hashing import key_hash
+from trafficsplit.core.model.weights import Weights
 from trafficsplit.extproc.httpservice import DEFAULT_MAX_BODY_BYTES
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.bootstrap import EXTPROC_HTTP_PATH

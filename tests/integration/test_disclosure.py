@@ -18,8 +18,8 @@ import pytest
 
 from tests.support.dataplane import Dataplane, Response, split_doc
 from tests.support.waiting import poll
-from trafficsplit.core.cookie import AffinityMinter
-from trafficsplit.core.decide import Decision, decide
+from trafficsplit.core.decide.split import Decision, decide
+from trafficsplit.core.model.cookie import AffinityMinter
 
 pytestmark = [pytest.mark.envoy]
 

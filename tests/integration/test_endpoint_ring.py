@@ -2,7 +2,7 @@
 that pod.
 
 Pods are the loopback name backends (each answers with its name), so a response says which endpoint served it. The
-expectations come from the core ring (`trafficsplit.core.ring`) and the simulator's sticky-consistent rule, never
+expectations come from the core ring (`trafficsplit.core.model.ring`) and the simulator's sticky-consistent rule, never
 hard-coded.
 """
 
@@ -15,8 +15,8 @@ import pytest
 
 from tests.support.dataplane import Dataplane, decided_requests, split_doc
 from trafficsplit.cli.main import main
-from trafficsplit.core.ring import DEFAULT_POINTS, Ring
-from trafficsplit.core.simulate import bind_consistent, expand_clients, parse_client_rows
+from trafficsplit.core.control.simulate import bind_consistent, expand_clients, parse_client_rows
+from trafficsplit.core.model.ring import DEFAULT_POINTS, Ring
 
 pytestmark = [pytest.mark.envoy]
 

@@ -21,9 +21,9 @@ from scipy.stats import chisquare
 from tests.support import flagger_route as flagger
 from tests.support.dataplane import TRANSPORTS, Connection, NameBackends, Response, name_backends  # noqa: F401
 from tests.support.gatewayplane import GatewayPlane
-from trafficsplit.core.gateway_serve import in_error_share
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.decide.serve import in_error_share
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.hashing import key_hash
 
 pytestmark = [pytest.mark.envoy]
 
@@ -324,7 +324,7 @@ def test_session_persistence_keeps_a_session_on_the_cores_pick_of_its_cookie(pla
     again = fetch(plane.ports[80], [(HOST, "/", [("cookie", f"gw-session={c}")]) for c in cookies])
     for first, second, c in zip(firsts, again, cookies, strict=True):
         assert c is not None
-        key, backend, _ = c.split(".")  # sealed: KEY.BACKEND.MAC (core/persistent.py)
+        key, backend, _ = c.split(".")  # sealed: KEY.BACKEND.MAC (core/model/persistent.py)
         assert first.backend == second.backend == backend == split.weights.pick(key)
         assert second.cookie("gw-session") is None  # kept, not minted again
     assert {r.backend for r in firsts} == {"stable", "canary"}

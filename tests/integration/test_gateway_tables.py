@@ -35,9 +35,9 @@ from tests.support.operator import (
     service_with_slice,
 )
 from tests.support.waiting import poll
-from trafficsplit.core.assignment import SlotTable, advance, fresh_table, minimal_moved_share, moved_share
-from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.model.assignment import SlotTable, advance, fresh_table, minimal_moved_share, moved_share
+from trafficsplit.core.model.hashing import key_hash
+from trafficsplit.core.model.weights import Weights
 from trafficsplit.operator.dataplane_names import publish_service_name
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc

@@ -11,8 +11,8 @@ import yaml
 
 from tests.support import crdtable
 from tests.support.controlplane import ControlPlane
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_parameters import parse_gateway_parameters
+from trafficsplit.core.gatewayapi.parameters import parse_gateway_parameters
+from trafficsplit.core.model.errors import SpecError
 
 pytestmark = [pytest.mark.k8s]
 

@@ -259,7 +259,8 @@ def test_apply_is_conditional_on_the_version_it_planned_from(trafficsplit_crd: C
 
 
 def operator_status(generation: int) -> dict[str, Any]:
-    """A status as the operator writes it (trafficsplit.core.status.SplitStatus) after 95/5 → 90/10 was published."""
+    """A status as the operator writes it (trafficsplit.core.control.status.SplitStatus) after 95/5 → 90/10 was
+    published."""
     t = "2026-11-30T12:00:00Z"
     return {
         "observedGeneration": generation,

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.controlplane import ControlPlane
 from tests.support.provision import gateway, params, settings, settings_doc
-from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS
+from trafficsplit.core.gatewayapi.parameters import DEFAULT_PARAMETERS
 from trafficsplit.operator.dataplane_names import GATEWAY_LABEL, dataplane_name
 from trafficsplit.operator.provision import (
     KEY_ROTATION_SECONDS,

@@ -38,8 +38,8 @@ from tests.support.operator import (
     wait_condition,
 )
 from tests.support.waiting import poll
-from trafficsplit.core.assignment import SlotTable, advance, moved_share
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.model.assignment import SlotTable, advance, moved_share
+from trafficsplit.core.model.weights import Weights
 
 pytestmark = [pytest.mark.k8s, pytest.mark.envoy, pytest.mark.netns, pytest.mark.slow]
 

@@ -13,8 +13,8 @@ import yaml
 
 from tests.support import crdtable
 from tests.support.controlplane import ControlPlane
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_policy import parse_policy
+from trafficsplit.core.gatewayapi.policy import parse_policy
+from trafficsplit.core.model.errors import SpecError
 
 pytestmark = [pytest.mark.k8s]
 

@@ -52,10 +52,10 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.support.waiting import poll
-from trafficsplit.core.compiled import Endpoint
-from trafficsplit.core.compiler import assemble_generation, compile_split
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.spec import parse_split
+from trafficsplit.core.control.compiler import assemble_generation, compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.compiled import Endpoint
+from trafficsplit.core.model.generation import Generation
 from trafficsplit.operator.publisher import ClientTlsFiles
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc

@@ -220,7 +220,7 @@ def split_problems(command: str, examples: Examples) -> Iterator[str]:
     from trafficsplit.cli.flip import flipped
     from trafficsplit.cli.kplan import merge, parse_assignments, spec_backends
     from trafficsplit.cli.kube import Ref
-    from trafficsplit.core.errors import SpecError
+    from trafficsplit.core.model.errors import SpecError
 
     argv = words(command)
     if argv[:2] == ["kubectl", "trafficsplit"]:

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.dataplane import TEST_MESSAGE_TIMEOUT_MS, Envoy, NameBackends, Processor
-from trafficsplit.core.gateway_httproute import parse_httproute
-from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class
-from trafficsplit.core.gateway_tls import parse_tls_secret
-from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo
+from trafficsplit.core.control.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo
+from trafficsplit.core.gatewayapi.httproute import parse_httproute
+from trafficsplit.core.gatewayapi.objects import parse_gateway, parse_gateway_class
+from trafficsplit.core.gatewayapi.translate import Inputs, Translation, gateway_content, translate
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.tls import parse_tls_secret
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.bootstrap import Address, BootstrapOptions, GatewayListener, bootstrap_json
 from trafficsplit.wire.generation import generation_to_proto

@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from trafficsplit.core.gateway_objects import Gateway, parse_gateway
-from trafficsplit.core.gateway_parameters import GatewayParameters, parse_gateway_parameters
+from trafficsplit.core.gatewayapi.objects import Gateway, parse_gateway
+from trafficsplit.core.gatewayapi.parameters import GatewayParameters, parse_gateway_parameters
 from trafficsplit.operator.provision import DataplaneSettings, parse_settings
 
 ROOT = Path(__file__).resolve().parents[2]

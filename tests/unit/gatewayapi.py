@@ -17,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from trafficsplit.core.decide import pick_backend
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_httproute import HTTPRoute, parse_httproute
-from trafficsplit.core.gateway_objects import (
+from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo, slices_by_service
+from trafficsplit.core.decide.split import pick_backend
+from trafficsplit.core.gatewayapi.httproute import HTTPRoute, parse_httproute
+from trafficsplit.core.gatewayapi.objects import (
     Gateway,
     GatewayClass,
     Namespace,
@@ -30,12 +30,12 @@ from trafficsplit.core.gateway_objects import (
     parse_namespace,
     parse_reference_grant,
 )
-from trafficsplit.core.gateway_policy import Policy, parse_policy
-from trafficsplit.core.gateway_tls import TlsSecret, parse_tls_secret
-from trafficsplit.core.gateway_translate import Inputs, Translation, translate
-from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.resolve import ServiceInfo, SliceInfo, slices_by_service
-from trafficsplit.core.status import Condition
+from trafficsplit.core.gatewayapi.policy import Policy, parse_policy
+from trafficsplit.core.gatewayapi.translate import Inputs, Translation, translate
+from trafficsplit.core.model.condition import Condition
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.hashing import key_hash
+from trafficsplit.core.model.tls import TlsSecret, parse_tls_secret
 from trafficsplit.operator.cluster import service_from_body, slice_from_body
 
 CASES = Path(__file__).resolve().parents[1] / "testdata" / "gatewayapi"

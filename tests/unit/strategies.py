@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.model.weights import Weights
 
 NAMES = ("stable", "canary", "blue", "green", "a", "b", "c", "d")
 

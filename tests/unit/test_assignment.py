@@ -1,5 +1,5 @@
-"""`spec.assignment: minimal` (core/assignment.py): every change moves the minimum share within the stated bound, and
-replaying from the stored state gives the identical table."""
+"""`spec.assignment: minimal` (core/model/assignment.py): every change moves the minimum share within the stated bound,
+and replaying from the stored state gives the identical table."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core.assignment import (
+from trafficsplit.core.control.plan import minimum_share, plan
+from trafficsplit.core.model.assignment import (
     MAX_RUNS_TEXT,
     SLOTS,
     SlotTable,
@@ -24,9 +25,8 @@ from trafficsplit.core.assignment import (
     rounding_bound,
     status_digest,
 )
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.plan import minimum_share, plan
-from trafficsplit.core.weights import MAX_BACKENDS, Weights
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.weights import MAX_BACKENDS, Weights
 
 NAMES = [f"b{i}" for i in range(MAX_BACKENDS)]
 

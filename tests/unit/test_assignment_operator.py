@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from trafficsplit.core.assignment import SlotTable, advance, moved_share
-from trafficsplit.core.compiled import CompiledSplit
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.reconcile import desired_state
-from trafficsplit.core.resolve import SplitObject
-from trafficsplit.core.status import PublishView, ReplicaAck, compute_status
-from trafficsplit.core.vocabulary import EventReason, EventType
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.control.reconcile import desired_state
+from trafficsplit.core.control.resolve import SplitObject
+from trafficsplit.core.control.status import PublishView, ReplicaAck, compute_status
+from trafficsplit.core.model.assignment import SlotTable, advance, moved_share
+from trafficsplit.core.model.compiled import CompiledSplit
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.vocabulary import EventReason, EventType
+from trafficsplit.core.model.weights import Weights
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 NOW = "2026-12-01T00:00:00Z"

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from tests.unit.test_operator_engine import FakeReplica, make_engine, run, until
-from trafficsplit.core.assignment import SlotTable, advance, fresh_table, minimal_moved_share, moved_share
-from trafficsplit.core.compiled import CompiledSplit
-from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.reconcile import desired_state
-from trafficsplit.core.resolve import SplitObject
-from trafficsplit.core.status import EventIntent, PublishView, ReplicaAck, StatusResult, compute_status, percent
-from trafficsplit.core.vocabulary import EventReason, EventType
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.control.reconcile import desired_state
+from trafficsplit.core.control.resolve import SplitObject
+from trafficsplit.core.control.status import EventIntent, PublishView, ReplicaAck, StatusResult, compute_status, percent
+from trafficsplit.core.model.assignment import SlotTable, advance, fresh_table, minimal_moved_share, moved_share
+from trafficsplit.core.model.compiled import CompiledSplit
+from trafficsplit.core.model.hashing import key_hash
+from trafficsplit.core.model.vocabulary import EventReason, EventType
+from trafficsplit.core.model.weights import Weights
 from trafficsplit.operator.cluster import split_from_body
 
 NOW = "2026-12-01T00:00:00Z"

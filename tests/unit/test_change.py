@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from trafficsplit.core.change import describe_change
-from trafficsplit.core.plan import plan
-from trafficsplit.core.spec import parse_split
-from trafficsplit.core.splitspec import SplitSpec
-from trafficsplit.core.weights import parse_weights
+from trafficsplit.core.control.change import describe_change
+from trafficsplit.core.control.plan import plan
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.splitspec import SplitSpec
+from trafficsplit.core.model.weights import parse_weights
 
 
 def spec(weights: str, **extra: object) -> SplitSpec:

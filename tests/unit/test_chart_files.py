@@ -135,7 +135,7 @@ def test_chart_transport_default_is_grpc_and_its_choices_the_extprocs() -> None:
 
 
 def test_examples_are_valid_splits() -> None:
-    from trafficsplit.core.spec import parse_split
+    from trafficsplit.core.control.spec import parse_split
 
     for path in (ROOT / "examples/shop.yaml", ROOT / "examples/kubernetes/shop-split.yaml"):
         doc = yaml.safe_load(path.read_text())

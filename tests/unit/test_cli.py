@@ -14,7 +14,7 @@ import pytest
 
 from trafficsplit.cli import main as main_module
 from trafficsplit.cli.main import SUBCOMMANDS, build_parser, main, package_version, program_name
-from trafficsplit.core.ring import Ring
+from trafficsplit.core.model.ring import Ring
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

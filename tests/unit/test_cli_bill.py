@@ -7,8 +7,8 @@ from prometheus_client import generate_latest
 
 from trafficsplit.cli.bill import bill_from_text, fetch_bills, render_bills
 from trafficsplit.cli.common import UsageError
-from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.sketch import SplitBills
+from trafficsplit.core.decide.sketch import SplitBills
+from trafficsplit.core.model.hashing import key_hash
 from trafficsplit.extproc.metrics import Metrics
 
 

@@ -17,8 +17,8 @@ from trafficsplit.cli.kube import Cluster, Ref, api_error_message, apply_body, c
 from trafficsplit.cli.main import main
 from trafficsplit.cli.set_weights import confirm, plan_text, result_text
 from trafficsplit.cli.status import render_status, status_view, table
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.spec import DeclaredBackend
+from trafficsplit.core.control.spec import DeclaredBackend
+from trafficsplit.core.model.errors import SpecError
 
 REF = Ref("shop", "web")
 

@@ -14,11 +14,11 @@ from trafficsplit.cli import kplan
 from trafficsplit.cli.common import UsageError
 from trafficsplit.cli.kube import Cluster, Ref
 from trafficsplit.cli.main import main
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_backends import rule_weights
-from trafficsplit.core.gateway_httproute import parse_httproute
-from trafficsplit.core.plan import plan
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.control.plan import plan
+from trafficsplit.core.gatewayapi.backends import rule_weights
+from trafficsplit.core.gatewayapi.httproute import parse_httproute
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.weights import Weights
 
 ROUTE: dict[str, Any] = {
     "apiVersion": "gateway.networking.k8s.io/v1",

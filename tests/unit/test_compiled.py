@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from trafficsplit.core.compiled import CompiledSplit
-from trafficsplit.core.compiler import assemble_generation, compile_split
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.host import normalize_host
-from trafficsplit.core.spec import parse_split
+from trafficsplit.core.control.compiler import assemble_generation, compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.compiled import CompiledSplit
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.host import normalize_host
 
 
 # What Envoy matches virtual hosts with (`ignore_port_in_host_matching`; the same answers through a real Envoy with

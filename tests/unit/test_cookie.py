@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core.cookie import (
+from trafficsplit.core.model.cookie import (
     AffinityMinter,
     CookieSettings,
     SameSite,
@@ -19,7 +19,7 @@ from trafficsplit.core.cookie import (
     read_cookie,
     render_set_cookie,
 )
-from trafficsplit.core.errors import SpecError
+from trafficsplit.core.model.errors import SpecError
 
 OK = "0193f1c2a4b5000000000001"
 HEX = set("0123456789abcdef")
@@ -140,7 +140,7 @@ def test_a_million_mints_are_unique_in_one_process() -> None:
 
 MINT_SCRIPT = textwrap.dedent(
     """
-    from trafficsplit.core.cookie import AffinityMinter
+    from trafficsplit.core.model.cookie import AffinityMinter
     m = AffinityMinter(clock_ms=lambda: 1_700_000_000_000)  # the same millisecond in both processes
     print("\\n".join(m.mint() for _ in range(1000)))
     """

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from trafficsplit.core.assignment import DIGEST_LENGTH, MAX_RUNS_TEXT, status_digest
-from trafficsplit.core.cookie import CookieSettings
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.limits import (
+from trafficsplit.core.control.spec import SPEC_FIELDS
+from trafficsplit.core.model.assignment import DIGEST_LENGTH, MAX_RUNS_TEXT, status_digest
+from trafficsplit.core.model.cookie import CookieSettings
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.limits import (
     MAX_BACKEND_NAME,
     MAX_COOKIE_NAME,
     MAX_COOKIE_PATH,
@@ -27,9 +28,8 @@ from trafficsplit.core.limits import (
     MAX_MATCHES,
     MAX_SERVICE,
 )
-from trafficsplit.core.rules import is_host
-from trafficsplit.core.spec import SPEC_FIELDS
-from trafficsplit.core.weights import MAX_BACKENDS, MAX_WEIGHT
+from trafficsplit.core.model.rules import is_host
+from trafficsplit.core.model.weights import MAX_BACKENDS, MAX_WEIGHT
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "trafficsplit.dev_trafficsplits.yaml"

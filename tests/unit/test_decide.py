@@ -9,12 +9,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core.compiled import CompiledSplit, Endpoint
-from trafficsplit.core.compiler import compile_split
-from trafficsplit.core.cookie import AffinityMinter, read_cookie
-from trafficsplit.core.decide import Decision, DecisionPath, KeySource, decide
-from trafficsplit.core.spec import parse_split
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.control.compiler import compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.decide.split import Decision, DecisionPath, KeySource, decide
+from trafficsplit.core.model.compiled import CompiledSplit, Endpoint
+from trafficsplit.core.model.cookie import AffinityMinter, read_cookie
+from trafficsplit.core.model.weights import Weights
 
 OK = "0193f1c2a4b5000000000001"
 NOW = 1_700_000_000_000

@@ -7,11 +7,11 @@ from typing import Any
 
 from trafficsplit.cli.kube import Ref
 from trafficsplit.cli.status import render_status, status_view
-from trafficsplit.core.reconcile import desired_state
-from trafficsplit.core.resolve import SplitObject
-from trafficsplit.core.sessions import BackendSessions, LiveSessions, sum_replicas
-from trafficsplit.core.status import PublishView, ReplicaAck, compute_status
-from trafficsplit.core.vocabulary import ConditionType, EventReason, Reason
+from trafficsplit.core.control.reconcile import desired_state
+from trafficsplit.core.control.resolve import SplitObject
+from trafficsplit.core.control.status import PublishView, ReplicaAck, compute_status
+from trafficsplit.core.decide.sessions import BackendSessions, LiveSessions, sum_replicas
+from trafficsplit.core.model.vocabulary import ConditionType, EventReason, Reason
 
 S = "shop/web"
 

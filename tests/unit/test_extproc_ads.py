@@ -18,10 +18,10 @@ from google.protobuf import any_pb2
 from google.protobuf.message import Message
 from google.rpc import status_pb2
 
-from trafficsplit.core.compiled import Endpoint
-from trafficsplit.core.compiler import compile_split
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.spec import parse_split
+from trafficsplit.core.control.compiler import compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.compiled import Endpoint
+from trafficsplit.core.model.generation import Generation
 from trafficsplit.extproc.ads import AdsServer, Nacked, NotAcked
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
@@ -295,9 +295,9 @@ def test_no_envoy_yet_is_not_ready_before_the_callers_deadline_and_a_retry_is_ta
 
 def https_gen(number: int, key_pem: bytes) -> Generation:
     """A Gateway generation with one HTTPS listener on 443 (hostname a.example.com) whose key is `key_pem`."""
-    from trafficsplit.core.gateway_routes import GatewayRoutes, ListenerRoutes
-    from trafficsplit.core.gateway_tls import Certificate
-    from trafficsplit.core.generation import GenerationContent
+    from trafficsplit.core.model.generation import GenerationContent
+    from trafficsplit.core.model.routes import GatewayRoutes, ListenerRoutes
+    from trafficsplit.core.model.tls import Certificate
 
     chain = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
     cert = Certificate(chain, b"-----BEGIN PRIVATE KEY-----\n" + key_pem + b"\n-----END PRIVATE KEY-----\n")
@@ -364,7 +364,7 @@ def _weighted_gateway_gen(number: int, a: int) -> Generation:
     """A Gateway's generation with one HTTPRoute rule over Services a and b at a/100-a: a weight lives in the
     processor's split only, so two such generations install the same Envoy resources."""
     from tests.unit.test_gateway_translate import route, run
-    from trafficsplit.core.gateway_translate import gateway_content
+    from trafficsplit.core.gatewayapi.translate import gateway_content
 
     refs = [{"name": "a", "port": 80, "weight": a}, {"name": "b", "port": 80, "weight": 100 - a}]
     return gateway_content(run(route(rules=[{"backendRefs": refs}])), "ns/gw").stamp(number)

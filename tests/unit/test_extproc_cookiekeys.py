@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_extproc_processor import meta, mutation, request
-from trafficsplit.core.compiled import Endpoint
-from trafficsplit.core.compiler import compile_split
-from trafficsplit.core.cookie import AffinityMinter
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.persistent import CookieSigner
-from trafficsplit.core.spec import parse_split
+from trafficsplit.core.control.compiler import compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.compiled import Endpoint
+from trafficsplit.core.model.cookie import AffinityMinter
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.persistent import CookieSigner
 from trafficsplit.extproc.cookiekeys import MAX_KEY_FILE_BYTES, CookieKeyFile
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics

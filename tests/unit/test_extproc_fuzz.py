@@ -17,12 +17,12 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core.compiled import Endpoint
-from trafficsplit.core.compiler import compile_split
-from trafficsplit.core.cookie import is_cookie_value, read_cookie, render_set_cookie
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.headervalue import is_header_value
-from trafficsplit.core.spec import parse_split
+from trafficsplit.core.control.compiler import compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.compiled import Endpoint
+from trafficsplit.core.model.cookie import is_cookie_value, read_cookie, render_set_cookie
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.headervalue import is_header_value
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor

@@ -19,12 +19,12 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from google.protobuf import json_format
 
 from tests.unit.test_extproc_processor import generation
-from trafficsplit.core.compiled import Endpoint
-from trafficsplit.core.compiler import compile_split
-from trafficsplit.core.cookie import AffinityMinter
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.persistent import CookieSigner
-from trafficsplit.core.spec import parse_split
+from trafficsplit.core.control.compiler import compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.compiled import Endpoint
+from trafficsplit.core.model.cookie import AffinityMinter
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.persistent import CookieSigner
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.httpcodec import (
     MAX_HEADERS,

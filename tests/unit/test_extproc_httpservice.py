@@ -14,7 +14,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from google.protobuf import json_format
 
 from tests.unit.test_extproc_processor import generation
-from trafficsplit.core.cookie import AffinityMinter
+from trafficsplit.core.model.cookie import AffinityMinter
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.httpcodec import encode_response
 from trafficsplit.extproc.httpservice import MAX_HEAD_BYTES, HttpExtProcServer

@@ -15,12 +15,12 @@ import pytest
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 
-from trafficsplit.core.compiled import Endpoint
-from trafficsplit.core.compiler import compile_split
-from trafficsplit.core.cookie import AffinityMinter
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.spec import parse_split
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.control.compiler import compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.compiled import Endpoint
+from trafficsplit.core.model.cookie import AffinityMinter
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.weights import Weights
 from trafficsplit.extproc.ads import AdsServer, Nacked
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics

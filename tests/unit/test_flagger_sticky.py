@@ -1,7 +1,7 @@
 """Flagger's sticky canary served unchanged: the HTTPRoute Flagger v1.44.0 writes for `analysis.sessionAffinity`
 (tests/testdata/gatewayapi/flagger-sticky.in.yaml, derived from pkg/router/gateway_api.go) through the translation
 and the decision code the data plane runs: the request headers read as both ext_proc transports read them
-(`wire.processing.request_view_of`), the route table and the rule's split (`core.gateway_serve.ServedRoutes`), and
+(`wire.processing.request_view_of`), the route table and the rule's split (`core.decide.serve.ServedRoutes`), and
 the response edits Envoy applies per backend cluster (`response_modifiers`).
 
 Flagger's design: a cookie-less request is split by the weighted rule's weights; a response from the canary carries
@@ -35,15 +35,15 @@ from tests.support.flagger_route import (
     flagger_with_primary_cookie,
 )
 from tests.unit.gatewayapi import inputs_of, status_doc
-from trafficsplit.core.cookie import AffinityMinter
-from trafficsplit.core.gateway_serve import (
+from trafficsplit.core.decide.serve import (
     Refused,
     Routed,
     ServedRoutes,
     merged_response_edits,
     response_modifiers,
 )
-from trafficsplit.core.gateway_translate import Translation, translate
+from trafficsplit.core.gatewayapi.translate import Translation, translate
+from trafficsplit.core.model.cookie import AffinityMinter
 from trafficsplit.wire.processing import request_view_of
 
 P_MIN = 0.001

@@ -21,10 +21,10 @@ import pytest
 import yaml
 
 from tests.unit.test_gatewayapi_golden import supported_paths
-from trafficsplit.core import gateway_httproute as h
-from trafficsplit.core import gateway_objects as g
-from trafficsplit.core import gateway_values as v
-from trafficsplit.core.weights import MAX_WEIGHT
+from trafficsplit.core.gatewayapi import httproute as h
+from trafficsplit.core.gatewayapi import objects as g
+from trafficsplit.core.model import matches as v
+from trafficsplit.core.model.weights import MAX_WEIGHT
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "hack" / "build-gateway-api.sh"

@@ -13,8 +13,8 @@ from envoy.config.route.v3 import route_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from google.protobuf import json_format
 
-from trafficsplit.core.gateway_translate import gateway_content
-from trafficsplit.core.generation import Generation
+from trafficsplit.core.gatewayapi.translate import gateway_content
+from trafficsplit.core.model.generation import Generation
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.httpcodec import JsonReplies, decode_request_view, encode_response
 from trafficsplit.extproc.metrics import Metrics

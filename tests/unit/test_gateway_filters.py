@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from tests.unit.test_gateway_translate import route, run
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_filters import (
+from trafficsplit.core.gatewayapi.httproute import parse_httproute
+from trafficsplit.core.gatewayapi.translate import gateway_content
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.filters import (
     HeaderModifier,
     PathModifier,
     PathModifierType,
@@ -22,9 +24,7 @@ from trafficsplit.core.gateway_filters import (
     redirect_location,
     rewrite_path,
 )
-from trafficsplit.core.gateway_httproute import parse_httproute
-from trafficsplit.core.gateway_routes import GatewayRoutes, ListenerRoutes, RouteEntry, RuleAction, VirtualHost
-from trafficsplit.core.gateway_translate import gateway_content
+from trafficsplit.core.model.routes import GatewayRoutes, ListenerRoutes, RouteEntry, RuleAction, VirtualHost
 
 PREFIX = PathModifierType.PREFIX
 FULL = PathModifierType.FULL
@@ -235,7 +235,7 @@ def test_a_rule_that_redirects_has_no_backend_and_a_prefix_replacement_needs_a_p
         )
     rewrite = RuleFilters(rewrite=URLRewrite(path=PathModifier(PREFIX, "/x")))
     action = RuleAction(route=a.route, rule=a.rule, split=a.split, targets=a.targets, error_weight=0, filters=rewrite)
-    from trafficsplit.core.gateway_values import PathType, RouteMatch
+    from trafficsplit.core.model.matches import PathType, RouteMatch
 
     for path_type, ok in ((PathType.PREFIX, True), (PathType.EXACT, False)):
         entry = RouteEntry("ns/r", 0, 0, RouteMatch(path_type=path_type, path="/a"))

@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_classes import class_parameters
-from trafficsplit.core.gateway_objects import parse_gateway_class
-from trafficsplit.core.gateway_parameters import (
+from trafficsplit.core.gatewayapi.classes import class_parameters
+from trafficsplit.core.gatewayapi.objects import parse_gateway_class
+from trafficsplit.core.gatewayapi.parameters import (
     DEFAULT_PARAMETERS,
     DNS_SUBDOMAIN_PATTERN,
     MAX_ANNOTATIONS,
@@ -33,7 +32,8 @@ from trafficsplit.core.gateway_parameters import (
     parse_gateway_parameters,
     quantity_value,
 )
-from trafficsplit.core.gateway_translate import Inputs, translate
+from trafficsplit.core.gatewayapi.translate import Inputs, translate
+from trafficsplit.core.model.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "trafficsplit.dev_gatewayparameters.yaml"

@@ -14,13 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from trafficsplit.core.assignment import AssignmentMode
-from trafficsplit.core.cookie import AffinityMinter, CookieSettings, SameSite
-from trafficsplit.core.decide import decide
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_httproute import parse_httproute
-from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class
-from trafficsplit.core.gateway_policy import (
+from trafficsplit.core.control.resolve import ServiceInfo, ServicePort
+from trafficsplit.core.decide.split import decide
+from trafficsplit.core.gatewayapi.httproute import parse_httproute
+from trafficsplit.core.gatewayapi.objects import parse_gateway, parse_gateway_class
+from trafficsplit.core.gatewayapi.policy import (
     POLICY_FIELDS,
     CookieAttributes,
     PolicyReason,
@@ -29,10 +27,12 @@ from trafficsplit.core.gateway_policy import (
     policy_for_rule,
     resolve,
 )
-from trafficsplit.core.gateway_translate import Inputs, Translation, translate
-from trafficsplit.core.persistent import StickyMode
-from trafficsplit.core.resolve import ServiceInfo, ServicePort
-from trafficsplit.core.splitspec import BackendSpec, SplitSpec
+from trafficsplit.core.gatewayapi.translate import Inputs, Translation, translate
+from trafficsplit.core.model.assignment import AssignmentMode
+from trafficsplit.core.model.cookie import AffinityMinter, CookieSettings, SameSite
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.persistent import StickyMode
+from trafficsplit.core.model.splitspec import BackendSpec, SplitSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "trafficsplit.dev_trafficsplitpolicies.yaml"
@@ -455,7 +455,7 @@ def test_under_a_rehash_policy_the_gateway_moves_exactly_what_the_plan_predicts(
 def test_the_plans_default_mode_is_the_translations() -> None:
     """Without a policy the plan assumes `rule_default_mode`; the split the translation builds must agree, rule by
     rule (with and without a session cookie), or the plan would predict another gateway."""
-    from trafficsplit.core.gateway_policy import rule_default_mode
+    from trafficsplit.core.gatewayapi.policy import rule_default_mode
 
     r = parse_httproute(route())
     t = run([route()], [])
@@ -465,7 +465,7 @@ def test_the_plans_default_mode_is_the_translations() -> None:
 
 def test_a_policys_settings_reach_the_data_plane_through_the_publish_api() -> None:
     """What a policy sets rides in the rule's split, which the publish API carries there and back unchanged."""
-    from trafficsplit.core.gateway_translate import gateway_content
+    from trafficsplit.core.gatewayapi.translate import gateway_content
     from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
     pol = policy(

@@ -11,12 +11,16 @@ from typing import Any
 import pytest
 
 from tests.unit.test_gateway_translate import CLASS, gateway, route, service
-from trafficsplit.core.compiler import compile_split
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_httproute import parse_httproute
-from trafficsplit.core.gateway_match import RouteTable
-from trafficsplit.core.gateway_objects import parse_gateway
-from trafficsplit.core.gateway_routes import (
+from trafficsplit.core.control.compiler import compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.decide.match import RouteTable
+from trafficsplit.core.gatewayapi.httproute import parse_httproute
+from trafficsplit.core.gatewayapi.objects import parse_gateway
+from trafficsplit.core.gatewayapi.translate import Inputs, Translation, gateway_content, translate
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.generation import Generation, GenerationContent
+from trafficsplit.core.model.matches import PathType, RouteMatch, ValueMatch, ValueMatchType
+from trafficsplit.core.model.routes import (
     BackendTarget,
     GatewayRoutes,
     ListenerRoutes,
@@ -25,10 +29,6 @@ from trafficsplit.core.gateway_routes import (
     VirtualHost,
     port_virtual_hosts,
 )
-from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
-from trafficsplit.core.gateway_values import PathType, RouteMatch, ValueMatch, ValueMatchType
-from trafficsplit.core.generation import Generation, GenerationContent
-from trafficsplit.core.spec import parse_split
 
 
 def two_gateways() -> Translation:

@@ -1,4 +1,4 @@
-"""A Gateway's route tables served per request (core/gateway_serve.py): which rule by the spec's precedence, the
+"""A Gateway's route tables served per request (core/decide/serve.py): which rule by the spec's precedence, the
 rule's split deciding as a TrafficSplit's does, 404 when nothing matches, 500 for a rule without backends and for the
 share of backendRefs that do not resolve, tables kept by listener port."""
 
@@ -6,11 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trafficsplit.core.cookie import AffinityMinter
-from trafficsplit.core.decide import decide
-from trafficsplit.core.gateway_httproute import parse_httproute
-from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class
-from trafficsplit.core.gateway_serve import (
+from trafficsplit.core.control.resolve import ServiceInfo, ServicePort
+from trafficsplit.core.decide.serve import (
     MAX_QUERY_PARAMS,
     HeaderEdits,
     Redirected,
@@ -23,9 +20,12 @@ from trafficsplit.core.gateway_serve import (
     response_modifiers,
     split_target,
 )
-from trafficsplit.core.gateway_translate import Inputs, Translation, translate
-from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.resolve import ServiceInfo, ServicePort
+from trafficsplit.core.decide.split import decide
+from trafficsplit.core.gatewayapi.httproute import parse_httproute
+from trafficsplit.core.gatewayapi.objects import parse_gateway, parse_gateway_class
+from trafficsplit.core.gatewayapi.translate import Inputs, Translation, translate
+from trafficsplit.core.model.cookie import AffinityMinter
+from trafficsplit.core.model.hashing import key_hash
 
 CLASS = parse_gateway_class(
     {"metadata": {"name": "ts"}, "spec": {"controllerName": "trafficsplit.dev/gateway-controller"}}

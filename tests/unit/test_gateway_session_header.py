@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from tests.unit.test_gateway_translate import conditions, one_rule_route, route, run
-from trafficsplit.core.compiled import CompiledSplit
-from trafficsplit.core.cookie import AffinityMinter
-from trafficsplit.core.decide import Decision, DecisionPath, KeySource, decide
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_translate import gateway_content
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner, StickyMode
-from trafficsplit.core.splitspec import BackendSpec, SplitSpec
+from trafficsplit.core.decide.split import Decision, DecisionPath, KeySource, decide
+from trafficsplit.core.gatewayapi.translate import gateway_content
+from trafficsplit.core.model.compiled import CompiledSplit
+from trafficsplit.core.model.cookie import AffinityMinter
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner, StickyMode
+from trafficsplit.core.model.splitspec import BackendSpec, SplitSpec
 from trafficsplit.wire.envoy import gateway_virtual_host, session_meta_key
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 from trafficsplit.wire.processing import DecisionReplies

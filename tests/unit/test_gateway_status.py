@@ -1,15 +1,15 @@
-"""What the operator writes into Gateway API status (core/gateway_status.py): other controllers' route parents kept,
+"""What the operator writes into Gateway API status (core/gatewayapi/status.py): other controllers' route parents kept,
 ours written only once served and removed with their parentRef, lastTransitionTime kept while a status holds, and
 Programmed True only when the Gateway's replicas ACKed."""
 
 from __future__ import annotations
 
-from trafficsplit.core.gateway_conditions import GatewayStatus, ListenerStatus, ParentStatus
-from trafficsplit.core.gateway_httproute import ParentRef
-from trafficsplit.core.gateway_objects import RouteKind
-from trafficsplit.core.gateway_reading import CONTROLLER_NAME, GATEWAY_GROUP
-from trafficsplit.core.gateway_status import gateway_status_body, route_parents, stamped
-from trafficsplit.core.status import Condition
+from trafficsplit.core.gatewayapi.conditions import GatewayStatus, ListenerStatus, ParentStatus
+from trafficsplit.core.gatewayapi.httproute import ParentRef
+from trafficsplit.core.gatewayapi.objects import RouteKind
+from trafficsplit.core.gatewayapi.reading import CONTROLLER_NAME, GATEWAY_GROUP
+from trafficsplit.core.gatewayapi.status import gateway_status_body, route_parents, stamped
+from trafficsplit.core.model.condition import Condition
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"
 
@@ -109,8 +109,8 @@ def test_a_listener_the_translation_says_is_not_programmed_stays_so_when_the_rep
 
 
 def test_policy_ancestors_follow_what_is_served_and_keep_other_controllers() -> None:
-    from trafficsplit.core.gateway_conditions import AncestorStatus
-    from trafficsplit.core.gateway_status import policy_ancestors
+    from trafficsplit.core.gatewayapi.conditions import AncestorStatus
+    from trafficsplit.core.gatewayapi.status import policy_ancestors
 
     def gw(name: str) -> ParentRef:
         return ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace="shop", name=name)

@@ -1,5 +1,5 @@
 """`assignment: minimal` slot tables of HTTPRoute rules across operator restarts: the core's checks of a held table
-(`gateway_tables.held_fit`, `continued_why`), and the operator's Gateway engine restarted against in-process fake
+(`gatewayapi.tables.held_fit`, `continued_why`), and the operator's Gateway engine restarted against in-process fake
 replicas (tests/unit/test_operator_engine.py's, over the real publish/GetHeld path): it continues the table the
 replica holds, and without one rebuilds it with a Warning Event on the route.
 (tests/integration/test_gateway_tables.py shows the same with a real API server, extproc and Envoy.)"""
@@ -14,9 +14,8 @@ from typing import Any
 
 from tests.unit.test_operator_engine import TOKEN, FakeReplica, run, until
 from tests.unit.test_operator_gateways import service_body, slice_body
-from trafficsplit.core.assignment import SlotTable, advance, fresh_table, minimal_moved_share, moved_share
-from trafficsplit.core.compiled import CompiledBackend, CompiledSplit
-from trafficsplit.core.gateway_tables import (
+from trafficsplit.core.control.status import EventIntent
+from trafficsplit.core.gatewayapi.tables import (
     HeldSplits,
     HeldTable,
     TableSeed,
@@ -26,8 +25,9 @@ from trafficsplit.core.gateway_tables import (
     rebuilt_rule_message,
     route_served_before,
 )
-from trafficsplit.core.status import EventIntent
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.model.assignment import SlotTable, advance, fresh_table, minimal_moved_share, moved_share
+from trafficsplit.core.model.compiled import CompiledBackend, CompiledSplit
+from trafficsplit.core.model.weights import Weights
 from trafficsplit.operator.dataplane_names import publish_service_name
 from trafficsplit.operator.engine import Engine, EngineSettings
 from trafficsplit.operator.fleet import Fleet

@@ -11,12 +11,17 @@ from typing import Any
 import pytest
 
 from tests.support.certs import issue, make_ca
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_objects import ReferenceGrant, parse_gateway, parse_gateway_class, parse_reference_grant
-from trafficsplit.core.gateway_routes import GatewayRoutes, ListenerRoutes
-from trafficsplit.core.gateway_tls import MAX_PEM_BYTES, Certificate, TlsSecret, parse_tls_secret
-from trafficsplit.core.gateway_translate import Inputs, translate
-from trafficsplit.core.generation import Generation, GenerationContent
+from trafficsplit.core.gatewayapi.objects import (
+    ReferenceGrant,
+    parse_gateway,
+    parse_gateway_class,
+    parse_reference_grant,
+)
+from trafficsplit.core.gatewayapi.translate import Inputs, translate
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.generation import Generation, GenerationContent
+from trafficsplit.core.model.routes import GatewayRoutes, ListenerRoutes
+from trafficsplit.core.model.tls import MAX_PEM_BYTES, Certificate, TlsSecret, parse_tls_secret
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
@@ -188,9 +193,9 @@ def test_the_receiver_refuses_a_bad_certificate_by_its_field_without_its_key(
 def test_a_redirect_on_an_https_listener_keeps_the_https_scheme(pem: tuple[bytes, bytes]) -> None:
     """A RequestRedirect without a scheme keeps the request's: on an HTTPS listener that is https (port 443 left
     out of the Location), never http."""
-    from trafficsplit.core.cookie import AffinityMinter
-    from trafficsplit.core.gateway_httproute import parse_httproute
-    from trafficsplit.core.gateway_serve import Redirected, ServedRoutes
+    from trafficsplit.core.decide.serve import Redirected, ServedRoutes
+    from trafficsplit.core.gatewayapi.httproute import parse_httproute
+    from trafficsplit.core.model.cookie import AffinityMinter
 
     https = {"name": "l", "port": 443, "protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "cert"}]}}
     gw = parse_gateway({**GW, "spec": {**GW["spec"], "listeners": [https]}})

@@ -11,21 +11,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core import gateway_actions
-from trafficsplit.core.compiled import CompiledSplit
-from trafficsplit.core.compiler import compile_split
-from trafficsplit.core.cookie import AffinityMinter
-from trafficsplit.core.decide import decide
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_actions import ActionMemo
-from trafficsplit.core.gateway_attachment import intersect_hostnames
-from trafficsplit.core.gateway_httproute import MAX_ROUTE_HOSTNAMES, parse_duration, parse_httproute
-from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class
-from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
-from trafficsplit.core.gateway_values import MAX_RULE_MATCHES
-from trafficsplit.core.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner
-from trafficsplit.core.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo
-from trafficsplit.core.spec import parse_split
+from trafficsplit.core.control.compiler import compile_split
+from trafficsplit.core.control.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.decide.split import decide
+from trafficsplit.core.gatewayapi import actions as gateway_actions
+from trafficsplit.core.gatewayapi.actions import ActionMemo
+from trafficsplit.core.gatewayapi.attachment import intersect_hostnames
+from trafficsplit.core.gatewayapi.httproute import MAX_ROUTE_HOSTNAMES, parse_duration, parse_httproute
+from trafficsplit.core.gatewayapi.objects import parse_gateway, parse_gateway_class
+from trafficsplit.core.gatewayapi.translate import Inputs, Translation, gateway_content, translate
+from trafficsplit.core.model.compiled import CompiledSplit
+from trafficsplit.core.model.cookie import AffinityMinter
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.matches import MAX_RULE_MATCHES
+from trafficsplit.core.model.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 CLASS = parse_gateway_class(
@@ -424,7 +424,7 @@ def test_two_parent_refs_to_one_listener_attach_the_route_once() -> None:
 def test_requests_meet_the_rules_in_precedence_order() -> None:
     """The precedence golden case read by requests: each request reaches the match the spec gives it."""
     from tests.unit.gatewayapi import inputs_of, load
-    from trafficsplit.core.gateway_match import RouteTable
+    from trafficsplit.core.decide.match import RouteTable
 
     inputs, _ = inputs_of(load("precedence"))
     (listener,) = translate(inputs).listeners
@@ -450,7 +450,7 @@ def test_requests_meet_the_rules_in_precedence_order() -> None:
 
 def test_wildcard_virtual_hosts_take_the_longest_suffix() -> None:
     from tests.unit.gatewayapi import inputs_of, load
-    from trafficsplit.core.gateway_match import RouteTable
+    from trafficsplit.core.decide.match import RouteTable
 
     inputs, _ = inputs_of(load("hostnames"))
     wild = next(lr for lr in translate(inputs).listeners if lr.listener == "wild")
@@ -635,7 +635,7 @@ def test_routes_without_hostnames_serve_every_host_after_the_named_ones() -> Non
     """A route with no hostname on a listener with none is the listener's catch-all virtual host (`*`): exact names
     first, then the longest `*.` suffix, then `*`, as Envoy orders its domains."""
     from tests.unit.gatewayapi import inputs_of, load
-    from trafficsplit.core.gateway_match import RouteTable
+    from trafficsplit.core.decide.match import RouteTable
 
     inputs, _ = inputs_of(load("hostless"))
     t = translate(inputs)

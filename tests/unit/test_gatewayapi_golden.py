@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from tests.unit.gatewayapi import CASES, cases, load, render
-from trafficsplit.core.gateway_httproute import SUPPORTED_ROUTE_FIELDS
-from trafficsplit.core.gateway_objects import SUPPORTED_GATEWAY_FIELDS
-from trafficsplit.core.gateway_policy import POLICY_FIELDS
+from trafficsplit.core.gatewayapi.httproute import SUPPORTED_ROUTE_FIELDS
+from trafficsplit.core.gatewayapi.objects import SUPPORTED_GATEWAY_FIELDS
+from trafficsplit.core.gatewayapi.policy import POLICY_FIELDS
 
 # The situations the translation must show, one case (or more) each.
 REQUIRED_CASES = {

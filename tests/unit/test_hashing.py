@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.model.hashing import key_hash
 
 VECTORS = [
     ("", 535972289, 89),
@@ -33,7 +33,7 @@ def test_range_is_32_bits(key: str) -> None:
 
 def test_same_in_another_process() -> None:
     # Python's hash() is salted per process; key_hash must not be.
-    code = "from trafficsplit.core.hashing import key_hash; print(key_hash('user-42'))"
+    code = "from trafficsplit.core.model.hashing import key_hash; print(key_hash('user-42'))"
     env = {"PYTHONPATH": ":".join(p for p in sys.path if p), "PYTHONHASHSEED": "random"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, timeout=30)
     assert int(out.stdout) == key_hash("user-42")

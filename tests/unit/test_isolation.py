@@ -2,7 +2,8 @@
 forgotten when the replica reconnects or restarts; a number far above the held one is refused.
 
 The engine and fleet against in-process fake replicas (tests/unit/test_operator_engine.py's FakeReplica), and the
-pure rules (core/capabilities.py, core/status.py) as values. Real processes: tests/integration/test_isolation.py.
+pure rules (core/model/capabilities.py, core/control/status.py) as values. Real processes:
+tests/integration/test_isolation.py.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import time
 from typing import Any
 
 from tests.unit.test_operator_engine import FakeReplica, body, make_engine, run, until
-from trafficsplit.core.capabilities import Capabilities, fleet_refusal, number_refusal, refusal
-from trafficsplit.core.limits import MAX_GENERATION, MAX_GENERATION_STEP
-from trafficsplit.core.resolve import SplitObject
-from trafficsplit.core.status import StatusResult
-from trafficsplit.core.vocabulary import EventReason, Reason
+from trafficsplit.core.control.resolve import SplitObject
+from trafficsplit.core.control.status import StatusResult
+from trafficsplit.core.model.capabilities import Capabilities, fleet_refusal, number_refusal, refusal
+from trafficsplit.core.model.limits import MAX_GENERATION, MAX_GENERATION_STEP
+from trafficsplit.core.model.vocabulary import EventReason, Reason
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 
 
@@ -69,9 +70,9 @@ def test_a_number_far_above_the_held_one_is_refused_and_one_step_is_not() -> Non
 
 
 def test_the_fleet_refusal_names_every_replica_that_cannot_serve_and_only_for_what_it_lacks() -> None:
-    from trafficsplit.core.compiler import compile_split
-    from trafficsplit.core.rules import Endpoint
-    from trafficsplit.core.spec import parse_split
+    from trafficsplit.core.control.compiler import compile_split
+    from trafficsplit.core.control.spec import parse_split
+    from trafficsplit.core.model.rules import Endpoint
 
     spec = {"hosts": ["p.example"], "backends": [{"name": "a", "weight": 1, "endpoints": ["127.0.0.1:1"]}]}
     plain = compile_split(parse_split("ns", "p", spec), {"a": (Endpoint("127.0.0.1", 1),)})
@@ -206,10 +207,10 @@ def test_a_refusal_is_forgotten_when_the_replica_restarted_between_two_polls(tmp
 
 
 def _two_splits(number: int) -> pb.Generation:
-    from trafficsplit.core.compiled import Endpoint
-    from trafficsplit.core.compiler import compile_split
-    from trafficsplit.core.generation import Generation
-    from trafficsplit.core.spec import parse_split
+    from trafficsplit.core.control.compiler import compile_split
+    from trafficsplit.core.control.spec import parse_split
+    from trafficsplit.core.model.compiled import Endpoint
+    from trafficsplit.core.model.generation import Generation
     from trafficsplit.wire.generation import generation_to_proto
 
     def one(name: str, extra: dict[str, Any]) -> Any:
@@ -260,7 +261,7 @@ def test_a_replica_without_keys_refuses_the_persistent_split_alone_and_a_far_num
 
 
 def test_an_unservable_split_keeps_a_last_good_form_every_replica_can_serve_else_is_left_out() -> None:
-    from trafficsplit.core.reconcile import desired_state
+    from trafficsplit.core.control.reconcile import desired_state
     from trafficsplit.operator.cluster import split_from_body
 
     def obj(name: str, generation: int, persistent: bool) -> SplitObject:
@@ -293,10 +294,10 @@ def test_an_unservable_split_keeps_a_last_good_form_every_replica_can_serve_else
 
 def _gateway_generation(number: int) -> pb.Generation:
     """A Gateway's generation: rule 0 with Cookie sessionPersistence (a persistent split), rule 1 without."""
-    from trafficsplit.core.gateway_httproute import parse_httproute
-    from trafficsplit.core.gateway_objects import parse_gateway, parse_gateway_class
-    from trafficsplit.core.gateway_translate import Inputs, gateway_content, translate
-    from trafficsplit.core.resolve import ServiceInfo, ServicePort
+    from trafficsplit.core.control.resolve import ServiceInfo, ServicePort
+    from trafficsplit.core.gatewayapi.httproute import parse_httproute
+    from trafficsplit.core.gatewayapi.objects import parse_gateway, parse_gateway_class
+    from trafficsplit.core.gatewayapi.translate import Inputs, gateway_content, translate
     from trafficsplit.wire.generation import generation_to_proto
 
     cls = parse_gateway_class(

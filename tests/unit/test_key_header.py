@@ -10,16 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trafficsplit.core.compiled import CompiledSplit
-from trafficsplit.core.compiler import compile_split
-from trafficsplit.core.cookie import AffinityMinter
-from trafficsplit.core.decide import Decision, DecisionPath, KeySource, decide
-from trafficsplit.core.disclosure import affinity_applied, session_id_present
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.limits import MAX_KEY_HEADER_VALUE
-from trafficsplit.core.spec import parse_split
+from trafficsplit.core.control.compiler import compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.decide.disclosure import affinity_applied, session_id_present
+from trafficsplit.core.decide.split import Decision, DecisionPath, KeySource, decide
+from trafficsplit.core.model.compiled import CompiledSplit
+from trafficsplit.core.model.cookie import AffinityMinter
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.hashing import key_hash
+from trafficsplit.core.model.limits import MAX_KEY_HEADER_VALUE
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 OK = "0193f1c2a4b5000000000001"

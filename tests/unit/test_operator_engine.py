@@ -12,8 +12,8 @@ from typing import Any
 import grpc
 import pytest
 
-from trafficsplit.core.resolve import SplitObject
-from trafficsplit.core.status import StatusResult
+from trafficsplit.core.control.resolve import SplitObject
+from trafficsplit.core.control.status import StatusResult
 from trafficsplit.operator.cluster import Replica
 from trafficsplit.operator.engine import Engine, EngineSettings
 from trafficsplit.operator.fleet import Fleet

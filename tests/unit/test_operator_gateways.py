@@ -347,7 +347,7 @@ def test_tls_secrets_reach_the_translation_and_other_secrets_are_dropped(tmp_pat
     store.apply("secret", "ADDED", secret)
 
     def resolved() -> str:
-        from trafficsplit.core.gateway_translate import Inputs, translate
+        from trafficsplit.core.gatewayapi.translate import Inputs, translate
 
         t = translate(
             Inputs(

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from trafficsplit.core.resolve import SplitObject
-from trafficsplit.core.status import Condition, EventIntent, SplitStatus, StatusResult
-from trafficsplit.core.vocabulary import EventReason, EventType
+from trafficsplit.core.control.resolve import SplitObject
+from trafficsplit.core.control.status import EventIntent, SplitStatus, StatusResult
+from trafficsplit.core.model.condition import Condition
+from trafficsplit.core.model.vocabulary import EventReason, EventType
 from trafficsplit.operator.config import parse_config
 from trafficsplit.operator.filesource import FileSource, log_status, parse_documents
 from trafficsplit.operator.leader import lease_decision, micro_time

@@ -11,8 +11,8 @@ import pytest
 from prometheus_client import generate_latest
 
 from tests.unit.test_operator_engine import FakeReplica, body, make_engine, run, until
-from trafficsplit.core.resolve import SplitObject
-from trafficsplit.core.status import ReplicaAck, StatusResult
+from trafficsplit.core.control.resolve import SplitObject
+from trafficsplit.core.control.status import ReplicaAck, StatusResult
 from trafficsplit.operator.config import parse_config
 from trafficsplit.operator.engine import Engine
 from trafficsplit.operator.metrics import OperatorMetrics, OperatorState

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from trafficsplit.core.limits import MAX_ENDPOINTS
-from trafficsplit.core.reconcile import Verdict, desired_state, seed_last_good
-from trafficsplit.core.resolve import ServiceInfo, SliceInfo, SplitObject, resolve, slices_by_service
-from trafficsplit.core.spec import parse_split
-from trafficsplit.core.status import PublishView, ReplicaAck, compute_status, displacement, published_condition
-from trafficsplit.core.vocabulary import Reason
-from trafficsplit.core.weights import parse_weights
+from trafficsplit.core.control.reconcile import Verdict, desired_state, seed_last_good
+from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo, SplitObject, resolve, slices_by_service
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.control.status import PublishView, ReplicaAck, compute_status, displacement, published_condition
+from trafficsplit.core.model.limits import MAX_ENDPOINTS
+from trafficsplit.core.model.vocabulary import Reason
+from trafficsplit.core.model.weights import parse_weights
 from trafficsplit.operator.cluster import (
     parse_static_replicas,
     replicas_from_slices,
@@ -218,8 +218,8 @@ def test_invalid_spec_is_not_accepted_and_names_the_field() -> None:
 
 
 def test_a_backend_over_the_endpoint_limit_is_refused_alone() -> None:
-    """Only resolved endpoints can break a valid spec's compile (core/limits.py MAX_ENDPOINTS): that split keeps its
-    last good form or is left out, named in its status, and every other split is still published."""
+    """Only resolved endpoints can break a valid spec's compile (core/model/limits.py MAX_ENDPOINTS): that split keeps
+    its last good form or is left out, named in its status, and every other split is still published."""
     services, slices = world(
         svc("shop-stable"),
         svc("shop-canary"),
@@ -382,8 +382,8 @@ def test_a_held_generation_seeds_last_good_forms_only_for_the_same_split() -> No
 def test_a_pass_recompiles_only_the_splits_whose_inputs_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     """With the engine's memo, a flip of one split among several compiles that one (and an endpoint change compiles
     the splits that use it), and the result equals a pass without the memo."""
-    from trafficsplit.core import reconcile
-    from trafficsplit.core.compiler import compile_split as real
+    from trafficsplit.core.control import reconcile
+    from trafficsplit.core.control.compiler import compile_split as real
 
     compiled: list[str] = []
 

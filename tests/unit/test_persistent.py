@@ -1,4 +1,4 @@
-"""sticky.mode: persistent (core/persistent.py): a sealed cookie keeps its backend while it has weight and is
+"""sticky.mode: persistent (core/model/persistent.py): a sealed cookie keeps its backend while it has weight and is
 eligible; new sessions follow the weights; a tampered seal re-sessions; a rotated key keeps sessions in its grace."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trafficsplit.core.compiled import CompiledSplit, Endpoint
-from trafficsplit.core.compiler import compile_split
-from trafficsplit.core.cookie import AffinityMinter, is_cookie_value
-from trafficsplit.core.decide import Decision, DecisionPath, KeySource, decide
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.persistent import MAX_SAME_NAME_COOKIES, CookieSigner, persistent_moved_share
-from trafficsplit.core.spec import parse_split
-from trafficsplit.core.weights import Weights
+from trafficsplit.core.control.compiler import compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.decide.split import Decision, DecisionPath, KeySource, decide
+from trafficsplit.core.model.compiled import CompiledSplit, Endpoint
+from trafficsplit.core.model.cookie import AffinityMinter, is_cookie_value
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.persistent import MAX_SAME_NAME_COOKIES, CookieSigner, persistent_moved_share
+from trafficsplit.core.model.weights import Weights
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 K1, K2, K3 = b"k" * 32, b"q" * 32, b"z" * 32

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit import strategies
-from trafficsplit.core.plan import estimate_plan, exact_moves, minimum_share, plan, union_names
-from trafficsplit.core.weights import Weights, parse_weights, rebalance
+from trafficsplit.core.control.plan import estimate_plan, exact_moves, minimum_share, plan, union_names
+from trafficsplit.core.model.weights import Weights, parse_weights, rebalance
 
 
 def brute_force(before: Weights, after: Weights) -> dict[tuple[str, str], Fraction]:

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from tests.support.provision import CHART, OPERATOR_LABELS, gateway, params, settings, settings_doc
-from trafficsplit.core.gateway_objects import parse_gateway
-from trafficsplit.core.gateway_parameters import DEFAULT_PARAMETERS
-from trafficsplit.core.persistent import CookieSigner
+from trafficsplit.core.gatewayapi.objects import parse_gateway
+from trafficsplit.core.gatewayapi.parameters import DEFAULT_PARAMETERS
+from trafficsplit.core.model.persistent import CookieSigner
 from trafficsplit.operator.dataplane_names import (
     GATEWAY_NAME_ANNOTATION,
     GATEWAY_NAMESPACE_ANNOTATION,

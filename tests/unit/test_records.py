@@ -36,7 +36,7 @@ RECORDS = _dataclasses()
 
 
 def test_the_records_are_found() -> None:
-    assert ("trafficsplit.core.resolve", "SplitObject") in RECORDS and len(RECORDS) > 40
+    assert ("trafficsplit.core.control.resolve", "SplitObject") in RECORDS and len(RECORDS) > 40
 
 
 @pytest.mark.parametrize(("module", "name"), RECORDS, ids=[f"{m}.{n}" for m, n in RECORDS])

@@ -7,16 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core.compiled import CompiledSplit, Endpoint
-from trafficsplit.core.compiler import compile_split
-from trafficsplit.core.cookie import AffinityMinter
-from trafficsplit.core.decide import decide
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.ring import Ring, endpoint_ring
-from trafficsplit.core.simulate import bind_consistent
-from trafficsplit.core.spec import parse_split
+from trafficsplit.core.control.compiler import compile_split
+from trafficsplit.core.control.simulate import bind_consistent
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.decide.split import decide
+from trafficsplit.core.model.compiled import CompiledSplit, Endpoint
+from trafficsplit.core.model.cookie import AffinityMinter
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.hashing import key_hash
+from trafficsplit.core.model.ring import Ring, endpoint_ring
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from tests.unit.test_gateway_translate import CLASS, gateway, service
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_httproute import parse_httproute
-from trafficsplit.core.gateway_objects import parse_gateway
-from trafficsplit.core.gateway_translate import Inputs, gateway_content, translate
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.weights import MAX_WEIGHT
+from trafficsplit.core.gatewayapi.httproute import parse_httproute
+from trafficsplit.core.gatewayapi.objects import parse_gateway
+from trafficsplit.core.gatewayapi.translate import Inputs, gateway_content, translate
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.weights import MAX_WEIGHT
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 

@@ -1,6 +1,6 @@
 """One table of bad inputs, run through both ways a split reaches the core: the parser (a TrafficSplit's YAML spec)
 and the dataplane's receiver (a publish proto). The receiver must refuse everything the parser refuses, because both
-build the same values and the values check themselves (trafficsplit.core.rules, CookieSettings, ...).
+build the same values and the values check themselves (trafficsplit.core.model.rules, CookieSettings, ...).
 
 Each row breaks one rule on a valid split, once in the spec and once in the proto the valid spec compiles to; both
 must raise SpecError with the row's fragment. Rules a proto cannot express (a negative weight in a uint32, a YAML type)
@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from trafficsplit.core.compiler import assemble_generation, compile_split
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.ring import MAX_POINTS
-from trafficsplit.core.spec import parse_split
-from trafficsplit.core.weights import MAX_BACKENDS, MAX_WEIGHT
+from trafficsplit.core.control.compiler import assemble_generation, compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.ring import MAX_POINTS
+from trafficsplit.core.model.weights import MAX_BACKENDS, MAX_WEIGHT
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 

@@ -9,10 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.ring import Ring
-from trafficsplit.core.simulate import (
+from trafficsplit.core.control.simulate import (
     AMDAHL_REPLICAS,
     RULES,
     Bill,
@@ -25,6 +22,9 @@ from trafficsplit.core.simulate import (
     replica_names,
     simulate,
 )
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.hashing import key_hash
+from trafficsplit.core.model.ring import Ring
 
 MIX = parse_client_rows("major:1:2000,medium:9:400,minor:90:50")
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.sketch import HyperLogLog, SpaceSaving, StickinessBill
+from trafficsplit.core.decide.sketch import HyperLogLog, SpaceSaving, StickinessBill
+from trafficsplit.core.model.hashing import key_hash
 
 
 @settings(max_examples=60, deadline=None)

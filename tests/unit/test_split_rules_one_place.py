@@ -3,7 +3,8 @@ the YAML parser and the HTTPRoute translation build) and the compiled value (`Co
 receiver builds from a proto). Each rule is written once and both call it, so the messages cannot drift apart.
 
 The rules here are the ones the two values share (endpoint points, persistent mode's cookie, the match count); the
-per-field rules both reach through `trafficsplit.core.rules` are run through both paths in test_rules_both_paths.py.
+per-field rules both reach through `trafficsplit.core.model.rules` are run through both paths in
+test_rules_both_paths.py.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from trafficsplit.core.compiled import CompiledBackend, CompiledMatch, CompiledSplit
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.limits import MAX_MATCHES
-from trafficsplit.core.persistent import StickyMode
-from trafficsplit.core.ring import MAX_POINTS
-from trafficsplit.core.spec import parse_split
-from trafficsplit.core.splitspec import BackendSpec, MatchKind, MatchSpec, MatchType, SplitSpec
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.compiled import CompiledBackend, CompiledMatch, CompiledSplit
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.limits import MAX_MATCHES
+from trafficsplit.core.model.persistent import StickyMode
+from trafficsplit.core.model.ring import MAX_POINTS
+from trafficsplit.core.model.splitspec import BackendSpec, MatchKind, MatchSpec, MatchType, SplitSpec
 
 
 def spec_problems(**fields: Any) -> tuple[str, ...]:

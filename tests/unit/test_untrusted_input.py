@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from trafficsplit.core.compiler import assemble_generation, compile_split
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.spec import parse_split
+from trafficsplit.core.control.compiler import assemble_generation, compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.errors import SpecError
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 

@@ -1,5 +1,5 @@
-"""Condition types, reasons and Event reasons are one vocabulary (trafficsplit.core.vocabulary), and docs/crd.md, the
-reference users read, names every word of it."""
+"""Condition types, reasons and Event reasons are one vocabulary (trafficsplit.core.model.vocabulary), and docs/crd.md,
+the reference users read, names every word of it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trafficsplit.core.vocabulary import ConditionType, EventReason, EventType, Reason
+from trafficsplit.core.model.vocabulary import ConditionType, EventReason, EventType, Reason
 
 CRD_DOC = Path(__file__).resolve().parents[2] / "docs" / "crd.md"
 WORDS: list[StrEnum] = [*ConditionType, *Reason, *EventType, *EventReason]

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from scipy.stats import chisquare
 
 from tests.unit import strategies
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.weights import Weights, modulo_bias, parse_weights
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.hashing import key_hash
+from trafficsplit.core.model.weights import Weights, modulo_bias, parse_weights
 
 W95 = parse_weights("stable=95,canary=5")
 

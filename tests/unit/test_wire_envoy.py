@@ -21,11 +21,11 @@ from google.protobuf.message import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core.compiled import Endpoint
-from trafficsplit.core.compiler import assemble_generation, compile_split
-from trafficsplit.core.cookie import read_cookie
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.spec import parse_split
+from trafficsplit.core.control.compiler import assemble_generation, compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.compiled import Endpoint
+from trafficsplit.core.model.cookie import read_cookie
+from trafficsplit.core.model.generation import Generation
 from trafficsplit.wire import envoy
 from trafficsplit.wire.bootstrap import (
     EXTPROC_HTTP_PATH,
@@ -389,7 +389,7 @@ def test_a_split_carried_on_unchanged_keeps_its_virtual_host_and_discloses_its_f
 
 
 def test_first_generation_crosses_the_publish_api_and_is_bounded_by_the_number() -> None:
-    from trafficsplit.core.errors import SpecError
+    from trafficsplit.core.model.errors import SpecError
     from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
     msg = generation_to_proto(sample_generation(5), first={"prod/shop": 3})
@@ -460,7 +460,7 @@ def _stats_patterns(opts: BootstrapOptions) -> list[str] | None:
 
 
 def test_backend_cluster_stats_are_kept_by_default_and_off_exclude_the_split_clusters_only() -> None:
-    from trafficsplit.core.compiled import cluster_name
+    from trafficsplit.core.model.compiled import cluster_name
 
     base = {"node_id": "n", "listen": Address(), "extproc": Address(), "ads": Address(), "admin": Address()}
     assert _stats_patterns(BootstrapOptions(**base)) is None  # type: ignore[arg-type]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.test_wire_envoy import sample_generation
-from trafficsplit.core.compiled import CompiledSplit, Endpoint
-from trafficsplit.core.compiler import assemble_generation, compile_split
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.spec import parse_split
+from trafficsplit.core.control.compiler import assemble_generation, compile_split
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.compiled import CompiledSplit, Endpoint
+from trafficsplit.core.model.errors import SpecError
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto, split_index
 

@@ -17,8 +17,8 @@ import yaml
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from trafficsplit.core.reconcile import desired_state
-from trafficsplit.core.resolve import ServiceInfo, SliceInfo, SplitObject, slices_by_service
+from trafficsplit.core.control.reconcile import desired_state
+from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo, SplitObject, slices_by_service
 from trafficsplit.operator.cluster import service_from_body, slice_from_body, split_from_body
 from trafficsplit.wire import envoy
 from trafficsplit.wire.generation import generation_to_proto

@@ -19,8 +19,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.sessions import DEFAULT_IDLE_SECONDS
+from trafficsplit.core.decide.sessions import DEFAULT_IDLE_SECONDS
+from trafficsplit.core.model.errors import SpecError
 from trafficsplit.extproc.cookiekeys import CookieKeyFile
 from trafficsplit.extproc.httpservice import require_httptools
 from trafficsplit.extproc.server import DataplaneProcessor, Settings

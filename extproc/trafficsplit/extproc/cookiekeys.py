@@ -15,8 +15,8 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.persistent import CookieSigner
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.persistent import CookieSigner
 
 log = logging.getLogger(__name__)
 

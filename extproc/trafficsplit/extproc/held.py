@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trafficsplit.core.capabilities import SplitRefusal
-from trafficsplit.core.generation import Generation
+from trafficsplit.core.model.capabilities import SplitRefusal
+from trafficsplit.core.model.generation import Generation
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 
 

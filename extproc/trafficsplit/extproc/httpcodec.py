@@ -26,7 +26,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.type.v3 import http_status_pb2
 from google.protobuf import struct_pb2
 
-from trafficsplit.core.gateway_serve import Redirected
+from trafficsplit.core.decide.serve import Redirected
 from trafficsplit.extproc.processor import Decided, Outcome, Undecided, protobuf_reply
 from trafficsplit.wire.envoy import METADATA_NAMESPACE
 from trafficsplit.wire.processing import DecisionReplies, RequestView, pass_through, request_view_of

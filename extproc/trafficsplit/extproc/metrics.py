@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from trafficsplit.core.sketch import BillReport
+from trafficsplit.core.decide.sketch import BillReport
 
 BillSource = Callable[[], list[tuple[str, BillReport]]]
 

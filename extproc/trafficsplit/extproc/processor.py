@@ -3,7 +3,7 @@
 Thin on purpose: it reads the held generation, asks the core to decide, and converts with `trafficsplit.wire`. No
 split logic lives here. A request that came on a Gateway listener (its ext_proc filter names the listener's port in
 the call's metadata: `trafficsplit.wire.bootstrap`) is served by that port's route table when the generation carries
-one (`trafficsplit.core.gateway_serve`); every other request by the split serving its host, as always.
+one (`trafficsplit.core.decide.serve`); every other request by the split serving its host, as always.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ import grpc
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ep_grpc
 
-from trafficsplit.core.compiled import CompiledSplit
-from trafficsplit.core.cookie import AffinityMinter
-from trafficsplit.core.decide import Decision, decide
-from trafficsplit.core.disclosure import affinity_applied
-from trafficsplit.core.gateway_serve import NO_EDITS, HeaderEdits, Redirected, Refused, ServedRoutes
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.persistent import CookieSigner
-from trafficsplit.core.sessions import LiveSessions
-from trafficsplit.core.sketch import SplitBills
+from trafficsplit.core.decide.disclosure import affinity_applied
+from trafficsplit.core.decide.serve import NO_EDITS, HeaderEdits, Redirected, Refused, ServedRoutes
+from trafficsplit.core.decide.sessions import LiveSessions
+from trafficsplit.core.decide.sketch import SplitBills
+from trafficsplit.core.decide.split import Decision, decide
+from trafficsplit.core.model.compiled import CompiledSplit
+from trafficsplit.core.model.cookie import AffinityMinter
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.persistent import CookieSigner
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.wire.processing import (

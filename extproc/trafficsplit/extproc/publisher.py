@@ -3,7 +3,7 @@
 Order for an offered generation N (under one lock, so publishes never interleave):
 1. N <= held → STALE (nothing changes). N more than MAX_GENERATION_STEP above held → INVALID (not adopted: numbers
    advance by one, and one publish must not bring them to their ceiling). A proto the core cannot accept → INVALID.
-   A split this replica cannot serve (core/capabilities.py: sticky.mode persistent without cookie keys) is refused
+   A split this replica cannot serve (core/model/capabilities.py: sticky.mode persistent without cookie keys) is refused
    alone: left out of what is held, named in the reply's `refused`, and every other split is served.
 2. Push the transition snapshot (held ∪ new clusters and endpoints, held routes) and wait for Envoy's ACK, so every
    cluster N may pick exists and is warm before any request is decided by N. NACK or timeout → restore the snapshot
@@ -34,10 +34,10 @@ from typing import Any
 
 import grpc
 
-from trafficsplit.core.capabilities import Capabilities, SplitRefusal, number_refusal, refusal, without_splits
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.sessions import LiveSessions
+from trafficsplit.core.decide.sessions import LiveSessions
+from trafficsplit.core.model.capabilities import Capabilities, SplitRefusal, number_refusal, refusal, without_splits
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.generation import Generation
 from trafficsplit.extproc.ads import AckError, AdsServer, Nacked
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics

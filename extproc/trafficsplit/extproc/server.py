@@ -29,8 +29,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined,unused-ignore]
 from prometheus_client import start_http_server
 
-from trafficsplit.core.persistent import CookieSigner
-from trafficsplit.core.sessions import DEFAULT_IDLE_SECONDS, LiveSessions
+from trafficsplit.core.decide.sessions import DEFAULT_IDLE_SECONDS, LiveSessions
+from trafficsplit.core.model.persistent import CookieSigner
 from trafficsplit.extproc.ads import AdsServer
 from trafficsplit.extproc.cookiekeys import CookieKeyFile
 from trafficsplit.extproc.envoystats import EnvoyStatsCollector

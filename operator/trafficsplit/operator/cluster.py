@@ -1,5 +1,5 @@
-"""Kubernetes bodies → the core's projections (`trafficsplit.core.resolve`), and the dataplane replicas the fleet
-publishes to, found through the gateway's EndpointSlices or given on the command line.
+"""Kubernetes bodies → the core's projections (`trafficsplit.core.control.resolve`), and the dataplane replicas the
+fleet publishes to, found through the gateway's EndpointSlices or given on the command line.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trafficsplit.core.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo, SplitObject
+from trafficsplit.core.control.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo, SplitObject
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 

@@ -21,13 +21,19 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trafficsplit.core.compiled import CompiledSplit
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_tls import SECRET_TYPE_TLS
-from trafficsplit.core.generation import Generation, GenerationContent
-from trafficsplit.core.reconcile import CompileMemo, Desired, desired_state, seed_last_good
-from trafficsplit.core.resolve import ServiceInfo, SliceInfo, SplitObject, referenced_services, slices_by_service
-from trafficsplit.core.status import EventIntent, PublishView, SplitStatus, StatusResult, compute_status
+from trafficsplit.core.control.reconcile import CompileMemo, Desired, desired_state, seed_last_good
+from trafficsplit.core.control.resolve import (
+    ServiceInfo,
+    SliceInfo,
+    SplitObject,
+    referenced_services,
+    slices_by_service,
+)
+from trafficsplit.core.control.status import EventIntent, PublishView, SplitStatus, StatusResult, compute_status
+from trafficsplit.core.model.compiled import CompiledSplit
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.generation import Generation, GenerationContent
+from trafficsplit.core.model.tls import SECRET_TYPE_TLS
 from trafficsplit.operator.cluster import (
     SERVICE_NAME_LABEL,
     Replica,

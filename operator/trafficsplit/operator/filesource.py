@@ -37,10 +37,10 @@ from typing import Any
 
 import yaml
 
-from trafficsplit.core.change import describe_change
-from trafficsplit.core.resolve import SplitObject
-from trafficsplit.core.status import StatusResult
-from trafficsplit.core.vocabulary import ConditionType, EventReason, EventType, Reason
+from trafficsplit.core.control.change import describe_change
+from trafficsplit.core.control.resolve import SplitObject
+from trafficsplit.core.control.status import StatusResult
+from trafficsplit.core.model.vocabulary import ConditionType, EventReason, EventType, Reason
 
 log = logging.getLogger("trafficsplit.operator.filesource")
 changes_log = logging.getLogger("trafficsplit.operator.filesource.changes")

@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable
 
 import grpc
 
-from trafficsplit.core.capabilities import Capabilities, SplitRefusal
-from trafficsplit.core.sessions import BackendSessions, sum_replicas
-from trafficsplit.core.status import ReplicaAck
+from trafficsplit.core.control.status import ReplicaAck
+from trafficsplit.core.decide.sessions import BackendSessions, sum_replicas
+from trafficsplit.core.model.capabilities import Capabilities, SplitRefusal
 from trafficsplit.operator.cluster import Replica
 from trafficsplit.operator.metrics import OperatorMetrics
 from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient

@@ -2,7 +2,7 @@
 Gateway API status written after the replicas ACK.
 
 Each pass (the engine's, so one debounce and one store serve both APIs) translates the whole store with the pure
-core (`gateway_translate.translate`), then, per Gateway of our class:
+core (`gatewayapi.translate.translate`), then, per Gateway of our class:
 
 - its replicas are the endpoints of its publish Service (`dataplane_names.publish_service_name`, port `publish`) in
   the operator's namespace; each Gateway has a `Fleet` of its own, so one Gateway's stuck or refusing replicas never
@@ -15,7 +15,7 @@ core (`gateway_translate.translate`), then, per Gateway of our class:
 Status, written only by the leader through the status subresource (`GatewayStatusSink`): the GatewayClass at once;
 the Gateway and its listeners with `Programmed` True once served (else `Unknown, Pending` saying what is awaited) and
 `status.addresses` from the provisioner; each route's parent entry for one of our Gateways once served, the other
-controllers' entries untouched (`core.gateway_status`).
+controllers' entries untouched (`core.gatewayapi.status`).
 """
 
 from __future__ import annotations
@@ -28,13 +28,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from trafficsplit.core.assignment import SlotTable
-from trafficsplit.core.compiled import CompiledSplit
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_actions import ActionMemo
-from trafficsplit.core.gateway_conditions import AncestorStatus, GatewayStatus, ParentStatus
-from trafficsplit.core.gateway_httproute import HTTPRoute, ParentRef, parse_httproute
-from trafficsplit.core.gateway_objects import (
+from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo, slices_by_service
+from trafficsplit.core.control.status import EventIntent
+from trafficsplit.core.gatewayapi.actions import ActionMemo
+from trafficsplit.core.gatewayapi.conditions import AncestorStatus, GatewayStatus, ParentStatus
+from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef, parse_httproute
+from trafficsplit.core.gatewayapi.objects import (
     Gateway,
     GatewayClass,
     Namespace,
@@ -44,17 +43,17 @@ from trafficsplit.core.gateway_objects import (
     parse_namespace,
     parse_reference_grant,
 )
-from trafficsplit.core.gateway_parameters import GatewayParameters, parse_gateway_parameters
-from trafficsplit.core.gateway_policy import Policy, parse_policy
-from trafficsplit.core.gateway_reading import GATEWAY_GROUP
-from trafficsplit.core.gateway_status import (
+from trafficsplit.core.gatewayapi.parameters import GatewayParameters, parse_gateway_parameters
+from trafficsplit.core.gatewayapi.policy import Policy, parse_policy
+from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP
+from trafficsplit.core.gatewayapi.status import (
     class_status_body,
     gateway_status_body,
     policy_ancestors,
     route_parents,
     with_refusals,
 )
-from trafficsplit.core.gateway_tables import (
+from trafficsplit.core.gatewayapi.tables import (
     HeldSplits,
     TableSeed,
     continued_why,
@@ -63,12 +62,13 @@ from trafficsplit.core.gateway_tables import (
     rebuilt_rule_message,
     route_served_before,
 )
-from trafficsplit.core.gateway_tls import SECRET_TYPE_TLS, TlsSecret, parse_tls_secret
-from trafficsplit.core.gateway_translate import Inputs, Translation, gateway_content, translate
-from trafficsplit.core.generation import GenerationContent
-from trafficsplit.core.resolve import ServiceInfo, SliceInfo, slices_by_service
-from trafficsplit.core.status import EventIntent
-from trafficsplit.core.vocabulary import EventReason, EventType
+from trafficsplit.core.gatewayapi.translate import Inputs, Translation, gateway_content, translate
+from trafficsplit.core.model.assignment import SlotTable
+from trafficsplit.core.model.compiled import CompiledSplit
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.generation import GenerationContent
+from trafficsplit.core.model.tls import SECRET_TYPE_TLS, TlsSecret, parse_tls_secret
+from trafficsplit.core.model.vocabulary import EventReason, EventType
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, publish_service_name
 from trafficsplit.operator.fleet import Fleet, Numbering
@@ -153,7 +153,7 @@ class GatewayStore:
     parameters: dict[Key, GatewayParameters | str] = field(default_factory=dict)
     # kubernetes.io/tls Secrets (a watch event of another type is dropped): what HTTPS listeners' certificateRefs name.
     secrets: dict[Key, TlsSecret] = field(default_factory=dict)
-    # TrafficSplitPolicies: what a TrafficSplit says beyond weights, attached to HTTPRoutes (core/gateway_policy.py).
+    # TrafficSplitPolicies: what a TrafficSplit says beyond weights, attached to HTTPRoutes (core/gatewayapi/policy.py).
     policies: dict[Key, Policy] = field(default_factory=dict)
     stored: dict[tuple[str, Key], Stored] = field(default_factory=dict)
 

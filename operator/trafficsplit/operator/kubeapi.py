@@ -14,8 +14,8 @@ from typing import Any
 
 from kubernetes import client, config
 
-from trafficsplit.core.resolve import SplitObject
-from trafficsplit.core.status import EventIntent, StatusResult
+from trafficsplit.core.control.resolve import SplitObject
+from trafficsplit.core.control.status import EventIntent, StatusResult
 
 GROUP, VERSION, PLURAL = "trafficsplit.dev", "v1alpha1", "trafficsplits"
 POLICY_PLURAL = "trafficsplitpolicies"

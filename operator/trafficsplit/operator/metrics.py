@@ -18,8 +18,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from trafficsplit.core.compiled import CompiledSplit
-from trafficsplit.core.status import ReplicaAck
+from trafficsplit.core.control.status import ReplicaAck
+from trafficsplit.core.model.compiled import CompiledSplit
 
 # Why a pass failed, a generation was not published, or a status not written; all present from the start (at 0) so a
 # rate over them is a series, not an absence.

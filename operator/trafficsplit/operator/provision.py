@@ -39,9 +39,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from trafficsplit.core.gateway_objects import Gateway
-from trafficsplit.core.gateway_parameters import GatewayParameters, Resources
-from trafficsplit.core.persistent import MIN_KEY_BYTES
+from trafficsplit.core.gatewayapi.objects import Gateway
+from trafficsplit.core.gatewayapi.parameters import GatewayParameters, Resources
+from trafficsplit.core.model.persistent import MIN_KEY_BYTES
 from trafficsplit.operator.dataplane_names import (
     COMPONENT,
     GATEWAY_NAME_ANNOTATION,
@@ -76,7 +76,7 @@ SECRET_PREFIX = "trafficsplit_tls_"
 
 
 # The cookie keys Secret (see the module docstring). The keys are hex text: the key file is line-based, and a key is
-# its line's bytes (core/persistent.py CookieSigner.from_text), so 32 random bytes make a 64-byte HMAC key.
+# its line's bytes (core/model/persistent.py CookieSigner.from_text), so 32 random bytes make a 64-byte HMAC key.
 COOKIE_KEYS_TYPE = "trafficsplit.dev/cookie-keys"  # not kubernetes.io/tls: the operator's TLS Secret watch drops it
 COOKIE_KEYS_FILE = "keys"  # what the extproc reads: the signing key, then the other accepted one
 COOKIE_KEYS_SINCE_ANNOTATION = "trafficsplit.dev/cookie-keys-since"  # unix seconds of the last rotation step

@@ -30,8 +30,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from trafficsplit.core.gateway_objects import Gateway
-from trafficsplit.core.gateway_parameters import GatewayParameters
+from trafficsplit.core.gatewayapi.objects import Gateway
+from trafficsplit.core.gatewayapi.parameters import GatewayParameters
 from trafficsplit.operator.dataplane_names import (
     GATEWAY_LABEL,
     GATEWAY_NAME_ANNOTATION,

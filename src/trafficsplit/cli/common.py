@@ -13,7 +13,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, NoReturn, TextIO
 
-from trafficsplit.core.errors import SpecError
+from trafficsplit.core.model.errors import SpecError
 
 EXIT_OK = 0
 EXIT_USAGE = 2

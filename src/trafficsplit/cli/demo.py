@@ -11,7 +11,7 @@ import math
 import sys
 from typing import Any, TextIO
 
-from trafficsplit.core.weights import parse_int
+from trafficsplit.core.model.weights import parse_int
 from trafficsplit.demo.options import DemoOptions
 
 

@@ -18,7 +18,7 @@ from trafficsplit.cli.common import UsageError
 from trafficsplit.cli.kplan import format_backends, spec_backends
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
 from trafficsplit.cli.set_weights import add_apply_arguments, apply_change
-from trafficsplit.core.spec import DeclaredBackend
+from trafficsplit.core.control.spec import DeclaredBackend
 
 
 def register(sub: Any) -> None:

@@ -21,10 +21,11 @@ from typing import Any, TextIO
 from trafficsplit.cli.common import EXIT_OK, UsageError, emit_json, pct
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
 from trafficsplit.cli.planview import render, to_json
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_backends import find_rule, rule_weights
-from trafficsplit.core.gateway_httproute import RouteRule, parse_httproute
-from trafficsplit.core.gateway_policy import (
+from trafficsplit.core.control.plan import Plan, estimate_plan, plan
+from trafficsplit.core.control.spec import DeclaredBackend, declared_backends
+from trafficsplit.core.gatewayapi.backends import find_rule, rule_weights
+from trafficsplit.core.gatewayapi.httproute import RouteRule, parse_httproute
+from trafficsplit.core.gatewayapi.policy import (
     Outcome,
     Policy,
     PolicyReason,
@@ -33,9 +34,8 @@ from trafficsplit.core.gateway_policy import (
     policy_for_rule,
     served_change,
 )
-from trafficsplit.core.plan import Plan, estimate_plan, plan
-from trafficsplit.core.spec import DeclaredBackend, declared_backends
-from trafficsplit.core.weights import Weights, parse_pairs
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.weights import Weights, parse_pairs
 
 
 def add_live_arguments(parser: argparse.ArgumentParser) -> None:
@@ -183,7 +183,7 @@ def route_plan(
     policies: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[RouteRule, Plan, ServedChange]:
     """The plan for one rule of a live HTTPRoute: the same core weights and planner as a TrafficSplit's, over the
-    rule's backendRefs by their split names (`gateway_backends.rule_weights`); and what the gateway moves under the
+    rule's backendRefs by their split names (`gatewayapi.backends.rule_weights`); and what the gateway moves under the
     TrafficSplitPolicy attached to the rule (`policies`: the namespace's bodies), resolved as the operator does."""
     try:
         route = parse_httproute(obj)

@@ -17,7 +17,7 @@ from pathlib import Path, PurePath
 from typing import TextIO
 
 from trafficsplit.cli.common import EXIT_OK, EXIT_USAGE, OneLineParser, UsageError, fail
-from trafficsplit.core.errors import SpecError
+from trafficsplit.core.model.errors import SpecError
 
 # Module names under trafficsplit.cli, in the order `--help` lists them.
 SUBCOMMANDS: tuple[str, ...] = ("pick", "plan", "simulate", "set-weights", "flip", "status", "demo")

@@ -6,9 +6,9 @@ import argparse
 from typing import Any, TextIO
 
 from trafficsplit.cli.common import EXIT_OK, add_json_flag, emit_json
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.hashing import key_hash
-from trafficsplit.core.weights import parse_weights
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.hashing import key_hash
+from trafficsplit.core.model.weights import parse_weights
 
 
 def register(sub: Any) -> None:

@@ -12,9 +12,9 @@ from typing import Any, TextIO
 from trafficsplit.cli import kplan
 from trafficsplit.cli.common import EXIT_OK, UsageError, add_json_flag, emit_json
 from trafficsplit.cli.planview import render, to_json
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.plan import estimate_plan, plan
-from trafficsplit.core.weights import Weights, parse_int, parse_weights
+from trafficsplit.core.control.plan import estimate_plan, plan
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.weights import Weights, parse_int, parse_weights
 
 
 def _sample_size(text: str) -> int:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from trafficsplit.cli.common import fraction_text, pct
-from trafficsplit.core.assignment import SLOTS, minimal_moved_share, rounding_bound
-from trafficsplit.core.persistent import persistent_moved_share
-from trafficsplit.core.plan import Plan
+from trafficsplit.core.control.plan import Plan
+from trafficsplit.core.model.assignment import SLOTS, minimal_moved_share, rounding_bound
+from trafficsplit.core.model.persistent import persistent_moved_share
 
 
 def to_json(p: Plan, draining: frozenset[str] = frozenset()) -> dict[str, Any]:

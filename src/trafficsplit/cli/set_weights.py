@@ -29,8 +29,8 @@ from trafficsplit.cli.kplan import (
 )
 from trafficsplit.cli.kube import FIELD_MANAGER, Cluster, Ref, add_kube_arguments, kube_errors
 from trafficsplit.cli.planview import render
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.spec import DeclaredBackend
+from trafficsplit.core.control.spec import DeclaredBackend
+from trafficsplit.core.model.errors import SpecError
 
 EXIT_DECLINED = 1
 

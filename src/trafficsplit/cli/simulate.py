@@ -8,8 +8,7 @@ from fractions import Fraction
 from typing import Any, TextIO
 
 from trafficsplit.cli.common import EXIT_OK, UsageError, add_json_flag, emit_json, pct
-from trafficsplit.core.ring import DEFAULT_POINTS
-from trafficsplit.core.simulate import (
+from trafficsplit.core.control.simulate import (
     AMDAHL_REPLICAS,
     RULES,
     Bill,
@@ -18,7 +17,8 @@ from trafficsplit.core.simulate import (
     parse_client_rows,
     simulate,
 )
-from trafficsplit.core.weights import parse_int
+from trafficsplit.core.model.ring import DEFAULT_POINTS
+from trafficsplit.core.model.weights import parse_int
 
 DEFAULT_TARGET = Fraction(7, 10)
 _DECIMAL = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")

@@ -4,8 +4,8 @@ Why: `kubectl get ts` shows one line and `-o yaml` shows everything unordered; d
 "did the operator see my change?" (observedGeneration against metadata.generation, per condition), "do all
 dataplanes serve it?" (Published and the acknowledged dataplane generation), "where does traffic go?" (per-backend
 weight, share and ready endpoints) and "what did my last change do to sticky sessions?" (status.displacement). The
-status shape is `trafficsplit.core.status.SplitStatus`, the value the operator writes; any field it has not written
-shows as "-".
+status shape is `trafficsplit.core.control.status.SplitStatus`, the value the operator writes; any field it has not
+written shows as "-".
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from trafficsplit.cli.bill import fetch_bills, render_bills
 from trafficsplit.cli.common import EXIT_OK, add_json_flag, emit_json
 from trafficsplit.cli.kplan import format_backends
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
-from trafficsplit.core.spec import declared_backends
-from trafficsplit.core.status import SplitStatus
-from trafficsplit.core.vocabulary import ConditionType
+from trafficsplit.core.control.spec import declared_backends
+from trafficsplit.core.control.status import SplitStatus
+from trafficsplit.core.model.vocabulary import ConditionType
 
 MISSING = "-"
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 
-from trafficsplit.core.weights import parse_int
+from trafficsplit.core.model.weights import parse_int
 
 
 @dataclass(frozen=True, slots=True)

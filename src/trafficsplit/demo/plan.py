@@ -13,10 +13,10 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.persistent import StickyMode
-from trafficsplit.core.spec import parse_split
-from trafficsplit.core.splitspec import SplitSpec
+from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.persistent import StickyMode
+from trafficsplit.core.model.splitspec import SplitSpec
 from trafficsplit.operator.filesource import changes_log, parse_documents
 from trafficsplit.operator.filesource import log as filesource_log
 from trafficsplit.wire.bootstrap import Address, BootstrapOptions, bootstrap_json

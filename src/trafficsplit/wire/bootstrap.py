@@ -11,7 +11,7 @@ Choices (docs/dataplane.md says why in full):
 - Request headers only; every other phase is skipped, so a request costs exactly one processor message. The cookie
   reaches the response through dynamic metadata in our namespace, which must be listed in `receiving_namespaces`.
 - No `strip_any_host_port`: the route configuration ignores the port when it matches hosts and leaves the header
-  as the client sent it, so the processor reads the same bytes the same way (trafficsplit.core.host).
+  as the client sent it, so the processor reads the same bytes the same way (trafficsplit.core.model.host).
 - An access log line per request (JSON, `ACCESS_LOG_FORMAT`): docs/spec.md §6's disclosure of every decision from the
   processor's dynamic metadata, or from the fallback route's metadata when Envoy decided alone.
 - Edge hardening after Envoy's "Configuring Envoy as an edge proxy" (docs/security.md lists what is adopted and
@@ -62,8 +62,8 @@ from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from google.protobuf import any_pb2, duration_pb2, json_format, struct_pb2, wrappers_pb2
 
-from trafficsplit.core import disclosure
-from trafficsplit.core.rules import is_host
+from trafficsplit.core.decide import disclosure
+from trafficsplit.core.model.rules import is_host
 from trafficsplit.wire.envoy import (
     BUFFER_LIMIT_BYTES,
     LISTENER_PORT_METADATA,

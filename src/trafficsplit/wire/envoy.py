@@ -11,7 +11,7 @@ What Envoy gets per generation, all over ADS:
   its eligible backends (the processor is down or slow: traffic keeps its ratios, not its stickiness). A default
   virtual host answers 404 so an unknown host never reaches a random backend (and never gets a cookie: Set-Cookie
   and the disclosure are added by the splits' virtual hosts only). Hosts match without their port
-  (`ignore_port_in_host_matching`), read as the processor reads them (trafficsplit.core.host).
+  (`ignore_port_in_host_matching`), read as the processor reads them (trafficsplit.core.model.host).
   `internal_only_headers` strips the routing header from every client request before any filter runs, so a client
   cannot name a cluster (the endpoint choice travels in dynamic metadata, which a client cannot set at all);
   `request_headers_to_remove` strips the processor's routing header before the request goes upstream, so a backend
@@ -19,7 +19,7 @@ What Envoy gets per generation, all over ADS:
 - A Gateway data plane (a generation with a route table): the rule splits' backend clusters as above (the splits
   carry no host, so no virtual host of their own), and instead of the 404 default host a catch-all host whose
   `decided` route goes where the processor's routing header says (the processor chose the rule by the listener's
-  route table: `trafficsplit.core.gateway_serve`). A backend cluster whose responses a ResponseHeaderModifier
+  route table: `trafficsplit.core.decide.serve`). A backend cluster whose responses a ResponseHeaderModifier
   changes (the rule's, then its backendRef's) has its own route before it, matched by the exact cluster header:
   one route per such cluster, built from the generation alone. Without a decision (the processor down, slow or
   not yet holding a generation) that host answers 503: a route table fails closed. Envoy-native routes could keep
@@ -56,12 +56,12 @@ from envoy.type.metadata.v3 import metadata_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 from google.protobuf.message import Message
 
-from trafficsplit.core import disclosure
-from trafficsplit.core.compiled import CompiledBackend, CompiledSplit
-from trafficsplit.core.cookie import cookie_present_regex
-from trafficsplit.core.gateway_serve import merged_response_edits, response_modifiers
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.hashing import key_hash
+from trafficsplit.core.decide import disclosure
+from trafficsplit.core.decide.serve import merged_response_edits, response_modifiers
+from trafficsplit.core.model.compiled import CompiledBackend, CompiledSplit
+from trafficsplit.core.model.cookie import cookie_present_regex
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.hashing import key_hash
 
 ROUTING_HEADER = "x-trafficsplit-cluster"
 # The gRPC initial metadata (or http_service request header) by which a Gateway listener's ext_proc filter names its
@@ -464,7 +464,7 @@ def _route_configuration(
         name=ROUTE_CONFIG_NAME,
         virtual_hosts=vhosts,
         internal_only_headers=[ROUTING_HEADER],
-        # The processor reads the Host with the same rule (trafficsplit.core.host.normalize_host).
+        # The processor reads the Host with the same rule (trafficsplit.core.model.host.normalize_host).
         ignore_port_in_host_matching=True,
         # Applied as the request leaves for the backend, after the route has read it.
         request_headers_to_remove=[ROUTING_HEADER],

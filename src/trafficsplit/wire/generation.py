@@ -6,7 +6,7 @@ same self-checking core values the parser builds (`CompiledSplit`, `CompiledBack
 `CookieSettings`, `Generation`), so it refuses what the parser refuses (tests/unit/test_rules_both_paths.py), and
 reports every problem in one `SpecError` under the proto's field paths, so a bad generation is refused whole, before
 Envoy sees any of it. What is left here is the proto's shape: enums, the match → backend reference, and the bounds
-checked before anything is built (counts of core/limits.py, the gateway's own cluster names).
+checked before anything is built (counts of core/model/limits.py, the gateway's own cluster names).
 
 A Gateway's generation also carries its route table (`GatewayRoutes`: listeners, virtual hosts, match entries, rule
 actions with their filters), rebuilt through the same core values the translation builds (`RouteEntry`, `VirtualHost`,
@@ -20,12 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import ParamSpec, TypeVar
 
-from trafficsplit.core.assignment import SLOTS, Run, SlotTable
-from trafficsplit.core.capabilities import Capabilities, SplitRefusal
-from trafficsplit.core.compiled import CompiledBackend, CompiledMatch, CompiledSplit, Endpoint
-from trafficsplit.core.cookie import CookieSettings, SameSite
-from trafficsplit.core.errors import SpecError
-from trafficsplit.core.gateway_filters import (
+from trafficsplit.core.model.assignment import SLOTS, Run, SlotTable
+from trafficsplit.core.model.capabilities import Capabilities, SplitRefusal
+from trafficsplit.core.model.compiled import CompiledBackend, CompiledMatch, CompiledSplit, Endpoint
+from trafficsplit.core.model.cookie import CookieSettings, SameSite
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.filters import (
     MAX_HEADER_CHANGES,
     NO_FILTERS,
     HeaderModifier,
@@ -37,19 +37,18 @@ from trafficsplit.core.gateway_filters import (
     Scheme,
     URLRewrite,
 )
-from trafficsplit.core.gateway_routes import (
-    MAX_HOST_ENTRIES,
-    MAX_TABLE_ENTRIES,
-    MAX_VIRTUAL_HOSTS,
-    BackendTarget,
-    GatewayRoutes,
-    ListenerRoutes,
-    RouteEntry,
-    RuleAction,
-    VirtualHost,
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.limits import (
+    MAX_BACKENDS,
+    MAX_ENDPOINTS,
+    MAX_HOSTS,
+    MAX_MATCHES,
+    MAX_NAME,
+    MAX_NAMESPACE,
+    MAX_ORIGIN,
+    MAX_SPLITS,
 )
-from trafficsplit.core.gateway_tls import Certificate
-from trafficsplit.core.gateway_values import (
+from trafficsplit.core.model.matches import (
     MAX_BACKEND_REFS,
     MAX_LISTENERS,
     MAX_MATCH_HEADERS,
@@ -60,20 +59,21 @@ from trafficsplit.core.gateway_values import (
     ValueMatch,
     ValueMatchType,
 )
-from trafficsplit.core.generation import Generation
-from trafficsplit.core.limits import (
-    MAX_BACKENDS,
-    MAX_ENDPOINTS,
-    MAX_HOSTS,
-    MAX_MATCHES,
-    MAX_NAME,
-    MAX_NAMESPACE,
-    MAX_ORIGIN,
-    MAX_SPLITS,
+from trafficsplit.core.model.ring import DEFAULT_POINTS
+from trafficsplit.core.model.routes import (
+    MAX_HOST_ENTRIES,
+    MAX_TABLE_ENTRIES,
+    MAX_VIRTUAL_HOSTS,
+    BackendTarget,
+    GatewayRoutes,
+    ListenerRoutes,
+    RouteEntry,
+    RuleAction,
+    VirtualHost,
 )
-from trafficsplit.core.ring import DEFAULT_POINTS
-from trafficsplit.core.rules import compile_pattern
-from trafficsplit.core.splitspec import MatchKind
+from trafficsplit.core.model.rules import compile_pattern
+from trafficsplit.core.model.splitspec import MatchKind
+from trafficsplit.core.model.tls import Certificate
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.reserved import RESERVED_CLUSTERS
 

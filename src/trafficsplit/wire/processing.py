@@ -18,11 +18,11 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.type.v3 import http_status_pb2
 from google.protobuf import wrappers_pb2
 
-from trafficsplit.core import disclosure as disclosure_fields
-from trafficsplit.core.compiled import CompiledSplit
-from trafficsplit.core.decide import Decision
-from trafficsplit.core.gateway_serve import HeaderEdits, Redirected, Refusal, Refused, ServedRoutes
-from trafficsplit.core.generation import Generation
+from trafficsplit.core.decide import disclosure as disclosure_fields
+from trafficsplit.core.decide.serve import HeaderEdits, Redirected, Refusal, Refused, ServedRoutes
+from trafficsplit.core.decide.split import Decision
+from trafficsplit.core.model.compiled import CompiledSplit
+from trafficsplit.core.model.generation import Generation
 from trafficsplit.wire.envoy import (
     LISTENER_PORT_METADATA,
     META_DECISION,
@@ -215,7 +215,7 @@ def refused_response(out: Refused) -> ep.ProcessingResponse:
 
 
 def redirect_response(out: Redirected) -> ep.ProcessingResponse:
-    """A rule's RequestRedirect: its status and the core's Location (`gateway_filters.redirect_location`, which only
+    """A rule's RequestRedirect: its status and the core's Location (`model.filters.redirect_location`, which only
     gives a valid header value)."""
     return ep.ProcessingResponse(
         immediate_response=ep.ImmediateResponse(

@@ -1,0 +1,552 @@
+"""An HTTPRoute as the core sees it: its parentRefs, hostnames and rules (matches, filters, backendRefs,
+sessionPersistence), parsed once from the raw API body into frozen, bounded values, and `parse_duration` for its
+GEP-2257 durations. Pure.
+
+A body whose shape is wrong raises `SpecError` (gatewayapi.reading says why the core re-checks it). A well-formed rule
+that uses what this implementation does not support (a RequestMirror or CORS filter, timeouts, a regex over the RE2
+bound, a header value with a control byte) is kept, with its `problems`: the translation drops that rule and says so
+in the route's status (`UnsupportedValue`, `PartiallyInvalid`), as the spec asks, instead of silently ignoring the
+field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from trafficsplit.core.gatewayapi.reading import (
+    GATEWAY_GROUP,
+    MAX_GROUP,
+    MAX_KIND,
+    MAX_SECTION_NAME,
+    REF_FIELDS,
+    Meta,
+    Reader,
+    read_hostname,
+    read_meta,
+    unknown_fields,
+)
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.filters import (
+    MAX_FILTER_HEADER_NAME,
+    MAX_FILTER_HEADER_VALUE,
+    MAX_HEADER_CHANGES,
+    MAX_PATH_MODIFIER,
+    NO_FILTERS,
+    HeaderModifier,
+    PathModifier,
+    PathModifierType,
+    RedirectCode,
+    RequestRedirect,
+    RuleFilters,
+    Scheme,
+    URLRewrite,
+)
+from trafficsplit.core.model.matches import (
+    MAX_BACKEND_REFS,
+    MAX_HEADER_NAME,
+    MAX_HEADER_VALUE,
+    MAX_MATCH_HEADERS,
+    MAX_MATCH_QUERY_PARAMS,
+    MAX_PATH,
+    MAX_QUERY_VALUE,
+    MAX_RULE_MATCHES,
+    MAX_RULES,
+    Method,
+    PathType,
+    RouteMatch,
+    ValueMatch,
+    ValueMatchType,
+    route_match_problems,
+)
+from trafficsplit.core.model.rules import is_token, match_name_problems
+from trafficsplit.core.model.weights import MAX_WEIGHT
+
+# The upstream CRD's bounds (v1.6.3 standard and experimental channels agree on these); those a route table obeys
+# too (rules, matches, backendRefs, match values) are in model.matches.
+MAX_PARENT_REFS = 32
+MAX_ROUTE_HOSTNAMES = 16
+MAX_ROUTE_MATCHES = 128  # across all rules of a route (the CRD's CEL rule)
+MAX_FILTERS = 16
+MAX_SESSION_NAME = 128
+MAX_DURATION_TEXT = 32
+
+
+class SessionType(StrEnum):
+    COOKIE = "Cookie"
+    HEADER = "Header"
+
+
+class CookieLifetime(StrEnum):
+    SESSION = "Session"
+    PERMANENT = "Permanent"
+
+
+# Every field of an HTTPRoute this module reads (a nested mapping: an object's fields, for a list its items'; None:
+# a leaf). A field in a body that is not here is reported, never ignored: inside a rule it makes the rule
+# unsupported (UnsupportedValue), elsewhere it is a problem of the route that holds it. The guard test checks that
+# each of these appears in a golden case and is a real field of the upstream CRD.
+_HEADER_MOD = {"set": {"name": None, "value": None}, "add": {"name": None, "value": None}, "remove": None}
+_PATH_MOD = {"type": None, "replaceFullPath": None, "replacePrefixMatch": None}
+_BACKEND_FILTER: Mapping[str, Any] = {
+    "type": None,
+    "requestHeaderModifier": _HEADER_MOD,
+    "responseHeaderModifier": _HEADER_MOD,
+}
+_RULE_FILTER: Mapping[str, Any] = {
+    **_BACKEND_FILTER,
+    "requestRedirect": {"scheme": None, "hostname": None, "path": _PATH_MOD, "port": None, "statusCode": None},
+    "urlRewrite": {"hostname": None, "path": _PATH_MOD},
+}
+SUPPORTED_ROUTE_FIELDS: Mapping[str, Any] = {
+    "parentRefs": {**REF_FIELDS, "sectionName": None, "port": None},
+    "hostnames": None,
+    "rules": {
+        "name": None,
+        "matches": {
+            "path": {"type": None, "value": None},
+            "headers": {"type": None, "name": None, "value": None},
+            "queryParams": {"type": None, "name": None, "value": None},
+            "method": None,
+        },
+        "filters": _RULE_FILTER,
+        "backendRefs": {**REF_FIELDS, "port": None, "weight": None, "filters": _BACKEND_FILTER},
+        "sessionPersistence": {
+            "sessionName": None,
+            "absoluteTimeout": None,
+            "type": None,
+            "cookieConfig": {"lifetimeType": None},
+        },
+    },
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParentRef:
+    group: str
+    kind: str
+    namespace: str  # defaulted to the route's
+    name: str
+    section_name: str | None = None
+    port: int | None = None
+    namespace_written: bool = True  # whether the spec names the namespace (the status echoes the ref as written)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the route's status echoes it (`status.parents[].parentRef`): as written, with the group and kind the
+        API server defaults."""
+        out: dict[str, Any] = {"group": self.group, "kind": self.kind}
+        if self.namespace_written:
+            out["namespace"] = self.namespace
+        out["name"] = self.name
+        if self.section_name is not None:
+            out["sectionName"] = self.section_name
+        if self.port is not None:
+            out["port"] = self.port
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackendRef:
+    group: str
+    kind: str
+    namespace: str  # defaulted to the route's
+    name: str
+    port: int | None
+    weight: int
+    filters: RuleFilters = NO_FILTERS  # header modifiers applied to the requests this backend serves
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPersistence:
+    type: SessionType
+    session_name: str | None
+    absolute_timeout: int | None  # seconds
+    lifetime: CookieLifetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteRule:
+    index: int
+    name: str | None
+    matches: tuple[RouteMatch, ...]
+    backend_refs: tuple[BackendRef, ...]
+    session: SessionPersistence | None
+    filters: RuleFilters = NO_FILTERS
+    # Why this rule cannot be served as written (unsupported fields, a regex over the bound); empty when it can.
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HTTPRoute:
+    meta: Meta
+    parent_refs: tuple[ParentRef, ...]
+    hostnames: tuple[str, ...]
+    rules: tuple[RouteRule, ...]
+
+
+def parse_httproute(body: Mapping[str, Any]) -> HTTPRoute:
+    r = Reader()
+    meta = read_meta(body, r)
+    spec = r.obj(body, "spec", "")
+    parents: list[ParentRef] = []
+    for i, raw in enumerate(r.items(spec, "parentRefs", "spec", MAX_PARENT_REFS)):
+        p = f"spec.parentRefs[{i}]"
+        if not isinstance(raw, Mapping):
+            r.add(p, "expected an object")
+            continue
+        name = r.text(raw, "name", p, 253, required=True)
+        written_ns = r.text(raw, "namespace", p, 63)
+        ref = ParentRef(
+            group=r.text(raw, "group", p, MAX_GROUP) or GATEWAY_GROUP,
+            kind=r.text(raw, "kind", p, MAX_KIND) or "Gateway",
+            namespace=written_ns or meta.namespace,
+            name=name or "",
+            section_name=r.text(raw, "sectionName", p, MAX_SECTION_NAME),
+            port=r.integer(raw, "port", p, 1, 65535),
+            namespace_written=written_ns is not None,
+        )
+        if name is not None:
+            parents.append(ref)
+    hostnames: list[str] = []
+    for i, h in enumerate(r.items(spec, "hostnames", "spec", MAX_ROUTE_HOSTNAMES)):
+        host = read_hostname(h if isinstance(h, str) else f"<{type(h).__name__}>", f"spec.hostnames[{i}]", r)
+        if host is not None and host not in hostnames:
+            hostnames.append(host)
+    raw_rules = r.items(spec, "rules", "spec", MAX_RULES)
+    if not raw_rules and "rules" not in spec:
+        raw_rules = [{}]  # the CRD's default: one rule matching every request, with no backend
+    # The CRD's route-wide bound; a rule whose matches are no list is reported where the rule is read.
+    total = sum(len(m) for x in raw_rules if isinstance(x, Mapping) and isinstance(m := x.get("matches"), list))
+    if total > MAX_ROUTE_MATCHES:
+        r.add("spec.rules", f"{total} matches across the rules, at most {MAX_ROUTE_MATCHES} are allowed")
+        raw_rules = []
+    rules = [_rule(i, raw, meta.namespace, r) for i, raw in enumerate(raw_rules)]
+    names = [x.name for x in rules if x.name is not None]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        r.add("spec.rules", f"rule name {dup!r} is used more than once")
+    route_fields = {k: v for k, v in SUPPORTED_ROUTE_FIELDS.items() if k != "rules"}
+    for problem in unknown_fields({k: v for k, v in spec.items() if k != "rules"}, route_fields, "spec"):
+        r.problems.append(problem)
+    r.done()
+    return HTTPRoute(meta, tuple(parents), tuple(hostnames), tuple(rules))
+
+
+def _rule(index: int, raw: Any, namespace: str, r: Reader) -> RouteRule:
+    p = f"spec.rules[{index}]"
+    if not isinstance(raw, Mapping):
+        r.add(p, "expected an object")
+        return RouteRule(
+            index=index, name=None, matches=(), backend_refs=(), session=None, problems=("expected an object",)
+        )
+    # The rule's own problems are unsupported values, not shape errors: kept with the rule, which is then dropped.
+    unsupported = [
+        q.removeprefix(f"{p}.")
+        for q in unknown_fields({k: v for k, v in raw.items() if k != "filters"}, SUPPORTED_ROUTE_FIELDS["rules"], p)
+        if ".filters:" not in q and ".filters[" not in q  # _filters reports those
+    ]
+    filters = _filters(raw.get("filters"), "filters", r, p, unsupported, backend=False)
+    name = r.text(raw, "name", p, MAX_SECTION_NAME)
+    raw_matches = r.items(raw, "matches", p, MAX_RULE_MATCHES) or [{}]
+    matches = tuple(_match(f"{p}.matches[{j}]", m, r, unsupported) for j, m in enumerate(raw_matches))
+    # The CRD's rules across a rule's fields (its CEL): the API server refuses such a route.
+    if filters.redirect is not None and raw.get("backendRefs"):
+        r.add(f"{p}.filters", "a RequestRedirect filter must not be used together with backendRefs")
+    if filters.replaces_prefix and (len(matches) != 1 or matches[0].path_type is not PathType.PREFIX):
+        r.add(f"{p}.matches", "a path modifier of type ReplacePrefixMatch needs exactly one PathPrefix match")
+    refs: list[BackendRef] = []
+    for j, b in enumerate(r.items(raw, "backendRefs", p, MAX_BACKEND_REFS)):
+        bp = f"{p}.backendRefs[{j}]"
+        if not isinstance(b, Mapping):
+            r.add(bp, "expected an object")
+            continue
+        ref_filters = _filters(b.get("filters"), f"backendRefs[{j}].filters", r, p, unsupported, backend=True)
+        ref_name = r.text(b, "name", bp, 253, required=True)
+        group = r.text(b, "group", bp, MAX_GROUP)
+        kind = r.text(b, "kind", bp, MAX_KIND)
+        port = r.integer(b, "port", bp, 1, 65535)
+        weight = r.integer(b, "weight", bp, 0, MAX_WEIGHT)
+        ref = BackendRef(
+            group="" if group is None else group,
+            kind=kind or "Service",
+            namespace=r.text(b, "namespace", bp, 63) or namespace,
+            name=ref_name or "",
+            port=port,
+            weight=1 if weight is None else weight,
+            filters=ref_filters,
+        )
+        if ref.group == "" and ref.kind == "Service" and port is None:
+            r.add(f"{bp}.port", "required for a Service")
+        if ref_name is not None:
+            refs.append(ref)
+    # Present, even `{}`, is persistence (every field is optional; `type` defaults to Cookie); absent is none.
+    session = (
+        _session(r.obj(raw, "sessionPersistence", p), f"{p}.sessionPersistence", r, unsupported)
+        if raw.get("sessionPersistence") is not None
+        else None
+    )
+    return RouteRule(
+        index=index,
+        name=name,
+        matches=matches,
+        backend_refs=tuple(refs),
+        session=session,
+        filters=filters,
+        problems=tuple(unsupported),
+    )
+
+
+# Filter type → its field. The ones this gateway does not serve are reported (the rule is dropped), never ignored.
+_FILTER_FIELD = {
+    "RequestHeaderModifier": "requestHeaderModifier",
+    "ResponseHeaderModifier": "responseHeaderModifier",
+    "RequestRedirect": "requestRedirect",
+    "URLRewrite": "urlRewrite",
+    "RequestMirror": "requestMirror",
+    "CORS": "cors",
+    "ExtensionRef": "extensionRef",
+    "ExternalAuth": "externalAuth",
+}
+_FILTER_GAPS = {
+    "RequestMirror": "mirrored requests",
+    "CORS": "CORS responses",
+    "ExtensionRef": "extension filters",
+    "ExternalAuth": "external authorization",
+}
+
+
+def _filters(raw: Any, rel: str, r: Reader, p: str, unsupported: list[str], *, backend: bool) -> RuleFilters:
+    """A rule's (or a backendRef's) filters. The CRD's shape rules are the body's problems; what this gateway does
+    not serve (a filter type, a field, a value it cannot put in a header) the rule's, in `unsupported`."""
+    if raw is None:
+        return NO_FILTERS
+    if not isinstance(raw, list) or len(raw) > MAX_FILTERS:
+        r.add(f"{p}.{rel}", f"expected a list of at most {MAX_FILTERS} filters")
+        return NO_FILTERS
+    found: dict[str, Any] = {}
+    seen: set[str] = set()
+    supported = _BACKEND_FILTER if backend else _RULE_FILTER
+    for i, f in enumerate(raw):
+        fp, frel = f"{p}.{rel}[{i}]", f"{rel}[{i}]"
+        type_ = f.get("type") if isinstance(f, Mapping) else None
+        if not isinstance(type_, str) or type_ not in _FILTER_FIELD:
+            r.add(f"{fp}.type", f"must be one of {', '.join(_FILTER_FIELD)}")
+            continue
+        assert isinstance(f, Mapping)
+        if type_ in seen and type_ not in ("RequestMirror", "ExtensionRef"):
+            r.add(fp, f"{type_} filter cannot be repeated")
+            continue
+        seen.add(type_)
+        key = _FILTER_FIELD[type_]
+        for other_type, other in _FILTER_FIELD.items():
+            if other != key and other in f:
+                r.add(f"{fp}.{other}", f"must be nil if the filter type is not {other_type}")
+        body = f.get(key)
+        if not isinstance(body, Mapping):
+            r.add(f"{fp}.{key}", f"must be specified for filter type {type_}")
+            continue
+        if type_ in _FILTER_GAPS:
+            unsupported.append(f"{frel}: {type_} is not supported (this gateway has no {_FILTER_GAPS[type_]})")
+            continue
+        if key not in supported:
+            unsupported.append(f"{frel}: {type_} on a backendRef is not supported (header modifiers are)")
+            continue
+        unsupported += [q.removeprefix(f"{p}.") for q in unknown_fields(body, supported[key], f"{fp}.{key}")]
+        try:
+            found[key] = _FILTER_READERS[key](body, f"{fp}.{key}", r)
+        except SpecError as exc:
+            unsupported.extend(exc.within(f"{frel}.{key}").problems)
+    if "RequestRedirect" in seen and "URLRewrite" in seen:
+        r.add(f"{p}.{rel}", "may specify either a RequestRedirect or a URLRewrite filter, but not both")
+    try:
+        return RuleFilters(
+            request_headers=found.get("requestHeaderModifier"),
+            response_headers=found.get("responseHeaderModifier"),
+            redirect=found.get("requestRedirect"),
+            rewrite=found.get("urlRewrite"),
+        )
+    except SpecError:
+        return NO_FILTERS  # both a redirect and a rewrite: reported above
+
+
+def _header_pairs(raw: Mapping[str, Any], key: str, p: str, r: Reader) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    for i, item in enumerate(r.items(raw, key, p, MAX_HEADER_CHANGES)):
+        ip = f"{p}.{key}[{i}]"
+        if not isinstance(item, Mapping):
+            r.add(ip, "expected an object")
+            continue
+        name = r.text(item, "name", ip, MAX_FILTER_HEADER_NAME, required=True)
+        value = r.text(item, "value", ip, MAX_FILTER_HEADER_VALUE, required=True)
+        if name is not None and value is not None:
+            out.append((name, value))
+    return tuple(out)
+
+
+def _header_modifier(request: bool) -> Callable[[Mapping[str, Any], str, Reader], HeaderModifier]:
+    def read(raw: Mapping[str, Any], p: str, r: Reader) -> HeaderModifier:
+        remove: list[str] = []
+        for i, x in enumerate(r.items(raw, "remove", p, MAX_HEADER_CHANGES)):
+            if isinstance(x, str):
+                remove.append(x)
+            else:
+                r.add(f"{p}.remove[{i}]", "expected a string")
+        return HeaderModifier(
+            set=_header_pairs(raw, "set", p, r),
+            add=_header_pairs(raw, "add", p, r),
+            remove=tuple(remove),
+            request=request,
+        )
+
+    return read
+
+
+def _path_modifier(raw: Mapping[str, Any], p: str, r: Reader) -> PathModifier | None:
+    path = r.obj(raw, "path", p)
+    if not path:
+        return None
+    pp = f"{p}.path"
+    if "type" not in path:
+        r.add(f"{pp}.type", "required")
+        return None
+    type_ = r.enum(path, "type", pp, PathModifierType, PathModifierType.FULL)
+    own, other = ("replaceFullPath", "replacePrefixMatch")[:: 1 if type_ is PathModifierType.FULL else -1]
+    value = r.text(path, own, pp, MAX_PATH_MODIFIER)
+    if other in path:
+        r.add(f"{pp}.{other}", f"must not be set when type is {type_.value}")
+    if value is None:
+        r.add(f"{pp}.{own}", f"must be specified when type is {type_.value}")
+        return None
+    try:
+        return PathModifier(type_, value)
+    except SpecError as exc:
+        raise exc.within("path") from None
+
+
+def _redirect(raw: Mapping[str, Any], p: str, r: Reader) -> RequestRedirect:
+    scheme = r.enum(raw, "scheme", p, Scheme, Scheme.HTTP) if "scheme" in raw else None
+    code = r.integer(raw, "statusCode", p, 100, 599)
+    status = RedirectCode.FOUND
+    if code is not None:
+        try:
+            status = RedirectCode(code)
+        except ValueError:
+            r.add(f"{p}.statusCode", f"must be one of {', '.join(str(int(c)) for c in RedirectCode)}")
+    return RequestRedirect(
+        scheme=scheme,
+        hostname=r.text(raw, "hostname", p, 253),
+        path=_path_modifier(raw, p, r),
+        port=r.integer(raw, "port", p, 1, 65535),
+        status_code=status,
+    )
+
+
+def _rewrite(raw: Mapping[str, Any], p: str, r: Reader) -> URLRewrite:
+    return URLRewrite(hostname=r.text(raw, "hostname", p, 253), path=_path_modifier(raw, p, r))
+
+
+_FILTER_READERS: Mapping[str, Callable[[Mapping[str, Any], str, Reader], object]] = {
+    "requestHeaderModifier": _header_modifier(request=True),
+    "responseHeaderModifier": _header_modifier(request=False),
+    "requestRedirect": _redirect,
+    "urlRewrite": _rewrite,
+}
+
+
+def _match(p: str, raw: Any, r: Reader, unsupported: list[str]) -> RouteMatch:
+    if not isinstance(raw, Mapping):
+        r.add(p, "expected an object")
+        return RouteMatch()
+    path = r.obj(raw, "path", p)
+    path_type = r.enum(path, "type", f"{p}.path", PathType, PathType.PREFIX)
+    value = r.text(path, "value", f"{p}.path", MAX_PATH)
+    value = "/" if value is None else value
+    rel = p.split(".", 2)[-1]  # matches[j], relative to the rule
+    if path_type is not PathType.REGULAR_EXPRESSION and not value.startswith("/"):
+        r.add(f"{p}.path.value", "must be an absolute path (start with '/')")
+    headers = _value_matches(raw, "headers", p, MAX_MATCH_HEADERS, MAX_HEADER_VALUE, r, fold=True)
+    query = _value_matches(raw, "queryParams", p, MAX_MATCH_QUERY_PARAMS, MAX_QUERY_VALUE, r, fold=False)
+    method_raw = r.text(raw, "method", p, 16)
+    method: Method | None = None
+    if method_raw is not None:
+        try:
+            method = Method(method_raw)
+        except ValueError:
+            r.add(f"{p}.method", f"{method_raw!r} is not an HTTP method the API allows")
+    match = RouteMatch(path_type=path_type, path=value, headers=headers, query_params=query, method=method)
+    # What a data plane cannot serve (a regex over the RE2 bound, a control byte): the rule's, not the body's.
+    unsupported.extend(f"{rel}.{q}" for q in route_match_problems(match))
+    return match
+
+
+def _value_matches(
+    raw: Mapping[str, Any],
+    key: str,
+    p: str,
+    bound: int,
+    value_bound: int,
+    r: Reader,
+    *,
+    fold: bool,
+) -> tuple[ValueMatch, ...]:
+    out: list[ValueMatch] = []
+    for i, h in enumerate(r.items(raw, key, p, bound)):
+        hp = f"{p}.{key}[{i}]"
+        if not isinstance(h, Mapping):
+            r.add(hp, "expected an object")
+            continue
+        type_ = r.enum(h, "type", hp, ValueMatchType, ValueMatchType.EXACT)
+        name = r.text(h, "name", hp, MAX_HEADER_NAME, required=True)
+        value = r.text(h, "value", hp, value_bound, required=True)
+        if name is not None and not is_token(name):
+            r.problems.extend(f"{hp}.{q}" for q in match_name_problems(key.removesuffix("s"), name))
+            continue
+        if name is not None and value is not None:
+            out.append(ValueMatch(type_, name.lower() if fold else name, value))
+    return tuple(out)
+
+
+def _session(raw: Mapping[str, Any], p: str, r: Reader, unsupported: list[str]) -> SessionPersistence:
+    type_ = r.enum(raw, "type", p, SessionType, SessionType.COOKIE)
+    name = r.text(raw, "sessionName", p, MAX_SESSION_NAME)
+    timeout_raw = r.text(raw, "absoluteTimeout", p, MAX_DURATION_TEXT)
+    timeout = None
+    if timeout_raw is not None:
+        timeout = parse_duration(timeout_raw)
+        if timeout is None:
+            r.add(f"{p}.absoluteTimeout", f"{timeout_raw!r} is not a duration such as 1h30m (GEP-2257)")
+    cookie = r.obj(raw, "cookieConfig", p)
+    lifetime = None
+    if "lifetimeType" in cookie:
+        lifetime = r.enum(cookie, "lifetimeType", f"{p}.cookieConfig", CookieLifetime, CookieLifetime.SESSION)
+    if cookie and type_ is not SessionType.COOKIE:
+        r.add(f"{p}.cookieConfig", "can only be set with type Cookie")
+    if lifetime is CookieLifetime.PERMANENT and timeout_raw is None:
+        r.add(f"{p}.absoluteTimeout", "required when cookieConfig.lifetimeType is Permanent")
+    return SessionPersistence(type_, name, timeout, lifetime)
+
+
+_UNITS = {"h": 3_600_000, "m": 60_000, "s": 1000, "ms": 1}
+
+
+def parse_duration(text: str) -> int | None:
+    """A GEP-2257 duration (`^([0-9]{1,5}(h|m|s|ms)){1,4}$`) in whole seconds, rounded up; None when invalid."""
+    total_ms = 0
+    parts = 0
+    i = 0
+    while i < len(text):
+        j = i
+        while j < len(text) and text[j].isascii() and text[j].isdigit():
+            j += 1
+        if not 1 <= j - i <= 5:
+            return None
+        unit = "ms" if text.startswith("ms", j) else text[j : j + 1]
+        if unit not in _UNITS:
+            return None
+        total_ms += int(text[i:j]) * _UNITS[unit]
+        parts += 1
+        i = j + len(unit)
+    if not 1 <= parts <= 4:
+        return None
+    return -(-total_ms // 1000)

@@ -1,0 +1,376 @@
+"""Gateway API objects as the core sees them: GatewayClass, Namespace, ReferenceGrant and Gateway (its listeners,
+their TLS and namespace selectors), parsed once from the raw API bodies into frozen, bounded values. Pure.
+
+The readers, the bounds and the two kinds of problem (a malformed body raises `SpecError`; a field this implementation
+does not support is kept in `problems`) are gatewayapi.reading's; HTTPRoute is gatewayapi.httproute's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from trafficsplit.core.gatewayapi.reading import (
+    CONTROLLER_NAME,
+    GATEWAY_GROUP,
+    MAX_GROUP,
+    MAX_KIND,
+    MAX_SECTION_NAME,
+    REF_FIELDS,
+    Meta,
+    Reader,
+    read_hostname,
+    read_meta,
+    unknown_fields,
+)
+from trafficsplit.core.model.matches import MAX_LISTENERS
+from trafficsplit.core.model.rules import is_dns_subdomain
+
+# The upstream CRD's bounds (v1.6.3 standard and experimental channels agree on these); the listeners' count, which
+# a route table obeys too, is in model.matches.
+MAX_ALLOWED_KINDS = 8
+MAX_CERTIFICATE_REFS = 64  # the CRD's bound
+MAX_GRANT_ENTRIES = 16
+MAX_LABELS = 64  # ours: labels a namespace selector compares (Kubernetes has no count limit; we keep the work small)
+MAX_LABEL_TEXT = 317  # a label key (253 prefix + '/' + 63) or value (63); generous, bounds the comparison
+
+
+class TLSMode(StrEnum):
+    TERMINATE = "Terminate"
+    PASSTHROUGH = "Passthrough"
+
+
+class FromNamespaces(StrEnum):
+    SAME = "Same"
+    ALL = "All"
+    SELECTOR = "Selector"
+
+
+# Every field of a Gateway this module reads (a nested mapping: an object's fields, for a list its items'; None: a
+# leaf). A field in a body that is not here is reported, never ignored: a problem of the listener or the Gateway
+# that holds it. The guard test checks that each of these appears in a golden case and is a real field of the
+# upstream CRD.
+_SELECTOR = {"matchLabels": None, "matchExpressions": {"key": None, "operator": None, "values": None}}
+SUPPORTED_GATEWAY_FIELDS: Mapping[str, Any] = {
+    "gatewayClassName": None,
+    "listeners": {
+        "name": None,
+        "hostname": None,
+        "port": None,
+        "protocol": None,
+        "allowedRoutes": {"namespaces": {"from": None, "selector": _SELECTOR}, "kinds": {"group": None, "kind": None}},
+        "tls": {"mode": None, "certificateRefs": REF_FIELDS},
+    },
+}
+
+
+# --- GatewayClass, Namespace, ReferenceGrant --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ParametersRef:
+    """A GatewayClass's `spec.parametersRef` as written; whether it names something usable is the translation's
+    call (`gatewayapi.classes.class_parameters`), since a wrong one is a status, not a malformed body."""
+
+    group: str
+    kind: str
+    name: str
+    namespace: str | None  # set only for a namespaced kind
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayClass:
+    meta: Meta
+    controller_name: str
+    parameters_ref: ParametersRef | None = None
+
+    @property
+    def ours(self) -> bool:
+        return self.controller_name == CONTROLLER_NAME
+
+
+def parse_gateway_class(body: Mapping[str, Any]) -> GatewayClass:
+    r = Reader()
+    meta = read_meta(body, r, namespaced=False)
+    spec = r.obj(body, "spec", "")
+    controller = r.text(spec, "controllerName", "spec", 253, required=True) or ""
+    ref: ParametersRef | None = None
+    if "parametersRef" in spec:
+        raw = r.obj(spec, "parametersRef", "spec")
+        p = "spec.parametersRef"
+        group = r.text(raw, "group", p, MAX_GROUP, required=True)
+        kind = r.text(raw, "kind", p, MAX_KIND, required=True)
+        name = r.text(raw, "name", p, 253, required=True)
+        namespace = r.text(raw, "namespace", p, 63)
+        if group is not None and kind is not None and name is not None:
+            ref = ParametersRef(group, kind, name, namespace)
+    r.done()
+    return GatewayClass(meta, controller, ref)
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    name: str
+    labels: tuple[tuple[str, str], ...]
+
+
+def parse_namespace(body: Mapping[str, Any]) -> Namespace:
+    r = Reader()
+    meta = read_meta(body, r, namespaced=False)
+    labels = _labels(r.obj(r.obj(body, "metadata", ""), "labels", "metadata"), "metadata.labels", r)
+    r.done()
+    return Namespace(meta.name, labels)
+
+
+def _labels(raw: Mapping[str, Any], path: str, r: Reader) -> tuple[tuple[str, str], ...]:
+    if len(raw) > MAX_LABELS:
+        r.add(path, f"{len(raw)} labels, at most {MAX_LABELS} are compared")
+        return ()
+    out: list[tuple[str, str]] = []
+    for k, v in raw.items():
+        if not isinstance(k, str) or not isinstance(v, str) or len(k) > MAX_LABEL_TEXT or len(v) > MAX_LABEL_TEXT:
+            r.add(f"{path}.{str(k)[:64]}", "a label is a string key and a string value")
+            continue
+        out.append((k, v))
+    return tuple(sorted(out))
+
+
+@dataclass(frozen=True, slots=True)
+class GrantFrom:
+    group: str
+    kind: str
+    namespace: str
+
+
+@dataclass(frozen=True, slots=True)
+class GrantTo:
+    group: str
+    kind: str
+    name: str | None  # None: every object of the kind in the grant's namespace
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceGrant:
+    meta: Meta
+    sources: tuple[GrantFrom, ...]
+    targets: tuple[GrantTo, ...]
+
+    def permits(self, source: GrantFrom, target_group: str, target_kind: str, target_name: str) -> bool:
+        return source in self.sources and any(
+            t.group == target_group and t.kind == target_kind and t.name in (None, target_name) for t in self.targets
+        )
+
+
+def parse_reference_grant(body: Mapping[str, Any]) -> ReferenceGrant:
+    r = Reader()
+    meta = read_meta(body, r)
+    spec = r.obj(body, "spec", "")
+    sources: list[GrantFrom] = []
+    for i, f in enumerate(r.items(spec, "from", "spec", MAX_GRANT_ENTRIES)):
+        p = f"spec.from[{i}]"
+        if not isinstance(f, Mapping):
+            r.add(p, "expected an object")
+            continue
+        group = r.text(f, "group", p, MAX_GROUP, required=True)
+        kind = r.text(f, "kind", p, MAX_KIND, required=True)
+        ns = r.text(f, "namespace", p, 63, required=True)
+        if group is not None and kind is not None and ns is not None:
+            sources.append(GrantFrom(group, kind, ns))
+    targets: list[GrantTo] = []
+    for i, t in enumerate(r.items(spec, "to", "spec", MAX_GRANT_ENTRIES)):
+        p = f"spec.to[{i}]"
+        if not isinstance(t, Mapping):
+            r.add(p, "expected an object")
+            continue
+        group = r.text(t, "group", p, MAX_GROUP, required=True)
+        kind = r.text(t, "kind", p, MAX_KIND, required=True)
+        name = r.text(t, "name", p, 253)
+        if group is not None and kind is not None:
+            targets.append(GrantTo(group, kind, name))
+    if not sources:
+        r.add("spec.from", "at least one entry is required")
+    if not targets:
+        r.add("spec.to", "at least one entry is required")
+    r.done()
+    return ReferenceGrant(meta, tuple(sources), tuple(targets))
+
+
+# --- Gateway ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A metav1.LabelSelector: every matchLabels pair and every expression must hold (an empty one selects all)."""
+
+    labels: tuple[tuple[str, str], ...] = ()
+    expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (key, In|NotIn|Exists|DoesNotExist, values)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in self.labels):
+            return False
+        for key, op, values in self.expressions:
+            present = key in labels
+            ok = {
+                "In": present and labels.get(key) in values,
+                "NotIn": not present or labels.get(key) not in values,
+                "Exists": present,
+                "DoesNotExist": not present,
+            }[op]
+            if not ok:
+                return False
+        return True
+
+
+_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _selector(raw: Mapping[str, Any], path: str, r: Reader) -> LabelSelector:
+    labels = _labels(r.obj(raw, "matchLabels", path), f"{path}.matchLabels", r)
+    expressions: list[tuple[str, str, tuple[str, ...]]] = []
+    for i, e in enumerate(r.items(raw, "matchExpressions", path, MAX_LABELS)):
+        p = f"{path}.matchExpressions[{i}]"
+        if not isinstance(e, Mapping):
+            r.add(p, "expected an object")
+            continue
+        key = r.text(e, "key", p, MAX_LABEL_TEXT, required=True)
+        op = r.text(e, "operator", p, 16, required=True)
+        values = r.items(e, "values", p, MAX_LABELS)
+        if op is not None and op not in _SELECTOR_OPERATORS:
+            r.add(f"{p}.operator", f"{op!r} must be one of {', '.join(_SELECTOR_OPERATORS)}")
+            continue
+        if not all(isinstance(v, str) and len(v) <= MAX_LABEL_TEXT for v in values):
+            r.add(f"{p}.values", "expected a list of strings")
+            continue
+        if op in ("In", "NotIn") and not values:
+            r.add(f"{p}.values", f"{op} needs at least one value")
+            continue
+        if key is not None and op is not None:
+            expressions.append((key, op, tuple(values)))
+    return LabelSelector(labels, tuple(expressions))
+
+
+@dataclass(frozen=True, slots=True)
+class RouteKind:
+    group: str
+    kind: str
+
+
+HTTPROUTE_KIND = RouteKind(GATEWAY_GROUP, "HTTPRoute")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Listener:
+    name: str
+    hostname: str | None  # None: any host
+    port: int
+    protocol: str  # as written: HTTP is supported, the others are reported (UnsupportedProtocol)
+    namespaces: FromNamespaces = FromNamespaces.SAME
+    selector: LabelSelector | None = None
+    kinds: tuple[RouteKind, ...] = ()  # empty: the kinds the protocol supports
+    problems: tuple[str, ...] = ()  # fields this implementation does not support (tls.options, ...)
+    tls: ListenerTLS | None = None  # as written: the translation checks it against the protocol
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateRef:
+    group: str  # "" is core
+    kind: str
+    name: str
+    namespace: str  # defaulted to the Gateway's
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerTLS:
+    mode: TLSMode
+    certificate_refs: tuple[CertificateRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Gateway:
+    meta: Meta
+    class_name: str
+    listeners: tuple[Listener, ...]
+    problems: tuple[str, ...] = ()  # gateway-level fields this implementation does not support
+
+
+def parse_gateway(body: Mapping[str, Any]) -> Gateway:
+    r = Reader()
+    meta = read_meta(body, r)
+    spec = r.obj(body, "spec", "")
+    class_name = r.text(spec, "gatewayClassName", "spec", 253, required=True) or ""
+    listeners: list[Listener] = []
+    raw_listeners = r.items(spec, "listeners", "spec", MAX_LISTENERS)
+    if not raw_listeners:
+        r.add("spec.listeners", "at least one listener is required")
+    for i, raw in enumerate(raw_listeners):
+        p = f"spec.listeners[{i}]"
+        if not isinstance(raw, Mapping):
+            r.add(p, "expected an object")
+            continue
+        name = r.text(raw, "name", p, MAX_SECTION_NAME, required=True)
+        if name is not None and not is_dns_subdomain(name):
+            r.add(f"{p}.name", f"{name[:64]!r} must be a section name (lowercase letters, digits, '-', '.')")
+            name = None
+        hostname = read_hostname(r.text(raw, "hostname", p, 253), f"{p}.hostname", r)
+        port = r.integer(raw, "port", p, 1, 65535)
+        if port is None and "port" not in raw:
+            r.add(f"{p}.port", "required")
+        protocol = r.text(raw, "protocol", p, 255, required=True)
+        allowed = r.obj(raw, "allowedRoutes", p)
+        ns = r.obj(allowed, "namespaces", f"{p}.allowedRoutes")
+        from_ = r.enum(ns, "from", f"{p}.allowedRoutes.namespaces", FromNamespaces, FromNamespaces.SAME)
+        selector = _selector(r.obj(ns, "selector", f"{p}.allowedRoutes.namespaces"), f"{p}.allowedRoutes", r)
+        if from_ is FromNamespaces.SELECTOR and "selector" not in ns:
+            r.add(f"{p}.allowedRoutes.namespaces.selector", "required when from is Selector")
+        kinds: list[RouteKind] = []
+        for j, k in enumerate(r.items(allowed, "kinds", f"{p}.allowedRoutes", MAX_ALLOWED_KINDS)):
+            kp = f"{p}.allowedRoutes.kinds[{j}]"
+            if not isinstance(k, Mapping):
+                r.add(kp, "expected an object")
+                continue
+            group = r.text(k, "group", kp, MAX_GROUP)
+            kind = r.text(k, "kind", kp, MAX_KIND, required=True)
+            if kind is not None:
+                kinds.append(RouteKind(GATEWAY_GROUP if group is None else group, kind))
+        tls = _listener_tls(raw, p, meta.namespace, r) if "tls" in raw else None
+        if name is not None and port is not None and protocol is not None:
+            listeners.append(
+                Listener(
+                    name=name,
+                    hostname=hostname,
+                    port=port,
+                    protocol=protocol,
+                    namespaces=from_,
+                    selector=selector if from_ is FromNamespaces.SELECTOR else None,
+                    kinds=tuple(kinds),
+                    problems=tuple(unknown_fields(raw, SUPPORTED_GATEWAY_FIELDS["listeners"], p)),
+                    tls=tls,
+                )
+            )
+    names = [lis.name for lis in listeners]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        r.add("spec.listeners", f"listener name {dup!r} is used more than once")
+    r.done()
+    gw_fields = {k: v for k, v in SUPPORTED_GATEWAY_FIELDS.items() if k != "listeners"}
+    problems = unknown_fields({k: v for k, v in spec.items() if k != "listeners"}, gw_fields, "spec")
+    return Gateway(meta, class_name, tuple(listeners), tuple(problems))
+
+
+def _listener_tls(raw: Mapping[str, Any], p: str, namespace: str, r: Reader) -> ListenerTLS:
+    tls = r.obj(raw, "tls", p)
+    mode = r.enum(tls, "mode", f"{p}.tls", TLSMode, TLSMode.TERMINATE)
+    refs: list[CertificateRef] = []
+    for i, c in enumerate(r.items(tls, "certificateRefs", f"{p}.tls", MAX_CERTIFICATE_REFS)):
+        cp = f"{p}.tls.certificateRefs[{i}]"
+        if not isinstance(c, Mapping):
+            r.add(cp, "expected an object")
+            continue
+        group = r.text(c, "group", cp, MAX_GROUP)
+        kind = r.text(c, "kind", cp, MAX_KIND)
+        name = r.text(c, "name", cp, 253, required=True)
+        ns = r.text(c, "namespace", cp, 63)
+        if name is not None:
+            refs.append(CertificateRef("" if group is None else group, kind or "Secret", name, ns or namespace))
+    return ListenerTLS(mode, tuple(refs))

@@ -1,0 +1,306 @@
+"""HTTPRoutes on our Gateways → the split model TrafficSplits compile to, and the status that implies: the top-level
+assembly. Pure.
+
+Each valid rule of an accepted route becomes one `CompiledSplit` (`gatewayapi.actions`), built with the same
+constructors a TrafficSplit goes through, so the same checks apply: its weighted backendRefs (`gatewayapi.backends`) are
+the split's backends, picked by the FNV-1a hash of the session key when the rule has sessionPersistence
+(`gatewayapi.sessions`: a Cookie is the split's sticky cookie; a Header its key header, the sealed session issued in a
+response header) and of the request id when not. What a split cannot say (which requests reach it) sits beside it:
+per listener (`gatewayapi.listeners`), per virtual host (a hostname the route and the listener share:
+`gatewayapi.attachment`), the rules' matches in the spec's precedence order (`gatewayapi.precedence`), each naming the
+split it selects (`RouteEntry`).
+
+Status follows from the same pass (`gatewayapi.conditions`): per route and parent, `Accepted` (NotAllowedByListeners,
+NoMatchingListenerHostname, NoMatchingParent, UnsupportedValue) and `ResolvedRefs` (RefNotPermitted, InvalidKind,
+BackendNotFound), `PartiallyInvalid` when some rules were dropped; per listener, attachedRoutes, supportedKinds and
+conflicts; per GatewayClass (`gatewayapi.classes`) and TrafficSplitPolicy (`gatewayapi.policy_rules`). What this
+implementation cannot serve is reported there by name, never dropped silently. The operator writes it only after the
+gateway replicas ACK the generation carrying it (`gatewayapi.status`).
+
+Filters are carried on the rule's action and its targets (core/model/filters.py: header modifiers, a redirect, a
+URL rewrite). What the model lacks, and is therefore reported as UnsupportedValue: RequestMirror, CORS,
+ExtensionRef and ExternalAuth filters (and a redirect or rewrite on a backendRef), timeouts, retries, and a session
+lifetime enforced by the server (absoluteTimeout on a session cookie or a Header session). A route with no hostname
+on a listener with none serves every host: the listener's catch-all virtual host (`*`), which a request takes when no
+exact or `*.` host fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo
+from trafficsplit.core.gatewayapi.actions import ActionMemo
+from trafficsplit.core.gatewayapi.attachment import Attachment, attach
+from trafficsplit.core.gatewayapi.backends import RefProblem, Resolved, resolve_refs, target_endpoints
+from trafficsplit.core.gatewayapi.classes import class_statuses
+from trafficsplit.core.gatewayapi.conditions import (
+    ClassStatus,
+    GatewayStatus,
+    ListenerStatus,
+    ParentStatus,
+    PolicyStatus,
+    RouteReason,
+    RouteStatus,
+    cond,
+)
+from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef, RouteRule
+from trafficsplit.core.gatewayapi.listeners import ListenerView, gateway_acceptance, listener_views
+from trafficsplit.core.gatewayapi.objects import Gateway, GatewayClass, Namespace, ReferenceGrant
+from trafficsplit.core.gatewayapi.parameters import GatewayParameters
+from trafficsplit.core.gatewayapi.policy import Policy, Resolution, resolve
+from trafficsplit.core.gatewayapi.policy_rules import Build, policy_statuses, with_policies
+from trafficsplit.core.gatewayapi.precedence import precedence, taken_matches
+from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP
+from trafficsplit.core.model.assignment import SlotTable
+from trafficsplit.core.model.condition import Condition
+from trafficsplit.core.model.generation import GenerationContent
+from trafficsplit.core.model.routes import (
+    CATCH_ALL,
+    GatewayRoutes,
+    ListenerRoutes,
+    RouteEntry,
+    RuleAction,
+    VirtualHost,
+)
+from trafficsplit.core.model.rules import Endpoint
+from trafficsplit.core.model.tls import TlsSecret
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Inputs:
+    classes: tuple[GatewayClass, ...] = ()
+    gateways: tuple[Gateway, ...] = ()
+    routes: tuple[HTTPRoute, ...] = ()
+    grants: tuple[ReferenceGrant, ...] = ()
+    namespaces: tuple[Namespace, ...] = ()
+    services: Mapping[tuple[str, str], ServiceInfo] | None = None
+    slices: Mapping[tuple[str, str], Sequence[SliceInfo]] | None = None
+    # GatewayParameters by name: the parsed value, or why its body was refused (SpecError's message).
+    parameters: Mapping[str, GatewayParameters | str] | None = None
+    # The Secrets HTTPS listeners name, by (namespace, name): read by the shell, parsed by parse_tls_secret.
+    secrets: Mapping[tuple[str, str], TlsSecret] | None = None
+    # TrafficSplitPolicies (core/gatewayapi/policy.py) and, for rules under `assignment: minimal`, the slot table each
+    # rule's split had (by split key), which the new weights advance; None builds one from the weights alone.
+    policies: tuple[Policy, ...] = ()
+    tables: Mapping[str, SlotTable] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Translation:
+    listeners: tuple[ListenerRoutes, ...]
+    actions: tuple[RuleAction, ...]
+    routes: tuple[RouteStatus, ...]
+    gateways: tuple[GatewayStatus, ...]
+    classes: tuple[ClassStatus, ...]
+    policies: tuple[PolicyStatus, ...] = ()
+
+
+# A parentRef of the route to one of our Gateways: the ref, the Accepted=False condition that refuses it (None when
+# accepted), and the listeners it attaches the route to.
+_Parent = tuple[ParentRef, Condition | None, list[Attachment]]
+
+
+@dataclass(slots=True, kw_only=True)
+class _Pass:
+    """One translation's working state: what every route reads, and what the routes add up to as they are walked
+    in precedence order (local to one `translate` call)."""
+
+    inputs: Inputs
+    memo: ActionMemo
+    gateways: dict[str, Gateway]
+    views: dict[str, list[ListenerView]]
+    labels: dict[str, dict[str, str]]
+    attachment: Resolution
+    seen_endpoints: dict[tuple[str, str, int], tuple[Endpoint, ...]] = field(default_factory=dict)
+    attached_count: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (gateway, listener) → hostname → entries with their routes, for the precedence sort.
+    tables: dict[tuple[str, str], dict[str, list[tuple[HTTPRoute, RouteEntry]]]] = field(default_factory=dict)
+    actions: list[RuleAction] = field(default_factory=list)
+    route_status: list[RouteStatus] = field(default_factory=list)
+    invalid: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (policy, route) → why refused
+    route_gateways: dict[str, tuple[ParentRef, ...]] = field(default_factory=dict)  # route → our Gateways
+
+
+def translate(inputs: Inputs, memo: ActionMemo | None = None) -> Translation:
+    """The model and the status for everything attached to our Gateways (see the module docstring). `memo`: the
+    operator's, so that rules whose inputs did not change are not built again."""
+    memo = memo if memo is not None else ActionMemo()
+    ours = {c.meta.name for c in inputs.classes if c.ours}
+    gateways = {g.meta.key: g for g in inputs.gateways if g.class_name in ours}
+    state = _Pass(
+        inputs=inputs,
+        memo=memo,
+        gateways=gateways,
+        views={key: listener_views(g, inputs.grants, inputs.secrets) for key, g in gateways.items()},
+        labels={n.name: dict(n.labels) for n in inputs.namespaces},
+        attachment=resolve(inputs.routes, inputs.policies),
+    )
+    for route in sorted(inputs.routes, key=lambda r: (r.meta.created, r.meta.key)):
+        _translate_route(state, route)
+    listeners, gateway_status = _gateway_outputs(state)
+    memo.finish()
+    return Translation(
+        listeners=listeners,
+        actions=tuple(state.actions),
+        routes=tuple(state.route_status),
+        gateways=gateway_status,
+        classes=class_statuses(inputs.classes, inputs.parameters or {}),
+        policies=policy_statuses(inputs.policies, state.attachment, state.invalid, state.route_gateways),
+    )
+
+
+def _translate_route(state: _Pass, route: HTTPRoute) -> None:
+    """One route: its parents' attachment, its rules' actions, its status per parent, its entries in the tables."""
+    parents: list[_Parent] = []
+    for ref in route.parent_refs:
+        gw = state.gateways.get(f"{ref.namespace}/{ref.name}")
+        if (ref.group, ref.kind) != (GATEWAY_GROUP, "Gateway") or gw is None:
+            continue  # not one of our Gateways: its controller answers for it
+        parents.append((ref, *attach(route, ref, gw, state.views[gw.meta.key], state.labels)))
+    # Backend resolution and the rules' own problems do not depend on the parent.
+    services = state.inputs.services or {}
+    resolved = {rule.index: resolve_refs(route, rule, state.inputs.grants, services) for rule in route.rules}
+    ref_problems = [p for _, probs, _ in resolved.values() for p in probs]
+    route_actions, dropped = _rule_actions(state, route, resolved, attached=any(c is None for _, c, _ in parents))
+    statuses: list[ParentStatus] = []
+    # Two parentRefs can reach one listener (the Gateway, and the listener by sectionName): it takes the route once,
+    # and counts it once.
+    reached: set[tuple[str, str]] = set()
+    for ref, refused, atts in parents:
+        conds, accepted = _parent_conditions(state, route, refused, atts, route_actions, dropped, ref_problems)
+        statuses.append(ParentStatus(ref, conds))
+        if accepted:
+            _enter(state, route, route_actions, atts, reached)
+    state.actions.extend(route_actions)
+    if statuses:
+        state.route_status.append(RouteStatus(route.meta.key, tuple(statuses)))
+        state.route_gateways[route.meta.key] = tuple(
+            dict.fromkeys(
+                ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace=s.parent.namespace, name=s.parent.name)
+                for s in statuses
+            )
+        )
+
+
+def _rule_actions(
+    state: _Pass, route: HTTPRoute, resolved: Mapping[int, Resolved], *, attached: bool
+) -> tuple[list[RuleAction], list[str]]:
+    """The actions of the route's rules that can be served (none when no parent accepts the route), each under its
+    policy, and the problems of those dropped."""
+    dropped: list[str] = []
+    builds: list[tuple[RouteRule, Build]] = []
+    slot_tables = state.inputs.tables or {}
+    slices = state.inputs.slices or {}
+    for rule in route.rules:
+        if rule.problems:
+            dropped.extend(f"rules[{rule.index}].{q}" for q in rule.problems)
+            continue
+        if not attached:
+            continue
+        ok, _, error_weight = resolved[rule.index]
+        prev = slot_tables.get(f"{route.meta.namespace}/{route.meta.name}.rule-{rule.index}")
+        eps = target_endpoints(ok, slices, state.seen_endpoints)
+        builds.append((rule, partial(state.memo.build, route, rule, ok, error_weight, eps, previous_table=prev)))
+    actions: list[RuleAction] = []
+    for action, problems in with_policies(route, builds, state.attachment, state.invalid):
+        dropped.extend(problems)
+        if action is not None:
+            actions.append(action)
+    return actions, dropped
+
+
+def _parent_conditions(
+    state: _Pass,
+    route: HTTPRoute,
+    refused: Condition | None,
+    atts: Sequence[Attachment],
+    actions: Sequence[RuleAction],
+    dropped: Sequence[str],
+    ref_problems: Sequence[RefProblem],
+) -> tuple[tuple[Condition, ...], bool]:
+    """The route's conditions on one parent, and whether that parent accepts it."""
+    g = route.meta.generation
+    if refused is None and not actions:
+        why = "no rule can be served: " + ("; ".join(dropped) or "the route has none")
+        refused = cond("Accepted", False, RouteReason.UNSUPPORTED_VALUE, why, g)
+    conds = [refused or cond("Accepted", True, RouteReason.ACCEPTED, "", g)]
+    if ref_problems:
+        why = "; ".join(p.message for p in ref_problems)
+        conds.append(cond("ResolvedRefs", False, ref_problems[0].reason, why, g))
+    else:
+        conds.append(cond("ResolvedRefs", True, RouteReason.RESOLVED_REFS, "", g))
+    if refused is None and dropped:
+        why = "Dropped Rule(s): " + "; ".join(dropped)
+        conds.append(cond("PartiallyInvalid", True, RouteReason.UNSUPPORTED_VALUE, why, g))
+    if refused is None and (taken := taken_matches(route, actions, atts, state.tables)):
+        conds.append(cond("Conflicted", True, RouteReason.RULE_MATCH_CONFLICT, taken, g))
+    return tuple(conds), refused is None
+
+
+def _enter(
+    state: _Pass,
+    route: HTTPRoute,
+    actions: Sequence[RuleAction],
+    atts: Sequence[Attachment],
+    reached: set[tuple[str, str]],
+) -> None:
+    """The route's matches into the tables of the listeners it is attached to (each listener once per route)."""
+    for a in atts:
+        if (a.gateway, a.listener) in reached:
+            continue
+        reached.add((a.gateway, a.listener))
+        state.attached_count[(a.gateway, a.listener)] = state.attached_count.get((a.gateway, a.listener), 0) + 1
+        table = state.tables.setdefault((a.gateway, a.listener), {})
+        for action in actions:
+            rule = route.rules[action.rule]
+            for j, m in enumerate(rule.matches):
+                # No hostname on either side: every host, the catch-all taken after exact and `*.` hosts.
+                for h in a.hostnames or (CATCH_ALL,):
+                    table.setdefault(h, []).append((route, RouteEntry(route.meta.key, rule.index, j, m)))
+
+
+def _gateway_outputs(state: _Pass) -> tuple[tuple[ListenerRoutes, ...], tuple[GatewayStatus, ...]]:
+    """Every serving listener's route table, and every Gateway's status with its listeners'."""
+    listeners: list[ListenerRoutes] = []
+    gateway_status: list[GatewayStatus] = []
+    for key, gw in sorted(state.gateways.items()):
+        listener_status: list[ListenerStatus] = []
+        for v in state.views[key]:
+            n = state.attached_count.get((key, v.listener.name), 0)
+            listener_status.append(ListenerStatus(v.listener.name, v.supported_kinds, n, v.conditions))
+            # Every listener that serves, routes or none: one without routes still takes its hosts from a less
+            # specific listener of its port (and answers 404), so the port's table must know it.
+            if v.usable and v.serves:
+                listeners.append(_listener_routes(key, v, state.tables.get((key, v.listener.name), {})))
+        gateway_status.append(GatewayStatus(key, gateway_acceptance(gw, state.views[key]), tuple(listener_status)))
+    return tuple(listeners), tuple(gateway_status)
+
+
+def _listener_routes(
+    gateway: str, v: ListenerView, by_host: Mapping[str, Sequence[tuple[HTTPRoute, RouteEntry]]]
+) -> ListenerRoutes:
+    """One listener's table: per virtual host, its entries in precedence order."""
+    hosts = tuple(
+        VirtualHost(h, tuple(e for _, e in sorted(entries, key=lambda x: precedence(*x))))
+        for h, entries in sorted(by_host.items())
+    )
+    return ListenerRoutes(
+        gateway, v.listener.name, v.listener.port, hosts, hostname=v.listener.hostname, certificate=v.certificate
+    )
+
+
+def gateway_content(translation: Translation, gateway: str) -> GenerationContent:
+    """What Gateway `gateway` (`namespace/name`)'s data plane serves: its listeners' route tables, and the split of
+    every rule they refer to (host-less, selected by the table). TrafficSplits are not in it: the chart's shared
+    gateway keeps serving those. A Gateway with no route attached has an empty table, not None, so its data plane
+    serves the spec's 404 for every request rather than TrafficSplits."""
+    listeners = tuple(lr for lr in translation.listeners if lr.gateway == gateway)
+    used = {e.rule_key for lr in listeners for vh in lr.hosts for e in vh.entries}
+    actions = tuple(a for a in translation.actions if a.key in used)
+    return GenerationContent(
+        splits=tuple(a.split for a in actions if a.split is not None),
+        routes=GatewayRoutes(gateway=gateway, listeners=listeners, actions=actions),
+    )
