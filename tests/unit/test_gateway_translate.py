@@ -26,6 +26,7 @@ from trafficsplit.core.model.cookie import AffinityMinter
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.matches import MAX_RULE_MATCHES
 from trafficsplit.core.model.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner
+from trafficsplit.core.model.routes import MAX_HOST_ENTRIES
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 CLASS = parse_gateway_class(
@@ -359,6 +360,25 @@ def test_a_match_an_older_route_takes_is_named_on_the_newer_route() -> None:
         assert message == "rules[0].matches[0] on a.example.com never matches: ns/older rules[0] takes it (older)"
         assert "Conflicted" not in conditions(t, "ns/older")
         assert "Conflicted" not in conditions(t, "ns/elsewhere")  # another host: no conflict
+
+
+def test_a_taken_match_names_its_first_holder_among_many() -> None:
+    """Three routes with one identical match on one host: the two newer ones each name the oldest, which precedes
+    both, never the middle one (the holder index keeps each match's first entry in precedence order)."""
+
+    def same(name: str, created: str) -> Any:
+        return route(name, created, rules=[{"matches": [{"path": {"type": "Exact", "value": "/x"}}],
+                                            "backendRefs": [{"name": "a", "port": 80}]}])  # fmt: skip
+
+    routes = [same("first", "2026-01-01T00:00:00Z"), same("second", "2026-02-01T00:00:00Z"),
+              same("third", "2026-03-01T00:00:00Z")]  # fmt: skip
+    for order in (routes, routes[::-1]):
+        t = run(*order)
+        for loser in ("second", "third"):
+            (parent,) = next(r for r in t.routes if r.route == f"ns/{loser}").parents
+            message = next(c.message for c in parent.conditions if c.type == "Conflicted")
+            assert message == "rules[0].matches[0] on a.example.com never matches: ns/first rules[0] takes it (older)"
+        assert "Conflicted" not in conditions(t, "ns/first")
 
 
 def test_unresolved_refs_keep_their_share_as_errors() -> None:
@@ -724,3 +744,34 @@ def test_the_memo_builds_only_the_rules_whose_inputs_changed(monkeypatch: pytest
     assert sorted(compiled) == ["x.rule-0", "y.rule-0", "z.rule-0"]
     assert third == translate(inputs(routes, slices("10.0.0.1", "10.0.0.2")))
     assert third != second
+
+
+def test_a_gateway_over_the_virtual_host_bound_is_refused_alone() -> None:
+    """One tenant's Gateway whose host holds more match entries than a virtual host may (MAX_HOST_ENTRIES) cannot be
+    served, and only it: the translation still gives every other Gateway its content (before, the bound raised out
+    of `translate` and the operator's pass published no Gateway at all), and asking for the refused Gateway's content
+    raises with the bound named, so the operator keeps its last good generation and says why in its status."""
+    per_route = MAX_RULE_MATCHES
+    count = MAX_HOST_ENTRIES // per_route + 1
+
+    def crowding(i: int) -> dict[str, Any]:
+        matches = [{"path": {"type": "PathPrefix", "value": f"/r{i}/{j}"}} for j in range(per_route)]
+        return route(f"r{i}", rules=[{"matches": matches, "backendRefs": [{"name": "a", "port": 80}]}])
+
+    crowded = [crowding(i) for i in range(count)]
+    other_gw = gateway()
+    other_gw["metadata"] = {"name": "other", "namespace": "ns"}
+    neighbour = route("n", parentRefs=[{"name": "other"}], rules=[{"backendRefs": [{"name": "b", "port": 80}]}])
+    t = translate(
+        Inputs(
+            classes=(CLASS,),
+            gateways=(parse_gateway(gateway()), parse_gateway(other_gw)),
+            routes=tuple(parse_httproute(r) for r in [*crowded, neighbour]),
+            services={("ns", s): service(s) for s in ("a", "b")},
+        )
+    )
+    served = gateway_content(t, "ns/other").routes
+    assert served is not None and [str(a.key) for a in served.actions] == ["ns/n.rule-0"]
+    with pytest.raises(SpecError) as refused:
+        gateway_content(t, "ns/gw")
+    assert any(f"at most {MAX_HOST_ENTRIES} are allowed" in p for p in refused.value.problems)

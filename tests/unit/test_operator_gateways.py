@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.unit.test_operator_engine import TOKEN, FakeReplica, run, started, until
+from trafficsplit.core.model.matches import MAX_RULE_MATCHES
+from trafficsplit.core.model.routes import MAX_HOST_ENTRIES
 from trafficsplit.operator.dataplane_names import publish_service_name
 from trafficsplit.operator.engine import Engine, EngineSettings
 from trafficsplit.operator.fleet import Fleet
@@ -290,6 +292,38 @@ def test_an_unreachable_replica_holds_back_only_its_gateways_status(tmp_path: An
             async with started(FakeReplica("one"), port=port) as (one2,):
                 await until(lambda: api.accepted_at("one-route") == 2, timeout=10)
                 assert one2.held_gen is not None and [b.weight for b in one2.held_gen.splits[0].backends] == [10, 90]
+
+    run(main)
+
+
+def test_a_gateway_whose_table_breaks_a_bound_is_refused_alone(tmp_path: Any) -> None:
+    """Gateway one's host is given more match entries than a virtual host may hold (MAX_HOST_ENTRIES): one keeps its
+    last good generation and its status says why, while Gateway two's weight change is published and acknowledged
+    as usual (before, the refusal raised out of the pass and no Gateway was published any more)."""
+
+    def crowding(i: int) -> dict[str, Any]:
+        body = route_body(f"crowd-{i}", "one", (100, 0))
+        body["spec"]["rules"][0]["matches"] = [
+            {"path": {"type": "PathPrefix", "value": f"/c{i}/{j}"}} for j in range(MAX_RULE_MATCHES)
+        ]
+        return body
+
+    async def main() -> None:
+        async with gateways(tmp_path, "one", "two") as p:
+            api, one, two = p.api, p.replicas["one"], p.replicas["two"]
+            await p.start()
+            await until(lambda: api.accepted_at("one-route") == 1 and api.accepted_at("two-route") == 1)
+            held = one.held
+            for i in range(MAX_HOST_ENTRIES // MAX_RULE_MATCHES + 1):
+                api.put("httproute", crowding(i))
+            api.put("httproute", route_body("two-route", "two", (10, 90), generation=2))
+            await until(lambda: api.accepted_at("two-route") == 2, timeout=10)
+            assert two.held_gen is not None and [b.weight for b in two.held_gen.splits[0].backends] == [10, 90]
+            assert one.held == held, "Gateway one's replica was sent a generation it cannot serve"
+            conds = api.objects[("gateway", (NS, "one"))]["status"]["conditions"]
+            programmed = next(c for c in conds if c["type"] == "Programmed")
+            assert programmed["status"] != "True"
+            assert f"at most {MAX_HOST_ENTRIES} are allowed" in programmed["message"]
 
     run(main)
 

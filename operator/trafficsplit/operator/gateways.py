@@ -452,16 +452,18 @@ class GatewayPlane:
             return  # no replica to publish to: a generation now could not carry what the replicas come back holding
         if not fleet.all_known() and now < p.created + self.settings.probe_timeout:
             return  # numbering continues above what its replicas hold: wait (bounded) until each answered once
-        content = self._content_for(t, f"{key[0]}/{key[1]}")
-        if content == p.content and fleet.highest_held <= p.number:
-            return
-        number = numbering.next(max(p.number, fleet.highest_held))
         try:
+            # A table that breaks a bound of the model (its content) or the generation's (stamp) is this Gateway's
+            # alone: it keeps what its replicas hold and its status says why; the other Gateways are published.
+            content = self._content_for(t, f"{key[0]}/{key[1]}")
+            if content == p.content and fleet.highest_held <= p.number:
+                return
+            number = numbering.next(max(p.number, fleet.highest_held))
             gen = content.stamp(number)
         except SpecError as exc:
             refused = "; ".join(exc.problems)[:1000]
             if refused != p.refused:
-                log.error("Gateway %s/%s: generation %d not published: %s", *key, number, refused)
+                log.error("Gateway %s/%s: not published: %s", *key, refused)
             p.refused = refused
             return
         numbering.took(number)
@@ -572,7 +574,7 @@ class GatewayPlane:
             since = p.since.get("gateway")
             pending = p.waiting(since[1] if since else None, self._publish_service(key))
             body = gateway_status_body(
-                gs, ready=ready, pending=pending, addresses=p.addresses, stored=st.status, now=now
+                gs, ready=ready, pending=pending, addresses=p.addresses, stored=st.status, now=now, refused=p.refused
             )
             await self._write("gateway", key, st, {**st.status, **body})
         for rs in t.routes:

@@ -57,6 +57,7 @@ class GatewayReason(StrEnum):
     UNSUPPORTED_ADDRESS = "UnsupportedAddress"
     UNSUPPORTED_VALUE = "UnsupportedValue"
     PENDING = "Pending"
+    INVALID = "Invalid"  # Programmed: the Gateway's current configuration cannot be served (a bound of the model)
 
 
 # Programmed is the data plane's to say, after its replicas ACK (the operator's gateways module): until then Unknown.

@@ -7,13 +7,16 @@ from collections.abc import Mapping, Sequence
 
 from trafficsplit.core.gatewayapi.attachment import Attachment
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute
-from trafficsplit.core.model.matches import PathType
+from trafficsplit.core.model.matches import PathType, RouteMatch
 from trafficsplit.core.model.routes import CATCH_ALL, RouteEntry, RuleAction
 
 MAX_TAKEN_LISTED = 8
 
-# (gateway, listener) → hostname → the entries of the routes attached there, each with its route.
-Tables = Mapping[tuple[str, str], Mapping[str, Sequence[tuple[HTTPRoute, RouteEntry]]]]
+# (gateway, listener) → hostname → each match → the first entry (in the walk's precedence order) that has it: the one
+# every later identical match loses to. An index beside translate's tables, so finding a match's holder is one
+# lookup, not a scan of every earlier match of the host (with many routes on one hostname that scan made the pass
+# quadratic in the host's matches).
+FirstHolders = Mapping[tuple[str, str], Mapping[str, Mapping[RouteMatch, tuple[HTTPRoute, RouteEntry]]]]
 
 
 def precedence(route: HTTPRoute, entry: RouteEntry) -> tuple[int, int, int, int, int, str, str, int, int]:
@@ -35,19 +38,19 @@ def precedence(route: HTTPRoute, entry: RouteEntry) -> tuple[int, int, int, int,
     )
 
 
-def taken_matches(route: HTTPRoute, actions: Sequence[RuleAction], atts: Sequence[Attachment], tables: Tables) -> str:
+def taken_matches(
+    route: HTTPRoute, actions: Sequence[RuleAction], atts: Sequence[Attachment], holders: FirstHolders
+) -> str:
     """The route's matches that an older route's identical match takes on a listener and host they share (the
     spec's precedence: the older route, then `namespace/name`), said on the route that loses them, since its
-    requests silently go elsewhere; "" when none. `tables` holds only routes that precede this one (translate walks
+    requests silently go elsewhere; "" when none. `holders` holds only routes that precede this one (translate walks
     routes in precedence order)."""
     taken: list[str] = []
     for action in actions:
         for j, m in enumerate(route.rules[action.rule].matches):
             for a in atts:
                 for h in a.hostnames or (CATCH_ALL,):
-                    winner = next(
-                        ((r, e) for r, e in tables.get((a.gateway, a.listener), {}).get(h, ()) if e.match == m), None
-                    )
+                    winner = holders.get((a.gateway, a.listener), {}).get(h, {}).get(m)
                     if winner is not None and winner[0].meta.key != route.meta.key:
                         r, e = winner
                         why = "older" if r.meta.created < route.meta.created else "as old, first by namespace/name"

@@ -24,6 +24,7 @@ from typing import Any
 from trafficsplit.core.gatewayapi.conditions import (
     AncestorStatus,
     ClassStatus,
+    GatewayReason,
     GatewayStatus,
     ListenerStatus,
     ParentStatus,
@@ -52,19 +53,25 @@ def stamped(conditions: Iterable[Condition], stored: Any, now: str) -> list[dict
     return out
 
 
-def programmed(condition: Condition, ready: bool, pending: str) -> Condition:
+def programmed(condition: Condition, ready: bool, pending: str, refused: str | None = None) -> Condition:
     """The translation's `Programmed` (Unknown, Pending) made True when the replicas ACKed, else its message is
-    `pending` (what is being waited for). A condition the translation already decided (False: a listener that is not
-    served, e.g. HTTPS without a certificate) is kept as it is: an ACK does not serve it."""
+    `pending` (what is being waited for); False, `Invalid`, when the Gateway's current content was `refused` (it breaks
+    a bound: the data plane keeps serving what it holds, and no ACK will change that). A condition the translation
+    already decided (False: a listener that is not served, e.g. HTTPS without a certificate) is kept as it is."""
     if condition.status != "Unknown":
         return condition
+    if refused is not None:
+        why = f"not published, the data plane keeps its last generation: {refused}"
+        return replace(condition, status="False", reason=GatewayReason.INVALID, message=why[:MAX_CONDITION_MESSAGE])
     if ready:
         return replace(condition, status="True", reason="Programmed", message="")
     return replace(condition, message=pending[:MAX_CONDITION_MESSAGE])
 
 
-def _with_programmed(conditions: Sequence[Condition], ready: bool, pending: str) -> list[Condition]:
-    return [programmed(c, ready, pending) if c.type == "Programmed" else c for c in conditions]
+def _with_programmed(
+    conditions: Sequence[Condition], ready: bool, pending: str, refused: str | None
+) -> list[Condition]:
+    return [programmed(c, ready, pending, refused) if c.type == "Programmed" else c for c in conditions]
 
 
 def gateway_status_body(
@@ -75,16 +82,20 @@ def gateway_status_body(
     addresses: Sequence[Mapping[str, str]] | None,
     stored: Mapping[str, Any],
     now: str,
+    refused: str | None = None,
 ) -> dict[str, Any]:
-    """A Gateway's whole `status` (conditions, listeners, and addresses when the provisioner gave some)."""
+    """A Gateway's whole `status` (conditions, listeners, and addresses when the provisioner gave some); `refused`:
+    why its current content could not be published (`programmed`)."""
     stored_listeners = {
         str(x.get("name")): x for x in stored.get("listeners") or [] if isinstance(x, Mapping) and x.get("name")
     }
     listeners: list[dict[str, Any]] = []
     for lis in status.listeners:
-        listeners.append(_listener_body(lis, ready, pending, stored_listeners.get(lis.name, {}), now))
+        listeners.append(_listener_body(lis, ready, pending, refused, stored_listeners.get(lis.name, {}), now))
     body: dict[str, Any] = {
-        "conditions": stamped(_with_programmed(status.conditions, ready, pending), stored.get("conditions"), now),
+        "conditions": stamped(
+            _with_programmed(status.conditions, ready, pending, refused), stored.get("conditions"), now
+        ),
         "listeners": listeners,
     }
     if addresses is not None:
@@ -93,13 +104,13 @@ def gateway_status_body(
 
 
 def _listener_body(
-    lis: ListenerStatus, ready: bool, pending: str, stored: Mapping[str, Any], now: str
+    lis: ListenerStatus, ready: bool, pending: str, refused: str | None, stored: Mapping[str, Any], now: str
 ) -> dict[str, Any]:
     return {
         "name": lis.name,
         "supportedKinds": [{"group": k.group, "kind": k.kind} for k in lis.supported_kinds],
         "attachedRoutes": lis.attached_routes,
-        "conditions": stamped(_with_programmed(lis.conditions, ready, pending), stored.get("conditions"), now),
+        "conditions": stamped(_with_programmed(lis.conditions, ready, pending, refused), stored.get("conditions"), now),
     }
 
 

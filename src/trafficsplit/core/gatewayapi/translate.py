@@ -56,7 +56,9 @@ from trafficsplit.core.gatewayapi.precedence import precedence, taken_matches
 from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP
 from trafficsplit.core.model.assignment import SlotTable
 from trafficsplit.core.model.condition import Condition
+from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import GenerationContent
+from trafficsplit.core.model.matches import RouteMatch
 from trafficsplit.core.model.routes import (
     CATCH_ALL,
     GatewayRoutes,
@@ -96,6 +98,9 @@ class Translation:
     gateways: tuple[GatewayStatus, ...]
     classes: tuple[ClassStatus, ...]
     policies: tuple[PolicyStatus, ...] = ()
+    # Gateways whose route table breaks a bound of the model (`routes.VirtualHost`, `ListenerRoutes`): why, by
+    # `namespace/name`. Only they are refused (`gateway_content` raises for them); every other Gateway is served.
+    refused: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 # A parentRef of the route to one of our Gateways: the ref, the Accepted=False condition that refuses it (None when
@@ -118,6 +123,10 @@ class _Pass:
     attached_count: dict[tuple[str, str], int] = field(default_factory=dict)
     # (gateway, listener) → hostname → entries with their routes, for the precedence sort.
     tables: dict[tuple[str, str], dict[str, list[tuple[HTTPRoute, RouteEntry]]]] = field(default_factory=dict)
+    # The same entries indexed by match: each match's first holder (precedence.FirstHolders).
+    holders: dict[tuple[str, str], dict[str, dict[RouteMatch, tuple[HTTPRoute, RouteEntry]]]] = field(
+        default_factory=dict
+    )
     actions: list[RuleAction] = field(default_factory=list)
     route_status: list[RouteStatus] = field(default_factory=list)
     invalid: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (policy, route) → why refused
@@ -140,7 +149,7 @@ def translate(inputs: Inputs, memo: ActionMemo | None = None) -> Translation:
     )
     for route in sorted(inputs.routes, key=lambda r: (r.meta.created, r.meta.key)):
         _translate_route(state, route)
-    listeners, gateway_status = _gateway_outputs(state)
+    listeners, gateway_status, refused = _gateway_outputs(state)
     memo.finish()
     return Translation(
         listeners=listeners,
@@ -149,6 +158,7 @@ def translate(inputs: Inputs, memo: ActionMemo | None = None) -> Translation:
         gateways=gateway_status,
         classes=class_statuses(inputs.classes, inputs.parameters or {}),
         policies=policy_statuses(inputs.policies, state.attachment, state.invalid, state.route_gateways),
+        refused=refused,
     )
 
 
@@ -235,7 +245,7 @@ def _parent_conditions(
     if refused is None and dropped:
         why = "Dropped Rule(s): " + "; ".join(dropped)
         conds.append(cond("PartiallyInvalid", True, RouteReason.UNSUPPORTED_VALUE, why, g))
-    if refused is None and (taken := taken_matches(route, actions, atts, state.tables)):
+    if refused is None and (taken := taken_matches(route, actions, atts, state.holders)):
         conds.append(cond("Conflicted", True, RouteReason.RULE_MATCH_CONFLICT, taken, g))
     return tuple(conds), refused is None
 
@@ -254,29 +264,42 @@ def _enter(
         reached.add((a.gateway, a.listener))
         state.attached_count[(a.gateway, a.listener)] = state.attached_count.get((a.gateway, a.listener), 0) + 1
         table = state.tables.setdefault((a.gateway, a.listener), {})
+        holders = state.holders.setdefault((a.gateway, a.listener), {})
         for action in actions:
             rule = route.rules[action.rule]
             for j, m in enumerate(rule.matches):
                 # No hostname on either side: every host, the catch-all taken after exact and `*.` hosts.
                 for h in a.hostnames or (CATCH_ALL,):
-                    table.setdefault(h, []).append((route, RouteEntry(route.meta.key, rule.index, j, m)))
+                    held = (route, RouteEntry(route.meta.key, rule.index, j, m))
+                    table.setdefault(h, []).append(held)
+                    holders.setdefault(h, {}).setdefault(m, held)
 
 
-def _gateway_outputs(state: _Pass) -> tuple[tuple[ListenerRoutes, ...], tuple[GatewayStatus, ...]]:
-    """Every serving listener's route table, and every Gateway's status with its listeners'."""
+def _gateway_outputs(
+    state: _Pass,
+) -> tuple[tuple[ListenerRoutes, ...], tuple[GatewayStatus, ...], dict[str, tuple[str, ...]]]:
+    """Every serving listener's route table, every Gateway's status with its listeners', and the Gateways whose
+    tables break a bound of the model, with why (their tables are left out; the other Gateways' stand)."""
     listeners: list[ListenerRoutes] = []
     gateway_status: list[GatewayStatus] = []
+    refused: dict[str, tuple[str, ...]] = {}
     for key, gw in sorted(state.gateways.items()):
         listener_status: list[ListenerStatus] = []
+        tables: list[ListenerRoutes] = []
         for v in state.views[key]:
             n = state.attached_count.get((key, v.listener.name), 0)
             listener_status.append(ListenerStatus(v.listener.name, v.supported_kinds, n, v.conditions))
             # Every listener that serves, routes or none: one without routes still takes its hosts from a less
             # specific listener of its port (and answers 404), so the port's table must know it.
-            if v.usable and v.serves:
-                listeners.append(_listener_routes(key, v, state.tables.get((key, v.listener.name), {})))
+            if v.usable and v.serves and key not in refused:
+                try:
+                    tables.append(_listener_routes(key, v, state.tables.get((key, v.listener.name), {})))
+                except SpecError as exc:
+                    refused[key] = tuple(f"listener {v.listener.name}: {p}" for p in exc.problems)
+        if key not in refused:
+            listeners.extend(tables)
         gateway_status.append(GatewayStatus(key, gateway_acceptance(gw, state.views[key]), tuple(listener_status)))
-    return tuple(listeners), tuple(gateway_status)
+    return tuple(listeners), tuple(gateway_status), refused
 
 
 def _listener_routes(
@@ -296,7 +319,11 @@ def gateway_content(translation: Translation, gateway: str) -> GenerationContent
     """What Gateway `gateway` (`namespace/name`)'s data plane serves: its listeners' route tables, and the split of
     every rule they refer to (host-less, selected by the table). TrafficSplits are not in it: the chart's shared
     gateway keeps serving those. A Gateway with no route attached has an empty table, not None, so its data plane
-    serves the spec's 404 for every request rather than TrafficSplits."""
+    serves the spec's 404 for every request rather than TrafficSplits. Raises `SpecError` for a Gateway whose table
+    breaks a bound of the model (`Translation.refused`, or the bounds across its listeners): that Gateway alone
+    cannot be served, and its data plane keeps what it holds."""
+    if gateway in translation.refused:
+        raise SpecError(list(translation.refused[gateway]))
     listeners = tuple(lr for lr in translation.listeners if lr.gateway == gateway)
     used = {e.rule_key for lr in listeners for vh in lr.hosts for e in vh.entries}
     actions = tuple(a for a in translation.actions if a.key in used)
