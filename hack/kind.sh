@@ -8,6 +8,8 @@
 #   KIND_CLUSTER=name      default trafficsplit; an existing cluster of that name is reused
 #   BUILDER=docker|podman  default: docker when it answers, else podman (then kind runs on podman too)
 #   TAG=dev  RELEASE=ts  NAMESPACE=trafficsplit-system
+#   GATEWAY_API=1          also the Gateway API: the experimental-channel CRDs applied (sticky HTTPRoutes need their
+#                          sessionPersistence) and the chart installed with gatewayAPI.enabled (docs/quickstart.md)
 #   DRY_RUN=1              print the commands instead of running them
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +21,7 @@ TAG="${TAG:-dev}"
 RELEASE="${RELEASE:-ts}"
 NAMESPACE="${NAMESPACE:-trafficsplit-system}"
 DRY="${DRY_RUN:-0}"
+GATEWAY_API="${GATEWAY_API:-0}"
 
 run() {
   if [[ "$DRY" == 1 ]]; then
@@ -61,11 +64,22 @@ for name in operator extproc envoy; do
   run kind load image-archive --name "$CLUSTER" "$archive"
 done
 
+gateway_api=()
+if [[ "$GATEWAY_API" == 1 ]]; then
+  run kubectl --context "kind-$CLUSTER" apply --server-side -f charts/trafficsplit/gateway-api-crds/experimental/
+  run kubectl --context "kind-$CLUSTER" wait --for=condition=Established crd --all --timeout=60s
+  gateway_api=(--set gatewayAPI.enabled=true)
+fi
+
 run helm upgrade --install "$RELEASE" charts/trafficsplit -n "$NAMESPACE" --create-namespace --wait --timeout 6m \
   --kube-context "kind-$CLUSTER" \
   --set "operator.image.repository=$REGISTRY/operator" --set "operator.image.tag=$TAG" \
   --set "gateway.extproc.image.repository=$REGISTRY/extproc" --set "gateway.extproc.image.tag=$TAG" \
-  --set "gateway.envoy.image.repository=$REGISTRY/envoy" --set "gateway.envoy.image.tag=$TAG"
+  --set "gateway.envoy.image.repository=$REGISTRY/envoy" --set "gateway.envoy.image.tag=$TAG" "${gateway_api[@]}"
+
+if [[ "$GATEWAY_API" == 1 ]]; then
+  echo "kind: Gateway API is on. Next, docs/quickstart.md from its step 4: kubectl apply -f examples/gateway-api/quickstart.yaml" >&2
+fi
 
 cat >&2 <<EOF
 kind: release $RELEASE is installed in cluster $CLUSTER (kubectl context kind-$CLUSTER). Next, as in the README:
