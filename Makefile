@@ -3,8 +3,13 @@
 
 # Runs the product locally on loopback: Envoy + extproc + operator (file source on examples/) + sample backends.
 # Needs Python 3.11+; installs into the project's venv (.venv, hack/venv.sh), never into the system Python.
+# A failed set-up stops here with its cause (hack/venv.sh logs it on stderr), never runs a python that is not there.
+# The ready block says where the CLI is (.venv/bin/trafficsplit: the venv is not on PATH).
 demo:
-	@bin=$$(bash hack/venv.sh demo | tail -n 1) && exec "$$bin/python" -m trafficsplit.cli demo
+	@out=$$(bash hack/venv.sh demo) || { echo "make demo: the venv set-up failed (hack/venv.sh demo, exit $$?; its log is above)" >&2; exit 1; }; \
+	bin=$$(printf '%s\n' "$$out" | tail -n 1); \
+	[ -x "$$bin/python" ] || { echo "make demo: hack/venv.sh printed no venv bin directory (got '$$bin')" >&2; exit 1; }; \
+	exec "$$bin/python" -m trafficsplit.cli demo
 
 # Installs everything, builds (or reuses) the control plane, runs static checks and every test tier.
 test:

@@ -53,11 +53,15 @@ stamp="$venv/.trafficsplit-installed"
 want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1) $extras $root"
 # Every requirement of trafficsplit[extras], followed through the self-referencing extras, must be installed at a
 # version that satisfies it; prints what is not (a package removed from the venv by hand, a half-finished install).
+# The parser is pip's own vendored copy of packaging, not the `packaging` distribution: no extra declares that (the
+# test extras pull it in by chance, the demo extra does not), and declaring it would make a runtime dependency of the
+# package only for this script. pip is in every venv this script makes (it installs with it), so the check reads
+# the requirements the same way whichever extras are installed. A failing check (exit non-zero) fails this script.
 unmet() {
   "$venv/bin/python" - "$extras" <<'PY'
 import sys
 from importlib import metadata
-from packaging.requirements import Requirement
+from pip._vendor.packaging.requirements import Requirement
 
 def walk(extras, seen):
     for raw in metadata.requires("trafficsplit") or []:
@@ -100,7 +104,7 @@ else
   ((rc == 0)) || { log "pip install failed (exit $rc)"; exit "$rc"; }
   "$venv/bin/python" -m pip check >&2 || { log "pip check failed"; exit 1; }
   "$venv/bin/python" -c 'import trafficsplit.core' || { log "the install did not take"; exit 1; }
-  missing=$(unmet)
+  missing=$(unmet) || { log "the requirement check itself failed (its error above)"; exit 1; }
   [[ -z "$missing" ]] || { log "still missing after the install: $missing"; exit 1; }
   echo "$want" >"$stamp"
   log "installed"

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 EXAMPLES = ROOT / "examples" / "kubernetes"
 CLUSTER_SECTION = "On a cluster"
+SETUP_SECTION = "Set-up on a fresh machine"
 # What a NOTES.txt command line starts with (after its indentation); prose lines never start with these words.
 NOTES_COMMAND_WORDS = ("kubectl ", "curl ", "export ", "trafficsplit ", "helm ")
 # A NOTES.txt is a few dozen lines; anything much larger is not the chart's notes.
@@ -36,13 +37,20 @@ MAX_NOTES_CHARS = 64_000
 
 
 def markdown_section(markdown: str, heading: str) -> str:
-    """The text under `## heading` up to the next heading of level 1 or 2."""
+    """The text under `## heading` up to the next heading of level 1 or 2 (outside a fenced block: a shell comment
+    there, `# flip: ...`, is no heading)."""
     m = re.search(rf"^## {re.escape(heading)}\s*$", markdown, flags=re.MULTILINE)
     if m is None:
         raise ValueError(f"no '## {heading}' section")
     rest = markdown[m.end() :]
-    end = re.search(r"^#{1,2} ", rest, flags=re.MULTILINE)
-    return rest[: end.start()] if end else rest
+    fenced, offset = False, 0
+    for line in rest.splitlines(keepends=True):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,2} ", line):
+            return rest[:offset]
+        offset += len(line)
+    return rest
 
 
 def first_sh_block(text: str) -> list[str]:
@@ -55,6 +63,40 @@ def first_sh_block(text: str) -> list[str]:
 
 def readme_cluster_commands(readme: Path = README) -> list[str]:
     return first_sh_block(markdown_section(readme.read_text(encoding="utf-8"), CLUSTER_SECTION))
+
+
+def readme_demo_lines(readme: Path = README) -> list[str]:
+    """The block after `make demo` prints ready (the set-up section's first ```sh block): curl lines, the flip as a
+    comment (an edit, not a command), the plan line. hack/ci-demo.sh runs them verbatim on a fresh clone."""
+    return first_sh_block(markdown_section(readme.read_text(encoding="utf-8"), SETUP_SECTION))
+
+
+@dataclass(frozen=True)
+class DemoFlip:
+    """The README's flip comment: in `file`, set `weights` (backend -> weight); a session on `source` then lands on
+    `lands_on`."""
+
+    file: str
+    weights: Mapping[str, int]
+    source: str
+    lands_on: str
+
+
+FLIP_RE = re.compile(
+    r"^# flip: in (?P<file>\S+) set (?P<a>[\w-]+) to (?P<aw>\d+) and (?P<b>[\w-]+) to (?P<bw>\d+), save; "
+    r"the same session now lands on (?P<dst>[\w-]+)$"
+)
+
+
+def demo_flip(lines: Sequence[str]) -> DemoFlip:
+    """The flip comment among the README's demo lines (ValueError when there is none, or it reads otherwise)."""
+    for line in lines:
+        m = FLIP_RE.match(line)
+        if m is not None:
+            weights = {m["a"]: int(m["aw"]), m["b"]: int(m["bw"])}
+            source = next(name for name, w in weights.items() if w == 0)
+            return DemoFlip(m["file"], weights, source, m["dst"])
+    raise ValueError(f"no flip comment matching {FLIP_RE.pattern!r} in {list(lines)}")
 
 
 def notes_commands(notes: str) -> list[str]:

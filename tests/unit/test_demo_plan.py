@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ from trafficsplit.demo.plan import (
     port_claims,
     ready_text,
 )
-from trafficsplit.demo.run import LogFollower, child_env
+from trafficsplit.demo.run import LogFollower, child_env, cli_command
 from trafficsplit.demo.supervisor import parse_stat
 from trafficsplit.extproc.__main__ import parse_args as extproc_parse_args
 from trafficsplit.operator.config import parse_config
@@ -156,6 +157,31 @@ def test_ready_text_shows_the_url_the_curl_line_the_cookie_and_the_pids() -> Non
     assert any("shop-affinity=<24 hex>" in line for line in lines)
     assert "  pids: backends=1 envoy=2" in lines
     assert "  logs: /tmp/d/*.log" in lines
+
+
+def test_ready_text_names_the_cli_by_its_path_when_it_is_not_on_path() -> None:
+    ex = load_examples({"shop.yaml": BLUE_GREEN})
+    kw: dict[str, Any] = dict(
+        listen_host="127.0.0.1", port=1, examples=ex, examples_arg="e", workdir="/w", admin="a", metrics_port=2, pids={}
+    )
+    lines = ready_text(**kw, cli=".venv/bin/trafficsplit").splitlines()
+    assert any(line.startswith("  preview who moves: .venv/bin/trafficsplit plan --from ") for line in lines), lines
+    hint = 'to type just trafficsplit: export PATH="$PWD/.venv/bin:$PATH")'
+    assert f"  cli: .venv/bin/trafficsplit (not on your PATH; {hint}" in lines
+    plain = ready_text(**kw)
+    assert "  cli:" not in plain and "preview who moves: trafficsplit plan " in plain
+
+
+def test_cli_command_is_the_bare_name_only_when_path_finds_this_very_script(tmp_path: Path) -> None:
+    bindir = tmp_path / "clone" / ".venv" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "trafficsplit").write_text("#!/bin/sh\n")
+    (bindir / "trafficsplit").chmod(0o755)
+    python = str(bindir / "python")
+    assert cli_command(python, tmp_path / "clone", "/usr/bin:/bin") == ".venv/bin/trafficsplit"
+    assert cli_command(python, tmp_path / "elsewhere", "/usr/bin") == str(bindir / "trafficsplit")
+    assert cli_command(python, tmp_path / "clone", f"{bindir}:/usr/bin") == "trafficsplit"
+    assert cli_command(str(tmp_path / "python"), tmp_path, None) == "trafficsplit"  # no script beside it
 
 
 def test_a_split_without_cookie_gets_no_cookie_lines() -> None:

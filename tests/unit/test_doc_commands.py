@@ -9,10 +9,14 @@ from __future__ import annotations
 import pytest
 
 from tests.support.doccommands import (
+    README,
     Examples,
+    demo_flip,
     load_examples,
+    markdown_section,
     notes_commands,
     readme_cluster_commands,
+    readme_demo_lines,
     split_problems,
     words,
 )
@@ -73,3 +77,31 @@ def test_examples_name_only_services_they_create(examples: Examples) -> None:
 def test_notes_commands_are_the_indented_command_lines() -> None:
     notes = "Intro kubectl prose\n\n  kubectl -n x get pods\n  The first response sets a cookie\n  curl -si http://x/\n"
     assert notes_commands(notes) == ["kubectl -n x get pods", "curl -si http://x/"]
+
+
+def test_readme_demo_lines_match_the_example_and_run_from_a_clone() -> None:
+    """What hack/ci-demo.sh runs verbatim on a fresh clone: the flip comment names the example's backends and keeps
+    its total, the plan line's --to is that flip, and it names the CLI where `make demo` puts it (not on PATH)."""
+    import yaml
+
+    from trafficsplit.cli.main import build_parser
+
+    lines = readme_demo_lines()
+    assert [c for c in lines if c.startswith("curl ")], lines
+    flip = demo_flip(lines)
+    split = next(d for d in yaml.safe_load_all((README.parent / flip.file).read_text()) if d)
+    before = {b["name"]: b["weight"] for b in split["spec"]["backends"]}
+    after = {**before, **flip.weights}
+    assert set(flip.weights) <= set(before) and sum(after.values()) == sum(before.values()), (before, after)
+    assert before[flip.source] > 0 and after[flip.source] == 0 and after[flip.lands_on] > 0, (before, after)
+    (plan,) = [c for c in lines if not c.startswith(("curl ", "#"))]
+    argv = words(plan)
+    assert argv[0] == ".venv/bin/trafficsplit", plan
+    parsed = build_parser().parse_args(argv[1:])
+    assert parsed.command == "plan"
+    assert ",".join(f"{k}={v}" for k, v in after.items()) in plan, (plan, after)
+
+
+def test_a_shell_comment_in_a_fenced_block_does_not_end_a_section() -> None:
+    text = "## A\n```sh\n# flip: not a heading\necho hi\n```\nmore\n## B\nb\n"
+    assert markdown_section(text, "A") == "\n```sh\n# flip: not a heading\necho hi\n```\nmore\n"

@@ -229,10 +229,11 @@ def first_host(spec: SplitSpec) -> str:
     return next((h for h in named if h != "localhost"), named[0] if named else "localhost")
 
 
-def flip_recipe(split: DemoSplit, examples_arg: str) -> list[str]:
+def flip_recipe(split: DemoSplit, examples_arg: str, cli: str = "trafficsplit") -> list[str]:
     """How to move traffic by editing the example: a blue-green flip when a backend waits at weight 0, else a ramp
     of 5 that keeps the total (so only the sessions that must move are re-pinned: docs/displacement.md, docs/spec.md
-    §2). Under sticky.mode persistent, the drain too: the flip with the old side marked `drain: true`."""
+    §2). Under sticky.mode persistent, the drain too: the flip with the old side marked `drain: true`. `cli` is how
+    the user's shell reaches the `trafficsplit` command (`.venv/bin/trafficsplit` when it is not on PATH)."""
     backends = split.spec.backends
     path = f"{examples_arg}/{split.source}"
     if len(backends) < 2:
@@ -252,13 +253,13 @@ def flip_recipe(split: DemoSplit, examples_arg: str) -> list[str]:
     lines = [
         f"{kind}: edit {path}: {src.name} weight {src.weight} → {src.weight - amount}, "
         f"{dst.name} weight {dst.weight} → {dst.weight + amount}; saved changes are served within 2 s",
-        f"preview who moves: trafficsplit plan --from {before} --to {after}",
+        f"preview who moves: {cli} plan --from {before} --to {after}",
     ]
     if split.spec.sticky_mode is StickyMode.PERSISTENT and amount == src.weight:
         lines += [
             f"drain (what `trafficsplit flip --drain` writes in a cluster): the same edit, and `drain: true` on "
             f"{src.name}: its sessions stay there until idle, new ones go to {dst.name}",
-            f"preview: trafficsplit plan --from {before} --to {after} --drain {src.name}",
+            f"preview: {cli} plan --from {before} --to {after} --drain {src.name}",
         ]
     return lines
 
@@ -273,8 +274,10 @@ def ready_text(
     admin: str,
     metrics_port: int,
     pids: Mapping[str, int],
+    cli: str = "trafficsplit",
 ) -> str:
-    """The block printed once the gateway answers; its first line is the one scripts wait for."""
+    """The block printed once the gateway answers; its first line is the one scripts wait for. `cli`: as in
+    flip_recipe; when it is a path, a line says so and how to put it on PATH."""
     url = f"http://{listen_host}:{port}/"
     lines = [f"trafficsplit demo: ready at {url}"]
     for s in examples.splits:
@@ -294,9 +297,13 @@ def ready_text(
             )
             lines.append(f"          {curl} -b {shlex.quote(c + '=<value from Set-Cookie>')}")
             lines.append(f"          or keep a jar: {curl} -c /tmp/jar -b /tmp/jar")
-        lines.extend(f"  {line}" for line in flip_recipe(s, examples_arg))
+        lines.extend(f"  {line}" for line in flip_recipe(s, examples_arg, cli))
     lines.append(f"  backends: {', '.join(f'{e.name} http://{e.host}:{e.port}/' for e in examples.endpoints)}")
     lines.append(f"  envoy admin: http://{admin}/   processor metrics: http://127.0.0.1:{metrics_port}/metrics")
+    if cli != "trafficsplit":
+        bindir = cli.rpartition("/")[0]
+        where = bindir if bindir.startswith("/") else f"$PWD/{bindir}"  # a relative entry breaks after a cd
+        lines.append(f'  cli: {cli} (not on your PATH; to type just trafficsplit: export PATH="{where}:$PATH")')
     lines.append(f"  logs: {workdir}/*.log")
     lines.append("  pids: " + " ".join(f"{k}={v}" for k, v in pids.items()))
     lines.append("  stop: Ctrl-C (or SIGTERM); everything started here stops with it")

@@ -135,6 +135,22 @@ def find_envoy() -> str | None:
     return shutil.which("envoy")
 
 
+def cli_command(executable: str, cwd: Path, path_env: str | None) -> str:
+    """How the user's shell reaches this installation's `trafficsplit` script: the bare name when PATH finds that very
+    script, else its path (relative to `cwd` when under it: `make demo` runs from a clone, whose venv's bin directory
+    is not on PATH, so the plan lines it prints read `.venv/bin/trafficsplit plan ...`)."""
+    script = Path(executable).parent / "trafficsplit"  # not resolved: a venv's python is a symlink out of it
+    if not script.is_file():
+        return "trafficsplit"
+    found = shutil.which("trafficsplit", path=path_env)
+    if found is not None and Path(found).absolute() == script.absolute():
+        return "trafficsplit"
+    try:
+        return str(script.absolute().relative_to(cwd.absolute()))
+    except ValueError:
+        return str(script.absolute())
+
+
 def child_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The user's environment minus the operator's TRAFFICSPLIT_* settings (they may point at a real cluster)."""
     env = {k: v for k, v in environ.items() if not k.startswith("TRAFFICSPLIT_") or k == "TRAFFICSPLIT_LOG_LEVEL"}
@@ -260,6 +276,7 @@ def start_all(
         admin=admin,
         metrics_port=int(ports["metrics"]),
         pids=sup.pids(),
+        cli=cli_command(sys.executable, Path.cwd(), os.environ.get("PATH")),
     )
 
 
