@@ -853,6 +853,8 @@ def test_gateway_api_renders_the_class_the_rbac_and_the_operators_settings(helm:
     assert ("trafficsplit.dev", "trafficsplitpolicies", "watch") in granted
     assert ("trafficsplit.dev", "trafficsplitpolicies/status", "patch") in granted
     assert ("trafficsplit.dev", "trafficsplitpolicies", "patch") not in granted  # never a spec
+    # Secrets: read by name only (HTTPS listeners' certificateRefs), never listed or watched cluster-wide.
+    assert {v for g, r, v in granted if (g, r) == ("", "secrets")} == {"get"}
     role = find(docs, "Role", "rel-operator-dataplanes")
     assert role["metadata"]["namespace"] == "ts-system"
     owned = {

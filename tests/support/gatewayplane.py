@@ -113,10 +113,12 @@ class GatewayPlane:
         gateway_ports: Sequence[int],
         transport: str = "grpc",
         tls_hosts: Mapping[int, Sequence[str]] | None = None,
+        extra: Sequence[str] = (),
     ) -> GatewayPlane:
         """The processor, then Envoy with one listener per Gateway port (each bound to a free loopback port);
         `transport`: how Envoy calls ext_proc (grpc, or http: the experimental http_service); `tls_hosts`: the
-        HTTPS ports and their listeners' hostnames (`*`: none), as the provisioner's `:https` flags give them."""
+        HTTPS ports and their listeners' hostnames (`*`: none), as the provisioner's `:https` flags give them;
+        `extra`: more extproc flags."""
         # The cookie keys a provisioned data plane mounts (its Gateway's Secret): Cookie sessionPersistence seals.
         keys = workdir / "cookie-keys"
         keys.write_text(secrets.token_hex(32) + "\n")
@@ -125,7 +127,7 @@ class GatewayPlane:
             token=secrets.token_hex(16),
             replica="gw-0",
             transport=transport,
-            extra=(f"--cookie-key-file={keys}",),
+            extra=(f"--cookie-key-file={keys}", *extra),
         ).start()
         local = Address(path=str(processor.socket))
         https = tls_hosts or {}

@@ -358,46 +358,6 @@ def test_a_settled_gateway_takes_no_more_passes(tmp_path: Any) -> None:
     run(main)
 
 
-def test_tls_secrets_reach_the_translation_and_other_secrets_are_dropped(tmp_path: Any) -> None:
-    """An HTTPS listener's Secret, as the watch delivers it, resolves its certificateRef; a Secret of another type
-    is not kept (nor its data); a deleted Secret leaves the listener InvalidCertificateRef."""
-    import base64
-
-    from tests.support.certs import issue, make_ca
-    from trafficsplit.operator.gateways import GatewayStore
-
-    leaf = issue(tmp_path, make_ca(tmp_path, "ca"), "a.example", server=True, dns=("a.example",), stem="a")
-    data = {
-        "tls.crt": base64.b64encode(leaf.cert.read_bytes()).decode(),
-        "tls.key": base64.b64encode(leaf.key.read_bytes()).decode(),
-    }
-    store = GatewayStore()
-    store.apply("gatewayclass", None, {"metadata": meta("ts", None), "spec": {"controllerName": CONTROLLER}})
-    https = {"name": "https", "port": 443, "protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "cert"}]}}
-    store.apply("gateway", None, {"metadata": meta("gw"), "spec": {"gatewayClassName": "ts", "listeners": [https]}})
-    store.apply("secret", "ADDED", {"metadata": meta("opaque"), "type": "Opaque", "data": data})
-    assert store.secrets == {}
-    secret = {"metadata": meta("cert"), "type": "kubernetes.io/tls", "data": data}
-    store.apply("secret", "ADDED", secret)
-
-    def resolved() -> str:
-        from trafficsplit.core.gatewayapi.translate import Inputs, translate
-
-        t = translate(
-            Inputs(
-                classes=tuple(store.classes.values()),
-                gateways=tuple(store.gateways.values()),
-                secrets=store.secrets,
-            )
-        )
-        (listener,) = t.gateways[0].listeners
-        return next(f"{c.status}/{c.reason}" for c in listener.conditions if c.type == "ResolvedRefs")
-
-    assert resolved() == "True/ResolvedRefs"
-    store.apply("secret", "DELETED", secret)
-    assert resolved() == "False/InvalidCertificateRef"
-
-
 def test_a_route_deleted_and_created_again_under_its_name_gets_its_status(tmp_path: Any, monkeypatch: Any) -> None:
     """The conformance suite deletes one test's HTTPRoute and creates the next test's under the same name within the
     second. The new object's status body is then byte-for-byte what was last written for the old one (same generation,

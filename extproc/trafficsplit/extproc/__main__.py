@@ -21,6 +21,7 @@ from typing import Any
 
 from trafficsplit.core.decide.sessions import DEFAULT_IDLE_SECONDS
 from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.routes import key_problems
 from trafficsplit.extproc.cookiekeys import CookieKeyFile
 from trafficsplit.extproc.httpservice import require_httptools
 from trafficsplit.extproc.server import DataplaneProcessor, Settings
@@ -93,6 +94,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="allow a plaintext publish API on a non-loopback address (the token crosses the network in clear)",
     )
     p.add_argument("--replica", default=os.environ.get("POD_NAME") or socket.gethostname())
+    p.add_argument(
+        "--gateway",
+        help="namespace/name of the Gateway this data plane serves: a generation for any other is refused "
+        "(the operator passes it to the data planes it provisions; the chart's gateway has none)",
+    )
     p.add_argument("--ack-timeout", type=float, default=5.0, help="seconds to wait for Envoy's ACK on publish")
     p.add_argument(
         "--cluster-drain-seconds",
@@ -219,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.token_file is None:
         print("--token-file is required: the publish API refuses unauthenticated callers", file=sys.stderr)
         return 2
+    if args.gateway is not None and (problems := key_problems("--gateway", args.gateway)):
+        print("; ".join(problems), file=sys.stderr)
+        return 2
     token = args.token_file.read_bytes().strip()
     if not token:
         print(f"{args.token_file} is empty", file=sys.stderr)
@@ -236,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         metrics=args.metrics,
         token=token,
         replica=args.replica,
+        gateway=args.gateway,
         ack_timeout=args.ack_timeout,
         cluster_drain=args.cluster_drain_seconds,
         drain_seconds=args.drain_seconds,

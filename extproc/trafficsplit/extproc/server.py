@@ -56,6 +56,7 @@ class Settings:
     metrics: str  # HOST:PORT
     token: bytes
     replica: str
+    gateway: str | None = None  # namespace/name: a Gateway's replica takes that Gateway's generations only
     ack_timeout: float = 5.0
     cluster_drain: float = 5.0  # seconds a replaced generation's clusters stay in Envoy after the swap
     drain_seconds: float = 5.0
@@ -96,6 +97,7 @@ class DataplaneProcessor:
             ack_timeout=settings.ack_timeout,
             cluster_drain=settings.cluster_drain,
             on_first_generation=self._serving,
+            gateway=settings.gateway,
         )
         self._local = grpc.aio.server(options=[("grpc.max_concurrent_streams", 10_000)])
         self._public = grpc.aio.server()

@@ -33,7 +33,6 @@ from trafficsplit.core.control.status import EventIntent, PublishView, SplitStat
 from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import Generation, GenerationContent
-from trafficsplit.core.model.tls import SECRET_TYPE_TLS
 from trafficsplit.operator.cluster import (
     SERVICE_NAME_LABEL,
     Replica,
@@ -247,8 +246,6 @@ class Engine:
 
     def apply(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         if kind in GATEWAY_KINDS:
-            if kind == "secret" and body.get("type") != SECRET_TYPE_TLS:
-                return  # the watch sees every Secret; only a listener's kind can change what is served
             if self.gateways is not None:
                 self.gateways.store.apply(kind, event_type, body)
                 self.poke()
@@ -379,6 +376,7 @@ class Engine:
         if self._status is not None:
             await self._status.write(self.store.splits.values(), desired, self.view(), now_rfc3339())
         if self.gateways is not None:
+            await self.gateways.read_certificates()
             translation = self.gateways.translate(self.store.services, self.store.slices)
             await self.gateways.run_pass(translation, self.store.slices, self.numbering, now_rfc3339())
 

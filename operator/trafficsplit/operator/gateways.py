@@ -33,6 +33,7 @@ from trafficsplit.core.control.status import EventIntent
 from trafficsplit.core.gatewayapi.actions import ActionMemo
 from trafficsplit.core.gatewayapi.conditions import AncestorStatus, GatewayStatus, ParentStatus
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef, parse_httproute
+from trafficsplit.core.gatewayapi.listeners import certificate_secrets
 from trafficsplit.core.gatewayapi.objects import (
     Gateway,
     GatewayClass,
@@ -67,8 +68,9 @@ from trafficsplit.core.model.assignment import SlotTable
 from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import GenerationContent
-from trafficsplit.core.model.tls import SECRET_TYPE_TLS, TlsSecret, parse_tls_secret
+from trafficsplit.core.model.tls import TlsSecret
 from trafficsplit.core.model.vocabulary import EventReason, EventType
+from trafficsplit.operator.certificates import CertificateReader, CertificateTiming, SecretGetter
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, publish_service_name
 from trafficsplit.operator.fleet import Fleet, Numbering
@@ -84,7 +86,6 @@ GATEWAY_KINDS = (
     "referencegrant",
     "namespace",
     "gatewayparameters",
-    "secret",
     "trafficsplitpolicy",
 )
 _PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
@@ -94,7 +95,6 @@ _PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
     "referencegrant": parse_reference_grant,
     "namespace": parse_namespace,
     "gatewayparameters": parse_gateway_parameters,
-    "secret": parse_tls_secret,  # never raises: a Secret that cannot serve keeps why (no key bytes)
     "trafficsplitpolicy": parse_policy,
 }
 
@@ -151,7 +151,8 @@ class GatewayStore:
     namespaces: dict[Key, Namespace] = field(default_factory=dict)
     # GatewayParameters by name: the value, or why its body was refused (a GatewayClass naming it says so)
     parameters: dict[Key, GatewayParameters | str] = field(default_factory=dict)
-    # kubernetes.io/tls Secrets (a watch event of another type is dropped): what HTTPS listeners' certificateRefs name.
+    # The Secrets our HTTPS listeners' certificateRefs name, read by name (certificates.py): not watched, so a
+    # Secret no listener of ours names never reaches this memory.
     secrets: dict[Key, TlsSecret] = field(default_factory=dict)
     # TrafficSplitPolicies: what a TrafficSplit says beyond weights, attached to HTTPRoutes (core/gatewayapi/policy.py).
     policies: dict[Key, Policy] = field(default_factory=dict)
@@ -165,7 +166,6 @@ class GatewayStore:
             "referencegrant": self.grants,
             "namespace": self.namespaces,
             "gatewayparameters": self.parameters,
-            "secret": self.secrets,
             "trafficsplitpolicy": self.policies,
         }
         return tables[kind]
@@ -174,7 +174,7 @@ class GatewayStore:
         meta = body.get("metadata") or {}
         k = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         table = self.table(kind)
-        if event_type == "DELETED" or (kind == "secret" and body.get("type") != SECRET_TYPE_TLS):
+        if event_type == "DELETED":
             table.pop(k, None)
             self.stored.pop((kind, k), None)
             return
@@ -188,8 +188,6 @@ class GatewayStore:
             # left out (as if absent) and said once per version.
             log.warning("%s %s/%s left out: %s", kind, *k, "; ".join(exc.problems)[:2000])
             table.pop(k, None)
-        if kind == "secret":
-            return  # no status of ours to write
         status = body.get("status")
         self.stored[(kind, k)] = Stored(
             uid=str(meta.get("uid") or ""),
@@ -263,6 +261,8 @@ class GatewaySettings:
     # Every Gateway's data plane is ensured again this often even when nothing changed: the cookie keys' rotation is
     # a function of the time (provision.cookie_keys_step), and a hand-deleted object comes back.
     reprovision_seconds: float = 300.0
+    # How often the listeners' Secrets are read again (certificates.py).
+    certificates: CertificateTiming = field(default_factory=CertificateTiming)
 
 
 class GatewayPlane:
@@ -276,6 +276,7 @@ class GatewayPlane:
         provisioner: Provisioner | None = None,
         status_sink: GatewayStatusSink | None = None,
         event_sink: GatewayEventSink | None = None,
+        secret_getter: SecretGetter | None = None,
     ) -> None:
         self.settings = settings
         self.store = GatewayStore()
@@ -285,6 +286,11 @@ class GatewayPlane:
         self._provisioner = provisioner
         self._sink = status_sink
         self._events = event_sink
+        self._certificates = (
+            CertificateReader(secret_getter, self.store.secrets, poke, settings.certificates)
+            if secret_getter is not None
+            else None
+        )
         self._gateways: dict[Key, GatewayPublishing] = {}
         # what was last written to each object, by uid: a route deleted and created again under its name within the
         # second would otherwise match the old one's body and never get a status
@@ -321,6 +327,15 @@ class GatewayPlane:
 
     def numbers(self) -> int:
         return max((p.number for p in self._gateways.values()), default=0)
+
+    async def read_certificates(self) -> None:
+        """Before a translation: the Secrets our Gateways' HTTPS listeners may use, read by name (certificates.py)."""
+        if self._certificates is None:
+            return
+        s = self.store
+        ours = {c.meta.name for c in s.classes.values() if c.ours}
+        gateways = (g for g in s.gateways.values() if g.class_name in ours)
+        await self._certificates.read(certificate_secrets(gateways, tuple(s.grants.values())))
 
     def translate(self, services: Mapping[Key, ServiceInfo], slices: Mapping[Key, SliceInfo]) -> Translation:
         s = self.store
@@ -544,6 +559,8 @@ class GatewayPlane:
             await p.fleet.close()
         self._cleaned = False
         self._written.clear()
+        if self._certificates is not None:
+            await self._certificates.close()
         # The next leadership reads the tables again from the replicas (another leader may have advanced them).
         self._kept.clear()
         self._seeds.clear()

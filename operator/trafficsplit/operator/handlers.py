@@ -27,7 +27,6 @@ GATEWAY_WATCHED = (
     ("referencegrant", "gateway.networking.k8s.io", "v1", "referencegrants"),
     ("namespace", "", "v1", "namespaces"),
     ("gatewayparameters", "trafficsplit.dev", "v1alpha1", "gatewayparameters"),
-    ("secret", "", "v1", "secrets"),  # the certificates HTTPS listeners name (only kubernetes.io/tls ones are kept)
     ("trafficsplitpolicy", "trafficsplit.dev", "v1alpha1", "trafficsplitpolicies"),  # attached to HTTPRoutes
 )
 

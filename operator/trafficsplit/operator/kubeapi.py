@@ -106,14 +106,6 @@ class KubeApi:
                     if ns
                     else self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, _preload_content=False)
                 )
-            elif kind == "secret":
-                # Only the type a listener can use: the others never reach the operator's memory at start-up.
-                tls = "type=kubernetes.io/tls"
-                resp = (
-                    self.core.list_namespaced_secret(ns, field_selector=tls, _preload_content=False)
-                    if ns
-                    else self.core.list_secret_for_all_namespaces(field_selector=tls, _preload_content=False)
-                )
             elif kind == "service":
                 resp = (
                     self.core.list_namespaced_service(ns, _preload_content=False)
@@ -133,6 +125,20 @@ class KubeApi:
         return await asyncio.to_thread(self._list_sync, kind, tuple(namespaces))
 
     # --- Gateway API -------------------------------------------------------------------------------------------------
+
+    def _read_secret_sync(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            resp = self.core.read_namespaced_secret(name, namespace, _preload_content=False)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        body = json.loads(resp.data)
+        return body if isinstance(body, dict) else None
+
+    async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Secret an HTTPS listener names, by name (certificates.py: the operator lists and watches no Secret)."""
+        return await asyncio.to_thread(self._read_secret_sync, namespace, name)
 
     def _gateway_api_missing_sync(self) -> str | None:
         try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import start_http_server
 
+from trafficsplit.operator.certificates import SecretGetter
 from trafficsplit.operator.config import Config, parse_config
 from trafficsplit.operator.engine import Engine, EngineSettings, StatusSink
 from trafficsplit.operator.fleet import Fleet
@@ -45,6 +46,7 @@ def _engine(
     gateway_events: GatewayEventSink | None = None,
     provisioner: Provisioner | None = None,
     dataplane_namespace: str = "default",
+    secret_getter: SecretGetter | None = None,
 ) -> Engine:
     """`gateway_sink` given: Gateway API is on (one fleet per Gateway, numbered from the engine's counter)."""
     engine: Engine | None = None
@@ -69,6 +71,7 @@ def _engine(
             status_sink=gateway_sink,
             event_sink=gateway_events,
             provisioner=provisioner,
+            secret_getter=secret_getter,
         )
         if gateway_sink is not None
         else None
@@ -182,6 +185,7 @@ async def run_kubernetes(cfg: Config) -> bool:
         gateway_events=kube.write_gateway_event if gateway_api else None,
         provisioner=provisioner,
         dataplane_namespace=dataplane_namespace,
+        secret_getter=kube.read_secret if gateway_api else None,
     )
     try:
         with _metrics_server(cfg, engine.metrics):

@@ -452,7 +452,7 @@ def _container_sc(settings: DataplaneSettings, uid: int) -> dict[str, Any]:
             "runAsNonRoot": True}  # fmt: skip
 
 
-def extproc_container(settings: DataplaneSettings) -> dict[str, Any]:
+def extproc_container(settings: DataplaneSettings, gateway: Gateway | None = None) -> dict[str, Any]:
     g = settings.gateway
     ext = g["extproc"]
     tls = settings.tls_secret is not None
@@ -479,6 +479,8 @@ def extproc_container(settings: DataplaneSettings) -> dict[str, Any]:
     if ext.get("cookieKeysSecret"):
         args.append(f"--cookie-key-file={COOKIE_KEYS_DIR}/keys")
     args.append(f"--log-level={ext['logLevel']}")
+    if gateway is not None:  # its replicas refuse any other Gateway's generation
+        args.append(f"--gateway={gateway.meta.namespace}/{gateway.meta.name}")
     args += [str(a) for a in ext.get("extraArgs") or ()]
     mounts: list[dict[str, Any]] = [{"name": "publish-token", "mountPath": TOKEN_DIR, "readOnly": True}]
     if tls:
@@ -659,7 +661,7 @@ def render(
                 ]
             }
         },
-        "containers": [extproc_container(merged), envoy_container(merged, ports)],
+        "containers": [extproc_container(merged, gateway), envoy_container(merged, ports)],
         "volumes": volumes,
     }
     if settings.image_pull_secrets:

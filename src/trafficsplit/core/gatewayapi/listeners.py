@@ -3,12 +3,13 @@ certificate, conflicts on a shared port; and the Gateway's own `Accepted` and `P
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from trafficsplit.core.gatewayapi.conditions import PENDING_MESSAGE, GatewayReason, ListenerReason, cond
 from trafficsplit.core.gatewayapi.objects import (
     HTTPROUTE_KIND,
+    CertificateRef,
     Gateway,
     GrantFrom,
     Listener,
@@ -50,18 +51,42 @@ def listener_tls(
         return "tls.certificateRefs: one certificate per listener is supported", None, None
     ref = lis.tls.certificate_refs[0]
     where = f"tls.certificateRefs[0] {ref.namespace}/{ref.name}"
-    if (ref.group, ref.kind) != ("", "Secret"):
-        return None, None, (ListenerReason.INVALID_CERTIFICATE_REF, f"{where}: must be a core Secret")
-    if ref.namespace != gw.meta.namespace:
-        source = GrantFrom(GATEWAY_GROUP, "Gateway", gw.meta.namespace)
-        if not any(g.meta.namespace == ref.namespace and g.permits(source, "", "Secret", ref.name) for g in grants):
-            return None, None, (ListenerReason.REF_NOT_PERMITTED, f"{where}: no ReferenceGrant permits it")
+    unusable = _unusable_ref(ref, gw, grants)
+    if unusable is not None:
+        return None, None, (unusable[0], f"{where}: {unusable[1]}")
     secret = secrets.get((ref.namespace, ref.name))
     if secret is None:
         return None, None, (ListenerReason.INVALID_CERTIFICATE_REF, f"{where}: Secret not found")
     if secret.certificate is None:
         return None, None, (ListenerReason.INVALID_CERTIFICATE_REF, f"{where}: {secret.problem}")
     return None, secret.certificate, None
+
+
+def _unusable_ref(ref: CertificateRef, gw: Gateway, grants: Sequence[ReferenceGrant]) -> tuple[str, str] | None:
+    """Why a listener of `gw` cannot use the Secret `ref` names whatever it holds (reason, message), else None."""
+    if (ref.group, ref.kind) != ("", "Secret"):
+        return ListenerReason.INVALID_CERTIFICATE_REF, "must be a core Secret"
+    if ref.namespace != gw.meta.namespace:
+        source = GrantFrom(GATEWAY_GROUP, "Gateway", gw.meta.namespace)
+        if not any(g.meta.namespace == ref.namespace and g.permits(source, "", "Secret", ref.name) for g in grants):
+            return ListenerReason.REF_NOT_PERMITTED, "no ReferenceGrant permits it"
+    return None
+
+
+def certificate_secrets(gateways: Iterable[Gateway], grants: Sequence[ReferenceGrant]) -> frozenset[tuple[str, str]]:
+    """The Secrets (namespace, name) the HTTPS listeners of `gateways` may use: what the operator reads, and all it
+    keeps (a Secret no listener names, or one it may not use, is never read; the count is bounded by the listeners')."""
+    keys: set[tuple[str, str]] = set()
+    for gw in gateways:
+        for lis in gw.listeners:
+            if lis.protocol != "HTTPS" or lis.tls is None or lis.tls.mode is TLSMode.PASSTHROUGH:
+                continue
+            keys.update(
+                (ref.namespace, ref.name)
+                for ref in lis.tls.certificate_refs[:1]
+                if _unusable_ref(ref, gw, grants) is None
+            )
+    return frozenset(keys)
 
 
 def listener_views(
