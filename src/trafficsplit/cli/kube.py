@@ -26,6 +26,7 @@ from trafficsplit.cli.common import Handler
 GROUP, VERSION, PLURAL = "trafficsplit.dev", "v1alpha1", "trafficsplits"
 API_VERSION = f"{GROUP}/{VERSION}"
 HTTPROUTE, HTTPROUTE_PLURAL = ("gateway.networking.k8s.io", "v1"), "httproutes"
+GATEWAY_PLURAL = "gateways"
 POLICY_PLURAL = "trafficsplitpolicies"
 FIELD_MANAGER = "kubectl-trafficsplit"
 EXIT_KUBE = 1
@@ -142,6 +143,33 @@ class Cluster:
             ref,
             lambda: self.custom.get_namespaced_custom_object(
                 *HTTPROUTE, ref.namespace, HTTPROUTE_PLURAL, ref.name, _preload_content=False
+            ),
+        )
+
+    def get_gateway(self, namespace: str, name: str) -> dict[str, Any]:
+        ref = Ref(namespace, name, "gateway")
+        return self._call(
+            ref,
+            lambda: self.custom.get_namespaced_custom_object(
+                *HTTPROUTE, ref.namespace, GATEWAY_PLURAL, ref.name, _preload_content=False
+            ),
+        )
+
+    def patch_httproute(self, name: str, ops: Sequence[Mapping[str, Any]], *, dry_run: bool) -> dict[str, Any]:
+        """A JSON patch of an HTTPRoute as FIELD_MANAGER (routes.weight_patch: it tests the resourceVersion read)."""
+        ref = Ref(self.namespace, name, "httproute")
+        return self._call(
+            ref,
+            lambda: self.custom.patch_namespaced_custom_object(
+                *HTTPROUTE,
+                ref.namespace,
+                HTTPROUTE_PLURAL,
+                ref.name,
+                [dict(op) for op in ops],
+                field_manager=FIELD_MANAGER,
+                dry_run="All" if dry_run else None,
+                _content_type="application/json-patch+json",
+                _preload_content=False,
             ),
         )
 
