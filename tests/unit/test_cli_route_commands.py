@@ -15,7 +15,7 @@ import yaml
 
 from trafficsplit.cli import manifest
 from trafficsplit.cli.common import UsageError
-from trafficsplit.cli.kube import Cluster, KubeError, Ref
+from trafficsplit.cli.kube import Cluster, KubeError, Ref, api_error_message
 from trafficsplit.cli.main import main
 from trafficsplit.cli.routes import choose_rule, flipped_rule, parse_route, rule_change, weight_patch
 from trafficsplit.cli.routestatus import render_route_status, route_status_view
@@ -451,3 +451,26 @@ def test_route_status_command_reads_the_parent_gateways(monkeypatch: pytest.Monk
     assert code == 0 and doc["httproute"] == {"namespace": "web", "name": "shop"}
     assert doc["parents"][0]["gateway"]["error"] == "gateway web/gw not found"
     assert [b["name"] for b in doc["rules"][1]["backends"]] == ["cart-v1", "cart-v2"]
+
+
+def test_api_errors_of_a_route_patch_say_what_to_do() -> None:
+    # What the API server answers when a JSON patch's test op fails: 422, no field named (seen from kube-apiserver
+    # v1.33 in tests/integration/test_kubectl_plugin.py).
+    failed = (
+        b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server rejected our '
+        b'request due to an error in our request","reason":"Invalid","details":{},"code":422}'
+    )
+    assert api_error_message(REF, 422, failed, json_patch=True) == (
+        "httproute web/shop: it changed after it was read (the patch's test of its resourceVersion failed); run the "
+        "command again to plan against the new weights"
+    )
+    assert api_error_message(REF, 422, failed) == "the server rejected our request due to an error in our request"
+    invalid = (
+        b'{"reason":"Invalid","code":422,"message":"HTTPRoute.gateway.networking.k8s.io \\"shop\\" is invalid: x",'
+    )
+    invalid += b'"details":{"causes":[{"field":"spec.rules[1]"}]}}'
+    assert api_error_message(REF, 422, invalid, json_patch=True).endswith("is invalid: x")
+    no_crd = b'{"reason":"NotFound","message":"the server could not find the requested resource"}'
+    assert "does not serve httproutes.gateway.networking.k8s.io/v1 (is the CRD installed?)" in api_error_message(
+        REF, 404, no_crd
+    )
