@@ -426,10 +426,11 @@ def test_route_status_shows_each_parents_conditions_and_each_rules_weights() -> 
     ]
     lines = render_route_status(view).splitlines()
     assert lines[:2] == ["httproute web/shop", "metadata.generation:  3"]
-    assert "  gateway gw" in lines and "  gateway infra/edge sectionName https" in lines
+    assert "  gateway gw (status by trafficsplit.dev/gateway-controller)" in lines
+    assert "  gateway infra/edge sectionName https" in lines
     resolved = next(line for line in lines if "ResolvedRefs" in line)
-    assert resolved.split()[:6] == ["route", "(trafficsplit.dev/gateway-controller)", "ResolvedRefs", "True",
-                                    "ResolvedRefs", "2"] and resolved.endswith("all resolved")  # fmt: skip
+    assert resolved.split()[:5] == ["route", "ResolvedRefs", "True", "ResolvedRefs", "2"]
+    assert resolved.endswith("all resolved")  # a newline in a message stays on its row
     assert "(stale)" in resolved
     programmed = next(line for line in lines if "Programmed" in line)
     assert programmed.split()[:5] == ["gateway", "Programmed", "True", "Programmed", "7"]
@@ -474,3 +475,9 @@ def test_api_errors_of_a_route_patch_say_what_to_do() -> None:
     assert "does not serve httproutes.gateway.networking.k8s.io/v1 (is the CRD installed?)" in api_error_message(
         REF, 404, no_crd
     )
+
+
+def test_the_weights_argument_may_follow_options(fake: FakeCluster) -> None:
+    # NAME=W,... is optional beside --set: it still parses after -n (plain argparse would refuse it as unrecognized).
+    code, text = run(["set-weights", "httproute/shop", "-n", "web", "--yes", "cart-v2=20,cart-v1=80"])
+    assert code == 0 and "spec.rules[1].backendRefs[name=cart-v2].weight: 10 -> 20" in text

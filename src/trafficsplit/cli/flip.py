@@ -39,8 +39,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--drain",
         action="store_true",
-        help="sticky.mode persistent: mark the side going to 0 `drain: true`, so its sessions stay until they go "
-        "idle (then Drained=True) while new sessions go to the other side; without it the flip moves everyone",
+        help="a TrafficSplit in sticky.mode persistent: mark the side going to 0 `drain: true`, so its sessions "
+        "stay until they go idle (then Drained=True) while new sessions go to the other side; without it the flip "
+        "moves everyone",
     )
     add_apply_arguments(p)
     add_kube_arguments(p)

@@ -2,7 +2,8 @@
 
 Why: users change weights on a running split, so the "from" side should be what the API server holds, not what they
 remember. The `plan` command (plan.py) owns the offline form and the rendering; it calls into this module when a NAME
-is given. The merge rules here are shared by set-weights and flip:
+is given, and for `plan -f route.yaml` (an HTTPRoute's rule planned from its manifest, no API server: manifest.py).
+The merge rules here are shared by set-weights and flip:
 
 * `--set` names only the backends that change; the others keep their weight, and the order never changes (the pick
   walks the list in order, so reordering would move sessions on its own).
@@ -59,7 +60,7 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
         "--set",
         dest="assignments",
         metavar="NAME=W,...",
-        help="with NAME: the backends whose weight changes; the others keep theirs",
+        help="with NAME or -f: the backends whose weight changes; the others keep theirs",
     )
     add_kube_arguments(parser)
 

@@ -161,10 +161,13 @@ def render_route_status(view: Mapping[str, Any]) -> str:
     if not view["parents"]:
         lines.append(f"  {MISSING} (no parentRefs: the route is attached to no Gateway)")
     for parent in view["parents"]:
-        lines.append(f"  {_parent_text(parent['parentRef'])}")
+        controllers = parent["controllers"]
+        by = f" (status by {', '.join(cell(c['controllerName']) for c in controllers)})" if controllers else ""
+        lines.append(f"  {_parent_text(parent['parentRef'])}{by}")
         rows: list[list[Any]] = []
-        for c in parent["controllers"]:
-            rows += _condition_rows(f"route ({c['controllerName']})", c["conditions"])
+        for c in controllers:  # two controllers on one parent: each row says whose
+            source = "route" if len(controllers) == 1 else f"route ({c['controllerName']})"
+            rows += _condition_rows(source, c["conditions"])
         gw = parent["gateway"]
         if gw is not None and gw["programmed"] is not None:
             rows += _condition_rows("gateway", [gw["programmed"]])

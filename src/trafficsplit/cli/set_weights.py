@@ -66,6 +66,7 @@ def register(sub: Any) -> None:
     p.add_argument("--set", dest="set_assignments", metavar="NAME=W,...", help="the same as the NAME=W,... argument")
     add_rule_argument(p)
     add_apply_arguments(p)
+    p.intermixed = True  # NAME=W,... may follow -n (it is optional beside --set)
     p.add_argument("--yes", "-y", action="store_true", help="apply without asking (needed when stdin is no terminal)")
     add_kube_arguments(p)
     p.set_defaults(handler=run)
