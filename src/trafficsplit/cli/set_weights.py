@@ -114,6 +114,17 @@ def confirm(stdin: TextIO, stderr: TextIO) -> bool:
     return stdin.readline().strip().lower() in ("y", "yes")
 
 
+def go_ahead(args: argparse.Namespace, out: TextIO, *, ask: bool) -> bool:
+    """True to go on: no question to ask (a dry run, --yes, flip), or the answer is yes; False (said) otherwise."""
+    if not ask or args.dry_run:
+        return True
+    out.flush()
+    if confirm(sys.stdin, sys.stderr):
+        return True
+    sys.stderr.write("not applied\n")
+    return False
+
+
 def result_text(ref: Ref, current: Sequence[DeclaredBackend], stored: Mapping[str, Any], *, dry_run: bool) -> str:
     """What the server stored (or, for a dry run, would store), as field changes against what was read."""
     return stored_text(changes(current, spec_backends(ref, stored)), stored, dry_run=dry_run)
@@ -148,11 +159,8 @@ def apply_rule_change(
     if not change.changed:
         out.write("nothing to change\n")
         return EXIT_OK
-    if ask and not args.dry_run:
-        out.flush()
-        if not confirm(sys.stdin, sys.stderr):
-            sys.stderr.write("not applied\n")
-            return EXIT_DECLINED
+    if not go_ahead(args, out, ask=ask):
+        return EXIT_DECLINED
     stored = cluster.patch_httproute(change.ref.name, weight_patch(obj, change), dry_run=args.dry_run)
     out.write(stored_text(weight_changes(change.rule.index, obj, stored), stored, dry_run=args.dry_run))
     return EXIT_OK
@@ -182,11 +190,8 @@ def apply_change(
     if [dict(b) for b in proposed] == current:
         out.write("nothing to change\n")
         return EXIT_OK
-    if ask and not args.dry_run:
-        out.flush()
-        if not confirm(sys.stdin, sys.stderr):
-            sys.stderr.write("not applied\n")
-            return EXIT_DECLINED
+    if not go_ahead(args, out, ask=ask):
+        return EXIT_DECLINED
     stored = cluster.apply_backends(
         ref.name,
         proposed,
