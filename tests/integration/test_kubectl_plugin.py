@@ -3,11 +3,14 @@
 kubectl finds `kubectl-trafficsplit` on PATH (the console script `pip install -e .` puts next to the interpreter), so
 these tests exercise kubectl's plugin lookup, the kubeconfig resolution from $KUBECONFIG, server-side apply with its
 field manager and conflicts, dryRun=All, and the server's schema/CEL rejections naming the field. There is no
-operator here: the status test writes /status itself, the way the operator's status.py shapes it.
+operator here: the status tests write /status themselves, the way the operator shapes it. The HTTPRoute tests add the
+Gateway API CRDs: set-weights and flip patch a rule's weights (a JSON patch testing the resourceVersion), status reads
+the route's parents and the parent Gateway's Programmed.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -18,9 +21,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.controlplane import ControlPlane
-from tests.support.operator import PYTHONPATH, apply, get_ts, ts_manifest
+from tests.support.operator import (
+    PYTHONPATH,
+    apply,
+    get_ts,
+    install_gateway_api_crds,
+    install_policy_crd,
+    ts_manifest,
+)
+from tests.support.waiting import poll
+from trafficsplit.cli.kube import Ref
 
 pytestmark = [pytest.mark.k8s]
 
@@ -361,3 +374,188 @@ def test_status_renders_what_the_operator_wrote(trafficsplit_crd: ControlPlane, 
 
     proc = plugin("status", "nope", "-n", namespace, check=1)
     assert proc.stderr == f"kubectl trafficsplit status: error: trafficsplit {namespace}/nope not found\n"
+
+
+# --- HTTPRoutes ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gateway_crds(trafficsplit_crd: ControlPlane) -> ControlPlane:
+    """The session's control plane with the Gateway API and TrafficSplitPolicy CRDs too (other modules install them
+    into it as well; server-side apply makes a second install a no-op)."""
+    install_gateway_api_crds(trafficsplit_crd)
+    install_policy_crd(trafficsplit_crd)
+
+    # Established is not served yet: a list right after it can answer "storage is (re)initializing".
+    def served(resource: str) -> bool:
+        return trafficsplit_crd.kubectl("get", resource, "-A", check=False).returncode == 0
+
+    for resource in ("trafficsplitpolicies", "httproutes", "gateways"):
+        poll(functools.partial(served, resource), timeout=30, what=f"{resource} served")
+    return trafficsplit_crd
+
+
+def route_manifest(namespace: str, blue: int = 100, green: int = 0) -> str:
+    gateway = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": namespace},
+        "spec": {"gatewayClassName": "trafficsplit", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
+    }
+    route = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "shop", "namespace": namespace},
+        "spec": {
+            "parentRefs": [{"name": "gw"}],
+            "rules": [
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/static"}}],
+                 "backendRefs": [{"name": "cdn", "port": 80}]},
+                {"name": "cart", "backendRefs": [{"name": "blue", "port": 80, "weight": blue},
+                                                 {"name": "green", "port": 80, "weight": green}]},
+            ],
+        },
+    }  # fmt: skip
+    return yaml.safe_dump_all([gateway, route])
+
+
+def route_weights(kube: ControlPlane, namespace: str, rule: int = 1) -> list[tuple[str, int]]:
+    obj = json.loads(kube.kubectl("get", "httproute", "shop", "-n", namespace, "-o", "json").stdout)
+    return [(b["name"], b.get("weight", 1)) for b in obj["spec"]["rules"][rule]["backendRefs"]]
+
+
+def test_set_weights_and_flip_patch_an_httproute_rule(
+    gateway_crds: ControlPlane, namespace: str, plugin: Plugin
+) -> None:
+    apply(gateway_crds, route_manifest(namespace))
+    before = json.loads(gateway_crds.kubectl("get", "httproute", "shop", "-n", namespace, "-o", "json").stdout)
+
+    # --rule defaults to the only weighted rule; a dry run is judged by the server and stores nothing.
+    out = plugin("set-weights", "httproute/shop", "-n", namespace, "--set", "blue=90,green=10", "--dry-run").stdout
+    assert out.startswith(f"httproute {namespace}/shop rule 1\nfrom blue=100,green=0 (total 100) to blue=90,green=10")
+    assert "dry run: the API server accepted the change" in out
+    assert "spec.rules[1].backendRefs[name=green].weight: 0 -> 10" in out
+    assert route_weights(gateway_crds, namespace) == [("blue", 100), ("green", 0)]
+
+    proc = plugin("set-weights", "httproute/shop", "-n", namespace, "--set", "blue=90,green=10", check=2)
+    assert "pass --yes" in proc.stderr  # no terminal, no --yes: nothing sent
+
+    out = plugin("set-weights", "httproute/shop", "-n", namespace, "--rule", "cart", "--set", "green=10,blue=90",
+                 "--yes").stdout  # fmt: skip
+    assert "moves 10.00% of sessions" in out and "applied (field manager kubectl-trafficsplit" in out
+    assert route_weights(gateway_crds, namespace) == [("blue", 90), ("green", 10)]
+    after = json.loads(
+        gateway_crds.kubectl("get", "httproute", "shop", "-n", namespace, "-o", "json", "--show-managed-fields").stdout
+    )
+    # Only the weights changed, and the patch is recorded under the plugin's field manager.
+    assert after["spec"]["rules"][0] == before["spec"]["rules"][0]
+    assert after["spec"]["parentRefs"] == before["spec"]["parentRefs"]
+    assert "kubectl-trafficsplit" in {m["manager"] for m in after["metadata"]["managedFields"]}
+
+    # The server's bounds: the CLI refuses a weight over the CRD's maximum before sending it.
+    proc = plugin("set-weights", "httproute/shop", "-n", namespace, "--set", "green=1000001", "--yes", check=2)
+    assert "--set: green: weight must be 0..1000000, got 1000001" in proc.stderr
+
+    # flip needs one side at 0: 90/10 is refused; back to 100/0 it swaps.
+    proc = plugin("flip", "httproute/shop", "-n", namespace, check=2)
+    assert "flip needs exactly two backends with one at weight 0; it has blue=90,green=10" in proc.stderr
+    plugin("set-weights", "httproute/shop", "-n", namespace, "--set", "blue=100,green=0", "--yes")
+    out = plugin("flip", "httproute/shop", "-n", namespace, "--rule", "1").stdout
+    assert "blue -> green: 100.00%" in out and "spec.rules[1].backendRefs[name=green].weight: 0 -> 100" in out
+    assert route_weights(gateway_crds, namespace) == [("blue", 0), ("green", 100)]
+    assert route_weights(gateway_crds, namespace, rule=0) == [("cdn", 1)]  # the other rule untouched, no weight added
+
+    proc = plugin("set-weights", "httproute/nope", "-n", namespace, "--set", "a=1", "--yes", check=1)
+    assert proc.stderr == f"kubectl trafficsplit set-weights: error: httproute {namespace}/nope not found\n"
+
+
+def test_a_route_patch_is_conditional_on_the_version_it_planned_from(
+    gateway_crds: ControlPlane, namespace: str
+) -> None:
+    import argparse
+
+    from trafficsplit.cli.kube import Cluster, KubeError
+    from trafficsplit.cli.routes import choose_rule, parse_route, rule_change, weight_patch
+
+    apply(gateway_crds, route_manifest(namespace, 95, 5))
+    args = argparse.Namespace(kubeconfig=str(gateway_crds.kubeconfig), context=None, namespace=namespace)
+    cluster = Cluster.connect(args)
+    try:
+        old = cluster.get_httproute("shop")
+        ref = Ref(namespace, "shop", "httproute")
+        route = parse_route(ref, old)
+        change = rule_change(ref, route, choose_rule(ref, route, None), [("blue", 50), ("green", 50)])
+        gateway_crds.kubectl(
+            "patch", "httproute", "shop", "-n", namespace, "--type=json",
+            "-p", '[{"op": "replace", "path": "/spec/rules/1/backendRefs/1/weight", "value": 7}]',
+        )  # fmt: skip
+        with pytest.raises(KubeError, match=r"it changed after it was read .*; run the command again"):
+            cluster.patch_httproute("shop", weight_patch(old, change), dry_run=False)
+        assert route_weights(gateway_crds, namespace) == [("blue", 95), ("green", 7)]
+    finally:
+        cluster.api.close()
+
+
+def test_status_of_an_httproute(gateway_crds: ControlPlane, namespace: str, plugin: Plugin) -> None:
+    apply(gateway_crds, route_manifest(namespace, 90, 10))
+    out = plugin("status", "httproute/shop", "-n", namespace).stdout
+    assert "- (no status for this parent: no controller has taken it yet)" in out
+    # The Gateway CRD defaults its status: Programmed Unknown (Pending) until a controller writes it.
+    pending = next(line for line in out.splitlines() if line.split()[:2] == ["gateway", "Programmed"])
+    assert pending.split()[2:4] == ["Unknown", "Pending"]
+
+    route = json.loads(gateway_crds.kubectl("get", "httproute", "shop", "-n", namespace, "-o", "json").stdout)
+    generation = route["metadata"]["generation"]
+    t = "2026-12-01T00:00:00Z"
+
+    def cond(type_: str, gen: int, message: str) -> dict[str, Any]:
+        return {"type": type_, "status": "True", "reason": type_, "message": message, "observedGeneration": gen,
+                "lastTransitionTime": t}  # fmt: skip
+
+    parents = [
+        {
+            "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"},
+            "controllerName": "trafficsplit.dev/gateway-controller",
+            "conditions": [cond("Accepted", generation, "accepted"), cond("ResolvedRefs", generation, "resolved")],
+        }
+    ]
+    gateway_crds.kubectl(
+        "patch", "httproute", "shop", "-n", namespace, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"parents": parents}}),
+    )  # fmt: skip
+    gw = json.loads(gateway_crds.kubectl("get", "gateway", "gw", "-n", namespace, "-o", "json").stdout)
+    gw_status = {"conditions": [cond("Accepted", gw["metadata"]["generation"], "ok"),
+                                cond("Programmed", gw["metadata"]["generation"], "2/2 replicas")]}  # fmt: skip
+    gateway_crds.kubectl(
+        "patch", "gateway", "gw", "-n", namespace, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": gw_status}),
+    )  # fmt: skip
+
+    lines = plugin("status", "httproute/shop", "-n", namespace).stdout.splitlines()
+    assert lines[0] == f"httproute {namespace}/shop"
+    assert "  gateway gw (status by trafficsplit.dev/gateway-controller)" in lines
+    accepted = next(line for line in lines if line.split()[:2] == ["route", "Accepted"])
+    assert accepted.split()[:5] == ["route", "Accepted", "True", "Accepted", str(generation)]
+    programmed = next(line for line in lines if line.split()[:2] == ["gateway", "Programmed"])
+    assert programmed.endswith("2/2 replicas")
+    assert next(line for line in lines if line.split()[:1] == ["green"]).split() == ["green", "green", "80", "10",
+                                                                                     "10.00%"]  # fmt: skip
+
+    # The route changes: its conditions are stale until the controller reports on the new generation.
+    plugin("set-weights", "httproute/shop", "-n", namespace, "--set", "green=20,blue=80", "--yes")
+    doc = json.loads(plugin("status", "httproute/shop", "-n", namespace, "--json").stdout)
+    assert doc["generation"] == generation + 1
+    (parent,) = doc["parents"]
+    assert all(c["stale"] for c in parent["controllers"][0]["conditions"])
+    assert parent["gateway"]["programmed"]["stale"] is False
+    assert [(b["name"], b["weight"]) for b in doc["rules"][1]["backends"]] == [("blue", 80), ("green", 20)]
+
+    proc = plugin("status", "httproute/nope", "-n", namespace, check=1)
+    assert proc.stderr == f"kubectl trafficsplit status: error: httproute {namespace}/nope not found\n"
+
+
+def test_plan_from_a_file_needs_no_cluster(tmp_path: Path, plugin: Plugin, namespace: str) -> None:
+    path = tmp_path / "route.yaml"
+    path.write_text(route_manifest(namespace, 95, 5))
+    out = plugin("plan", "-f", str(path), "--set", "blue=90,green=10", "--kubeconfig", "/nonexistent").stdout
+    assert out.startswith(f"httproute {namespace}/shop rule 1\nfrom blue=95,green=5 (total 100) to blue=90,green=10")

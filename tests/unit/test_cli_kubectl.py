@@ -16,7 +16,8 @@ from trafficsplit.cli.kplan import changes, merge, parse_assignments, plan_chang
 from trafficsplit.cli.kube import Cluster, Ref, api_error_message, apply_body, context_namespace
 from trafficsplit.cli.main import main
 from trafficsplit.cli.set_weights import confirm, plan_text, result_text
-from trafficsplit.cli.status import render_status, status_view, table
+from trafficsplit.cli.status import render_status, status_view
+from trafficsplit.cli.table import table
 from trafficsplit.core.control.spec import DeclaredBackend
 from trafficsplit.core.model.errors import SpecError
 

@@ -102,16 +102,16 @@ def test_the_command_reads_the_live_route(monkeypatch: pytest.MonkeyPatch) -> No
     assert doc["httproute"] == {"namespace": "web", "name": "shop", "rule": 1}
 
 
-@pytest.mark.parametrize(
-    ("argv", "expect"),
-    [
-        (["plan", "httproute/shop", "--set", "canary=10"], "plan httproute/shop needs --rule N"),
-        (["plan", "shop", "--rule", "1", "--set", "canary=10"], "--rule goes with httproute/NAME"),
-    ],
-)
-def test_rule_arguments_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], expect: str) -> None:
-    assert main(argv, out=io.StringIO()) == 2
-    assert expect in capsys.readouterr().err
+def test_without_rule_the_plan_takes_the_only_weighted_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Cluster, "connect", classmethod(lambda cls, args: _FakeCluster()))
+    out = io.StringIO()
+    assert main(["plan", "httproute/shop", "--set", "canary=10,stable=90"], out=out) == 0
+    assert out.getvalue().startswith("httproute web/shop rule 1\n")
+
+
+def test_rule_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "shop", "--rule", "1", "--set", "canary=10"], out=io.StringIO()) == 2
+    assert "--rule goes with httproute/NAME" in capsys.readouterr().err
 
 
 def _policy(name: str, spec: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:

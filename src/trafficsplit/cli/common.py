@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, NoReturn, TextIO
 
@@ -26,7 +26,25 @@ class UsageError(Exception):
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but an error is one line on stderr and exit 2 (argparse's own code), without the usage block."""
+    """argparse, but an error is one line on stderr and exit 2 (argparse's own code), without the usage block.
+
+    `intermixed = True` on a subcommand's parser lets an optional positional follow options (`set-weights shop -n
+    shop blue=90` with NAME=W,... optional): plain argparse (before 3.13) matches `nargs="?"` to nothing at the first
+    positional and then refuses the later one as unrecognized."""
+
+    intermixed = False
+    _parsing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if not self.intermixed or self._parsing:
+            return super().parse_known_args(args, namespace)
+        self._parsing = True  # parse_known_intermixed_args calls back into parse_known_args
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._parsing = False
 
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"{self.prog}: error: {message}\n")

@@ -2,7 +2,8 @@
 
 Why: users change weights on a running split, so the "from" side should be what the API server holds, not what they
 remember. The `plan` command (plan.py) owns the offline form and the rendering; it calls into this module when a NAME
-is given. The merge rules here are shared by set-weights and flip:
+is given, and for `plan -f route.yaml` (an HTTPRoute's rule planned from its manifest, no API server: manifest.py).
+The merge rules here are shared by set-weights and flip:
 
 * `--set` names only the backends that change; the others keep their weight, and the order never changes (the pick
   walks the list in order, so reordering would move sessions on its own).
@@ -20,11 +21,12 @@ from typing import Any, TextIO
 
 from trafficsplit.cli.common import EXIT_OK, UsageError, emit_json, pct
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
+from trafficsplit.cli.manifest import read_route_file
 from trafficsplit.cli.planview import render, to_json
+from trafficsplit.cli.routes import RuleChange, choose_rule, parse_route, route_name, rule_change
 from trafficsplit.core.control.plan import Plan, estimate_plan, plan
 from trafficsplit.core.control.spec import DeclaredBackend, declared_backends
-from trafficsplit.core.gatewayapi.backends import find_rule, rule_weights
-from trafficsplit.core.gatewayapi.httproute import RouteRule, parse_httproute
+from trafficsplit.core.gatewayapi.httproute import RouteRule
 from trafficsplit.core.gatewayapi.policy import (
     Outcome,
     Policy,
@@ -44,24 +46,36 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
         "name",
         nargs="?",
         metavar="NAME",
-        help="a TrafficSplit, or httproute/NAME with --rule: plan from its live weights",
+        help="a TrafficSplit, or httproute/NAME: plan from its live weights (with -f: the HTTPRoute of the file)",
     )
     parser.add_argument(
-        "--rule",
-        metavar="N",
-        help="with httproute/NAME: the rule (its index, or its name) whose backendRefs' weights change",
+        "-f",
+        "--filename",
+        metavar="FILE",
+        help="plan offline from an HTTPRoute manifest (- for stdin; several documents: pick one with httproute/NAME; "
+        "its TrafficSplitPolicies apply as the operator applies them)",
     )
+    add_rule_argument(parser)
     parser.add_argument(
         "--set",
         dest="assignments",
         metavar="NAME=W,...",
-        help="with NAME: the backends whose weight changes; the others keep theirs",
+        help="with NAME or -f: the backends whose weight changes; the others keep theirs",
     )
     add_kube_arguments(parser)
 
 
+def add_rule_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--rule",
+        metavar="N",
+        help="with httproute/NAME: the rule (its index, or its name) whose backendRefs' weights change (default: "
+        "the only rule with two or more backends)",
+    )
+
+
 def is_live(args: argparse.Namespace) -> bool:
-    return args.name is not None or args.assignments is not None
+    return args.name is not None or args.assignments is not None or args.filename is not None
 
 
 def parse_assignments(text: str, option: str = "--set") -> list[tuple[str, int]]:
@@ -144,14 +158,19 @@ def run_live(args: argparse.Namespace, out: TextIO) -> int:
     # The clash first: `plan shop --from a=1 --to a=2` gave a NAME, so "needs a NAME" would be wrong.
     if args.before is not None or args.after is not None:
         raise UsageError("give either --from/--to or NAME --set, not both")
-    if args.name is None:
+    name = route_name(args.name)
+    if args.filename is not None and args.name is not None and name is None:
+        raise UsageError(f"with -f, NAME is httproute/NAME (the HTTPRoute of the file), not {args.name[:64]!r}")
+    if args.name is None and args.filename is None:
         raise UsageError("--set needs a TrafficSplit NAME: plan NAME --set NAME=W,...")
     if args.assignments is None:
-        raise UsageError(f"plan {args.name} needs --set NAME=W,... (the backends that change)")
+        what = args.name if args.filename is None else f"-f {args.filename}"
+        raise UsageError(f"plan {what} needs --set NAME=W,... (the backends that change)")
     assignments = parse_assignments(args.assignments)
-    kind, _, route_name = args.name.partition("/")
-    if route_name and kind.lower() in ROUTE_KINDS:
-        return _run_route(args, route_name, assignments, out)
+    if args.filename is not None:
+        return _run_route_file(args, name, assignments, out)
+    if name is not None:
+        return _run_route(args, name, assignments, out)
     if args.rule is not None:
         raise UsageError("--rule goes with httproute/NAME")
     cluster = Cluster.connect(args)
@@ -170,44 +189,39 @@ def run_live(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-# How kubectl spells the kind in `kind/name`.
-ROUTE_KINDS = frozenset({"httproute", "httproutes", "httproute.gateway.networking.k8s.io"})
-
-
 def route_plan(
     ref: Ref,
     obj: Mapping[str, Any],
-    rule: str,
+    rule: str | None,
     assignments: Sequence[tuple[str, int]],
     samples: int | None = None,
     policies: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[RouteRule, Plan, ServedChange]:
-    """The plan for one rule of a live HTTPRoute: the same core weights and planner as a TrafficSplit's, over the
-    rule's backendRefs by their split names (`gatewayapi.backends.rule_weights`); and what the gateway moves under the
-    TrafficSplitPolicy attached to the rule (`policies`: the namespace's bodies), resolved as the operator does."""
+    """The plan for one rule of an HTTPRoute (`rule`: `--rule`, None for the only weighted one): the same core
+    weights and planner as a TrafficSplit's, over the rule's backendRefs by their split names
+    (`gatewayapi.backends.rule_weights`); and what the gateway moves under the TrafficSplitPolicy attached to the rule
+    (`policies`: the namespace's bodies), resolved as the operator does."""
+    route = parse_route(ref, obj)
+    change = rule_change(ref, route, choose_rule(ref, route, rule), assignments)
+    result, served = plan_rule(change, samples, policies)
+    return change.rule, result, served
+
+
+def plan_rule(
+    change: RuleChange, samples: int | None = None, policies: Sequence[Mapping[str, Any]] = ()
+) -> tuple[Plan, ServedChange]:
+    """The core's plan of one rule's change and what its gateway serves; SpecError when a side is no split (a total
+    of 0: the rule answers 500)."""
     try:
-        route = parse_httproute(obj)
-        found = find_rule(route, rule)
-        before = rule_weights(found)
-    except SpecError as exc:
-        raise SpecError([p if p.startswith(f"{ref.namespace}/") else f"{ref}: {p}" for p in exc.problems]) from exc
-    unknown = [n for n, _ in assignments if n not in before.names]
-    if unknown:
-        raise UsageError(
-            f"--set: {ref} rule {found.index} has no backendRef {unknown[0]!r}; its backends are "
-            f"{', '.join(before.names)}. A new backendRef needs a port: add it to the route"
-        )
-    new = dict(assignments)
-    try:
-        after = Weights(before.names, tuple(new.get(n, w) for n, w in before.items()))
+        before, after = Weights.of(change.before), Weights.of(change.after)
         result = plan(before, after) if samples is None else estimate_plan(before, after, samples=samples)
     except SpecError as exc:
-        raise SpecError([f"{ref}: {p}" for p in exc.problems]) from exc
-    chosen, standing = policy_for_rule(route, found, _parsed(policies))
-    refused = _refused(policies, chosen, route.meta.key)
+        raise SpecError([f"{change.ref}: {p}" for p in exc.problems]) from exc
+    chosen, standing = policy_for_rule(change.route, change.rule, _parsed(policies))
+    refused = _refused(policies, chosen, change.route.meta.key)
     if refused is not None:  # the operator found the policy Invalid for this route: the rule keeps its defaults
         chosen, standing = None, refused
-    return found, result, served_change(found, chosen, result, standing)
+    return result, served_change(change.rule, chosen, result, standing)
 
 
 def _parsed(bodies: Sequence[Mapping[str, Any]]) -> list[Policy]:
@@ -267,17 +281,39 @@ def served_json(s: ServedChange) -> dict[str, Any]:
     }
 
 
+def route_ref(obj: Mapping[str, Any]) -> Ref:
+    meta = obj.get("metadata") or {}
+    return Ref(str(meta.get("namespace") or ""), str(meta.get("name") or ""), "httproute")
+
+
+def _run_route_file(
+    args: argparse.Namespace, name: str | None, assignments: Sequence[tuple[str, int]], out: TextIO
+) -> int:
+    """Offline: the route and its policies from the file, no API server."""
+    found = read_route_file(args.filename, name, args.namespace)
+    ref = route_ref(found.route)
+    rule, result, served = route_plan(ref, found.route, args.rule, assignments, args.sample, found.policies)
+    return _print_route_plan(args, ref, rule, result, served, out)
+
+
 def _run_route(args: argparse.Namespace, name: str, assignments: Sequence[tuple[str, int]], out: TextIO) -> int:
-    if args.rule is None:
-        raise UsageError(f"plan {args.name} needs --rule N (the rule whose weights change)")
     cluster = Cluster.connect(args)
     ref = Ref(cluster.namespace, name, "httproute")
     obj = cluster.get_httproute(name)
     rule, result, served = route_plan(ref, obj, args.rule, assignments, args.sample, cluster.list_policies())
+    return _print_route_plan(args, ref, rule, result, served, out)
+
+
+def route_plan_text(ref: Ref, rule: RouteRule, result: Plan, served: ServedChange) -> str:
+    return f"{ref} rule {rule.index}\n" + render(result, flag="--set", draining=served.draining) + served_text(served)
+
+
+def _print_route_plan(
+    args: argparse.Namespace, ref: Ref, rule: RouteRule, result: Plan, served: ServedChange, out: TextIO
+) -> int:
     if args.json:
         route = {"namespace": ref.namespace, "name": ref.name, "rule": rule.index}
         emit_json({"httproute": route, **to_json(result, served.draining), "served": served_json(served)}, out)
     else:
-        out.write(f"{ref} rule {rule.index}\n" + render(result, flag="--set", draining=served.draining))
-        out.write(served_text(served))
+        out.write(route_plan_text(ref, rule, result, served))
     return EXIT_OK

@@ -26,7 +26,15 @@ from trafficsplit.cli.common import Handler
 GROUP, VERSION, PLURAL = "trafficsplit.dev", "v1alpha1", "trafficsplits"
 API_VERSION = f"{GROUP}/{VERSION}"
 HTTPROUTE, HTTPROUTE_PLURAL = ("gateway.networking.k8s.io", "v1"), "httproutes"
+GATEWAY_PLURAL = "gateways"
 POLICY_PLURAL = "trafficsplitpolicies"
+# What a 404 without the object's name says is not served, by Ref.kind.
+SERVED = {
+    "trafficsplit": f"{PLURAL}.{API_VERSION}",
+    "trafficsplitpolicy": f"{POLICY_PLURAL}.{API_VERSION}",
+    "httproute": f"{HTTPROUTE_PLURAL}.{'/'.join(HTTPROUTE)}",
+    "gateway": f"{GATEWAY_PLURAL}.{'/'.join(HTTPROUTE)}",
+}
 FIELD_MANAGER = "kubectl-trafficsplit"
 EXIT_KUBE = 1
 # Where a pod's service-account namespace lives; kubectl uses it when running in a cluster without a kubeconfig.
@@ -145,6 +153,34 @@ class Cluster:
             ),
         )
 
+    def get_gateway(self, namespace: str, name: str) -> dict[str, Any]:
+        ref = Ref(namespace, name, "gateway")
+        return self._call(
+            ref,
+            lambda: self.custom.get_namespaced_custom_object(
+                *HTTPROUTE, ref.namespace, GATEWAY_PLURAL, ref.name, _preload_content=False
+            ),
+        )
+
+    def patch_httproute(self, name: str, ops: Sequence[Mapping[str, Any]], *, dry_run: bool) -> dict[str, Any]:
+        """A JSON patch of an HTTPRoute as FIELD_MANAGER (routes.weight_patch: it tests the resourceVersion read)."""
+        ref = Ref(self.namespace, name, "httproute")
+        return self._call(
+            ref,
+            lambda: self.custom.patch_namespaced_custom_object(
+                *HTTPROUTE,
+                ref.namespace,
+                HTTPROUTE_PLURAL,
+                ref.name,
+                [dict(op) for op in ops],
+                field_manager=FIELD_MANAGER,
+                dry_run="All" if dry_run else None,
+                _content_type="application/json-patch+json",
+                _preload_content=False,
+            ),
+            json_patch=True,
+        )
+
     def list_policies(self) -> list[dict[str, Any]]:
         """The namespace's TrafficSplitPolicies; none when the API server does not serve them (no CRD)."""
         ref = Ref(self.namespace, "*", "trafficsplitpolicy")
@@ -188,11 +224,11 @@ class Cluster:
             ),
         )
 
-    def _call(self, ref: Ref, fn: Callable[[], Any]) -> dict[str, Any]:
+    def _call(self, ref: Ref, fn: Callable[[], Any], *, json_patch: bool = False) -> dict[str, Any]:
         try:
             resp = fn()
         except client.ApiException as exc:
-            raise KubeError(api_error_message(ref, exc.status, exc.body)) from exc
+            raise KubeError(api_error_message(ref, exc.status, exc.body, json_patch=json_patch)) from exc
         except (OSError, urllib3.exceptions.HTTPError) as exc:
             raise KubeError(f"{ref}: cannot reach the API server {self.api.configuration.host}: {exc}") from exc
         obj: dict[str, Any] = json.loads(resp.data)
@@ -212,7 +248,10 @@ def apply_body(ref: Ref, backends: Sequence[Mapping[str, Any]], resource_version
     }
 
 
-def api_error_message(ref: Ref, status: int | None, body: str | bytes | None) -> str:
+PATCH_NOT_APPLIED = "the server rejected our request due to an error in our request"
+
+
+def api_error_message(ref: Ref, status: int | None, body: str | bytes | None, *, json_patch: bool = False) -> str:
     """One line for an API error: the server's Status message (it names the field), with what to do for the
     cases a user can act on."""
     text = body.decode(errors="replace") if isinstance(body, bytes) else (body or "")
@@ -228,7 +267,9 @@ def api_error_message(ref: Ref, status: int | None, body: str | bytes | None) ->
     if status == 404:
         if details.get("name") == ref.name:
             return f"{ref} not found"
-        return f"{ref}: the API server does not serve {PLURAL}.{API_VERSION} (is the CRD installed?): {message}"
+        return (
+            f"{ref}: the API server does not serve {SERVED.get(ref.kind, ref.kind)} (is the CRD installed?): {message}"
+        )
     if status == 409 and "conflict" in message.lower() and "apply failed" in message.lower():
         return (
             f"{ref}: {message}; another field manager also owns spec.backends: re-run with --force-conflicts to take "
@@ -238,6 +279,13 @@ def api_error_message(ref: Ref, status: int | None, body: str | bytes | None) ->
         return f"{ref}: {message} (it changed after it was read; run the command again to plan against the new list)"
     if status == 403:
         return f"{ref}: forbidden: {message}"
+    if json_patch and status == 422 and not details and message.startswith(PATCH_NOT_APPLIED):
+        # What the server says when a JSON patch does not apply (no field named): a `test` op failed or a path is
+        # gone. Both mean the route changed since it was read (routes.weight_patch tests the resourceVersion).
+        return (
+            f"{ref}: it changed after it was read (the patch's test of its resourceVersion failed); run the command "
+            "again to plan against the new weights"
+        )
     if reason == "Invalid" or status == 422:
         return message  # "TrafficSplit.trafficsplit.dev "shop" is invalid: spec.backends[1].weight: ..."
     return f"{ref}: {message}"

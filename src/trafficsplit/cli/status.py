@@ -5,29 +5,39 @@ Why: `kubectl get ts` shows one line and `-o yaml` shows everything unordered; d
 dataplanes serve it?" (Published and the acknowledged dataplane generation), "where does traffic go?" (per-backend
 weight, share and ready endpoints) and "what did my last change do to sticky sessions?" (status.displacement). The
 status shape is `trafficsplit.core.control.status.SplitStatus`, the value the operator writes; any field it has not
-written shows as "-".
+written shows as "-". `status httproute/NAME` is routestatus.py's view of an HTTPRoute.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from trafficsplit.cli.bill import fetch_bills, render_bills
-from trafficsplit.cli.common import EXIT_OK, add_json_flag, emit_json
+from trafficsplit.cli.common import EXIT_OK, UsageError, add_json_flag, emit_json
 from trafficsplit.cli.kplan import format_backends
-from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
+from trafficsplit.cli.kube import Cluster, KubeError, Ref, add_kube_arguments, kube_errors
+from trafficsplit.cli.routes import parse_route, route_name
+from trafficsplit.cli.routestatus import GatewayRead, gateway_keys, render_route_status, route_status_view
+from trafficsplit.cli.table import MISSING, as_int, cell, table
 from trafficsplit.core.control.spec import declared_backends
 from trafficsplit.core.control.status import SplitStatus
 from trafficsplit.core.model.vocabulary import ConditionType
 
-MISSING = "-"
-
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("status", help="conditions, served weights, endpoints and last displacement of a TrafficSplit")
-    p.add_argument("name", metavar="NAME", help="the TrafficSplit")
+    p = sub.add_parser(
+        "status",
+        help="conditions, served weights, endpoints and last displacement of a TrafficSplit; an HTTPRoute's parents' "
+        "conditions and its rules' weights",
+    )
+    p.add_argument(
+        "name",
+        metavar="NAME",
+        help="the TrafficSplit, or httproute/NAME (per parent Gateway: Accepted, ResolvedRefs, Programmed; per "
+        "rule: backends and weights)",
+    )
     p.add_argument(
         "--gateway-metrics",
         action="append",
@@ -41,17 +51,13 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def status_view(ref: Ref, obj: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON shape of `status --json`: the fields the operator writes, plus the staleness it implies; None for a
     field the operator has not written."""
     meta = obj.get("metadata") or {}
     raw_status = obj.get("status")
     status = SplitStatus.from_dict(raw_status if isinstance(raw_status, Mapping) else {})
-    generation = _int(meta.get("generation"))
+    generation = as_int(meta.get("generation"))
     observed = status.observed_generation
     conditions = [{**c.to_dict(), "stale": c.observed_generation != generation} for c in status.conditions]
     spec_backends = declared_backends(obj.get("spec") or {})
@@ -73,30 +79,11 @@ def status_view(ref: Ref, obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _cell(value: Any) -> str:
-    if value is None or value == "":
-        return MISSING
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return " ".join(str(value).split())  # a multi-line message stays on its row
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:
-    """Left-aligned columns two spaces apart, like kubectl's; the last column is not padded."""
-    cells = [list(header)] + [[_cell(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return [
-        indent
-        + "  ".join(c.ljust(w) if i < len(row) - 1 else c for i, (c, w) in enumerate(zip(row, widths, strict=True)))
-        for row in cells
-    ]
-
-
 def _ready(b: Mapping[str, Any]) -> str:
-    ready, total = _int(b.get("readyEndpoints")), _int(b.get("endpoints"))
+    ready, total = as_int(b.get("readyEndpoints")), as_int(b.get("endpoints"))
     if ready is None and total is None:
         return MISSING
-    return f"{_cell(ready)}/{_cell(total)}"
+    return f"{cell(ready)}/{cell(total)}"
 
 
 def _acked_text(view: Mapping[str, Any]) -> str:
@@ -106,7 +93,7 @@ def _acked_text(view: Mapping[str, Any]) -> str:
     if acked:
         return " (acknowledged by every dataplane: Published)"
     pub = next(c for c in view["conditions"] if c["type"] == ConditionType.PUBLISHED)
-    why = "the condition is stale" if pub["stale"] else f"Published={_cell(pub['status'])} {_cell(pub['reason'])}"
+    why = "the condition is stale" if pub["stale"] else f"Published={cell(pub['status'])} {cell(pub['reason'])}"
     return f" (not known to be acknowledged by every dataplane: {why})"
 
 
@@ -115,18 +102,18 @@ def render_status(view: Mapping[str, Any]) -> str:
     gen, observed = view["generation"], view["observedGeneration"]
     weights = view["weights"]
     lines = [f"trafficsplit {ref['namespace']}/{ref['name']}"]
-    observed_text = _cell(observed)
+    observed_text = cell(observed)
     if view["stale"]:
-        observed_text += f" (stale: the operator has not reported on metadata.generation {_cell(gen)} yet)"
-    served_text = _cell(weights["served"])
+        observed_text += f" (stale: the operator has not reported on metadata.generation {cell(gen)} yet)"
+    served_text = cell(weights["served"])
     if weights["served"] and weights["served"] != weights["spec"]:
         served_text += " (differs from spec: not served yet, or not accepted)"
     lines += [
-        f"metadata.generation:   {_cell(gen)}",
+        f"metadata.generation:   {cell(gen)}",
         f"observedGeneration:    {observed_text}",
-        f"spec weights:          {_cell(weights['spec'])}",
+        f"spec weights:          {cell(weights['spec'])}",
         f"served weights:        {served_text}",
-        f"dataplane generation:  {_cell(view['dataplaneGeneration'])}{_acked_text(view)}",
+        f"dataplane generation:  {cell(view['dataplaneGeneration'])}{_acked_text(view)}",
         "",
         "conditions:",
     ]
@@ -137,7 +124,7 @@ def render_status(view: Mapping[str, Any]) -> str:
                 c["type"],
                 c["status"],
                 c["reason"],
-                f"{_cell(c['observedGeneration'])}{' (stale)' if c['stale'] else ''}",
+                f"{cell(c['observedGeneration'])}{' (stale)' if c['stale'] else ''}",
                 c["lastTransitionTime"],
                 c["message"],
             ]
@@ -163,23 +150,47 @@ def render_status(view: Mapping[str, Any]) -> str:
     lines += ["", "last displacement:"]
     d = view["displacement"]
     if d:
-        moved = f"{_cell(d.get('repinnedShare'))} of sticky sessions re-pinned"
+        moved = f"{cell(d.get('repinnedShare'))} of sticky sessions re-pinned"
         lines += [
-            f"  {_cell(d.get('from'))} -> {_cell(d.get('to'))}: {moved}",
-            f"  total changed: {_cell(d.get('totalChanged'))}",
+            f"  {cell(d.get('from'))} -> {cell(d.get('to'))}: {moved}",
+            f"  total changed: {cell(d.get('totalChanged'))}",
         ]
         if d.get("totalChanged") or d.get("rebalanced"):
             lines.append(
-                f"  keeping the total: {_cell(d.get('rebalanced'))} would have re-pinned "
-                f"{_cell(d.get('rebalancedRepinnedShare'))}"
+                f"  keeping the total: {cell(d.get('rebalanced'))} would have re-pinned "
+                f"{cell(d.get('rebalancedRepinnedShare'))}"
             )
     else:
         lines.append(f"  {MISSING}")
     return "\n".join(lines) + "\n"
 
 
+def _route_status(args: argparse.Namespace, name: str, out: TextIO) -> int:
+    if args.gateway_metrics:
+        raise UsageError("--gateway-metrics goes with a TrafficSplit (the bill is per split)")
+    cluster = Cluster.connect(args)
+    ref = Ref(cluster.namespace, name, "httproute")
+    obj = cluster.get_httproute(name)
+    route = parse_route(ref, obj)
+    gateways: dict[tuple[str, str], GatewayRead] = {}
+    for ns, gw in gateway_keys(route):
+        try:
+            gateways[(ns, gw)] = cluster.get_gateway(ns, gw)
+        except KubeError as exc:  # the route's status still says what its controllers found
+            gateways[(ns, gw)] = str(exc)
+    view = route_status_view(ref, obj, route, gateways)
+    if args.json:
+        emit_json(view, out)
+    else:
+        out.write(render_route_status(view))
+    return EXIT_OK
+
+
 @kube_errors
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    name = route_name(args.name)
+    if name is not None:
+        return _route_status(args, name, out)
     cluster = Cluster.connect(args)
     ref = cluster.ref(args.name)
     view = status_view(ref, cluster.get(args.name))

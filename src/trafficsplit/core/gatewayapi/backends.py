@@ -104,13 +104,20 @@ def find_rule(route: HTTPRoute, rule: str) -> RouteRule:
     raise SpecError([f"{route.meta.key} has no rule {rule[:64]!r}; its rules: {have}"])
 
 
-def rule_weights(rule: RouteRule) -> Weights:
-    """The weights a rule's split picks with, by the split's backend names: its core Service backendRefs as written
-    (whether each resolves is the cluster's to say: the weight of one that does not answers 500 instead)."""
+def rule_backends(rule: RouteRule) -> list[tuple[str, int]]:
+    """A rule's split backends as written, (split name, weight), unvalidated (all weights may be 0, or none be a
+    Service): its core Service backendRefs (whether each resolves is the cluster's to say: the weight of one that
+    does not answers 500 instead)."""
     names = split_backend_names(rule.backend_refs)
-    return Weights.of(
+    return [
         (names[j], ref.weight) for j, ref in enumerate(rule.backend_refs) if (ref.group, ref.kind) == ("", "Service")
-    )
+    ]
+
+
+def rule_weights(rule: RouteRule) -> Weights:
+    """The weights a rule's split picks with, by the split's backend names (`rule_backends`); SpecError when they
+    are no split (no Service backendRef, or a total of 0)."""
+    return Weights.of(rule_backends(rule))
 
 
 def target_endpoints(
