@@ -426,6 +426,10 @@ def _meta(
     }
 
 
+def _name(gateway: Gateway) -> str:
+    return dataplane_name(gateway.meta.namespace, gateway.meta.name)
+
+
 def _selector(gateway: Gateway) -> dict[str, str]:
     return dict(selector_labels(gateway.meta.namespace, gateway.meta.name))
 
@@ -607,7 +611,7 @@ def render_deployment(gateway: Gateway, settings: DataplaneSettings, ports: Mapp
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(dataplane_name(gateway.meta.namespace, gateway.meta.name), gateway, settings),
+        "metadata": _meta(_name(gateway), gateway, settings),
         "spec": {
             "replicas": g["replicas"],
             "revisionHistoryLimit": 5,
@@ -638,7 +642,7 @@ def render_service(gateway: Gateway, settings: DataplaneSettings, ports: Mapping
     }
     if svc["type"] != "ClusterIP" and svc["externalTrafficPolicy"]:
         spec["externalTrafficPolicy"] = svc["externalTrafficPolicy"]
-    name = dataplane_name(gateway.meta.namespace, gateway.meta.name)
+    name = _name(gateway)
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -678,7 +682,7 @@ def render_pod_disruption_budget(gateway: Gateway, settings: DataplaneSettings) 
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": _meta(dataplane_name(gateway.meta.namespace, gateway.meta.name), gateway, settings),
+        "metadata": _meta(_name(gateway), gateway, settings),
         # maxUnavailable 1 whatever the replica count: n-1 pods through a drain, and a single replica never blocks
         # one (a minAvailable 1 would, and the replica count here changes per class).
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector(gateway)}},
@@ -710,7 +714,7 @@ def render_network_policy(
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": _meta(dataplane_name(gateway.meta.namespace, gateway.meta.name), gateway, settings),
+        "metadata": _meta(_name(gateway), gateway, settings),
         "spec": {"podSelector": {"matchLabels": _selector(gateway)}, "policyTypes": ["Ingress"], "ingress": ingress},
     }
 
@@ -745,7 +749,7 @@ def render(
         render_publish_service(gateway, merged),
         *(o for o in optional if o is not None),
     ]
-    return Rendered(dataplane_name(gateway.meta.namespace, gateway.meta.name), tuple(objects))
+    return Rendered(_name(gateway), tuple(objects))
 
 
 @dataclass(frozen=True, slots=True)
@@ -773,7 +777,7 @@ def service_addresses(service: Mapping[str, Any]) -> tuple[GatewayAddress, ...]:
 
 
 # The kinds a data plane may consist of, for cleanup by label (a kind the rendering may leave out, the PDB or the
-# NetworkPolicy, is still swept).
+# NetworkPolicy, is still swept; so is the bootstrap ConfigMap data planes had before their pods printed their own).
 KINDS: Sequence[tuple[str, str]] = (
     ("apps/v1", "Deployment"),
     ("v1", "Service"),
