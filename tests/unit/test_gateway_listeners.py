@@ -5,6 +5,7 @@ listener is unchanged; the processor reads the port only from that metadata, bou
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -109,6 +110,20 @@ def test_the_printed_bootstrap_takes_repeated_listener_flags(capsys: pytest.Capt
             admin=Address("127.0.0.1", 9901),
         )
     )
+
+
+def test_bootstrap_out_writes_what_would_be_printed_readable_by_envoys_user(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A provisioned pod's init container writes the file Envoy (another user) reads from the shared emptyDir.
+    flags = ["--print-bootstrap", "--listener=80=0.0.0.0:10080", "--listener=443=0.0.0.0:10443:https:a.example.com"]
+    assert main(flags) == 0
+    printed = capsys.readouterr().out
+    out = tmp_path / "envoy.json"
+    assert main([*flags, f"--bootstrap-out={out}"]) == 0
+    assert capsys.readouterr().out == ""
+    assert out.read_text() == printed
+    assert out.stat().st_mode & 0o777 == 0o644
 
 
 @pytest.mark.parametrize(

@@ -52,20 +52,19 @@ def test_config_flags_and_env() -> None:
         parse_config(["--dataplane", "127.0.0.1:1", "--lease-duration", "1", "--lease-renew", "2"], {})
 
 
-def test_gateway_api_flags_need_kubernetes_mode_and_both_dataplane_files() -> None:
+def test_gateway_api_flags_need_kubernetes_mode() -> None:
     base = ["--gateway-service", "gw"]
     assert not parse_config(base, {}).gateway_api
-    files = ["--dataplane-settings", "/s.json", "--dataplane-bootstrap", "/b.json"]
+    files = ["--dataplane-settings", "/s.json"]
     cfg = parse_config([*base, "--gateway-api", "true", *files], {})
-    assert cfg.gateway_api and (cfg.dataplane_settings, cfg.dataplane_bootstrap) == ("/s.json", "/b.json")
-    env = {"TRAFFICSPLIT_GATEWAY_API": "true", "TRAFFICSPLIT_DATAPLANE_SETTINGS": "/s.json",
-           "TRAFFICSPLIT_DATAPLANE_BOOTSTRAP": "/b.json"}  # fmt: skip
+    assert cfg.gateway_api and cfg.dataplane_settings == "/s.json"
+    env = {"TRAFFICSPLIT_GATEWAY_API": "true", "TRAFFICSPLIT_DATAPLANE_SETTINGS": "/s.json"}
     assert parse_config(base, env).gateway_api
     local = ["--file-source", "/tmp/x", "--dataplane", "127.0.0.1:1"]
-    # Served without provisioning (the publish Services made otherwise) when neither file is given.
+    # Served without provisioning (the publish Services made otherwise) when no settings file is given.
     assert parse_config([*base, "--gateway-api", "true"], {}).dataplane_settings is None
-    refused = [[*base, "--gateway-api", "true", *files[:2]], [*local, "--gateway-api", "true", *files]]  # fmt: skip
-    for argv in refused:
+    # The Envoy bootstrap is no operator input any more (the data-plane pod makes its own): the flag is refused.
+    for argv in ([*local, "--gateway-api", "true", *files], [*base, "--dataplane-bootstrap", "/b.json"]):
         with pytest.raises(SystemExit):
             parse_config(argv, {})
 

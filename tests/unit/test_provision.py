@@ -1,5 +1,6 @@
 """The per-Gateway data plane renderer (operator/provision.py): the objects, their names, labels and namespace, the
-listener ports, the parameters laid over the chart's values, and the bootstrap edits. The chart comparison (the same
+listener ports, the parameters laid over the chart's values, and the bootstrap the pod prints from its flags (the
+extproc's `--print-bootstrap`, run here on the init container's arguments). The chart comparison (the same
 containers as the chart's gateway Deployment, rendered by the real helm) is in tests/integration/test_chart.py."""
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.provision import CHART, OPERATOR_LABELS, gateway, params, settings, settings_doc
+from tests.support.provision import (
+    OPERATOR_LABELS,
+    bootstrap_container,
+    gateway,
+    params,
+    printed_bootstrap,
+    settings,
+    settings_doc,
+)
 from trafficsplit.core.gatewayapi.objects import parse_gateway
 from trafficsplit.core.gatewayapi.parameters import DEFAULT_PARAMETERS
 from trafficsplit.core.model.persistent import CookieSigner
@@ -37,9 +46,7 @@ from trafficsplit.operator.provision import (
     cookie_keys_secret_name,
     cookie_keys_step,
     parse_cookie_keys,
-    parse_settings,
     render,
-    render_bootstrap,
     service_addresses,
 )
 
@@ -64,7 +71,7 @@ def test_every_object_is_in_the_operators_namespace_named_and_labelled_by_datapl
     assert r.name == base
     kinds = sorted((o["kind"], o["metadata"]["name"]) for o in r.objects)
     assert kinds == sorted([
-        ("ConfigMap", f"{base}-bootstrap"), ("Deployment", base), ("Service", base),
+        ("Deployment", base), ("Service", base),
         ("Service", publish_service_name("shop", "web")), ("PodDisruptionBudget", base), ("NetworkPolicy", base),
     ])  # fmt: skip
     for o in r.objects:
@@ -92,7 +99,7 @@ def test_two_gateways_share_no_object_name_or_selector() -> None:
     assert "--gateway=other/web" in container(b, "extproc")["args"]
 
 
-def test_service_ports_are_the_listener_ports_served_on_unprivileged_ports_in_the_pod() -> None:
+def test_service_ports_are_the_listener_ports_served_on_unprivileged_ports_in_the_pod(tmp_path: Path) -> None:
     gw = parse_gateway({"metadata": {"name": "web", "namespace": "shop"}, "spec": {"gatewayClassName": "ts",
         "listeners": [{"name": "a", "port": 80, "protocol": "HTTP", "hostname": "a.example"},
                       {"name": "b", "port": 80, "protocol": "HTTP", "hostname": "b.example"},
@@ -103,7 +110,7 @@ def test_service_ports_are_the_listener_ports_served_on_unprivileged_ports_in_th
     envoy = container(r, "envoy")
     assert [(p["name"], p["containerPort"]) for p in envoy["ports"]] == [("http-80", 10080), ("http-8443", 8443)]
     assert envoy["readinessProbe"]["tcpSocket"]["port"] == "http-80"
-    boot = json.loads(one(r, "ConfigMap")["data"]["envoy.json"])
+    boot = printed_bootstrap(r, tmp_path / "envoy.json")
     bound = [lis["address"]["socket_address"]["port_value"] for lis in boot["static_resources"]["listeners"]]
     assert bound == [10080, 8443]
     np = one(r, "NetworkPolicy")["spec"]["ingress"]
@@ -164,9 +171,9 @@ def test_a_service_annotation_cannot_overwrite_the_gateways_identity() -> None:
     assert svc["metadata"]["annotations"][GATEWAY_NAME_ANNOTATION] == "web"
 
 
-def test_bootstrap_edits_are_the_charts_and_the_parameters() -> None:
+def test_the_bootstrap_has_the_charts_values_under_the_parameters(tmp_path: Path) -> None:
     s = settings()
-    default = render_bootstrap(gateway(80), DEFAULT_PARAMETERS, s)
+    default = printed_bootstrap(render(gateway(80), DEFAULT_PARAMETERS, s), tmp_path / "default.json")
     ext_proc = next(
         f for f in default["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"][
             "http_filters"] if f["name"] == "envoy.filters.http.ext_proc"
@@ -174,7 +181,7 @@ def test_bootstrap_edits_are_the_charts_and_the_parameters() -> None:
     assert ext_proc["typed_config"]["message_timeout"] == "0.200s"
     p = params({"envoy": {"messageTimeoutMs": 1500, "xffNumTrustedHops": 2, "backendClusterStats": False,
                           "overload": {"maxHeapSizeBytes": 2**28, "maxConnections": 77}}})  # fmt: skip
-    b = render_bootstrap(gateway(80), p, s)
+    b = printed_bootstrap(render(gateway(80), p, s), tmp_path / "params.json")
     hcm = b["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     assert hcm["xff_num_trusted_hops"] == 2 and "early_header_mutation_extensions" not in hcm
     assert (
@@ -190,13 +197,14 @@ def test_bootstrap_edits_are_the_charts_and_the_parameters() -> None:
         == "77"
     )
     assert "stats_config" in b and "stats_config" not in default
-    assert s.bootstrap == settings().bootstrap  # the settings' template was not edited in place
+    assert s == settings()  # the installation's settings were not edited in place
 
 
 @pytest.mark.parametrize("transport", ["grpc", "http"])
-def test_bootstrap_equals_the_extprocs_generator_with_the_same_options(transport: str) -> None:
-    """What `python -m trafficsplit.extproc --print-bootstrap --listener PORT=0.0.0.0:INNER ...` writes for a Gateway
-    data plane (gw-dataplane's listeners: each names its port to the processor), with the values and parameters."""
+def test_the_pods_bootstrap_is_the_generators_for_the_gateways_options(transport: str, tmp_path: Path) -> None:
+    """What the init container's `--print-bootstrap --listener PORT=0.0.0.0:INNER ...` writes is the generator's
+    bootstrap for a Gateway data plane (its listeners each name their port to the processor) with the chart's
+    values under the parameters, the processor's addresses and the admin on loopback."""
     from trafficsplit.wire.bootstrap import (
         Address,
         BootstrapOptions,
@@ -205,10 +213,10 @@ def test_bootstrap_equals_the_extprocs_generator_with_the_same_options(transport
         bootstrap_json,
     )
 
-    s = settings(settings_doc(extproc__transport=transport), transport)
+    s = settings(settings_doc(extproc__transport=transport))
     p = params({"envoy": {"messageTimeoutMs": 250, "xffNumTrustedHops": 1, "backendClusterStats": False,
                           "overload": {"maxHeapSizeBytes": 100 * 2**20, "maxConnections": 10}}})  # fmt: skip
-    got = render_bootstrap(gateway(80, 8443), p, s)
+    got = printed_bootstrap(render(gateway(80, 8443), p, s), tmp_path / "envoy.json")
     expected = json.loads(bootstrap_json(BootstrapOptions(
         node_id="gateway", listen=Address("0.0.0.0", 8080),
         extproc=Address("127.0.0.1", 9005 if transport == "http" else 9001), ads=Address("127.0.0.1", 9001),
@@ -220,7 +228,7 @@ def test_bootstrap_equals_the_extprocs_generator_with_the_same_options(transport
     assert got == expected
 
 
-def test_https_listeners_render_the_extprocs_https_listener_flags() -> None:
+def test_https_listeners_render_the_extprocs_https_listener_flags(tmp_path: Path) -> None:
     """An HTTPS port's Envoy listener is what `--listener 443=0.0.0.0:10443:https:NAME,...` generates: one chain per
     HTTPS listener hostname (SNI), each with its certificate over SDS; a plain port stays as it was."""
     from trafficsplit.wire.bootstrap import Address, BootstrapOptions, GatewayListener, bootstrap_json
@@ -240,7 +248,8 @@ def test_https_listeners_render_the_extprocs_https_listener_flags() -> None:
         }
     )
     s = settings()
-    got = render_bootstrap(gw, DEFAULT_PARAMETERS, s)
+    r = render(gw, DEFAULT_PARAMETERS, s)
+    got = printed_bootstrap(r, tmp_path / "envoy.json")
     listeners = (
         GatewayListener(80, Address("0.0.0.0", 10080)),
         GatewayListener(443, Address("0.0.0.0", 10443), ("a.example.com", "*")),
@@ -250,6 +259,8 @@ def test_https_listeners_render_the_extprocs_https_listener_flags() -> None:
         ads=Address("127.0.0.1", 9001), admin=Address("127.0.0.1", 9901), listeners=listeners,
     )))  # fmt: skip
     assert got["static_resources"]["listeners"] == expected["static_resources"]["listeners"]
+    flags = [a for a in bootstrap_container(r)["args"] if a.startswith("--listener=")]
+    assert flags == ["--listener=80=0.0.0.0:10080", "--listener=443=0.0.0.0:10443:https:a.example.com,*"]
     assert GatewayListener.parse("443=0.0.0.0:10443:https:a.example.com,*") == listeners[1]
     assert GatewayListener.parse("443=0.0.0.0:10443:https").tls_hosts == ("*",)
     with pytest.raises(ValueError, match="not a host name"):
@@ -257,12 +268,31 @@ def test_https_listeners_render_the_extprocs_https_listener_flags() -> None:
 
 
 def test_a_changed_listener_port_rolls_the_pods() -> None:
-    def checksum(*ports: int) -> str:
-        r = render(gateway(*ports), DEFAULT_PARAMETERS, settings())
-        return one(r, "Deployment")["spec"]["template"]["metadata"]["annotations"]["checksum/bootstrap"]  # type: ignore[no-any-return]
+    # The bootstrap's flags are in the pod template: a changed bootstrap is a changed template, which rolls the pods.
+    def template(*ports: int, p: Any = DEFAULT_PARAMETERS) -> dict[str, Any]:
+        return one(render(gateway(*ports), p, settings()), "Deployment")["spec"]["template"]  # type: ignore[no-any-return]
 
-    assert checksum(80) == checksum(80)
-    assert checksum(80) != checksum(80, 8080)
+    assert template(80) == template(80)
+    assert template(80)["spec"]["initContainers"] != template(80, 8080)["spec"]["initContainers"]
+    assert template(80) != template(80, p=params({"envoy": {"messageTimeoutMs": 999}}))
+
+
+def test_the_pod_makes_its_bootstrap_with_the_extprocs_image_into_the_file_envoy_reads() -> None:
+    r = render(gateway(80), DEFAULT_PARAMETERS, settings())
+    init, ext, envoy = bootstrap_container(r), container(r, "extproc"), container(r, "envoy")
+    assert (init["image"], init["imagePullPolicy"]) == (ext["image"], ext["imagePullPolicy"])
+    assert init["securityContext"] == ext["securityContext"] and init["resources"] == ext["resources"]
+    assert {"name": "bootstrap", "emptyDir": {"sizeLimit": "4Mi"}} in pod(r)["volumes"]
+    [written] = [m for m in init["volumeMounts"] if m["name"] == "bootstrap"]
+    [read] = [m for m in envoy["volumeMounts"] if m["name"] == "bootstrap"]
+    assert read == {**written, "readOnly": True}
+    config = envoy["args"][envoy["args"].index("--config-path") + 1]
+    assert init["args"][:2] == ["--print-bootstrap", f"--bootstrap-out={config}"]
+    assert config.startswith(written["mountPath"] + "/")
+    # The processor's addresses are one set of flags: the bootstrap's clusters point where the extproc listens.
+    assert [a for a in ext["args"] if a.startswith("--listen=")] == [
+        a for a in init["args"] if a.startswith("--listen=")
+    ]
 
 
 def test_the_publish_port_is_headless_and_open_only_to_the_operator() -> None:
@@ -304,11 +334,6 @@ def test_bad_settings_stop_the_operator_naming_the_field(change: Any, expect: st
         settings(doc)
 
 
-def test_a_bootstrap_of_another_shape_is_refused() -> None:
-    with pytest.raises(ValueError, match="does not have the shape"):
-        parse_settings(json.dumps(settings_doc()), json.dumps({"static_resources": {"listeners": []}}))
-
-
 def test_addresses_are_the_load_balancers_else_the_cluster_ip() -> None:
     svc: dict[str, Any] = {"spec": {"clusterIP": "10.0.0.7", "clusterIPs": ["10.0.0.7", "fd00::7"]}}
     assert service_addresses(svc) == (GatewayAddress("IPAddress", "10.0.0.7"), GatewayAddress("IPAddress", "fd00::7"))
@@ -320,16 +345,15 @@ def test_addresses_are_the_load_balancers_else_the_cluster_ip() -> None:
     assert service_addresses({"spec": {"clusterIP": "None"}}) == ()
 
 
-def test_the_settings_files_load_as_the_chart_mounts_them(tmp_path: Path) -> None:
+def test_the_settings_file_loads_as_the_chart_mounts_it(tmp_path: Path) -> None:
     from trafficsplit.operator.provisioner import load_settings
 
     (tmp_path / "settings.json").write_text(json.dumps(settings_doc("ops")))
-    (tmp_path / "envoy-bootstrap.json").write_text((CHART / "files" / "envoy-bootstrap.json").read_text())
-    loaded = load_settings(str(tmp_path / "settings.json"), str(tmp_path / "envoy-bootstrap.json"))
+    loaded = load_settings(str(tmp_path / "settings.json"))
     assert loaded.namespace == "ops" and loaded == settings(settings_doc("ops"))
     (tmp_path / "big.json").write_text(" " * (2 << 20))
     with pytest.raises(ValueError, match="over"):
-        load_settings(str(tmp_path / "big.json"), str(tmp_path / "envoy-bootstrap.json"))
+        load_settings(str(tmp_path / "big.json"))
 
 
 # --- cookie keys --------------------------------------------------------------------------------------------------

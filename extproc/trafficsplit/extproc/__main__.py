@@ -2,7 +2,7 @@
 
 Runs one dataplane processor (ext_proc + ADS for the Envoy beside it, the publish API, health, metrics) until SIGTERM
 or SIGINT. `--print-bootstrap` writes the matching Envoy bootstrap instead and exits, so the pair is configured from
-one place.
+one place (a provisioned Gateway pod runs it as an init container, `--bootstrap-out` naming the file Envoy reads).
 """
 
 from __future__ import annotations
@@ -111,6 +111,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--log-level", default="INFO")
     b = p.add_argument_group("bootstrap", "print the matching Envoy bootstrap and exit")
     b.add_argument("--print-bootstrap", action="store_true")
+    b.add_argument(
+        "--bootstrap-out",
+        type=Path,
+        help="write the bootstrap to this file (readable by all: Envoy runs as another user) instead of stdout",
+    )
     b.add_argument("--envoy-listen", default="0.0.0.0:8080", help="the gateway's HTTP listener")
     b.add_argument(
         "--listener",
@@ -199,24 +204,27 @@ def main(argv: list[str] | None = None) -> int:
     http_listen = ext_proc_http_listen(args)
     if args.print_bootstrap:
         local = Address.parse(args.listen)
-        sys.stdout.write(
-            bootstrap_json(
-                BootstrapOptions(
-                    node_id=args.replica,
-                    listen=Address.parse(args.envoy_listen),
-                    extproc=local if http_listen is None else Address.parse(http_listen),
-                    ads=local,
-                    admin=Address.parse(args.envoy_admin),
-                    message_timeout_ms=args.message_timeout_ms,
-                    xff_num_trusted_hops=args.xff_num_trusted_hops,
-                    max_heap_bytes=args.max_heap_bytes,
-                    max_connections=args.max_connections,
-                    extproc_transport=transport,
-                    backend_cluster_stats=args.backend_cluster_stats,
-                    listeners=tuple(args.listeners),
-                )
+        text = bootstrap_json(
+            BootstrapOptions(
+                node_id=args.replica,
+                listen=Address.parse(args.envoy_listen),
+                extproc=local if http_listen is None else Address.parse(http_listen),
+                ads=local,
+                admin=Address.parse(args.envoy_admin),
+                message_timeout_ms=args.message_timeout_ms,
+                xff_num_trusted_hops=args.xff_num_trusted_hops,
+                max_heap_bytes=args.max_heap_bytes,
+                max_connections=args.max_connections,
+                extproc_transport=transport,
+                backend_cluster_stats=args.backend_cluster_stats,
+                listeners=tuple(args.listeners),
             )
         )
+        if args.bootstrap_out is None:
+            sys.stdout.write(text)
+        else:
+            args.bootstrap_out.write_text(text, encoding="utf-8")
+            args.bootstrap_out.chmod(0o644)
         return 0
     if transport is ExtProcTransport.HTTP:
         require_httptools()

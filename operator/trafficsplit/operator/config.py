@@ -40,7 +40,6 @@ class Config:
     metrics: tuple[str, int] | None = None  # (host, port) of the Prometheus endpoint; None: not served
     gateway_api: bool  # answer our GatewayClass and provision a data plane per Gateway
     dataplane_settings: str | None  # the chart's settings file for provisioned data planes (provision.py)
-    dataplane_bootstrap: str | None  # the extproc's Envoy bootstrap those data planes start from
     dataplane_namespace: str = "default"  # where each Gateway's data plane (and its publish Service) lives
 
     @property
@@ -142,11 +141,6 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="JSON settings of provisioned data planes, as the chart renders them [DATAPLANE_SETTINGS]",
     )
     p.add_argument(
-        "--dataplane-bootstrap",
-        default=e("DATAPLANE_BOOTSTRAP"),
-        help="the extproc's Envoy bootstrap JSON provisioned data planes start from [DATAPLANE_BOOTSTRAP]",
-    )
-    p.add_argument(
         "--dataplane-namespace",
         default=e("DATAPLANE_NAMESPACE", env.get("POD_NAMESPACE") or "default"),
         help="the namespace of every Gateway's data plane and publish Service [DATAPLANE_NAMESPACE, POD_NAMESPACE]",
@@ -173,12 +167,10 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
     elif a.tls_cert is not None or a.tls_key is not None or a.tls_server_name is not None:
         raise SystemExit("--tls-cert, --tls-key and --tls-server-name need --tls-ca")
     gateway_api = a.gateway_api == "true"
-    # Without the two files Gateways are served but not provisioned: their data planes (publish Services) are made
-    # by someone else, as the tests do.
-    if gateway_api and (a.file_source is not None or (a.dataplane_settings is None) != (a.dataplane_bootstrap is None)):
-        raise SystemExit(
-            "--gateway-api needs Kubernetes mode; --dataplane-settings and --dataplane-bootstrap go together"
-        )
+    # Without the settings file Gateways are served but not provisioned: their data planes (publish Services) are
+    # made by someone else, as the tests do.
+    if gateway_api and a.file_source is not None:
+        raise SystemExit("--gateway-api needs Kubernetes mode")
     return Config(
         namespaces=tuple(_split_list(a.namespaces)),
         gateway_service=a.gateway_service,
@@ -203,6 +195,5 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         metrics=_host_port(a.metrics, "--metrics") if a.metrics else None,
         gateway_api=gateway_api,
         dataplane_settings=a.dataplane_settings,
-        dataplane_bootstrap=a.dataplane_bootstrap,
         dataplane_namespace=a.dataplane_namespace,
     )

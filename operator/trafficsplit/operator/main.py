@@ -167,11 +167,11 @@ async def run_kubernetes(cfg: Config) -> bool:
         log.info("Gateway API off: --gateway-api=false; serving TrafficSplits only")
     provisioner: Provisioner | None = None
     dataplane_namespace = cfg.dataplane_namespace
-    if gateway_api and cfg.dataplane_settings and cfg.dataplane_bootstrap:
+    if gateway_api and cfg.dataplane_settings:
         from trafficsplit.operator.provisioner import Provisioner as ApiProvisioner
         from trafficsplit.operator.provisioner import load_settings
 
-        settings = load_settings(cfg.dataplane_settings, cfg.dataplane_bootstrap)
+        settings = load_settings(cfg.dataplane_settings)
         provisioner = ApiProvisioner(api, settings)
         dataplane_namespace = settings.namespace
     elif gateway_api:

@@ -4,9 +4,16 @@ Kubernetes objects that run it. Pure: no I/O (the `Provisioner` in provisioner.p
 What a data-plane pod is stays the chart's: the operator reads the chart's own `gateway.*` values, the publish
 port's Secrets and the security contexts from the settings file the chart renders (`--dataplane-settings`,
 templates/operator-dataplane-configmap.yaml), and builds the same Envoy + extproc containers the chart's
-gateway Deployment has. tests/integration/test_provision_chart.py renders both and compares the containers, so the
-two cannot drift. A GatewayParameters object overrides the per-Gateway part (replicas, resources, Service type and
-annotations, Envoy's settings); the rest is the installation's.
+gateway Deployment has. tests/integration/test_chart.py renders both and compares the containers, so the two
+cannot drift. A GatewayParameters object overrides the per-Gateway part (replicas, resources, Service type and
+annotations, Envoy's settings; `merge`); the rest is the installation's.
+
+Envoy's bootstrap is made in the pod, by the one maker the chart's gateway bootstrap also comes from
+(trafficsplit.wire.bootstrap): an init container of the extproc image runs `python -m trafficsplit.extproc
+--print-bootstrap` with flags (`bootstrap_args`: the listeners, the processor's addresses, the Envoy values) into an
+emptyDir Envoy reads. The operator writes flags, never Envoy configuration (.importlinter, operator-no-envoy), and the
+bootstrap is always the one of the extproc version it runs beside. An HTTPS port's flag names its hostnames only: the
+certificates reach Envoy over SDS from the processor.
 
 Every object lives in the operator's namespace and carries `dataplane_names.selector_labels` (owner references
 cannot cross namespaces, so cleanup finds a deleted Gateway's objects by label).
@@ -32,7 +39,6 @@ import base64
 import binascii
 import copy
 import dataclasses
-import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -63,16 +69,7 @@ TOKEN_DIR = "/var/run/secrets/trafficsplit.dev/publish"
 TLS_DIR = "/var/run/secrets/trafficsplit.dev/publish-tls"
 COOKIE_KEYS_DIR = "/etc/trafficsplit/cookie-keys"
 BOOTSTRAP_DIR = "/etc/trafficsplit/envoy"
-HCM = "envoy.filters.network.http_connection_manager"
-BACKEND_STATS_REGEX = r"cluster\.[a-z0-9-]+/.*"  # the chart's (and wire.bootstrap.BACKEND_CLUSTER_STATS_REGEX)
 MAX_SETTINGS_BYTES = 1 << 20
-# A Gateway data plane's Envoy listeners and how each names its port to the processor: wire.bootstrap's
-# GATEWAY_LISTENER_PREFIX and wire.envoy's LISTENER_PORT_METADATA (the operator does not import Envoy's side; the
-# bootstrap test compares the whole document with the generator's).
-GATEWAY_LISTENER_PREFIX = "trafficsplit_http_"
-LISTENER_PORT_HEADER = "x-trafficsplit-listener-port"
-# An HTTPS port's certificates over SDS: wire.envoy's secret_name (`trafficsplit_tls_<port>_<hostname|*>`).
-SECRET_PREFIX = "trafficsplit_tls_"
 
 
 # The cookie keys Secret (see the module docstring). The keys are hex text: the key file is line-based, and a key is
@@ -110,7 +107,6 @@ class DataplaneSettings:
     envoy_user: int
     image_pull_secrets: tuple[Mapping[str, Any], ...]
     operator_labels: Mapping[str, str]  # the operator pods' selector: the only peers of the publish port
-    bootstrap: Mapping[str, Any]  # the extproc's own bootstrap for the transport (files/envoy-bootstrap*.json)
     labels: Mapping[str, str] = field(default_factory=dict)  # extra labels on every object (the chart's part-of)
 
     @property
@@ -125,16 +121,15 @@ def _need(doc: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where
     return value
 
 
-def parse_settings(text: str, bootstrap_text: str) -> DataplaneSettings:
-    """The settings file the chart renders and the bootstrap file it ships → DataplaneSettings. Both are the
-    installation's own (a ConfigMap only the release writes), still bounded and type-checked: a wrong file stops
-    the operator at start with the field named, never half-provisions a Gateway."""
-    if len(text) > MAX_SETTINGS_BYTES or len(bootstrap_text) > MAX_SETTINGS_BYTES:
-        raise ValueError("dataplane settings: a file is over 1 MiB")
+def parse_settings(text: str) -> DataplaneSettings:
+    """The settings file the chart renders → DataplaneSettings. The installation's own (a ConfigMap only the release
+    writes), still bounded and type-checked: a wrong file stops the operator at start with the field named, never
+    half-provisions a Gateway."""
+    if len(text) > MAX_SETTINGS_BYTES:
+        raise ValueError("dataplane settings: the file is over 1 MiB")
     doc = json.loads(text)
-    bootstrap = json.loads(bootstrap_text)
-    if not isinstance(doc, dict) or not isinstance(bootstrap, dict):
-        raise ValueError("dataplane settings: expected JSON objects")
+    if not isinstance(doc, dict):
+        raise ValueError("dataplane settings: expected a JSON object")
     gw = _need(doc, "gateway", dict, "")
     for key in ("extproc", "envoy", "service", "podDisruptionBudget", "networkPolicy"):
         _need(gw, key, dict, "gateway.")
@@ -155,10 +150,8 @@ def parse_settings(text: str, bootstrap_text: str) -> DataplaneSettings:
         envoy_user=_need(sc, "envoyUser", int, "securityContext."),
         image_pull_secrets=tuple(doc.get("imagePullSecrets") or ()),
         operator_labels={str(k): str(v) for k, v in _need(doc, "operatorLabels", dict, "").items()},
-        bootstrap=bootstrap,
         labels={str(k): str(v) for k, v in (doc.get("labels") or {}).items()},
     )
-    _listener(bootstrap)  # the bootstrap has the shape edited below, or the operator refuses to start
     return settings
 
 
@@ -307,124 +300,55 @@ def _container_ports(gateway: Gateway, settings: DataplaneSettings) -> dict[int,
     return out
 
 
-# --- the bootstrap ----------------------------------------------------------------------------------------------------
+# --- the bootstrap: the flags of the maker in the pod -----------------------------------------------------------------
+
+# Envoy's node id in the bootstrap, as in the chart's files/envoy-bootstrap.json: Envoy's `--service-node $(POD_NAME)`
+# replaces it, so every replica's pod template is the same.
+BOOTSTRAP_NODE_ID = "gateway"
+BOOTSTRAP_FILE = f"{BOOTSTRAP_DIR}/envoy.json"
+# The emptyDir the bootstrap is written to: 64 listeners' filter chains take well under 1 MiB.
+BOOTSTRAP_SIZE_LIMIT = "4Mi"
 
 
-def _listener(bootstrap: Mapping[str, Any]) -> Mapping[str, Any]:
-    listeners = bootstrap.get("static_resources", {}).get("listeners", [])
-    hcms = [
-        f
-        for lis in listeners
-        for fc in lis.get("filter_chains", [])
-        for f in fc.get("filters", [])
-        if f.get("name") == HCM
-    ]
-    if len(listeners) != 1 or len(hcms) != 1 or "use_remote_address" not in hcms[0].get("typed_config", {}):
-        raise ValueError("dataplane settings: the bootstrap does not have the shape the provisioner edits")
-    return listeners[0]  # type: ignore[no-any-return]
+def processor_args(settings: DataplaneSettings) -> list[str]:
+    """Where the processor serves its Envoy (ext_proc and ADS, and the http_service server with that transport): the
+    same flags for the extproc and for the bootstrap it prints, so Envoy's clusters point where the processor is."""
+    args = [f"--listen=127.0.0.1:{EXTPROC_LISTEN}"]
+    if settings.transport == "http":
+        args += ["--ext-proc-transport=http", f"--ext-proc-http-listen=127.0.0.1:{EXTPROC_HTTP_LISTEN}"]
+    return args
 
 
-def _timeout(ms: int) -> str:
-    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms // 1000}.{ms % 1000:03d}s"
+def listener_flag(port: int, inner: int, https: Sequence[str] = ()) -> str:
+    """The extproc's `--listener` for a Gateway listener port served on `inner` in the pod: `PORT=0.0.0.0:INNER`,
+    with `:https:NAME,...` for an HTTPS port (one SNI filter chain per hostname, its certificate over SDS)."""
+    flag = f"{port}=0.0.0.0:{inner}"
+    return f"{flag}:https:{','.join(https)}" if https else flag
 
 
-def render_bootstrap(gateway: Gateway, params: GatewayParameters, settings: DataplaneSettings) -> dict[str, Any]:
-    """The extproc's bootstrap with what the chart's bootstrap template sets (the same edits, in the same form), from
-    the parameters or the chart's values, and one Gateway listener per listener port: the document the extproc's
-    own generator writes for those options (tests/unit/test_provision.py compares them)."""
-    b = copy.deepcopy(dict(settings.bootstrap))
+def bootstrap_args(gateway: Gateway, settings: DataplaneSettings, ports: Mapping[int, int]) -> list[str]:
+    """The init container's arguments: `python -m trafficsplit.extproc --print-bootstrap` with the merged settings'
+    Envoy values (the chart's, under the class's parameters) and one `--listener` per listener port, written where
+    Envoy reads its bootstrap."""
     envoy = settings.gateway["envoy"]
-    template = _listener(b)
-    hcm = next(f for fc in template["filter_chains"] for f in fc["filters"] if f["name"] == HCM)["typed_config"]
-    timeout = _timeout(_pick(params.message_timeout_ms, envoy["messageTimeoutMs"]))
-    for f in hcm["http_filters"]:
-        if f["name"] == "envoy.filters.http.ext_proc":
-            f["typed_config"]["message_timeout"] = timeout
-            uri = f["typed_config"].get("http_service", {}).get("http_service", {}).get("http_uri")
-            if uri is not None:
-                uri["timeout"] = timeout
-    hops = _pick(params.xff_num_trusted_hops, envoy["xffNumTrustedHops"])
-    if hops > 0:
-        hcm["xff_num_trusted_hops"] = hops
-        hcm.pop("early_header_mutation_extensions", None)
-    overload = envoy["overload"]
-    for m in b.get("overload_manager", {}).get("resource_monitors", []):
-        if m["name"] == "envoy.resource_monitors.fixed_heap":
-            m["typed_config"]["max_heap_size_bytes"] = str(
-                _pick(params.max_heap_size_bytes, overload["maxHeapSizeBytes"])
-            )
-        elif m["name"] == "envoy.resource_monitors.global_downstream_max_connections":
-            conns = _pick(params.max_connections, overload["maxConnections"])
-            m["typed_config"]["max_active_downstream_connections"] = str(conns)
-    stats = params.backend_cluster_stats
-    if stats is None:
-        stats = str(envoy.get("backendClusterStats")).lower() != "false"
-    if not stats:
-        b["stats_config"] = {
-            "stats_matcher": {"exclusion_list": {"patterns": [{"safe_regex": {"regex": BACKEND_STATS_REGEX}}]}}
-        }
-    b["static_resources"]["listeners"] = [
-        _gateway_listener(template, port, inner, tls_hosts(gateway, port))
-        for port, inner in _container_ports(gateway, settings).items()
+    args = [
+        "--print-bootstrap",
+        f"--bootstrap-out={BOOTSTRAP_FILE}",
+        f"--replica={BOOTSTRAP_NODE_ID}",
+        *processor_args(settings),
+        f"--envoy-admin=127.0.0.1:{ENVOY_ADMIN}",
+        f"--message-timeout-ms={int(envoy['messageTimeoutMs'])}",
+        f"--xff-num-trusted-hops={int(envoy['xffNumTrustedHops'])}",
+        f"--max-heap-bytes={int(envoy['overload']['maxHeapSizeBytes'])}",
+        f"--max-connections={int(envoy['overload']['maxConnections'])}",
     ]
-    return b
+    if not envoy["backendClusterStats"]:
+        args.append("--no-backend-cluster-stats")
+    args += [f"--listener={listener_flag(p, inner, tls_hosts(gateway, p))}" for p, inner in ports.items()]
+    return args
 
 
-def _gateway_listener(template: Mapping[str, Any], port: int, inner: int, https: Sequence[str] = ()) -> dict[str, Any]:
-    """The chart's listener as a Gateway data plane's listener for `port`, bound at `inner`: what the extproc's
-    `--print-bootstrap --listener PORT=0.0.0.0:INNER` writes (a test compares them), its ext_proc filter naming the
-    port to the processor (gRPC initial metadata, or a header of the http_service POST) and allowed to set routing
-    headers (a URLRewrite's host)."""
-    lis = copy.deepcopy(dict(template))
-    lis["name"] = f"{GATEWAY_LISTENER_PREFIX}{port}"
-    lis["address"]["socket_address"]["port_value"] = inner
-    hcm = next(f for fc in lis["filter_chains"] for f in fc["filters"] if f["name"] == HCM)["typed_config"]
-    for f in hcm["http_filters"]:
-        if f["name"] != "envoy.filters.http.ext_proc":
-            continue
-        ext = f["typed_config"]
-        ext["mutation_rules"] = {"allow_all_routing": True}
-        if "http_service" in ext:
-            header = {"key": LISTENER_PORT_HEADER, "value": str(port)}
-            ext["http_service"]["http_service"]["request_headers_to_add"] = [
-                {"header": header, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
-            ]
-        else:
-            ext["grpc_service"]["initial_metadata"] = [{"key": LISTENER_PORT_HEADER, "value": str(port)}]
-    if https:
-        chain = lis["filter_chains"][0]
-        lis["listener_filters"] = [
-            {
-                "name": "envoy.filters.listener.tls_inspector",
-                "typed_config": {
-                    "@type": "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"
-                },
-            }
-        ]
-        lis["filter_chains"] = [_tls_chain(chain, port, host) for host in https]
-    return lis
-
-
-def _tls_chain(chain: Mapping[str, Any], port: int, host: str) -> dict[str, Any]:
-    """The listener's chain terminating TLS for SNI `host` (`*`: any) with the certificate SDS sends for it."""
-    out = copy.deepcopy(dict(chain))
-    if host != "*":
-        out["filter_chain_match"] = {"server_names": [host]}
-    sds = {"ads": {}, "initial_fetch_timeout": "1s", "resource_api_version": "V3"}
-    out["transport_socket"] = {
-        "name": "envoy.transport_sockets.tls",
-        "typed_config": {
-            "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
-            "common_tls_context": {
-                "alpn_protocols": ["h2", "http/1.1"],
-                "tls_certificate_sds_secret_configs": [{"name": f"{SECRET_PREFIX}{port}_{host}", "sds_config": sds}],
-            },
-        },
-    }
-    return out
-
-
-# --- the objects ------------------------------------------------------------------------------------------------------
+# --- merging: the class's parameters over the chart's values ----------------------------------------------------------
 
 
 _T = TypeVar("_T")
@@ -447,18 +371,99 @@ def _resources(override: Resources, default: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
+def merge(gateway: Gateway, params: GatewayParameters, settings: DataplaneSettings) -> DataplaneSettings:
+    """The chart's gateway values with the class's parameters laid over them, field by field, and the cookie keys
+    Secret the pods mount: the user's (the parameters' `cookieKeysSecret`) or the Gateway's own, never the chart
+    gateway's (the pod template names the Secret, never its content, so a rotation rolls no pod)."""
+    g = copy.deepcopy(dict(settings.gateway))
+    envoy, ext, svc = g["envoy"], g["extproc"], g["service"]
+    g["replicas"] = _pick(params.replicas, g["replicas"])
+    svc["type"] = params.service_type.value if params.service_type is not None else str(svc["type"])
+    svc["annotations"] = dict(params.service_annotations or (svc.get("annotations") or {}).items())
+    svc["externalTrafficPolicy"] = params.external_traffic_policy or svc.get("externalTrafficPolicy")
+    envoy["concurrency"] = _pick(params.envoy_concurrency, envoy["concurrency"])
+    if params.envoy_log_level is not None:
+        envoy["logLevel"] = params.envoy_log_level.value
+    envoy["preStopSleepSeconds"] = _pick(params.pre_stop_sleep_seconds, envoy["preStopSleepSeconds"])
+    envoy["messageTimeoutMs"] = _pick(params.message_timeout_ms, envoy["messageTimeoutMs"])
+    envoy["xffNumTrustedHops"] = _pick(params.xff_num_trusted_hops, envoy["xffNumTrustedHops"])
+    # Only an explicit false turns the stats off (as in the chart's bootstrap template).
+    stats = str(envoy.get("backendClusterStats")).lower() != "false"
+    envoy["backendClusterStats"] = _pick(params.backend_cluster_stats, stats)
+    overload = envoy["overload"]
+    overload["maxHeapSizeBytes"] = _pick(params.max_heap_size_bytes, overload["maxHeapSizeBytes"])
+    overload["maxConnections"] = _pick(params.max_connections, overload["maxConnections"])
+    envoy["resources"] = _resources(params.envoy_resources, envoy["resources"])
+    ext["resources"] = _resources(params.extproc_resources, ext["resources"])
+    ext["cookieKeysSecret"] = params.cookie_keys_secret or cookie_keys_secret_name(
+        gateway.meta.namespace, gateway.meta.name
+    )
+    return dataclasses.replace(settings, gateway=g)
+
+
+# --- naming and labels ------------------------------------------------------------------------------------------------
+
+
+def object_labels(gateway: Gateway, settings: DataplaneSettings) -> dict[str, str]:
+    ns, name = gateway.meta.namespace, gateway.meta.name
+    return {**settings.labels, **selector_labels(ns, name), MANAGED_BY_LABEL: MANAGED_BY}
+
+
+def _meta(
+    name: str, gateway: Gateway, settings: DataplaneSettings, annotations: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    # The user's annotations first: the Gateway's identity cannot be overwritten by a Service annotation.
+    annotations = {
+        **(annotations or {}),
+        GATEWAY_NAMESPACE_ANNOTATION: gateway.meta.namespace,
+        GATEWAY_NAME_ANNOTATION: gateway.meta.name,
+    }
+    return {
+        "name": name,
+        "namespace": settings.namespace,
+        "labels": object_labels(gateway, settings),
+        "annotations": annotations,
+    }
+
+
+def _name(gateway: Gateway) -> str:
+    return dataplane_name(gateway.meta.namespace, gateway.meta.name)
+
+
+def _selector(gateway: Gateway) -> dict[str, str]:
+    return dict(selector_labels(gateway.meta.namespace, gateway.meta.name))
+
+
+# --- the containers ---------------------------------------------------------------------------------------------------
+
+
 def _container_sc(settings: DataplaneSettings, uid: int) -> dict[str, Any]:
     return {**copy.deepcopy(dict(settings.container_security_context)), "runAsUser": uid, "runAsGroup": uid,
             "runAsNonRoot": True}  # fmt: skip
+
+
+def bootstrap_container(settings: DataplaneSettings, args: Sequence[str]) -> dict[str, Any]:
+    """The init container that writes Envoy's bootstrap: the extproc's image (the maker is the processor's own, of the
+    same version), as the extproc runs (user, security context, resources: never more than the pod's containers)."""
+    ext = settings.gateway["extproc"]
+    return {
+        "name": "bootstrap",
+        "image": settings.extproc_image,
+        "imagePullPolicy": ext["image"]["pullPolicy"],
+        "args": list(args),
+        "resources": copy.deepcopy(dict(ext["resources"])),
+        "securityContext": _container_sc(settings, settings.app_user),
+        # A refused flag shows in the pod's status, not only in the log of a container that is gone.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [{"name": "bootstrap", "mountPath": BOOTSTRAP_DIR}, {"name": "tmp", "mountPath": "/tmp"}],
+    }
 
 
 def extproc_container(settings: DataplaneSettings, gateway: Gateway | None = None) -> dict[str, Any]:
     g = settings.gateway
     ext = g["extproc"]
     tls = settings.tls_secret is not None
-    args = [f"--listen=127.0.0.1:{EXTPROC_LISTEN}"]
-    if settings.transport == "http":
-        args += ["--ext-proc-transport=http", f"--ext-proc-http-listen=127.0.0.1:{EXTPROC_HTTP_LISTEN}"]
+    args = processor_args(settings)
     args += [
         f"--publish=0.0.0.0:{settings.publish_port}",
         f"--health=$(POD_IP):{ext['healthPort']}",
@@ -554,86 +559,15 @@ def envoy_container(settings: DataplaneSettings, ports: Mapping[int, int]) -> di
     return c
 
 
-def _with_params(settings: DataplaneSettings, params: GatewayParameters) -> DataplaneSettings:
-    """The chart's gateway values with the class's parameters laid over them."""
-    g = copy.deepcopy(dict(settings.gateway))
-    envoy, ext = g["envoy"], g["extproc"]
-    envoy["concurrency"] = _pick(params.envoy_concurrency, envoy["concurrency"])
-    if params.envoy_log_level is not None:
-        envoy["logLevel"] = params.envoy_log_level.value
-    envoy["preStopSleepSeconds"] = _pick(params.pre_stop_sleep_seconds, envoy["preStopSleepSeconds"])
-    envoy["resources"] = _resources(params.envoy_resources, envoy["resources"])
-    ext["resources"] = _resources(params.extproc_resources, ext["resources"])
-    return dataclasses.replace(settings, gateway=g)
+# --- the objects, one function per kind -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Rendered:
-    """The objects of one Gateway's data plane, in apply order (the ConfigMap before the pods that mount it)."""
-
-    name: str
-    objects: tuple[dict[str, Any], ...]
-
-    def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [o for o in self.objects if o["kind"] == kind]
-
-
-def object_labels(gateway: Gateway, settings: DataplaneSettings) -> dict[str, str]:
-    ns, name = gateway.meta.namespace, gateway.meta.name
-    return {**settings.labels, **selector_labels(ns, name), MANAGED_BY_LABEL: MANAGED_BY}
-
-
-def _meta(
-    name: str, gateway: Gateway, settings: DataplaneSettings, annotations: Mapping[str, str] | None = None
-) -> dict[str, Any]:
-    # The user's annotations first: the Gateway's identity cannot be overwritten by a Service annotation.
-    annotations = {
-        **(annotations or {}),
-        GATEWAY_NAMESPACE_ANNOTATION: gateway.meta.namespace,
-        GATEWAY_NAME_ANNOTATION: gateway.meta.name,
-    }
-    return {
-        "name": name,
-        "namespace": settings.namespace,
-        "labels": object_labels(gateway, settings),
-        "annotations": annotations,
-    }
-
-
-def render(
-    gateway: Gateway, params: GatewayParameters, settings: DataplaneSettings, keys: CookieKeys | None = None
-) -> Rendered:
-    """Every object of the Gateway's data plane (see the module docstring). The pods always mount the Gateway's cookie
-    keys Secret; `keys` is its content (None: the Secret is left out of the objects, for a caller that only looks).
-    A class whose parameters name a `cookieKeysSecret` of the user's mounts that one instead, and renders none."""
-    ns, gname = gateway.meta.namespace, gateway.meta.name
-    name = dataplane_name(ns, gname)
-    ports = _container_ports(gateway, settings)
-    merged = _with_params(settings, params)
-    # The Gateway's own keys, not the chart gateway's `cookieKeysSecret`: the pod template names the Secret, never
-    # its content, so a rotation rolls no pod (the extproc re-reads the file).
-    own = params.cookie_keys_secret is None
-    merged.gateway["extproc"]["cookieKeysSecret"] = params.cookie_keys_secret or cookie_keys_secret_name(ns, gname)
-    g = merged.gateway
-    selector = selector_labels(ns, gname)
-    bootstrap_name = f"{name}-bootstrap"
-    bootstrap_json = json.dumps(render_bootstrap(gateway, params, settings), indent=2, sort_keys=True)
-    replicas = _pick(params.replicas, g["replicas"])
-
-    configmap = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _meta(bootstrap_name, gateway, settings),
-        "data": {"envoy.json": bootstrap_json},
-    }
-
-    pod_annotations = {
-        # Envoy reads its bootstrap only at start: a changed bootstrap (a listener port, a parameter) rolls the pods.
-        "checksum/bootstrap": hashlib.sha256(bootstrap_json.encode()).hexdigest(),
-        **{str(k): str(v) for k, v in (g.get("podAnnotations") or {}).items()},
-    }
+def pod_spec(gateway: Gateway, settings: DataplaneSettings, ports: Mapping[int, int]) -> dict[str, Any]:
+    """The data-plane pod: the bootstrap init container, then the chart gateway's extproc and Envoy containers."""
+    g = settings.gateway
     volumes: list[dict[str, Any]] = [
-        {"name": "bootstrap", "configMap": {"name": bootstrap_name}},
+        # Written by the init container, read by Envoy (mounted read-only there).
+        {"name": "bootstrap", "emptyDir": {"sizeLimit": BOOTSTRAP_SIZE_LIMIT}},
         {"name": "publish-token", "secret": {"secretName": settings.token_secret, "defaultMode": 0o440}},
     ]
     if settings.tls_secret is not None:
@@ -655,13 +589,14 @@ def render(
                         "weight": 100,
                         "podAffinityTerm": {
                             "topologyKey": "kubernetes.io/hostname",
-                            "labelSelector": {"matchLabels": dict(selector)},
+                            "labelSelector": {"matchLabels": _selector(gateway)},
                         },
                     }
                 ]
             }
         },
-        "containers": [extproc_container(merged, gateway), envoy_container(merged, ports)],
+        "initContainers": [bootstrap_container(settings, bootstrap_args(gateway, settings, ports))],
+        "containers": [extproc_container(settings, gateway), envoy_container(settings, ports)],
         "volumes": volumes,
     }
     if settings.image_pull_secrets:
@@ -669,54 +604,67 @@ def render(
     for key in ("priorityClassName", "nodeSelector", "tolerations"):
         if g.get(key):
             pod[key] = copy.deepcopy(g[key])
-    deployment = {
+    return pod
+
+
+def render_deployment(gateway: Gateway, settings: DataplaneSettings, ports: Mapping[int, int]) -> dict[str, Any]:
+    # The bootstrap's flags are in the pod template: a changed bootstrap (a listener port, a parameter) rolls the pods.
+    g = settings.gateway
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(name, gateway, settings),
+        "metadata": _meta(_name(gateway), gateway, settings),
         "spec": {
-            "replicas": replicas,
+            "replicas": g["replicas"],
             "revisionHistoryLimit": 5,
-            "selector": {"matchLabels": dict(selector)},
+            "selector": {"matchLabels": _selector(gateway)},
             # A new pod must hold a generation (be ready) before an old one goes: capacity never drops in a rollout.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
             "template": {
-                "metadata": {"labels": object_labels(gateway, settings), "annotations": pod_annotations},
-                "spec": pod,
+                "metadata": {
+                    "labels": object_labels(gateway, settings),
+                    "annotations": {str(k): str(v) for k, v in (g.get("podAnnotations") or {}).items()},
+                },
+                "spec": pod_spec(gateway, settings, ports),
             },
         },
     }
 
-    svc = g["service"]
-    service_type = params.service_type.value if params.service_type is not None else str(svc["type"])
-    annotations = dict(params.service_annotations or (svc.get("annotations") or {}).items())
-    policy = params.external_traffic_policy or svc.get("externalTrafficPolicy")
-    service_spec: dict[str, Any] = {
-        "type": service_type,
-        "selector": dict(selector),
+
+def render_service(gateway: Gateway, settings: DataplaneSettings, ports: Mapping[int, int]) -> dict[str, Any]:
+    """The Gateway's Service: one port per listener port, onto the port Envoy serves it on."""
+    svc = settings.gateway["service"]
+    spec: dict[str, Any] = {
+        "type": svc["type"],
+        "selector": _selector(gateway),
         "ports": [
             {"name": port_name(p), "port": p, "targetPort": port_name(p), "protocol": "TCP", "appProtocol": "http"}
             for p in ports
         ],
     }
-    if service_type != "ClusterIP" and policy:
-        service_spec["externalTrafficPolicy"] = policy
-    service = {
+    if svc["type"] != "ClusterIP" and svc["externalTrafficPolicy"]:
+        spec["externalTrafficPolicy"] = svc["externalTrafficPolicy"]
+    name = _name(gateway)
+    return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(name, gateway, settings, annotations=annotations),
-        "spec": service_spec,
+        "metadata": _meta(name, gateway, settings, annotations=svc["annotations"]),
+        "spec": spec,
     }
-    publish = {
+
+
+def render_publish_service(gateway: Gateway, settings: DataplaneSettings) -> dict[str, Any]:
+    return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(publish_service_name(ns, gname), gateway, settings),
+        "metadata": _meta(publish_service_name(gateway.meta.namespace, gateway.meta.name), gateway, settings),
         "spec": {
             # Headless, not-ready pods included: the operator publishes to every replica, and a replica is not
             # ready until it holds its first generation (the chart's gateway-publish-service.yaml says the same).
             "type": "ClusterIP",
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": dict(selector),
+            "selector": _selector(gateway),
             "ports": [
                 {
                     "name": PUBLISH_PORT_NAME,
@@ -728,49 +676,82 @@ def render(
             ],
         },
     }
-    objects: list[dict[str, Any]] = [configmap, deployment, service, publish]
-    if keys is not None and own:
-        objects.insert(0, render_cookie_keys(gateway, settings, keys))  # before the pods that mount it
-    if g["podDisruptionBudget"].get("enabled", True):
-        objects.append(
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": _meta(name, gateway, settings),
-                # maxUnavailable 1 whatever the replica count: n-1 pods through a drain, and a single replica
-                # never blocks one (a minAvailable 1 would, and the replica count here changes per class).
-                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": dict(selector)}},
-            }
+
+
+def render_pod_disruption_budget(gateway: Gateway, settings: DataplaneSettings) -> dict[str, Any] | None:
+    if not settings.gateway["podDisruptionBudget"].get("enabled", True):
+        return None
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(_name(gateway), gateway, settings),
+        # maxUnavailable 1 whatever the replica count: n-1 pods through a drain, and a single replica never blocks
+        # one (a minAvailable 1 would, and the replica count here changes per class).
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector(gateway)}},
+    }
+
+
+def render_network_policy(
+    gateway: Gateway, settings: DataplaneSettings, ports: Mapping[int, int]
+) -> dict[str, Any] | None:
+    """The pods' ingress: the listener ports (from `httpFrom`, else anyone), the publish port from the operator pods
+    only, and the metrics port from `metricsFrom` when set."""
+    np = settings.gateway["networkPolicy"]
+    if not np.get("enabled", True):
+        return None
+    http_rule: dict[str, Any] = {"ports": [{"port": port_name(p), "protocol": "TCP"} for p in ports]}
+    if np.get("httpFrom"):
+        http_rule["from"] = copy.deepcopy(list(np["httpFrom"]))
+    ingress = [
+        http_rule,
+        {
+            "ports": [{"port": PUBLISH_PORT_NAME, "protocol": "TCP"}],
+            "from": [{"podSelector": {"matchLabels": dict(settings.operator_labels)}}],
+        },
+    ]
+    if np.get("metricsFrom"):
+        ingress.append(
+            {"ports": [{"port": "metrics", "protocol": "TCP"}], "from": copy.deepcopy(list(np["metricsFrom"]))}
         )
-    np = g["networkPolicy"]
-    if np.get("enabled", True):
-        http_rule: dict[str, Any] = {"ports": [{"port": port_name(p), "protocol": "TCP"} for p in ports]}
-        if np.get("httpFrom"):
-            http_rule["from"] = copy.deepcopy(list(np["httpFrom"]))
-        ingress = [
-            http_rule,
-            {
-                "ports": [{"port": PUBLISH_PORT_NAME, "protocol": "TCP"}],
-                "from": [{"podSelector": {"matchLabels": dict(settings.operator_labels)}}],
-            },
-        ]
-        if np.get("metricsFrom"):
-            ingress.append(
-                {"ports": [{"port": "metrics", "protocol": "TCP"}], "from": copy.deepcopy(list(np["metricsFrom"]))}
-            )
-        objects.append(
-            {
-                "apiVersion": "networking.k8s.io/v1",
-                "kind": "NetworkPolicy",
-                "metadata": _meta(name, gateway, settings),
-                "spec": {
-                    "podSelector": {"matchLabels": dict(selector)},
-                    "policyTypes": ["Ingress"],
-                    "ingress": ingress,
-                },
-            }
-        )
-    return Rendered(name, tuple(objects))
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(_name(gateway), gateway, settings),
+        "spec": {"podSelector": {"matchLabels": _selector(gateway)}, "policyTypes": ["Ingress"], "ingress": ingress},
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """The objects of one Gateway's data plane, in apply order (the cookie keys Secret before the pods mounting it)."""
+
+    name: str
+    objects: tuple[dict[str, Any], ...]
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o["kind"] == kind]
+
+
+def render(
+    gateway: Gateway, params: GatewayParameters, settings: DataplaneSettings, keys: CookieKeys | None = None
+) -> Rendered:
+    """Every object of the Gateway's data plane (see the module docstring). The pods always mount the Gateway's cookie
+    keys Secret; `keys` is its content (None: the Secret is left out of the objects, for a caller that only looks).
+    A class whose parameters name a `cookieKeysSecret` of the user's mounts that one instead, and renders none."""
+    ports = _container_ports(gateway, settings)
+    merged = merge(gateway, params, settings)
+    own_keys = (
+        [render_cookie_keys(gateway, settings, keys)] if keys is not None and params.cookie_keys_secret is None else []
+    )
+    optional = (render_pod_disruption_budget(gateway, merged), render_network_policy(gateway, merged, ports))
+    objects = [
+        *own_keys,
+        render_deployment(gateway, merged, ports),
+        render_service(gateway, merged, ports),
+        render_publish_service(gateway, merged),
+        *(o for o in optional if o is not None),
+    ]
+    return Rendered(_name(gateway), tuple(objects))
 
 
 @dataclass(frozen=True, slots=True)
@@ -798,7 +779,7 @@ def service_addresses(service: Mapping[str, Any]) -> tuple[GatewayAddress, ...]:
 
 
 # The kinds a data plane may consist of, for cleanup by label (a kind the rendering may leave out, the PDB or the
-# NetworkPolicy, is still swept).
+# NetworkPolicy, is still swept; so is the bootstrap ConfigMap data planes had before their pods printed their own).
 KINDS: Sequence[tuple[str, str]] = (
     ("apps/v1", "Deployment"),
     ("v1", "Service"),

@@ -59,15 +59,13 @@ FIELD_MANAGER = "trafficsplit-operator"
 APPLY = "application/apply-patch+yaml"
 
 
-def load_settings(settings_file: str, bootstrap_file: str) -> DataplaneSettings:
-    """The files `--dataplane-settings` and `--dataplane-bootstrap` name (the chart mounts both from its ConfigMap),
-    read once at start: a bad file stops the operator with the field named."""
-    texts = []
-    for path in (Path(settings_file), Path(bootstrap_file)):
-        if path.stat().st_size > MAX_SETTINGS_BYTES:
-            raise ValueError(f"{path}: over {MAX_SETTINGS_BYTES} bytes")
-        texts.append(path.read_text(encoding="utf-8"))
-    return parse_settings(texts[0], texts[1])
+def load_settings(settings_file: str) -> DataplaneSettings:
+    """The file `--dataplane-settings` names (the chart mounts it from its ConfigMap), read once at start: a bad file
+    stops the operator with the field named."""
+    path = Path(settings_file)
+    if path.stat().st_size > MAX_SETTINGS_BYTES:
+        raise ValueError(f"{path}: over {MAX_SETTINGS_BYTES} bytes")
+    return parse_settings(path.read_text(encoding="utf-8"))
 
 
 class Provisioner:
