@@ -44,8 +44,9 @@ def versions(root: Path = ROOT) -> dict[str, str]:
     """Every place that states the release's version, by where it says it (a tag vX.Y.Z must be all of them)."""
     chart = yaml.safe_load((root / "charts/trafficsplit/Chart.yaml").read_text())
     krew = yaml.safe_load((root / "plugins/krew/trafficsplit.yaml").read_text())
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
     return {
-        "pyproject.toml project.version": str(tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]),
+        "pyproject.toml project.version": str(project["version"]),
         "Chart.yaml version": str(chart["version"]),
         "Chart.yaml appVersion": str(chart["appVersion"]),
         "krew manifest spec.version": str(krew["spec"]["version"]).removeprefix("v"),

@@ -4,7 +4,6 @@ run for real (with the package importable, and without)."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import os
 import re
@@ -13,25 +12,17 @@ import sys
 import tarfile
 import tomllib
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import yaml
+
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 KREW = ROOT / "plugins" / "krew"
 
 
-def _load_build() -> ModuleType:
-    """plugins/krew/build.py: a script the release runs, not a package."""
-    spec = importlib.util.spec_from_file_location("krew_build", KREW / "build.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-build = _load_build()
+build = load_script(KREW / "build.py", "krew_build")
 
 SEMVER = re.compile(r"v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?")
 
