@@ -12,6 +12,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.scripts import load_script
 
@@ -24,6 +25,12 @@ def test_every_place_states_the_same_version() -> None:
     found = release.versions()
     assert len(found) == 4 and len(set(found.values())) == 1, found
     assert release.version() == found["Chart.yaml appVersion"]
+
+
+def test_the_krew_manifest_points_at_the_asset_the_github_release_holds() -> None:
+    manifest = yaml.safe_load(krew.MANIFEST.read_text())
+    uris = [p["uri"] for p in manifest["spec"]["platforms"]]
+    assert uris == [f"{release.DOWNLOAD}/v{release.version()}/{krew.archive_name()}"]
 
 
 def test_a_version_that_disagrees_is_refused(tmp_path: Path) -> None:
