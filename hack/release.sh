@@ -138,4 +138,4 @@ done
 rm -rf "$DIST"
 mv "$stage" "$DIST"
 log "$VERSION in ${DIST#"$root"/}/ in $(($(date +%s) - start))s:"
-(cd "$DIST" && ls -l --time-style=+ -- * | awk '{print "  " $5 "\t" $6}' >&2)
+find "$DIST" -maxdepth 1 -type f -printf '  %12s  %f\n' | sort -k2 >&2

@@ -44,6 +44,10 @@ def test_the_manifest_follows_krews_plugin_schema() -> None:
     assert spec["shortDescription"] and len(spec["shortDescription"]) <= 80 and "\n" not in spec["shortDescription"]
     assert spec["homepage"].startswith("https://")
     assert spec["platforms"]
+    # The caveats name the wheel of this very release (the package is not on PyPI).
+    assert (
+        f"/releases/tag/v{version}" in spec["caveats"] and f"trafficsplit-{version}-py3-none-any.whl" in spec["caveats"]
+    )
     for platform in spec["platforms"]:
         assert set(platform) == {"selector", "uri", "sha256", "files", "bin"}
         for expr in platform["selector"]["matchExpressions"]:
@@ -96,5 +100,6 @@ def test_the_launcher_says_what_to_install_when_the_package_is_missing(tmp_path:
     assert done.returncode == 1 and done.stdout == ""
     assert (
         done.stderr
-        == "kubectl trafficsplit: error: the trafficsplit Python package is not installed (pip install trafficsplit)\n"
+        == "kubectl trafficsplit: error: the trafficsplit Python package is not installed (pip install the wheel of a"
+        " release: https://github.com/trafficsplit/trafficsplit/releases)\n"
     )
