@@ -227,7 +227,7 @@ if wanted envoy; then
 fi
 if wanted echo; then image echo "$(hash_text "$BASE_KEY $(hash_inputs tests/e2e/images/echo)")" build_echo; NAMES+=(echo); fi
 for n in operator extproc; do
-  if wanted $n; then image $n "$(hash_text "$BASE_KEY $(hash_inputs "${PY_SOURCES[@]}")")" "build_$n"; NAMES+=($n); fi
+  if wanted "$n"; then image "$n" "$(hash_text "$BASE_KEY $(hash_inputs "${PY_SOURCES[@]}")")" "build_$n"; NAMES+=("$n"); fi
 done
 if [[ -n "$FLAGGER" ]]; then
   image flagger "$(hash_text "$(sha256sum <"$FLAGGER") v1")" build_flagger

@@ -36,6 +36,9 @@ while (($#)); do
 done
 wanted() { [[ ",$PARTS," == *",$1,"* ]]; }
 log() { echo "release: $*" >&2; }
+for part in ${PARTS//,/ }; do
+  [[ " python krew chart plugin images " == *" $part "* ]] || { log "no part named $part"; exit 2; }
+done
 
 CACHE="${TRAFFICSPLIT_CACHE:-$HOME/.cache/trafficsplit}"
 PY="${RELEASE_PYTHON:-$(bash hack/venv.sh test,bench | tail -n 1)/python}"
