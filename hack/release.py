@@ -209,6 +209,8 @@ def notes(dist: Path, commit: str) -> str:
 
 
 def verify(dist: Path) -> list[str]:
+    if not (dist / SUMS).is_file():
+        return [f"{SUMS}: missing from {dist}"]
     problems: list[str] = []
     sums = read_sums(dist)
     names = {p.name for p in artifacts(dist)}

@@ -43,6 +43,7 @@ done
 CACHE="${TRAFFICSPLIT_CACHE:-$HOME/.cache/trafficsplit}"
 PY="${RELEASE_PYTHON:-$(bash hack/venv.sh test,bench | tail -n 1)/python}"
 [[ "$PY" == /* ]] || PY="$root/$PY"
+[[ -x "$PY" ]] || { log "no Python at $PY (hack/venv.sh failed? its log is above)"; exit 1; }
 PATH="$(dirname "$PY"):$PATH" # build-images.sh finds Envoy's binary through the python3 on PATH
 VERSION=$("$PY" hack/release.py version)
 start=$(date +%s)
