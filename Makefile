@@ -1,5 +1,5 @@
 # The README's two commands. Both install what they need on a fresh machine.
-.PHONY: demo test e2e conformance soak images kind
+.PHONY: demo test e2e conformance soak images kind release
 
 # Runs the product locally on loopback: Envoy + extproc + operator (file source on examples/) + sample backends.
 # Needs Python 3.11+; installs into the project's venv (.venv, hack/venv.sh), never into the system Python.
@@ -40,3 +40,9 @@ images:
 # Docker or Podman, kind, kubectl and helm): then `kubectl apply -f examples/kubernetes/` as in the README.
 kind:
 	bash hack/kind.sh
+
+# Everything a tag publishes, built into dist/ and checked (docs/release.md): the wheel and sdist, the chart package,
+# the krew archive and manifest, the Argo Rollouts plugin for linux amd64 and arm64, the operator/extproc/Envoy images
+# as OCI archives, SHA256SUMS and release-notes.md. ARGS="--only python,krew,chart,plugin" skips the images (root).
+release:
+	bash hack/release.sh $(ARGS)

@@ -16,6 +16,10 @@
 #        hack/build-argo-rollouts.sh --check   only check the committed CRDs against the module (exit 1 when stale)
 #        hack/build-argo-rollouts.sh --controller   only copy the CRDs and build the controller
 #        hack/build-argo-rollouts.sh --plugin  only build the plugin, print its path
+#        hack/build-argo-rollouts.sh --plugin-dist DIR   the plugin for every release platform (PLUGIN_PLATFORMS:
+#                                              linux/amd64, linux/arm64) as DIR/trafficsplit-argo-rollouts-plugin-
+#                                              <os>-<arch>; Go's build cache makes a rebuild of unchanged sources
+#                                              a link step (hack/release.sh)
 #        hack/build-argo-rollouts.sh --binaries  only build the controller and the plugin (make test's background build)
 #        hack/build-argo-rollouts.sh --print-env   the CRDs, the controller and the plugin, then ROLLOUTS_CONTROLLER=path
 #                                              and ROLLOUTS_PLUGIN=path lines (hack/build-images.sh puts both in the
@@ -91,6 +95,24 @@ build_plugin() {
   mkdir -p "$tmp/out"
   (cd "$PLUGIN_SRC" && "$GO" build -p "$JOBS" -ldflags "-s -w" -o "$tmp/out/$PLUGIN_NAME" .)
 }
+
+# plugin_dist DIR: one static binary per platform. The module's own build flags (CGO off, -trimpath, no VCS stamp,
+# -s -w) make the bytes a function of the sources and the Go version, so the release's sha256 can be reproduced.
+PLUGIN_PLATFORMS="${PLUGIN_PLATFORMS:-linux/amd64 linux/arm64}"
+plugin_dist() {
+  local dir="$1" platform out
+  mkdir -p "$dir"
+  for platform in $PLUGIN_PLATFORMS; do
+    out="$dir/$PLUGIN_NAME-${platform%/*}-${platform#*/}"
+    (cd "$PLUGIN_SRC" && GOOS="${platform%/*}" GOARCH="${platform#*/}" "$GO" build -p "$JOBS" -ldflags "-s -w" -o "$out.tmp" .)
+    mv "$out.tmp" "$out"
+    log "$platform: $out"
+  done
+}
+if [[ "$MODE" == --plugin-dist ]]; then
+  plugin_dist "${2:?usage: hack/build-argo-rollouts.sh --plugin-dist DIR}"
+  exit
+fi
 
 ARGO_DIR=$(module_json "github.com/argoproj/argo-rollouts@$ARGO_ROLLOUTS_VERSION" Dir)
 [[ -d "$ARGO_DIR" ]] || { log "could not download github.com/argoproj/argo-rollouts@$ARGO_ROLLOUTS_VERSION"; exit 1; }

@@ -9,6 +9,7 @@
 #
 # Usage: hack/build-controlplane.sh            build what is missing, print the bin dir
 #        hack/build-controlplane.sh --print-env   same, then print NAME=path lines (read by tests/support/controlplane.py)
+#        hack/build-controlplane.sh --helm        only helm: build it if missing, print its path (hack/release.sh)
 # Sourced (by hack/build-node.sh) it only defines the versions and the build functions.
 set -euo pipefail
 
@@ -149,6 +150,12 @@ build_helm() {
 
 # Sourced: stop here, with the functions and versions defined.
 [[ "${BASH_SOURCE[0]}" != "$0" ]] && return 0
+
+if [[ "${1:-}" == "--helm" ]]; then
+  build helm "$HELM_VERSION" build_helm
+  echo "$BIN/helm-$HELM_VERSION/helm"
+  exit 0
+fi
 
 total_start=$(date +%s)
 build kube-apiserver "$KUBE_VERSION" build_kube_apiserver

@@ -21,6 +21,7 @@
 # /var/lib/containers.
 #
 # Usage: hack/build-images.sh [--print-env]   (--print-env prints NAME_IMAGE=path lines for tests/support/localnode.py)
+# ONLY="envoy operator extproc" builds (or finds cached) only those images, and then needs no PAUSE (hack/release.sh).
 # Needs root, buildah, mmdebstrap and the pause binary (PAUSE=path, from hack/build-node.sh --print-env). FLAGGER=path
 # (from hack/build-flagger.sh --print-env) adds the flagger image; ROLLOUTS_CONTROLLER=path ROLLOUTS_PLUGIN=path (from
 # hack/build-argo-rollouts.sh --print-env) add the argo-rollouts image: tests/support/localnode.py passes them.
@@ -45,8 +46,13 @@ log() { echo "build-images: $*" >&2; }
 for tool in buildah mmdebstrap; do
   command -v "$tool" >/dev/null || { log "$tool is not installed (hack/test.sh installs it)"; exit 1; }
 done
+ONLY="${ONLY:-pause envoy echo operator extproc}"
+wanted() { [[ " ${ONLY//,/ } " == *" $1 "* ]]; }
 PAUSE="${PAUSE:-}"
-[[ -x "$PAUSE" ]] || { log "PAUSE must name the pause binary (hack/build-node.sh --print-env)"; exit 1; }
+if wanted pause && [[ ! -x "$PAUSE" ]]; then
+  log "PAUSE must name the pause binary (hack/build-node.sh --print-env)"
+  exit 1
+fi
 FLAGGER="${FLAGGER:-}"
 [[ -z "$FLAGGER" || -x "$FLAGGER" ]] || { log "FLAGGER=$FLAGGER is not an executable (hack/build-flagger.sh)"; exit 1; }
 ROLLOUTS_CONTROLLER="${ROLLOUTS_CONTROLLER:-}" ROLLOUTS_PLUGIN="${ROLLOUTS_PLUGIN:-}"
@@ -213,12 +219,16 @@ build_argo_rollouts() {
 }
 
 total_start=$(date +%s)
-image pause "$(hash_text "$(sha256sum <"$PAUSE")")" build_pause
-image envoy "$(hash_text "$(sha256sum <"$ENVOY_BIN") $SUITE $ENVOY_BASE_PACKAGES extract v1")" build_envoy
-image echo "$(hash_text "$BASE_KEY $(hash_inputs tests/e2e/images/echo)")" build_echo
-image operator "$(hash_text "$BASE_KEY $(hash_inputs "${PY_SOURCES[@]}")")" build_operator
-image extproc "$(hash_text "$BASE_KEY $(hash_inputs "${PY_SOURCES[@]}")")" build_extproc
-NAMES=(pause envoy echo operator extproc)
+NAMES=()
+if wanted pause; then image pause "$(hash_text "$(sha256sum <"$PAUSE")")" build_pause; NAMES+=(pause); fi
+if wanted envoy; then
+  image envoy "$(hash_text "$(sha256sum <"$ENVOY_BIN") $SUITE $ENVOY_BASE_PACKAGES extract v1")" build_envoy
+  NAMES+=(envoy)
+fi
+if wanted echo; then image echo "$(hash_text "$BASE_KEY $(hash_inputs tests/e2e/images/echo)")" build_echo; NAMES+=(echo); fi
+for n in operator extproc; do
+  if wanted "$n"; then image "$n" "$(hash_text "$BASE_KEY $(hash_inputs "${PY_SOURCES[@]}")")" "build_$n"; NAMES+=("$n"); fi
+done
 if [[ -n "$FLAGGER" ]]; then
   image flagger "$(hash_text "$(sha256sum <"$FLAGGER") v1")" build_flagger
   NAMES+=(flagger)

@@ -169,6 +169,13 @@ def plugin_command() -> list[str]:
     return [sys.executable, "-m", "trafficsplit.cli.main"]
 
 
+def uninstall_every_release(cluster: Cluster) -> None:
+    """A clean slate for a test that installs the chart with values of its own (one operator per cluster)."""
+    out = cluster.helm("list", "-A", "-o", "json").stdout
+    for rel in json.loads(out or "[]"):
+        cluster.helm("uninstall", rel["name"], "-n", rel["namespace"], "--wait", "--timeout", "3m")
+
+
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = 120.0, interval: float = 0.5) -> Any:
     """Poll until probe() returns something truthy; fail with the last value after the timeout."""
     deadline = time.monotonic() + timeout

@@ -13,27 +13,20 @@ the first run that passes fails here and says to remove the marker.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster import Cluster
+from tests.e2e.cluster import Cluster, uninstall_every_release
 from tests.support import conformance
 
 pytestmark = pytest.mark.e2e
 
 
-def _uninstall_every_release(cluster: Cluster) -> None:
-    out = cluster.helm("list", "-A", "-o", "json").stdout
-    for rel in json.loads(out or "[]"):
-        cluster.helm("uninstall", rel["name"], "-n", rel["namespace"], "--wait", "--timeout", "3m")
-
-
 def test_conformance_quick(cluster: Cluster, tmp_path: Path) -> None:
     if cluster.containerd_sock is None:
         pytest.skip(f"{cluster.name}: the conformance images are imported into the local node's containerd only")
-    _uninstall_every_release(cluster)
+    uninstall_every_release(cluster)
     run = conformance.run_suite(
         cluster,
         containerd_sock=cluster.containerd_sock,

@@ -4,7 +4,6 @@ run for real (with the package importable, and without)."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import os
 import re
@@ -13,25 +12,17 @@ import sys
 import tarfile
 import tomllib
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import yaml
+
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 KREW = ROOT / "plugins" / "krew"
 
 
-def _load_build() -> ModuleType:
-    """plugins/krew/build.py: a script the release runs, not a package."""
-    spec = importlib.util.spec_from_file_location("krew_build", KREW / "build.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-build = _load_build()
+build = load_script(KREW / "build.py", "krew_build")
 
 SEMVER = re.compile(r"v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?")
 
@@ -53,6 +44,10 @@ def test_the_manifest_follows_krews_plugin_schema() -> None:
     assert spec["shortDescription"] and len(spec["shortDescription"]) <= 80 and "\n" not in spec["shortDescription"]
     assert spec["homepage"].startswith("https://")
     assert spec["platforms"]
+    # The caveats name the wheel of this very release (the package is not on PyPI).
+    assert (
+        f"/releases/tag/v{version}" in spec["caveats"] and f"trafficsplit-{version}-py3-none-any.whl" in spec["caveats"]
+    )
     for platform in spec["platforms"]:
         assert set(platform) == {"selector", "uri", "sha256", "files", "bin"}
         for expr in platform["selector"]["matchExpressions"]:
@@ -105,5 +100,6 @@ def test_the_launcher_says_what_to_install_when_the_package_is_missing(tmp_path:
     assert done.returncode == 1 and done.stdout == ""
     assert (
         done.stderr
-        == "kubectl trafficsplit: error: the trafficsplit Python package is not installed (pip install trafficsplit)\n"
+        == "kubectl trafficsplit: error: the trafficsplit Python package is not installed (pip install the wheel of a"
+        " release: https://github.com/trafficsplit/trafficsplit/releases)\n"
     )

@@ -68,9 +68,23 @@ def test_release_pushes_each_image_multi_arch_to_the_charts_default_repository()
     for name in ("operator", "extproc"):
         image = lookup(values(), IMAGE_VALUES[name])
         assert image["repository"] == f"{registry}/{name}" and image["tag"] == "", name
-    # The chart is published only after every image.
-    assert set(wf["jobs"]["chart"]["needs"]) == {"version", "images"}
+    # The chart is published only after every image, from `make release`'s dist; the GitHub release comes last.
+    assert set(wf["jobs"]["chart"]["needs"]) == {"version", "images", "dist"}
+    assert set(wf["jobs"]["github-release"]["needs"]) == {"version", "images", "dist", "chart"}
     assert wf["env"]["CHART_REPOSITORY"] == f"oci://{registry}/charts"
+
+
+def test_release_builds_its_assets_with_make_release() -> None:
+    wf = workflow()
+    runs = [str(step.get("run", "")) for step in wf["jobs"]["dist"]["steps"]]
+    assert any(r.startswith("make release") for r in runs), runs
+    upload = next(
+        s for s in wf["jobs"]["dist"]["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact")
+    )
+    assert upload["with"]["path"] == "dist/"
+    # The GitHub release is what the krew manifest's uri names: every asset of the tag, checked before upload.
+    publish = " ".join(str(s.get("run", "")) for s in wf["jobs"]["github-release"]["steps"])
+    assert "sha256sum --strict -c SHA256SUMS" in publish and "gh release create" in publish and "dist/*" in publish
 
 
 def test_the_published_envoy_is_the_one_the_chart_defaults_to() -> None:
