@@ -2,7 +2,7 @@
 installs offline into a fresh venv and answers `kubectl trafficsplit --version`, the krew launcher runs it, every
 checksum SHA256SUMS and the krew manifest quote holds, and the packaged chart lints.
 
-The images and the Argo Rollouts plugin are the slow parts (a Go cross-build, buildah): tests/e2e/test_12_release.py
+The images and the Argo Rollouts plugin are the slow parts (a Go cross-build, buildah): tests/e2e/test_13_release.py
 installs the packaged chart on the local node from the OCI archives. The fresh venv's dependencies come from a
 wheelhouse that `pip download` fills, pinned to the versions this venv runs (so pip's cache serves them); the install
 itself is `--no-index`.

@@ -1,6 +1,6 @@
 """hack/release.py, the release's bookkeeping: one version everywhere, and a check that fails on each checksum that
 does not hold (a changed artifact, an unlisted one, the krew manifest's sha256, an OCI blob, a digest the notes quote).
-The release itself runs in tests/integration/test_release.py and tests/e2e/test_12_release.py."""
+The release itself runs in tests/integration/test_release.py and tests/e2e/test_13_release.py."""
 
 from __future__ import annotations
 
