@@ -67,6 +67,7 @@ from trafficsplit.core.model.assignment import SlotTable
 from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import GenerationContent
+from trafficsplit.core.model.routes import RuleKey
 from trafficsplit.core.model.tls import SECRET_TYPE_TLS, TlsSecret, parse_tls_secret
 from trafficsplit.core.model.vocabulary import EventReason, EventType
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
@@ -352,14 +353,14 @@ class GatewayPlane:
         """The tables the rules' weights advance: the one this leadership last published, else the one a Gateway's
         replicas hold when it fits the route (core `held_fit`)."""
         routes = self.store.routes
-        for gone in [k for k in self._kept if _key(_route_of(k)) not in routes]:
+        for gone in [k for k in self._kept if _route_of(k) not in routes]:
             del self._kept[gone]  # a route deleted: one created again under its name starts anew
         held = held_tables(p.held_splits() for p in self._gateways.values())
         self._seeds = {}
         for key, h in held.items():
-            rkey = _key(_route_of(key))
-            route = routes.get(rkey)
-            if key in self._kept or route is None:
+            rkey = _route_of(key)
+            route = routes.get(rkey) if rkey is not None else None
+            if key in self._kept or rkey is None or route is None:
                 continue
             self._seeds[key] = held_fit(
                 h, route_generation=route.meta.generation, served_before=self._served_before(rkey)
@@ -384,7 +385,10 @@ class GatewayPlane:
             self._kept[s.key] = s.table
 
     def _first_table(self, gateway: Key, split: CompiledSplit, table: SlotTable) -> None:
-        rkey = _key(_route_of(split.key))
+        rule = RuleKey.parse(split.key)
+        if rule is None:
+            return  # a Gateway's splits are its rules' (the generation checks it)
+        rkey = (rule.namespace, rule.name)
         seed = self._seeds.get(split.key) or held_fit(None, route_generation=0, served_before=self._served_before(rkey))
         why = seed.why
         if seed.table is not None:
@@ -396,12 +400,11 @@ class GatewayPlane:
                 return
         if not why:
             return  # a rule never served: its first table, nothing lost
-        rule = int(split.key.rpartition(".rule-")[2])
-        message = rebuilt_rule_message(rule, why, split.weights)
+        message = rebuilt_rule_message(rule.rule, why, split.weights)
         log.warning(
             "Gateway %s/%s: HTTPRoute %s: %s: %s",
             *gateway,
-            _route_of(split.key),
+            rule.route,
             EventReason.ASSIGNMENT_REBUILT,
             message,
         )
@@ -633,11 +636,11 @@ class GatewayPlane:
         p = self._gateways.get(gk) if gk is not None else None
         if p is None:
             return ps
-        prefix = f"{route}.rule-"
         rules: dict[int, tuple[tuple[str, str], ...]] = {}
         for split, by in p.fleet.refusals().items():
-            if split.startswith(prefix) and split[len(prefix) :].isdigit():
-                rules[int(split[len(prefix) :])] = by
+            rule = RuleKey.parse(split)
+            if rule is not None and rule.route == route:
+                rules[rule.rule] = by
         return with_refusals(ps, rules, generation)
 
     async def _write(self, kind: str, key: Key, stored: Stored, body: Mapping[str, Any]) -> None:
@@ -666,9 +669,10 @@ class GatewayPlane:
                 log.warning("AssignmentRebuilt Event of %s not posted: %s", rebuilt.split, exc)
 
 
-def _route_of(split_key: str) -> str:
-    """`namespace/route` of a rule's split key `namespace/route.rule-<i>`."""
-    return split_key.rpartition(".rule-")[0]
+def _route_of(split_key: str) -> Key | None:
+    """The route of a rule's split key (None: the key is no rule's)."""
+    rule = RuleKey.parse(split_key)
+    return None if rule is None else (rule.namespace, rule.name)
 
 
 def _key(text: str) -> Key:
