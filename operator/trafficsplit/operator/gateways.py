@@ -26,7 +26,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo, slices_by_service
 from trafficsplit.core.control.status import EventIntent
@@ -73,11 +73,11 @@ from trafficsplit.core.model.vocabulary import EventReason, EventType
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, publish_service_name
 from trafficsplit.operator.fleet import Fleet, Numbering
+from trafficsplit.operator.store import Key, Parse, WatchStore, object_key
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 log = logging.getLogger("trafficsplit.operator.gateways")
 
-Key = tuple[str, str]  # (namespace, name); a GatewayClass or Namespace has namespace ""
 GATEWAY_KINDS = (
     "gatewayclass",
     "gateway",
@@ -88,16 +88,48 @@ GATEWAY_KINDS = (
     "secret",
     "trafficsplitpolicy",
 )
-_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
-    "gatewayclass": parse_gateway_class,
-    "gateway": parse_gateway,
-    "httproute": parse_httproute,
-    "referencegrant": parse_reference_grant,
-    "namespace": parse_namespace,
-    "gatewayparameters": parse_gateway_parameters,
-    "secret": parse_tls_secret,  # never raises: a Secret that cannot serve keeps why (no key bytes)
-    "trafficsplitpolicy": parse_policy,
+
+
+def _refusing(kind: str, parse: Callable[[Mapping[str, Any]], Any]) -> Parse:
+    """`parse`, with a body it refuses absent. The API server validated it against the CRD, so this is a body our
+    stricter bounds refuse: it is left out (as if absent) and said once per version."""
+
+    def parsed(body: Mapping[str, Any]) -> Any:
+        try:
+            return parse(body)
+        except SpecError as exc:
+            log.warning("%s %s/%s left out: %s", kind, *object_key(body), "; ".join(exc.problems)[:2000])
+            return None
+
+    return parsed
+
+
+def _parameters(body: Mapping[str, Any]) -> GatewayParameters | str:
+    """GatewayParameters, or why its body was refused (a GatewayClass naming it says so)."""
+    try:
+        return parse_gateway_parameters(body)
+    except SpecError as exc:
+        return "; ".join(exc.problems)[:1000]
+
+
+def _tls_secret(body: Mapping[str, Any]) -> TlsSecret | None:
+    """A kubernetes.io/tls Secret (never raises: one that cannot serve keeps why, no key bytes); another type is
+    absent, nor is its data kept."""
+    return parse_tls_secret(body) if body.get("type") == SECRET_TYPE_TLS else None
+
+
+_PARSERS: Mapping[str, Parse] = {
+    "gatewayclass": _refusing("gatewayclass", parse_gateway_class),
+    "gateway": _refusing("gateway", parse_gateway),
+    "httproute": _refusing("httproute", parse_httproute),
+    "referencegrant": _refusing("referencegrant", parse_reference_grant),
+    "namespace": _refusing("namespace", parse_namespace),
+    "gatewayparameters": _parameters,
+    "secret": _tls_secret,
+    "trafficsplitpolicy": _refusing("trafficsplitpolicy", parse_policy),
 }
+# The kinds whose status we write: what a write needs of each object is kept (`Stored`).
+_STATUS_KINDS = frozenset({"gatewayclass", "gateway", "httproute", "trafficsplitpolicy"})
 
 # What a Gateway serves, from the translation: its route tables and rule splits (`gateway_content`).
 ContentFor = Callable[[Translation, str], GenerationContent]
@@ -144,7 +176,11 @@ class Stored:
 
 
 @dataclass(kw_only=True)
-class GatewayStore:
+class GatewayStore(WatchStore):
+    """What the Gateway API plane's watches have seen, parsed (a body refused is absent), and for the kinds whose
+    status we write, the object as last seen (`stored`)."""
+
+    parsers: ClassVar[Mapping[str, Parse]] = _PARSERS
     classes: dict[Key, GatewayClass] = field(default_factory=dict)
     gateways: dict[Key, Gateway] = field(default_factory=dict)
     routes: dict[Key, HTTPRoute] = field(default_factory=dict)
@@ -171,28 +207,16 @@ class GatewayStore:
         }
         return tables[kind]
 
-    def apply(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
-        k = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        table = self.table(kind)
-        if event_type == "DELETED" or (kind == "secret" and body.get("type") != SECRET_TYPE_TLS):
-            table.pop(k, None)
-            self.stored.pop((kind, k), None)
+    def seen(self, kind: str, key: Key, body: Mapping[str, Any] | None) -> None:
+        """Keep what a status write needs of the kinds whose status we write."""
+        if kind not in _STATUS_KINDS:
             return
-        try:
-            table[k] = _PARSERS[kind](body)
-        except SpecError as exc:
-            if kind == "gatewayparameters":
-                table[k] = "; ".join(exc.problems)[:1000]
-                return
-            # The API server validated it against the CRD, so this is a body our stricter bounds refuse: it is
-            # left out (as if absent) and said once per version.
-            log.warning("%s %s/%s left out: %s", kind, *k, "; ".join(exc.problems)[:2000])
-            table.pop(k, None)
-        if kind == "secret":
-            return  # no status of ours to write
+        if body is None:
+            self.stored.pop((kind, key), None)
+            return
+        meta = body.get("metadata") or {}
         status = body.get("status")
-        self.stored[(kind, k)] = Stored(
+        self.stored[(kind, key)] = Stored(
             uid=str(meta.get("uid") or ""),
             resource_version=str(meta.get("resourceVersion") or ""),
             status=status if isinstance(status, Mapping) else {},
