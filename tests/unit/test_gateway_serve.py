@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from trafficsplit.core.control.resolve import ServiceInfo, ServicePort
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.serve import (
     MAX_QUERY_PARAMS,
     HeaderEdits,
@@ -68,16 +69,9 @@ def ask(
     headers: dict[str, str] | None = None,
     request_id: str = "rid",
 ) -> Routed | Refused | Redirected:
-    h = headers or {}
+    h = {":path": path, ":method": method, **(headers or {})}
     return s.route(
-        port,
-        authority=host,
-        raw_path=path,
-        method=method,
-        header=h.get,
-        cookie_lines=(),
-        request_id=request_id,
-        minter=AffinityMinter(),
+        port, Request(authority=host, cookie_lines=(), request_id=request_id, headers=h), minter=AffinityMinter()
     )
 
 
