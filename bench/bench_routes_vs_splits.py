@@ -246,7 +246,7 @@ def split_decider(gen: Generation) -> Callable[[str, str], object]:
     def one(authority: str, request_id: str) -> object:
         split = gen.split_for(authority)
         assert split is not None
-        return decide(split, cookie_lines=(), request_id=request_id, header=no_header, minter=minter)
+        return decide(split, Request(authority="", cookie_lines=(), request_id=request_id, headers={}), minter=minter)
 
     return one
 

@@ -167,7 +167,9 @@ def test_the_rule_split_decides_as_decide_does_for_every_request_id() -> None:
         out = ask(s, 80, "a.example.com", request_id=f"req-{i}")
         assert isinstance(out, Routed)
         expected = decide(
-            action.split, cookie_lines=(), request_id=f"req-{i}", header=lambda _: None, minter=AffinityMinter()
+            action.split,
+            Request(authority="", cookie_lines=(), request_id=f"req-{i}", headers={}),
+            minter=AffinityMinter(),
         )
         assert out.decision.backend.name == expected.backend.name == action.split.weights.pick(f"req-{i}")
         counts[out.decision.backend.name] += 1

@@ -131,14 +131,7 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
                 self._metrics.undecided.labels("no_split").inc()
                 return Undecided.NO_SPLIT
             split, edits = found, NO_EDITS
-            d = decide(
-                split,
-                cookie_lines=view.cookie_lines,
-                request_id=view.request_id,
-                header=view.header,
-                minter=self._minter,
-                signer=self._signer,
-            )
+            d = decide(split, view, minter=self._minter, signer=self._signer)
         self._metrics.count_decision(
             split.key, d.backend.name, d.key_source.value, d.path.value, affinity_applied(split, d)
         )

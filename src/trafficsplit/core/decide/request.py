@@ -3,7 +3,7 @@ name. The wire reads it once from what Envoy sends (wire/processing.py `request_
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -13,7 +13,7 @@ class Request:
     (lowercase; `cookie` holds every Cookie line, `; `-joined)."""
 
     authority: str
-    cookie_lines: tuple[str, ...]
+    cookie_lines: Sequence[str]
     request_id: str
     headers: Mapping[str, str]
 

@@ -271,14 +271,7 @@ class ServedRoutes:
         split = action.split
         if split is None:
             return Refused(Refusal.NO_BACKEND)
-        d = decide(
-            split,
-            cookie_lines=request.cookie_lines,
-            request_id=request.request_id,
-            header=request.header,
-            minter=minter,
-            signer=signer,
-        )
+        d = decide(split, request, minter=minter, signer=signer)
         if in_error_share(split, action.error_weight, d.key_hash):
             return Refused(Refusal.ERROR_SHARE)
         edits = request_edits(action, d.backend.name, entry, request.path)
