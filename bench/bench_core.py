@@ -24,6 +24,7 @@ from typing import Any
 
 from trafficsplit.core.control.compiler import compile_split
 from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.split import decide
 from trafficsplit.core.model.compiled import CompiledSplit, Endpoint
 from trafficsplit.core.model.cookie import AffinityMinter, read_cookie
@@ -73,13 +74,15 @@ def measure(n: int, repeat: int) -> dict[str, float]:
         return weights.pick(read_cookie(with_cookie, "ts-shop") or "")
 
     def decide_cookie() -> object:
-        return decide(split, cookie_lines=with_cookie, request_id="r", header=no_header, minter=minter)
+        return decide(split, Request(authority="", cookie_lines=with_cookie, request_id="r", headers={}), minter=minter)
 
     def decide_mint() -> object:
-        return decide(split, cookie_lines=without, request_id="r", header=no_header, minter=minter)
+        return decide(split, Request(authority="", cookie_lines=without, request_id="r", headers={}), minter=minter)
 
     def decide_failover() -> object:
-        return decide(degraded, cookie_lines=with_cookie, request_id="r", header=no_header, minter=minter)
+        return decide(
+            degraded, Request(authority="", cookie_lines=with_cookie, request_id="r", headers={}), minter=minter
+        )
 
     # Issue 14's opt-in modes, side by side with decide/cookie: the slot table's lookup, and the sealed cookie's
     # HMAC check (a returning session, the common request).
@@ -89,10 +92,17 @@ def measure(n: int, repeat: int) -> dict[str, float]:
     sealed = [f"ts-shop={signer.seal(persistent.key, KEY, persistent.weights.names[0])}"]
 
     def decide_minimal() -> object:
-        return decide(minimal, cookie_lines=with_cookie, request_id="r", header=no_header, minter=minter)
+        return decide(
+            minimal, Request(authority="", cookie_lines=with_cookie, request_id="r", headers={}), minter=minter
+        )
 
     def decide_persistent() -> object:
-        return decide(persistent, cookie_lines=sealed, request_id="r", header=no_header, minter=minter, signer=signer)
+        return decide(
+            persistent,
+            Request(authority="", cookie_lines=sealed, request_id="r", headers={}),
+            minter=minter,
+            signer=signer,
+        )
 
     return {
         "key_hash": ns_per_call(lambda: key_hash(KEY), repeat),

@@ -55,6 +55,7 @@ from typing import Any, TypeVar
 
 from trafficsplit.core.control.reconcile import CompileMemo, desired_state
 from trafficsplit.core.control.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo, SplitObject
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.serve import Routed, ServedRoutes
 from trafficsplit.core.decide.split import decide
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, parse_httproute
@@ -245,7 +246,7 @@ def split_decider(gen: Generation) -> Callable[[str, str], object]:
     def one(authority: str, request_id: str) -> object:
         split = gen.split_for(authority)
         assert split is not None
-        return decide(split, cookie_lines=(), request_id=request_id, header=no_header, minter=minter)
+        return decide(split, Request(authority="", cookie_lines=(), request_id=request_id, headers={}), minter=minter)
 
     return one
 
@@ -257,16 +258,8 @@ def route_decider(gen: Generation) -> Callable[[str, str], object]:
     routes: ServedRoutes = served
 
     def one(authority: str, request_id: str) -> object:
-        out = routes.route(
-            80,
-            authority=authority,
-            raw_path="/",
-            method="GET",
-            header=no_header,
-            cookie_lines=(),
-            request_id=request_id,
-            minter=minter,
-        )
+        request = Request(authority=authority, cookie_lines=(), request_id=request_id, headers={})
+        out = routes.route(80, request, minter=minter)
         assert isinstance(out, Routed)
         return out
 

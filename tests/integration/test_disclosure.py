@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.dataplane import Dataplane, Response, split_doc
 from tests.support.waiting import poll
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.split import Decision, decide
 from trafficsplit.core.model.cookie import AffinityMinter
 
@@ -34,7 +35,9 @@ def _decide(dp: Dataplane, value: str) -> Decision:
     assert dp.held is not None
     split = dp.held.split_for(HOST)
     assert split is not None
-    return decide(split, cookie_lines=[f"ts={value}"], request_id="", header=lambda _: None, minter=AffinityMinter())
+    return decide(
+        split, Request(authority="", cookie_lines=[f"ts={value}"], request_id="", headers={}), minter=AffinityMinter()
+    )
 
 
 def _cookie_for(dp: Dataplane, backend: str) -> str:

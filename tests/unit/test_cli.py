@@ -108,7 +108,7 @@ def test_simulate_json_names_the_peak_drop_and_the_capacity_model(capsys: pytest
     assert cap["largest_session"]["max_share_within_target"] == pytest.approx(0.21)
     # Both definitions of replicas needed, named; the per-count table (peak / S(n), its utilization, speedups).
     needed = {r: (v["replicas_needed_by_search"], v["replicas_needed_by_imbalance"]) for r, v in cap["rules"].items()}
-    assert needed == {"non-sticky": (5, 4), "sticky-modulo": (23, 6), "sticky-consistent": (25, 5)}
+    assert needed == {"non-sticky": (5, 5), "sticky-modulo": (23, 8), "sticky-consistent": (25, 7)}
     assert all(v["replicas_needed"] == v["replicas_needed_by_search"] for v in cap["rules"].values())
     rows = cap["by_replicas"]
     assert [r["replicas"] for r in rows] == [3, 4, 8, 16, 64, None]

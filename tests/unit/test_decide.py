@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from trafficsplit.core.control.compiler import compile_split
 from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.split import Decision, DecisionPath, KeySource, decide
 from trafficsplit.core.model.compiled import CompiledSplit, Endpoint
 from trafficsplit.core.model.cookie import AffinityMinter, read_cookie
@@ -40,7 +41,9 @@ def run(
 ) -> Decision:
     h = dict(headers or {})
     return decide(
-        s, cookie_lines=cookies, request_id=rid, header=h.get, minter=AffinityMinter(clock_ms=lambda: NOW, start=0)
+        s,
+        Request(authority="", cookie_lines=cookies, request_id=rid, headers=h),
+        minter=AffinityMinter(clock_ms=lambda: NOW, start=0),
     )
 
 

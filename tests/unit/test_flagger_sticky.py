@@ -35,6 +35,7 @@ from tests.support.flagger_route import (
     flagger_with_primary_cookie,
 )
 from tests.unit.gatewayapi import inputs_of, status_doc
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.serve import (
     Refused,
     Routed,
@@ -69,16 +70,7 @@ class Gateway:
         view = request_view_of(
             [(":authority", HOST), (":path", "/"), (":method", "GET"), ("x-request-id", request_id), *headers]
         )
-        out = self.served.route(
-            80,
-            authority=view.authority,
-            raw_path=view.path,
-            method=view.method,
-            header=view.header,
-            cookie_lines=view.cookie_lines,
-            request_id=view.request_id,
-            minter=AffinityMinter(),
-        )
+        out = self.served.route(80, view, minter=AffinityMinter())
         assert isinstance(out, Routed), out
         edits = merged_response_edits(self.responses.get(out.decision.backend.cluster, ()))
         set_cookies = [v for n, v in (*edits.set, *edits.add) if n == "set-cookie"]
@@ -166,16 +158,8 @@ def test_at_weight_zero_the_cookie_returns_to_the_primary_and_is_expired() -> No
 
 def test_a_request_on_another_host_is_not_flaggers() -> None:
     gw = Gateway(fixture())
-    out = gw.served.route(
-        80,
-        authority="other.example.com",
-        raw_path="/",
-        method="GET",
-        header=lambda _: None,
-        cookie_lines=(COOKIE,),
-        request_id="x",
-        minter=AffinityMinter(),
-    )
+    request = Request(authority="other.example.com", cookie_lines=(COOKIE,), request_id="x", headers={})
+    out = gw.served.route(80, request, minter=AffinityMinter())
     assert isinstance(out, Refused) and out.status == 404
 
 

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from trafficsplit.core.control.resolve import ServiceInfo, ServicePort
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.split import decide
 from trafficsplit.core.gatewayapi.httproute import parse_httproute
 from trafficsplit.core.gatewayapi.objects import parse_gateway, parse_gateway_class
@@ -415,7 +416,7 @@ def backends_by_session(split: Any) -> list[str]:
     out = []
     for k in range(KEYS):
         cookie = f"{split.cookie.name}=session-{k}"
-        d = decide(split, cookie_lines=[cookie], request_id=f"r{k}", header=lambda _: None, minter=minter)
+        d = decide(split, Request(authority="", cookie_lines=[cookie], request_id=f"r{k}", headers={}), minter=minter)
         out.append(d.backend.name)
     return out
 

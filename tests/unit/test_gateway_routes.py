@@ -26,6 +26,7 @@ from trafficsplit.core.model.routes import (
     ListenerRoutes,
     RouteEntry,
     RuleAction,
+    RuleKey,
     VirtualHost,
     port_virtual_hosts,
 )
@@ -318,3 +319,19 @@ def test_a_listeners_hosts_are_read_in_proportion_to_their_number() -> None:
     assert set(by_name) == {vh.hostname for vh in lr.hosts} | {"*"}
     assert all(by_name[vh.hostname].entries == vh.entries for vh in lr.hosts) and by_name["*"].entries == ()
     assert walks <= 4, f"{walks} walks over a listener's {n} virtual hosts"
+
+
+def test_rule_key_renders_the_split_key_and_parses_it_back() -> None:
+    key = RuleKey.of("shop/web.v2", 3)
+    assert (key.namespace, key.name, key.rule) == ("shop", "web.v2", 3)
+    assert (key.route, key.split_name, key.text) == ("shop/web.v2", "web.v2.rule-3", "shop/web.v2.rule-3")
+    assert RuleKey.parse(key.text) == key
+    # a route whose name holds `.rule-` itself: the last one is the rule's
+    assert RuleKey.parse("shop/a.rule-1.rule-2") == RuleKey("shop", "a.rule-1", 2)
+
+
+@pytest.mark.parametrize(
+    "text", ["shop/web", "web.rule-1", "shop/web.rule-", "shop/web.rule-x", "shop/web.rule-\u0663"]
+)
+def test_rule_key_parse_refuses_a_key_no_rule_has(text: str) -> None:
+    assert RuleKey.parse(text) is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from trafficsplit.core.control.resolve import ServiceInfo, ServicePort
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.serve import (
     MAX_QUERY_PARAMS,
     HeaderEdits,
@@ -68,16 +69,9 @@ def ask(
     headers: dict[str, str] | None = None,
     request_id: str = "rid",
 ) -> Routed | Refused | Redirected:
-    h = headers or {}
+    h = {":path": path, ":method": method, **(headers or {})}
     return s.route(
-        port,
-        authority=host,
-        raw_path=path,
-        method=method,
-        header=h.get,
-        cookie_lines=(),
-        request_id=request_id,
-        minter=AffinityMinter(),
+        port, Request(authority=host, cookie_lines=(), request_id=request_id, headers=h), minter=AffinityMinter()
     )
 
 
@@ -173,7 +167,9 @@ def test_the_rule_split_decides_as_decide_does_for_every_request_id() -> None:
         out = ask(s, 80, "a.example.com", request_id=f"req-{i}")
         assert isinstance(out, Routed)
         expected = decide(
-            action.split, cookie_lines=(), request_id=f"req-{i}", header=lambda _: None, minter=AffinityMinter()
+            action.split,
+            Request(authority="", cookie_lines=(), request_id=f"req-{i}", headers={}),
+            minter=AffinityMinter(),
         )
         assert out.decision.backend.name == expected.backend.name == action.split.weights.pick(f"req-{i}")
         counts[out.decision.backend.name] += 1

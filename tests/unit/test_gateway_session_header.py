@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.unit.test_gateway_translate import conditions, one_rule_route, route, run
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.split import Decision, DecisionPath, KeySource, decide
 from trafficsplit.core.gatewayapi.translate import gateway_content
 from trafficsplit.core.model.compiled import CompiledSplit
@@ -41,7 +42,9 @@ def header_split(*backends: tuple[str, int], session: dict[str, Any] | None = No
 
 def ask(split: CompiledSplit, value: str | None, minter: AffinityMinter) -> Decision:
     headers = {HEADER: value} if value is not None else {}
-    return decide(split, cookie_lines=[], request_id="rid", header=headers.get, minter=minter, signer=SIGNER)
+    return decide(
+        split, Request(authority="", cookie_lines=[], request_id="rid", headers=headers), minter=minter, signer=SIGNER
+    )
 
 
 def visit(split: CompiledSplit, token: str | None, minter: AffinityMinter) -> tuple[str, str | None]:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support.certs import issue, make_ca
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.gatewayapi.objects import (
     ReferenceGrant,
     parse_gateway,
@@ -223,14 +224,6 @@ def test_a_redirect_on_an_https_listener_keeps_the_https_scheme(pem: tuple[bytes
         )
     )
     s = ServedRoutes(t.listeners, t.actions)
-    out = s.route(
-        443,
-        authority="a.example.com",
-        raw_path="/x?y=1",
-        method="GET",
-        header=lambda _name: None,
-        cookie_lines=(),
-        request_id="rid",
-        minter=AffinityMinter(),
-    )
+    request = Request(authority="a.example.com", cookie_lines=(), request_id="rid", headers={":path": "/x?y=1"})
+    out = s.route(443, request, minter=AffinityMinter())
     assert out == Redirected(302, "https://b.example.com/x?y=1")

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from trafficsplit.core.control.compiler import compile_split
 from trafficsplit.core.control.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo
 from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.split import decide
 from trafficsplit.core.gatewayapi import actions as gateway_actions
 from trafficsplit.core.gatewayapi.actions import ActionMemo
@@ -143,9 +144,15 @@ def test_a_rule_is_the_split_a_trafficsplit_with_the_same_backends_compiles_to()
     picks = {"a": 0, "b": 0}
     for k in range(2000):
         lines = [f"sid={k:024x}"]  # a minted key not sealed yet: its first pick is the weighted pick of the key
-        mine = decide(action.split, cookie_lines=lines, request_id="", header=lambda _: None, minter=minter,
-                      signer=SIGNER)  # fmt: skip
-        theirs = decide(ts, cookie_lines=lines, request_id="", header=lambda _: None, minter=minter, signer=SIGNER)
+        mine = decide(
+            action.split,
+            Request(authority="", cookie_lines=lines, request_id="", headers={}),
+            minter=minter,
+            signer=SIGNER,
+        )
+        theirs = decide(
+            ts, Request(authority="", cookie_lines=lines, request_id="", headers={}), minter=minter, signer=SIGNER
+        )
         assert mine.backend.name == theirs.backend.name
         picks[mine.backend.name] += 1
     assert 1300 < picks["a"] < 1500  # 70 % of 2000, give or take the hash's spread
@@ -191,8 +198,12 @@ def sticky_split(*backends: tuple[str, int]) -> CompiledSplit:
 
 def visit(split: CompiledSplit, cookie: str | None, minter: AffinityMinter) -> tuple[str, str | None]:
     """One request through the data plane's decide: the backend, and the cookie the client holds afterwards."""
-    d = decide(split, cookie_lines=[cookie] if cookie else [], request_id="rid", header=lambda _: None,
-               minter=minter, signer=SIGNER)  # fmt: skip
+    d = decide(
+        split,
+        Request(authority="", cookie_lines=[cookie] if cookie else [], request_id="rid", headers={}),
+        minter=minter,
+        signer=SIGNER,
+    )
     if d.set_cookie is not None:
         cookie = d.set_cookie.split(";", 1)[0]
     return d.backend.name, cookie

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from trafficsplit.core.control.compiler import compile_split
 from trafficsplit.core.control.spec import parse_split
 from trafficsplit.core.decide.disclosure import affinity_applied, session_id_present
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.split import Decision, DecisionPath, KeySource, decide
 from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.cookie import AffinityMinter
@@ -39,7 +40,9 @@ BOTH = {"header": {"name": "x-user-id"}, "cookie": {"name": "sid"}}
 
 def run(s: CompiledSplit, headers: Mapping[str, str], cookies: tuple[str, ...] = ()) -> Decision:
     return decide(
-        s, cookie_lines=cookies, request_id="rid-1", header=dict(headers).get, minter=AffinityMinter(lambda: 1, 0)
+        s,
+        Request(authority="", cookie_lines=cookies, request_id="rid-1", headers=dict(headers)),
+        minter=AffinityMinter(lambda: 1, 0),
     )
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from trafficsplit.core.control.compiler import compile_split
 from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.split import Decision, DecisionPath, KeySource, decide
 from trafficsplit.core.model.compiled import CompiledSplit, Endpoint
 from trafficsplit.core.model.cookie import AffinityMinter, is_cookie_value
@@ -42,9 +43,7 @@ def run(
 ) -> Decision:
     return decide(
         s,
-        cookie_lines=[f"sid={cookie}"] if cookie else [],
-        request_id="rid",
-        header=lambda _: None,
+        Request(authority="", cookie_lines=[f"sid={cookie}"] if cookie else [], request_id="rid", headers={}),
         minter=minter or AffinityMinter(lambda: 1),
         signer=signer,
     )
@@ -151,7 +150,9 @@ def test_persistent_needs_a_cookie_a_signer_and_keys_of_128_bits() -> None:
     with pytest.raises(SpecError, match="must be one of rehash, persistent"):
         split({"a": 1}, sticky={"cookie": {"name": "sid"}, "mode": "forever"})
     with pytest.raises(ValueError, match="needs the cookie keys"):
-        decide(split({"a": 1}), cookie_lines=[], request_id="r", header=lambda _: None, minter=AffinityMinter())
+        decide(
+            split({"a": 1}), Request(authority="", cookie_lines=[], request_id="r", headers={}), minter=AffinityMinter()
+        )
     with pytest.raises(SpecError, match="at least 16"):
         CookieSigner(b"short")
     assert CookieSigner.from_text(b"a" * 16 + b"\n" + b"b" * 16 + b"\n") is not None
@@ -269,9 +270,7 @@ def test_a_stale_same_name_cookie_before_a_valid_sealed_one_does_not_re_session(
     for lines in ([f"sid={stale}; sid={cookie}"], [f"sid={stale}", f"other=1; sid={cookie}"]):
         d = decide(
             s,
-            cookie_lines=lines,
-            request_id="rid",
-            header=lambda _: None,
+            Request(authority="", cookie_lines=lines, request_id="rid", headers={}),
             minter=AffinityMinter(lambda: 1),
             signer=signer,
         )
@@ -285,18 +284,14 @@ def test_a_stale_same_name_cookie_before_a_valid_sealed_one_does_not_re_session(
     bare = "00000000000a00000000000b"
     d = decide(
         s,
-        cookie_lines=[f"sid={bare}; sid={cookie}"],
-        request_id="r",
-        header=lambda _: None,
+        Request(authority="", cookie_lines=[f"sid={bare}; sid={cookie}"], request_id="r", headers={}),
         minter=AffinityMinter(lambda: 1),
         signer=signer,
     )
     assert (d.key_source, d.path, d.set_cookie) == (KeySource.COOKIE, DecisionPath.PINNED, None)
     d = decide(
         s,
-        cookie_lines=[f"sid={stale}; sid={stale}"],
-        request_id="r",
-        header=lambda _: None,
+        Request(authority="", cookie_lines=[f"sid={stale}; sid={stale}"], request_id="r", headers={}),
         minter=AffinityMinter(lambda: 1),
         signer=signer,
     )
@@ -310,14 +305,15 @@ def test_same_name_cookies_past_the_bound_are_not_tried() -> None:
     cookie = sessions(s, signer, 1)[0]
     lines = ["; ".join([*(f"sid=stale{i}" for i in range(MAX_SAME_NAME_COOKIES)), f"sid={cookie}"])]
     d = decide(
-        s, cookie_lines=lines, request_id="r", header=lambda _: None, minter=AffinityMinter(lambda: 1), signer=signer
+        s,
+        Request(authority="", cookie_lines=lines, request_id="r", headers={}),
+        minter=AffinityMinter(lambda: 1),
+        signer=signer,
     )
     assert d.key_source is KeySource.MINTED
     d = decide(
         s,
-        cookie_lines=lines[0].split("; ", 1)[1:],
-        request_id="r",
-        header=lambda _: None,
+        Request(authority="", cookie_lines=lines[0].split("; ", 1)[1:], request_id="r", headers={}),
         minter=AffinityMinter(lambda: 1),
         signer=signer,
     )

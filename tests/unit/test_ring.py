@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from trafficsplit.core.control.compiler import compile_split
 from trafficsplit.core.control.simulate import bind_consistent
 from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.split import decide
 from trafficsplit.core.model.compiled import CompiledSplit, Endpoint
 from trafficsplit.core.model.cookie import AffinityMinter
@@ -31,7 +32,9 @@ def _split(endpoints: list[Endpoint], points: int | None = None, affinity: bool 
 
 
 def _decide(split: CompiledSplit, key: str) -> str | None:
-    d = decide(split, cookie_lines=[f"ts={key}"], request_id="", header=lambda _: None, minter=AffinityMinter())
+    d = decide(
+        split, Request(authority="", cookie_lines=[f"ts={key}"], request_id="", headers={}), minter=AffinityMinter()
+    )
     return d.endpoint
 
 

@@ -271,9 +271,22 @@ def test_the_capacity_table_per_replica_count_and_both_replicas_needed() -> None
     # At the limit the bound is the largest session itself.
     assert report.by_count[-1].busiest_lower_bound_rps == report.largest_rps
     assert [round(float(row.utilization) * 100, 1) for row in report.by_count] == [155.1, 132.8, 99.4, 82.7, 70.2, 66.0]
-    # Both definitions of "replicas needed": ceil(imbalance × peak / safe) at 3 replicas (4 for round robin: 1.0001 ×
-    # 1000 / 300 = 3.33), and the search within the target (5: ceil(1000 / 210)).
+    # Both definitions of "replicas needed": ceil(imbalance × peak / (safe × target)) at 3 replicas (5 for round
+    # robin: 1.0001 × 1000 / 210 = 4.76), and the search within the target (5: ceil(1000 / 210)).
     for rule, r in report.rules.items():
-        assert r.replicas_needed_by_imbalance == ceil(sim.rules[rule].imbalance * 1000 / 300), rule
-    assert [report.rules[r].replicas_needed_by_imbalance for r in RULES] == [4, 6, 5]
+        assert r.replicas_needed_by_imbalance == ceil(sim.rules[rule].imbalance * 1000 / 210), rule
+    assert [report.rules[r].replicas_needed_by_imbalance for r in RULES] == [5, 8, 7]
     assert [report.rules[r].replicas_needed for r in RULES] == [5, 23, 25]
+
+
+@pytest.mark.parametrize(("n", "imbalance", "needed"), [(3, 1.411, 4), (4, 1.703, 5)])
+def test_replicas_needed_by_imbalance_is_within_the_target(n: int, imbalance: float, needed: int) -> None:
+    # The stickiness lesson's constants: the rule of thumb scales the even count by the imbalance against the budget
+    # (safe × target), not against the safe rate alone.
+    cap = Capacity(peak_rps=Fraction("513.89"), safe_rps=Fraction(400), target=Fraction(1, 2))
+    sim = simulate(MIX, n, capacity=cap)
+    assert sim.capacity is not None
+    r = sim.rules["sticky-consistent"]
+    assert round(float(r.imbalance), 3) == imbalance
+    assert sim.capacity.rules["sticky-consistent"].replicas_needed_by_imbalance == needed
+    assert needed == ceil(r.imbalance * Fraction("513.89") / (400 * Fraction(1, 2)))

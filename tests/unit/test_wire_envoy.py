@@ -169,7 +169,7 @@ def test_transition_keeps_old_clusters_and_old_routes() -> None:
     assert envoy.transition(None, new).routes is None  # nothing held: routes wait for the swap
 
 
-def _unpacked(res: envoy.PackedResources) -> envoy.Resources:
+def _unpacked(res: envoy.Packed) -> envoy.Messages:
     """The builder's packed resources as messages, to compare with the golden-checked functions' output."""
 
     def unpack(items: dict[str, any_pb2.Any], cls: type[M]) -> dict[str, M]:
@@ -181,7 +181,7 @@ def _unpacked(res: envoy.PackedResources) -> envoy.Resources:
         return out
 
     routes = unpack(res.routes, route_pb2.RouteConfiguration) if res.routes is not None else None
-    return envoy.Resources(
+    return envoy.Messages(
         unpack(res.clusters, cluster_pb2.Cluster), unpack(res.endpoints, endpoint_pb2.ClusterLoadAssignment), routes
     )
 

@@ -33,7 +33,7 @@ from google.protobuf import any_pb2
 from google.protobuf.message import Message
 
 from trafficsplit.extproc.metrics import Metrics
-from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE, SECRET_TYPE, PackedResources, Resources
+from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE, SECRET_TYPE, Messages, Packed
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignor
 
     # --- the publish side -----------------------------------------------------------------------------------------
 
-    def set_resources(self, res: Resources | PackedResources, *, generation: int) -> dict[str, str]:
+    def set_resources(self, res: Messages | Packed, *, generation: int) -> dict[str, str]:
         """Install a new snapshot for generation number `generation`; returns {type: new version} for the types whose
         content changed (versions: see the module docstring)."""
         changed: dict[str, str] = {}

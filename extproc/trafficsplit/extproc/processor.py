@@ -117,17 +117,7 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
             return Undecided.NO_GENERATION
         replies = self._replies_for(gen)
         if listener is not None and self._routes is not None:
-            out = self._routes.route(
-                listener,
-                authority=view.authority,
-                raw_path=view.path,
-                method=view.method,
-                header=view.header,
-                cookie_lines=view.cookie_lines,
-                request_id=view.request_id,
-                minter=self._minter,
-                signer=self._signer,
-            )
+            out = self._routes.route(listener, view, minter=self._minter, signer=self._signer)
             if isinstance(out, Refused):
                 self._metrics.undecided.labels(out.reason.value).inc()
                 return out
@@ -141,14 +131,7 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
                 self._metrics.undecided.labels("no_split").inc()
                 return Undecided.NO_SPLIT
             split, edits = found, NO_EDITS
-            d = decide(
-                split,
-                cookie_lines=view.cookie_lines,
-                request_id=view.request_id,
-                header=view.header,
-                minter=self._minter,
-                signer=self._signer,
-            )
+            d = decide(split, view, minter=self._minter, signer=self._signer)
         self._metrics.count_decision(
             split.key, d.backend.name, d.key_source.value, d.path.value, affinity_applied(split, d)
         )

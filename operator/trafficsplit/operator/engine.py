@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from trafficsplit.core.control.reconcile import CompileMemo, Desired, desired_state, seed_last_good
 from trafficsplit.core.control.resolve import (
@@ -44,6 +44,7 @@ from trafficsplit.operator.cluster import (
 from trafficsplit.operator.fleet import Fleet, Numbering
 from trafficsplit.operator.gateways import GATEWAY_KINDS, GatewayPlane
 from trafficsplit.operator.metrics import OperatorState, backend_states
+from trafficsplit.operator.store import Key, Parse, WatchStore
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
@@ -53,34 +54,26 @@ StatusSink = Callable[[SplitObject, StatusResult], Awaitable[None]]
 
 
 @dataclass
-class Store:
-    """What the watches have seen, as small projections keyed by (namespace, name)."""
+class Store(WatchStore):
+    """What the TrafficSplit plane's watches have seen, as small projections keyed by (namespace, name)."""
 
-    splits: dict[tuple[str, str], SplitObject] = field(default_factory=dict)
-    services: dict[tuple[str, str], ServiceInfo] = field(default_factory=dict)
-    slices: dict[tuple[str, str], SliceInfo] = field(default_factory=dict)
+    parsers: ClassVar[Mapping[str, Parse]] = {
+        "trafficsplit": split_from_body,
+        "service": service_from_body,
+        "endpointslice": slice_from_body,  # None for a slice of no Service
+    }
 
-    def apply(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
-        k = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        table: dict[tuple[str, str], Any] = {  # type: ignore[assignment]
+    splits: dict[Key, SplitObject] = field(default_factory=dict)
+    services: dict[Key, ServiceInfo] = field(default_factory=dict)
+    slices: dict[Key, SliceInfo] = field(default_factory=dict)
+
+    def table(self, kind: str) -> dict[Key, Any]:
+        tables: dict[str, dict[Key, Any]] = {
             "trafficsplit": self.splits,
             "service": self.services,
             "endpointslice": self.slices,
-        }[kind]
-        if event_type == "DELETED":
-            table.pop(k, None)
-            return
-        if kind == "trafficsplit":
-            table[k] = split_from_body(body)
-        elif kind == "service":
-            table[k] = service_from_body(body)
-        else:
-            s = slice_from_body(body)
-            if s is None:
-                table.pop(k, None)
-            else:
-                table[k] = s
+        }
+        return tables[kind]
 
 
 def held_forms(msg: pb.Generation) -> dict[str, CompiledSplit]:

@@ -26,7 +26,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo, slices_by_service
 from trafficsplit.core.control.status import EventIntent
@@ -68,17 +68,18 @@ from trafficsplit.core.model.assignment import SlotTable
 from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import GenerationContent
+from trafficsplit.core.model.routes import RuleKey
 from trafficsplit.core.model.tls import TlsSecret
 from trafficsplit.core.model.vocabulary import EventReason, EventType
 from trafficsplit.operator.certificates import CertificateReader, CertificateTiming, SecretGetter
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, publish_service_name
 from trafficsplit.operator.fleet import Fleet, Numbering
+from trafficsplit.operator.store import Key, Parse, WatchStore, object_key
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 log = logging.getLogger("trafficsplit.operator.gateways")
 
-Key = tuple[str, str]  # (namespace, name); a GatewayClass or Namespace has namespace ""
 GATEWAY_KINDS = (
     "gatewayclass",
     "gateway",
@@ -88,15 +89,41 @@ GATEWAY_KINDS = (
     "gatewayparameters",
     "trafficsplitpolicy",
 )
-_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
-    "gatewayclass": parse_gateway_class,
-    "gateway": parse_gateway,
-    "httproute": parse_httproute,
-    "referencegrant": parse_reference_grant,
-    "namespace": parse_namespace,
-    "gatewayparameters": parse_gateway_parameters,
-    "trafficsplitpolicy": parse_policy,
+
+
+def _refusing(kind: str, parse: Callable[[Mapping[str, Any]], Any]) -> Parse:
+    """`parse`, with a body it refuses absent. The API server validated it against the CRD, so this is a body our
+    stricter bounds refuse: it is left out (as if absent) and said once per version."""
+
+    def parsed(body: Mapping[str, Any]) -> Any:
+        try:
+            return parse(body)
+        except SpecError as exc:
+            log.warning("%s %s/%s left out: %s", kind, *object_key(body), "; ".join(exc.problems)[:2000])
+            return None
+
+    return parsed
+
+
+def _parameters(body: Mapping[str, Any]) -> GatewayParameters | str:
+    """GatewayParameters, or why its body was refused (a GatewayClass naming it says so)."""
+    try:
+        return parse_gateway_parameters(body)
+    except SpecError as exc:
+        return "; ".join(exc.problems)[:1000]
+
+
+_PARSERS: Mapping[str, Parse] = {
+    "gatewayclass": _refusing("gatewayclass", parse_gateway_class),
+    "gateway": _refusing("gateway", parse_gateway),
+    "httproute": _refusing("httproute", parse_httproute),
+    "referencegrant": _refusing("referencegrant", parse_reference_grant),
+    "namespace": _refusing("namespace", parse_namespace),
+    "gatewayparameters": _parameters,
+    "trafficsplitpolicy": _refusing("trafficsplitpolicy", parse_policy),
 }
+# The kinds whose status we write: what a write needs of each object is kept (`Stored`).
+_STATUS_KINDS = frozenset({"gatewayclass", "gateway", "httproute", "trafficsplitpolicy"})
 
 # What a Gateway serves, from the translation: its route tables and rule splits (`gateway_content`).
 ContentFor = Callable[[Translation, str], GenerationContent]
@@ -143,7 +170,11 @@ class Stored:
 
 
 @dataclass(kw_only=True)
-class GatewayStore:
+class GatewayStore(WatchStore):
+    """What the Gateway API plane's watches have seen, parsed (a body refused is absent), and for the kinds whose
+    status we write, the object as last seen (`stored`)."""
+
+    parsers: ClassVar[Mapping[str, Parse]] = _PARSERS
     classes: dict[Key, GatewayClass] = field(default_factory=dict)
     gateways: dict[Key, Gateway] = field(default_factory=dict)
     routes: dict[Key, HTTPRoute] = field(default_factory=dict)
@@ -170,26 +201,16 @@ class GatewayStore:
         }
         return tables[kind]
 
-    def apply(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
-        k = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        table = self.table(kind)
-        if event_type == "DELETED":
-            table.pop(k, None)
-            self.stored.pop((kind, k), None)
+    def seen(self, kind: str, key: Key, body: Mapping[str, Any] | None) -> None:
+        """Keep what a status write needs of the kinds whose status we write."""
+        if kind not in _STATUS_KINDS:
             return
-        try:
-            table[k] = _PARSERS[kind](body)
-        except SpecError as exc:
-            if kind == "gatewayparameters":
-                table[k] = "; ".join(exc.problems)[:1000]
-                return
-            # The API server validated it against the CRD, so this is a body our stricter bounds refuse: it is
-            # left out (as if absent) and said once per version.
-            log.warning("%s %s/%s left out: %s", kind, *k, "; ".join(exc.problems)[:2000])
-            table.pop(k, None)
+        if body is None:
+            self.stored.pop((kind, key), None)
+            return
+        meta = body.get("metadata") or {}
         status = body.get("status")
-        self.stored[(kind, k)] = Stored(
+        self.stored[(kind, key)] = Stored(
             uid=str(meta.get("uid") or ""),
             resource_version=str(meta.get("resourceVersion") or ""),
             status=status if isinstance(status, Mapping) else {},
@@ -367,14 +388,14 @@ class GatewayPlane:
         """The tables the rules' weights advance: the one this leadership last published, else the one a Gateway's
         replicas hold when it fits the route (core `held_fit`)."""
         routes = self.store.routes
-        for gone in [k for k in self._kept if _key(_route_of(k)) not in routes]:
+        for gone in [k for k in self._kept if _route_of(k) not in routes]:
             del self._kept[gone]  # a route deleted: one created again under its name starts anew
         held = held_tables(p.held_splits() for p in self._gateways.values())
         self._seeds = {}
         for key, h in held.items():
-            rkey = _key(_route_of(key))
-            route = routes.get(rkey)
-            if key in self._kept or route is None:
+            rkey = _route_of(key)
+            route = routes.get(rkey) if rkey is not None else None
+            if key in self._kept or rkey is None or route is None:
                 continue
             self._seeds[key] = held_fit(
                 h, route_generation=route.meta.generation, served_before=self._served_before(rkey)
@@ -399,7 +420,10 @@ class GatewayPlane:
             self._kept[s.key] = s.table
 
     def _first_table(self, gateway: Key, split: CompiledSplit, table: SlotTable) -> None:
-        rkey = _key(_route_of(split.key))
+        rule = RuleKey.parse(split.key)
+        if rule is None:
+            return  # a Gateway's splits are its rules' (the generation checks it)
+        rkey = (rule.namespace, rule.name)
         seed = self._seeds.get(split.key) or held_fit(None, route_generation=0, served_before=self._served_before(rkey))
         why = seed.why
         if seed.table is not None:
@@ -411,12 +435,11 @@ class GatewayPlane:
                 return
         if not why:
             return  # a rule never served: its first table, nothing lost
-        rule = int(split.key.rpartition(".rule-")[2])
-        message = rebuilt_rule_message(rule, why, split.weights)
+        message = rebuilt_rule_message(rule.rule, why, split.weights)
         log.warning(
             "Gateway %s/%s: HTTPRoute %s: %s: %s",
             *gateway,
-            _route_of(split.key),
+            rule.route,
             EventReason.ASSIGNMENT_REBUILT,
             message,
         )
@@ -652,11 +675,11 @@ class GatewayPlane:
         p = self._gateways.get(gk) if gk is not None else None
         if p is None:
             return ps
-        prefix = f"{route}.rule-"
         rules: dict[int, tuple[tuple[str, str], ...]] = {}
         for split, by in p.fleet.refusals().items():
-            if split.startswith(prefix) and split[len(prefix) :].isdigit():
-                rules[int(split[len(prefix) :])] = by
+            rule = RuleKey.parse(split)
+            if rule is not None and rule.route == route:
+                rules[rule.rule] = by
         return with_refusals(ps, rules, generation)
 
     async def _write(self, kind: str, key: Key, stored: Stored, body: Mapping[str, Any]) -> None:
@@ -685,9 +708,10 @@ class GatewayPlane:
                 log.warning("AssignmentRebuilt Event of %s not posted: %s", rebuilt.split, exc)
 
 
-def _route_of(split_key: str) -> str:
-    """`namespace/route` of a rule's split key `namespace/route.rule-<i>`."""
-    return split_key.rpartition(".rule-")[0]
+def _route_of(split_key: str) -> Key | None:
+    """The route of a rule's split key (None: the key is no rule's)."""
+    rule = RuleKey.parse(split_key)
+    return None if rule is None else (rule.namespace, rule.name)
 
 
 def _key(text: str) -> Key:

@@ -71,7 +71,7 @@ def check_bounds(assignments: Sequence[tuple[str, int]], option: str = "--set") 
         raise UsageError(f"{option}: " + "; ".join(bad))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RuleChange:
     """One rule's weights before and after, by split name (`after` may be a list the core refuses: total 0)."""
 
@@ -101,7 +101,9 @@ def rule_change(
             + f"; its backends are {', '.join(names) or 'none'}. A new backendRef needs a port: add it to the route"
         )
     new = dict(assignments)
-    return RuleChange(ref, route, rule, before, tuple((n, new.get(n, w)) for n, w in before))
+    return RuleChange(
+        ref=ref, route=route, rule=rule, before=before, after=tuple((n, new.get(n, w)) for n, w in before)
+    )
 
 
 def flipped_rule(ref: Ref, route: HTTPRoute, rule: RouteRule) -> RuleChange:
@@ -113,7 +115,7 @@ def flipped_rule(ref: Ref, route: HTTPRoute, rule: RouteRule) -> RuleChange:
             f"{pairs_text(before) or 'none'}"
         )
     (a, wa), (b, wb) = before
-    return RuleChange(ref, route, rule, before, ((a, wb), (b, wa)))
+    return RuleChange(ref=ref, route=route, rule=rule, before=before, after=((a, wb), (b, wa)))
 
 
 def weight_patch(obj: Mapping[str, Any], change: RuleChange) -> list[dict[str, Any]]:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2, outlier_detection_pb2
 from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2, extension_pb2
@@ -471,16 +471,25 @@ def _route_configuration(
     )
 
 
-@dataclass(frozen=True)
-class Resources:
-    """Everything Envoy needs for one state, by xDS type URL then resource name (the content of one snapshot).
-    A type given as None is left as Envoy has it."""
+_C = TypeVar("_C", bound=Message)
+_E = TypeVar("_E", bound=Message)
+_R = TypeVar("_R", bound=Message)
+_T = TypeVar("_T", bound=Message)
 
-    clusters: dict[str, cluster_pb2.Cluster]
-    endpoints: dict[str, endpoint_pb2.ClusterLoadAssignment]
-    routes: dict[str, route_pb2.RouteConfiguration] | None
+
+# Not slots: a slotted frozen dataclass cannot be built through its subscripted alias (`Messages(...)`).
+@dataclass(frozen=True)
+class Resources(Generic[_C, _E, _R, _T]):
+    """Everything Envoy needs for one state, by xDS type URL then resource name (the content of one snapshot).
+    A type given as None is left as Envoy has it. As messages (`Messages`: what `resources`, `serving` and
+    `transition` give) or each already packed, deterministic, as ADS sends it (`Packed`: what `ResourceBuilder`
+    gives); the ADS snapshot takes either."""
+
+    clusters: dict[str, _C]
+    endpoints: dict[str, _E]
+    routes: dict[str, _R] | None
     # None: not a Gateway data plane's (no route table), SDS untouched; else every certificate it serves.
-    secrets: dict[str, secret_pb2.Secret] | None = None
+    secrets: dict[str, _T] | None = None
 
     def by_type(self) -> dict[str, Mapping[str, Message]]:
         out: dict[str, Mapping[str, Message]] = {CLUSTER_TYPE: self.clusters, ENDPOINT_TYPE: self.endpoints}
@@ -489,6 +498,12 @@ class Resources:
         if self.secrets is not None:
             out[SECRET_TYPE] = self.secrets
         return out
+
+
+Messages = Resources[
+    cluster_pb2.Cluster, endpoint_pb2.ClusterLoadAssignment, route_pb2.RouteConfiguration, secret_pb2.Secret
+]
+Packed = Resources[any_pb2.Any, any_pb2.Any, any_pb2.Any, any_pb2.Any]
 
 
 def secrets(gen: Generation | None) -> dict[str, secret_pb2.Secret] | None:
@@ -511,7 +526,7 @@ def secrets(gen: Generation | None) -> dict[str, secret_pb2.Secret] | None:
     return out
 
 
-def resources(gen: Generation | None) -> Resources:
+def resources(gen: Generation | None) -> Messages:
     clusters: dict[str, cluster_pb2.Cluster] = {}
     endpoints: dict[str, endpoint_pb2.ClusterLoadAssignment] = {}
     for s in gen.splits if gen is not None else ():
@@ -519,10 +534,10 @@ def resources(gen: Generation | None) -> Resources:
             clusters[b.cluster] = backend_cluster(b, s.endpoint_affinity)
             endpoints[b.cluster] = load_assignment(b)
     rc = route_configuration(gen)
-    return Resources(clusters, endpoints, {rc.name: rc}, secrets(gen))
+    return Messages(clusters, endpoints, {rc.name: rc}, secrets(gen))
 
 
-def serving(gen: Generation, draining: Sequence[Generation] = ()) -> Resources:
+def serving(gen: Generation, draining: Sequence[Generation] = ()) -> Messages:
     """Make-before-break, step two: the held generation's own snapshot (its routes), plus the clusters and endpoints
     of recently replaced generations it no longer uses. Those are withdrawn in a later version, once every decision
     they made has reached Envoy's router: a decision made just before the swap is applied by Envoy just after it
@@ -534,10 +549,10 @@ def serving(gen: Generation, draining: Sequence[Generation] = ()) -> Resources:
         res = resources(old)
         clusters.update(res.clusters)
         endpoints.update(res.endpoints)
-    return Resources({**clusters, **own.clusters}, {**endpoints, **own.endpoints}, own.routes, own.secrets)
+    return Messages({**clusters, **own.clusters}, {**endpoints, **own.endpoints}, own.routes, own.secrets)
 
 
-def transition(held: Generation | None, new: Generation, draining: Sequence[Generation] = ()) -> Resources:
+def transition(held: Generation | None, new: Generation, draining: Sequence[Generation] = ()) -> Messages:
     """Make-before-break, step one: the new generation's clusters and endpoints PLUS the held one's (and the still
     draining ones') clusters that the new one drops, with the held routes. Pushed and acknowledged before the swap, so
     no pick can name a cluster Envoy lacks; the removal is pushed only after the swap and the drain (`serving`). With
@@ -548,7 +563,7 @@ def transition(held: Generation | None, new: Generation, draining: Sequence[Gene
     clusters = {**old.clusters, **nxt.clusters}
     endpoints = {**old.endpoints, **nxt.endpoints}
     # Certificates are the new generation's from the first step: a rotated one is served as soon as Envoy takes it.
-    return Resources(clusters, endpoints, old.routes if held is not None else None, _merged(old.secrets, nxt.secrets))
+    return Messages(clusters, endpoints, old.routes if held is not None else None, _merged(old.secrets, nxt.secrets))
 
 
 def _merged(old: dict[str, _S] | None, new: dict[str, _S] | None) -> dict[str, _S] | None:
@@ -583,24 +598,6 @@ def _packed_routes(vhosts: list[bytes], gateway: Generation | None = None) -> an
     a = any_pb2.Any(type_url=ROUTE_TYPE)
     a.value = b"".join(_VHOST_TAG + _varint(len(v)) + v for v in vhosts) + rest
     return a
-
-
-@dataclass(frozen=True, slots=True)
-class PackedResources:
-    """Resources as `ResourceBuilder` gives them: each already packed (deterministic), as ADS sends it."""
-
-    clusters: dict[str, any_pb2.Any]
-    endpoints: dict[str, any_pb2.Any]
-    routes: dict[str, any_pb2.Any] | None
-    secrets: dict[str, any_pb2.Any] | None = None
-
-    def by_type(self) -> dict[str, Mapping[str, Message]]:
-        out: dict[str, Mapping[str, Message]] = {CLUSTER_TYPE: self.clusters, ENDPOINT_TYPE: self.endpoints}
-        if self.routes is not None:
-            out[ROUTE_TYPE] = self.routes
-        if self.secrets is not None:
-            out[SECRET_TYPE] = self.secrets
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -639,41 +636,39 @@ class ResourceBuilder:
     def __init__(self) -> None:
         self._last = _Used()
 
-    def resources(self, gen: Generation | None) -> PackedResources:
+    def resources(self, gen: Generation | None) -> Packed:
         used = _Used()
         res = self._own(gen, used)
         self._last = used
         return res
 
-    def serving(self, gen: Generation, draining: Sequence[Generation] = ()) -> PackedResources:
+    def serving(self, gen: Generation, draining: Sequence[Generation] = ()) -> Packed:
         used = _Used()
         res = self._serving(gen, draining, used)
         self._last = used
         return res
 
-    def transition(
-        self, held: Generation | None, new: Generation, draining: Sequence[Generation] = ()
-    ) -> PackedResources:
+    def transition(self, held: Generation | None, new: Generation, draining: Sequence[Generation] = ()) -> Packed:
         used = _Used()
         old = self._serving(held, draining, used) if held is not None else self._own(None, used)
         nxt = self._own(new, used)
         self._last = used
-        return PackedResources(
+        return Packed(
             {**old.clusters, **nxt.clusters},
             {**old.endpoints, **nxt.endpoints},
             old.routes if held is not None else None,
             _merged(old.secrets, nxt.secrets),
         )
 
-    def _serving(self, gen: Generation, draining: Sequence[Generation], used: _Used) -> PackedResources:
+    def _serving(self, gen: Generation, draining: Sequence[Generation], used: _Used) -> Packed:
         own = self._own(gen, used)
         clusters: dict[str, any_pb2.Any] = {}
         endpoints: dict[str, any_pb2.Any] = {}
         for old in draining:
             self._add_clusters(old, used, clusters, endpoints)
-        return PackedResources({**clusters, **own.clusters}, {**endpoints, **own.endpoints}, own.routes, own.secrets)
+        return Packed({**clusters, **own.clusters}, {**endpoints, **own.endpoints}, own.routes, own.secrets)
 
-    def _own(self, gen: Generation | None, used: _Used) -> PackedResources:
+    def _own(self, gen: Generation | None, used: _Used) -> Packed:
         clusters: dict[str, any_pb2.Any] = {}
         endpoints: dict[str, any_pb2.Any] = {}
         hosts: list[bytes] = []
@@ -689,7 +684,7 @@ class ResourceBuilder:
                 used.vhosts[key] = vh
                 hosts.append(vh)
         gateway = gen if has_route_table(gen) else None
-        return PackedResources(
+        return Packed(
             clusters,
             endpoints,
             {ROUTE_CONFIG_NAME: _packed_routes(hosts, gateway)},

@@ -11,7 +11,6 @@ no response-phase message. The replies' constant parts are built once per genera
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
@@ -19,6 +18,7 @@ from envoy.type.v3 import http_status_pb2
 from google.protobuf import wrappers_pb2
 
 from trafficsplit.core.decide import disclosure as disclosure_fields
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.serve import HeaderEdits, Redirected, Refusal, Refused, ServedRoutes
 from trafficsplit.core.decide.split import Decision
 from trafficsplit.core.model.compiled import CompiledSplit
@@ -37,26 +37,8 @@ from trafficsplit.wire.envoy import (
 _OVERWRITE = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
 
 
-@dataclass(frozen=True, slots=True)
-class RequestView:
-    """What a decision needs from the request headers: authority, Cookie lines, request id, the rest by name."""
-
-    authority: str
-    cookie_lines: tuple[str, ...]
-    request_id: str
-    headers: dict[str, str]
-
-    def header(self, name: str) -> str | None:
-        return self.headers.get(name)
-
-    @property
-    def path(self) -> str:
-        """`:path` with its query string, as Envoy normalised it before any filter ran."""
-        return self.headers.get(":path", "/")
-
-    @property
-    def method(self) -> str:
-        return self.headers.get(":method", "GET")
+# The request as the wire read it is the core's request value: it travels whole down to the decision.
+RequestView = Request
 
 
 def listener_port(metadata: Iterable[tuple[str, str | bytes]]) -> int | None:

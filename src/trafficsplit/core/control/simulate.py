@@ -96,7 +96,7 @@ class RuleCapacity:
     busiest_rps: Fraction  # the busiest replica's share of the peak, at the given replicas
     utilization: Fraction  # busiest_rps / safe_rps
     replicas_needed: int | None  # by search: the fewest k1..kN whose busiest replica stays within the budget
-    # By imbalance: ceil(imbalance × peak / safe), the imbalance at the given replicas, no target (the usual rule of
+    # By imbalance: ceil(imbalance × peak / (safe × target)), the imbalance at the given replicas (the usual rule of
     # thumb: scale the even count by how uneven the rule is). It ignores that the imbalance changes with the count.
     replicas_needed_by_imbalance: int
 
@@ -405,7 +405,7 @@ def _capacity_report(
     needed = _replicas_needed(cap, names, requests, s, points, even)
     for rule, r in rules.items():
         rps = cap.peak_rps * Fraction(max(r.load), total)
-        by_imbalance = max(1, ceil(r.imbalance * cap.peak_rps / cap.safe_rps))
+        by_imbalance = max(1, ceil(r.imbalance * cap.peak_rps / cap.budget_rps))
         per_rule[rule] = RuleCapacity(rps, rps / cap.safe_rps, needed[rule], by_imbalance)
     largest = cap.peak_rps * s
     by_count = tuple(CountCapacity(k, cap.peak_rps / b, cap.peak_rps / b / cap.safe_rps) for k, b in bounds)

@@ -24,11 +24,12 @@ Per request, `ServedRoutes.route`:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from trafficsplit.core.decide.match import RouteTable
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.split import Decision, decide
 from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.cookie import AffinityMinter
@@ -239,20 +240,13 @@ class ServedRoutes:
     def ports(self) -> tuple[int, ...]:
         return tuple(sorted(self._tables))
 
-    def select(
-        self,
-        port: int,
-        authority: str,
-        raw_path: str,
-        method: str,
-        header: Callable[[str], str | None],
-    ) -> tuple[RouteEntry, RuleAction] | None:
+    def select(self, port: int, request: Request) -> tuple[RouteEntry, RuleAction] | None:
         """The entry and action a request meets on the listener at `port`, or None (404)."""
         table = self._tables.get(port)
         if table is None:
             return None
-        path, query = split_target(raw_path)
-        entry = table.select(authority, path, method, header, query)
+        path, query = split_target(request.path)
+        entry = table.select(request.authority, path, request.method, request.header, query)
         if entry is None:
             return None
         action = self._actions.get((entry.route, entry.rule))
@@ -261,29 +255,24 @@ class ServedRoutes:
     def route(
         self,
         port: int,
+        request: Request,
         *,
-        authority: str,
-        raw_path: str,
-        method: str,
-        header: Callable[[str], str | None],
-        cookie_lines: Sequence[str],
-        request_id: str,
         minter: AffinityMinter,
         signer: CookieSigner | None = None,
     ) -> Routed | Refused | Redirected:
         """The whole per-request answer (see the module docstring)."""
-        met = self.select(port, authority, raw_path, method, header)
+        met = self.select(port, request)
         if met is None:
             return Refused(Refusal.NO_ROUTE)
         entry, action = met
         if action.filters.redirect is not None:
             scheme = "https" if port in self._https else "http"
-            return _redirect(action.filters, entry, port, authority, raw_path, scheme)
+            return _redirect(action.filters, entry, port, request.authority, request.path, scheme)
         split = action.split
         if split is None:
             return Refused(Refusal.NO_BACKEND)
-        d = decide(split, cookie_lines=cookie_lines, request_id=request_id, header=header, minter=minter, signer=signer)
+        d = decide(split, request, minter=minter, signer=signer)
         if in_error_share(split, action.error_weight, d.key_hash):
             return Refused(Refusal.ERROR_SHARE)
-        edits = request_edits(action, d.backend.name, entry, raw_path)
+        edits = request_edits(action, d.backend.name, entry, request.path)
         return Routed(entry=entry, action=action, split=split, decision=d, edits=edits)

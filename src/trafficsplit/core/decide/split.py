@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import NamedTuple
 
+from trafficsplit.core.decide.request import Request
 from trafficsplit.core.model.assignment import SLOTS
 from trafficsplit.core.model.compiled import CompiledBackend, CompiledSplit
 from trafficsplit.core.model.cookie import AffinityMinter, read_cookie, read_cookies, render_set_cookie
@@ -108,16 +109,11 @@ def _first_match(split: CompiledSplit, cookie_lines: Sequence[str], header: Call
 
 
 def decide(
-    split: CompiledSplit,
-    *,
-    cookie_lines: Sequence[str],
-    request_id: str,
-    header: Callable[[str], str | None],
-    minter: AffinityMinter,
-    signer: CookieSigner | None = None,
+    split: CompiledSplit, request: Request, *, minter: AffinityMinter, signer: CookieSigner | None = None
 ) -> Decision:
-    """Decide one request. `header(name)` returns a request header's value (lowercase name) or None. `signer`: the
-    replica's cookie keys, required by persistent splits (the publish receiver refuses them without one)."""
+    """Decide one request. `signer`: the replica's cookie keys, required by persistent splits (the publish receiver
+    refuses them without one)."""
+    cookie_lines, request_id, header = request.cookie_lines, request.request_id, request.header
     if split.persistent:
         if signer is None:
             raise ValueError(f"{split.key}: sticky.mode persistent needs the cookie keys (--cookie-key-file)")

@@ -15,7 +15,7 @@ from trafficsplit.core.gatewayapi.sessions import RuleSession, rule_session
 from trafficsplit.core.model.assignment import SlotTable
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.persistent import StickyMode
-from trafficsplit.core.model.routes import BackendTarget, RuleAction
+from trafficsplit.core.model.routes import BackendTarget, RuleAction, RuleKey
 from trafficsplit.core.model.rules import Endpoint
 from trafficsplit.core.model.splitspec import BackendSpec, SplitSpec
 
@@ -123,7 +123,7 @@ def rule_spec(route: HTTPRoute, rule: RouteRule, targets: Sequence[BackendTarget
     persistent = session.persistent
     return SplitSpec(
         namespace=route.meta.namespace,
-        name=f"{route.meta.name}.rule-{rule.index}",
+        name=RuleKey(route.meta.namespace, route.meta.name, rule.index).split_name,
         hosts=(),  # the route table selects the rule, by its listeners' virtual hosts
         service=None,
         backends=tuple(

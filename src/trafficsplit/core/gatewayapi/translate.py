@@ -65,6 +65,7 @@ from trafficsplit.core.model.routes import (
     ListenerRoutes,
     RouteEntry,
     RuleAction,
+    RuleKey,
     VirtualHost,
 )
 from trafficsplit.core.model.rules import Endpoint
@@ -211,7 +212,7 @@ def _rule_actions(
         if not attached:
             continue
         ok, _, error_weight = resolved[rule.index]
-        prev = slot_tables.get(f"{route.meta.namespace}/{route.meta.name}.rule-{rule.index}")
+        prev = slot_tables.get(RuleKey(route.meta.namespace, route.meta.name, rule.index).text)
         eps = target_endpoints(ok, slices, state.seen_endpoints)
         builds.append((rule, partial(state.memo.build, route, rule, ok, error_weight, eps, previous_table=prev)))
     actions: list[RuleAction] = []

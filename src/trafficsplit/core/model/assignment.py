@@ -121,9 +121,6 @@ class SlotTable:
         ]
         return [f"assignment.runs: {'; '.join(wrong)}"] if wrong else []
 
-    def share_of(self, name: str) -> Fraction:
-        return Fraction(self.counts().get(name, 0), SLOTS)
-
     # --- status.assignment ---
 
     def to_status(self, uid: str, weights: Weights) -> dict[str, Any]:

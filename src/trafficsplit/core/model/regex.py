@@ -66,12 +66,3 @@ class Pattern:
 def _reason(exc: Exception) -> str:
     arg = exc.args[0] if exc.args else exc
     return arg.decode(errors="replace") if isinstance(arg, bytes) else str(arg)
-
-
-def pattern_problem(pattern: str) -> str | None:
-    """Why `pattern` cannot be a match rule's regular expression, or None."""
-    try:
-        Pattern(pattern)
-    except RegexError as exc:
-        return str(exc)
-    return None

@@ -74,11 +74,49 @@ class RouteEntry:
     @property
     def rule_key(self) -> str:
         """The rule's key, which is its split's key: `namespace/route.rule-<index>`."""
-        return rule_key(self.route, self.rule)
+        return RuleKey.of(self.route, self.rule).text
 
 
-def rule_key(route: str, rule: int) -> str:
-    return f"{route}.rule-{rule}"
+_RULE_SEP = ".rule-"
+
+
+@dataclass(frozen=True, slots=True)
+class RuleKey:
+    """One rule of an HTTPRoute, which names its split: the split's key is `text`, `namespace/route.rule-<index>`
+    (the wire form the generation and the replicas' reports carry). The only place that renders or parses it."""
+
+    namespace: str
+    name: str  # the route's
+    rule: int
+
+    @classmethod
+    def of(cls, route: str, rule: int) -> RuleKey:
+        """The key of rule `rule` of `route` (`namespace/name`)."""
+        ns, _, name = route.partition("/")
+        return cls(ns, name, rule)
+
+    @classmethod
+    def parse(cls, text: str) -> RuleKey | None:
+        """The rule a split key names; None when it is no rule's (a TrafficSplit's, or malformed)."""
+        route, sep, index = text.rpartition(_RULE_SEP)
+        ns, slash, name = route.partition("/")
+        if not sep or not slash or not index.isdigit() or not index.isascii():
+            return None
+        return cls(ns, name, int(index))
+
+    @property
+    def route(self) -> str:
+        """`namespace/name` of the route."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def split_name(self) -> str:
+        """The name of the rule's split (in the route's namespace): `route.rule-<index>`."""
+        return f"{self.name}{_RULE_SEP}{self.rule}"
+
+    @property
+    def text(self) -> str:
+        return f"{self.namespace}/{self.split_name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +274,7 @@ class RuleAction:
 
     @property
     def key(self) -> str:
-        return rule_key(self.route, self.rule)
+        return RuleKey.of(self.route, self.rule).text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
