@@ -14,7 +14,6 @@ the per-request path and the model never import this module (.importlinter).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -24,6 +23,7 @@ from trafficsplit.core.model.assignment import AssignmentMode
 from trafficsplit.core.model.compiled import CompiledMatch, MatchKind, MatchType, persistent_cookie_problems
 from trafficsplit.core.model.cookie import CookieSettings, SameSite
 from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.fields import unknown_fields
 from trafficsplit.core.model.persistent import StickyMode
 from trafficsplit.core.model.ring import DEFAULT_POINTS
 from trafficsplit.core.model.rules import Endpoint
@@ -121,20 +121,6 @@ class Problems:
                 self.items.append(q)
 
 
-def unknown_fields(value: Any, fields: Mapping[str, Any], path: str, p: Problems) -> None:
-    items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
-    for i, obj in items:
-        if not isinstance(obj, Mapping):
-            continue  # a wrong type is reported where the field is read
-        where = path if i is None else f"{path}[{i}]"
-        for key, sub in obj.items():
-            if key not in fields:
-                near = difflib.get_close_matches(str(key), list(fields), n=1)
-                p.add(f"{where}.{key}", "unknown field" + (f" (did you mean {near[0]!r}?)" if near else ""))
-            elif fields[key] is not None:
-                unknown_fields(sub, fields[key], f"{where}.{key}", p)
-
-
 def get_field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str, p: Problems) -> Any:
     value = obj.get(key)
     if value is None:
@@ -159,7 +145,7 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     p = Problems()
     if not isinstance(spec, Mapping):
         raise SpecError(["spec: expected an object"])
-    unknown_fields(spec, SPEC_FIELDS, "spec", p)
+    p.items.extend(unknown_fields(spec, SPEC_FIELDS, "spec"))
     service = get_field(spec, "service", str, "spec", p)
     hosts_raw = get_field(spec, "hosts", list, "spec", p)
     sticky = get_field(spec, "sticky", Mapping, "spec", p)

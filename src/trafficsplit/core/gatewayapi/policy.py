@@ -39,7 +39,6 @@ from trafficsplit.core.control.spec import (
     parse_endpoint_points,
     parse_key_header,
     parse_sticky_mode,
-    unknown_fields,
 )
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, RouteRule, SessionType
 from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP, Meta
@@ -47,6 +46,7 @@ from trafficsplit.core.model.assignment import AssignmentMode, minimal_moved_sha
 from trafficsplit.core.model.compiled import endpoint_points_problems
 from trafficsplit.core.model.cookie import CookieSettings, SameSite
 from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.fields import unknown_fields
 from trafficsplit.core.model.persistent import StickyMode, drain_mode_problems, persistent_moved_share
 from trafficsplit.core.model.rules import is_dns_subdomain, key_header_problems
 from trafficsplit.core.model.splitspec import BackendSpec, SplitSpec
@@ -209,7 +209,7 @@ def parse_policy(body: Mapping[str, Any]) -> Policy:
     spec = body.get("spec")
     if not isinstance(spec, Mapping):
         raise SpecError([*p.items, "spec: expected an object"])
-    unknown_fields(spec, POLICY_FIELDS, "spec", p)
+    p.items.extend(unknown_fields(spec, POLICY_FIELDS, "spec"))
     targets = _targets(get_field(spec, "targetRefs", list, "spec", p), p)
     sticky = get_field(spec, "sticky", Mapping, "spec", p)
     settings: dict[str, Any] = {
