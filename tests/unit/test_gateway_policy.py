@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from trafficsplit.core.control.compiler import compile_split
 from trafficsplit.core.control.resolve import ServiceInfo, ServicePort
 from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.split import decide
@@ -306,7 +307,7 @@ def test_drain_false_moves_weight_zero_sessions_under_persistent() -> None:
 
 def test_drain_on_a_rehash_rule_is_the_trafficsplits_refusal() -> None:
     with pytest.raises(SpecError, match=r"drain: needs spec.sticky.mode: persistent"):
-        PolicySettings(drain=True).apply(rule_spec(persistent=False))
+        compile_split(PolicySettings(drain=True).apply(rule_spec(persistent=False)))
 
 
 def test_cookie_attributes_keep_the_rules_name_and_max_age() -> None:

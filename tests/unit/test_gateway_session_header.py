@@ -17,8 +17,7 @@ from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.cookie import AffinityMinter
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import Generation
-from trafficsplit.core.model.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner, StickyMode
-from trafficsplit.core.model.splitspec import BackendSpec, SplitSpec
+from trafficsplit.core.model.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner
 from trafficsplit.wire.envoy import gateway_virtual_host, session_meta_key
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 from trafficsplit.wire.processing import DecisionReplies
@@ -161,34 +160,20 @@ def test_the_receiver_rebuilds_the_header_session_and_refuses_a_name_that_frames
     (back,) = generation_from_proto(generation_to_proto(gen)).splits
     assert back == split and back.persistent and back.key_header == HEADER and back.cookie is None
 
-    def spec(mode: StickyMode) -> SplitSpec:
-        return SplitSpec(
-            namespace="ns",
-            name="r",
-            hosts=(),
-            service=None,
-            backends=(BackendSpec(name="a", service="a", port=80, weight=1),),
-            cookie=None,
-            key_header="transfer-encoding",
-            endpoint_affinity=False,
-            matches=(),
-            debug_headers=False,
-            sticky_mode=mode,
-        )
-
-    with pytest.raises(SpecError, match="cannot carry a session the gateway issues"):
-        spec(StickyMode.PERSISTENT)
-    with pytest.raises(SpecError, match="cannot carry a session the gateway issues"):
-        CompiledSplit(
+    def compiled(persistent: bool) -> CompiledSplit:
+        return CompiledSplit(
             namespace="ns",
             name="r",
             hosts=(),
             backends=split.backends,
             key_header="transfer-encoding",
-            persistent=True,
+            persistent=persistent,
         )
+
+    with pytest.raises(SpecError, match="cannot carry a session the gateway issues"):
+        compiled(persistent=True)
     # A key header that only keys the pick (never sent back) keeps the TrafficSplit rule: a token, not the cookie.
-    assert spec(StickyMode.REHASH).key_header == "transfer-encoding"
+    assert compiled(persistent=False).key_header == "transfer-encoding"
 
 
 def test_the_token_reaches_envoy_as_the_response_header_of_that_name() -> None:

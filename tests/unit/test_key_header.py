@@ -108,5 +108,5 @@ def test_the_key_header_crosses_the_publish_api_and_the_receiver_checks_it() -> 
     assert msg.splits[0].key_header == "x-user-id"
     assert generation_from_proto(msg) == gen
     msg.splits[0].key_header = "Cookie"
-    with pytest.raises(SpecError, match=r"splits\[0\]\.key_header: 'Cookie' must be lowercase"):
+    with pytest.raises(SpecError, match=r"splits\[0\]\.sticky\.header\.name: 'Cookie' must be lowercase"):
         generation_from_proto(msg)

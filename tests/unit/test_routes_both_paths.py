@@ -1,5 +1,5 @@
 """A Gateway's route table both ways it reaches the core: the parser (an HTTPRoute) and the dataplane's receiver (the
-publish proto), as tests/unit/test_rules_both_paths.py does for splits. The receiver refuses what the parser refuses
+publish proto), as tests/unit/test_split_rules.py does for splits. The receiver refuses what the parser refuses
 (the parser refusing the route, or dropping the rule as UnsupportedValue), because both build the same self-checking
 values; and a valid table goes out and comes back equal."""
 
@@ -126,7 +126,7 @@ def test_the_valid_table_passes_both_paths_and_comes_back_equal() -> None:
 
 
 def test_a_generation_of_trafficsplits_has_no_table_either_way() -> None:
-    from tests.unit.test_rules_both_paths import valid_proto as trafficsplit_proto
+    from tests.unit.test_split_rules import valid_proto as trafficsplit_proto
 
     msg = trafficsplit_proto()
     assert not msg.HasField("routes") and generation_from_proto(msg).routes is None

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from trafficsplit.core.control.spec import parse_split
+from trafficsplit.core.model.compiled import MatchKind, MatchType
 from trafficsplit.core.model.cookie import SameSite
 from trafficsplit.core.model.errors import SpecError
-from trafficsplit.core.model.splitspec import MatchKind, MatchType
 
 
 def base(**over: Any) -> dict[str, Any]:

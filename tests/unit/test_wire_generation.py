@@ -88,7 +88,7 @@ def test_session_cookie_has_no_max_age() -> None:
         (lambda m: _set(m.splits[0].backends[1], "cluster", m.splits[0].backends[0].cluster), "also used"),
         (lambda m: _set(m.splits[0].backends[1], "cluster", ""), "cluster: required"),
         (lambda m: _set(m.splits[0].matches[1], "value", "("), "regular expression"),
-        (lambda m: _set(m.splits[0].matches[0], "backend", "nope"), "not a backend"),
+        (lambda m: _set(m.splits[0].matches[0], "backend", "nope"), "not one of the backends"),
         (lambda m: _set(m.splits[0].cookie, "name", "bad name"), "cookie name"),
         (lambda m: _set(m.splits[0].cookie, "same_site", "Sometimes"), "same_site"),
         (lambda m: _set(m.splits[0].backends[0].endpoints[0], "port", 0), "endpoints[0]"),

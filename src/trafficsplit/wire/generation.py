@@ -2,10 +2,10 @@
 
 The operator compiles with the core and sends `trafficsplit.v1alpha1.Generation`; the dataplane turns it back into a
 core `Generation` and decides with that. A proto is never trusted, and no rule is written here: the receiver builds the
-same self-checking core values the parser builds (`CompiledSplit`, `CompiledBackend`, `CompiledMatch`, `Endpoint`,
-`CookieSettings`, `Generation`), so it refuses what the parser refuses (tests/unit/test_rules_both_paths.py), and
-reports every problem in one `SpecError` under the proto's field paths, so a bad generation is refused whole, before
-Envoy sees any of it. What is left here is the proto's shape: enums, the match → backend reference, and the bounds
+same self-checking core values the compiler builds, through the same constructors (`compiled_backends`, `CompiledSplit`,
+`CompiledMatch`, `Endpoint`, `CookieSettings`, `Generation`), so it refuses what the parser refuses in the same words
+(tests/unit/test_split_rules.py), and reports every problem in one `SpecError` under the proto's field paths, so a bad
+generation is refused whole, before Envoy sees any of it. What is left here is the proto's shape: enums, and the bounds
 checked before anything is built (counts of core/model/limits.py, the gateway's own cluster names).
 
 A Gateway's generation also carries its route table (`GatewayRoutes`: listeners, virtual hosts, match entries, rule
@@ -22,7 +22,15 @@ from typing import ParamSpec, TypeVar
 
 from trafficsplit.core.model.assignment import SLOTS, Run, SlotTable
 from trafficsplit.core.model.capabilities import Capabilities, SplitRefusal
-from trafficsplit.core.model.compiled import CompiledBackend, CompiledMatch, CompiledSplit, Endpoint
+from trafficsplit.core.model.compiled import (
+    CompiledMatch,
+    CompiledSplit,
+    Endpoint,
+    MatchKind,
+    MatchType,
+    endpoint_count_problems,
+    match_count_problems,
+)
 from trafficsplit.core.model.cookie import CookieSettings, SameSite
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.filters import (
@@ -40,9 +48,7 @@ from trafficsplit.core.model.filters import (
 from trafficsplit.core.model.generation import Generation
 from trafficsplit.core.model.limits import (
     MAX_BACKENDS,
-    MAX_ENDPOINTS,
     MAX_HOSTS,
-    MAX_MATCHES,
     MAX_NAME,
     MAX_NAMESPACE,
     MAX_ORIGIN,
@@ -71,14 +77,17 @@ from trafficsplit.core.model.routes import (
     RuleAction,
     VirtualHost,
 )
-from trafficsplit.core.model.rules import compile_pattern
-from trafficsplit.core.model.splitspec import MatchKind
+from trafficsplit.core.model.splitspec import BackendSpec, compiled_backends
 from trafficsplit.core.model.tls import Certificate
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.reserved import RESERVED_CLUSTERS
 
 _KIND_TO_PB = MappingProxyType({MatchKind.HEADER: pb.Match.HEADER, MatchKind.COOKIE: pb.Match.COOKIE})
 _KIND_FROM_PB = MappingProxyType({v: k for k, v in _KIND_TO_PB.items()})
+_TYPE_TO_PB = MappingProxyType(
+    {MatchType.EXACT: pb.Match.EXACT, MatchType.REGULAR_EXPRESSION: pb.Match.REGULAR_EXPRESSION}
+)
+_TYPE_FROM_PB = MappingProxyType({v: k for k, v in _TYPE_TO_PB.items()})
 _PATH_TO_PB = MappingProxyType(
     {
         PathType.PREFIX: pb.RouteMatch.PATH_PREFIX,
@@ -168,9 +177,9 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
             pb.Match(
                 kind=_KIND_TO_PB[m.kind],
                 name=m.name,
-                type=pb.Match.EXACT if m.pattern is None else pb.Match.REGULAR_EXPRESSION,
-                value=m.exact if m.pattern is None else m.pattern.pattern,
-                backend=split.backends[m.backend_index].name,
+                type=_TYPE_TO_PB[m.type],
+                value=m.value,
+                backend=m.backend,
             )
         )
     return out
@@ -316,15 +325,12 @@ def _count_problems(s: pb.Split, path: str) -> list[str]:
         for name, items, limit in (
             ("hosts", s.hosts, MAX_HOSTS),
             ("backends", s.backends, MAX_BACKENDS),
-            ("matches", s.matches, MAX_MATCHES),
         )
         if len(items) > limit
     ]
-    p.extend(
-        f"{path}.backends[{j}].endpoints: {len(b.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed"
-        for j, b in enumerate(s.backends[:MAX_BACKENDS])
-        if len(b.endpoints) > MAX_ENDPOINTS
-    )
+    p += SpecError(match_count_problems(len(s.matches))).within(path).problems
+    for j, b in enumerate(s.backends[:MAX_BACKENDS]):
+        p += SpecError(endpoint_count_problems(len(b.endpoints))).within(f"{path}.backends[{j}]").problems
     p.extend(
         f"{path}.backends[{j}].cluster: {b.cluster!r} is reserved for the gateway's own clusters"
         for j, b in enumerate(s.backends[:MAX_BACKENDS])
@@ -349,58 +355,49 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
         problems.extend(refused)
         return None
     before = len(problems)
-    backends: list[CompiledBackend] = []
+    backends: list[BackendSpec] = []
     for j, b in enumerate(s.backends):
-        bpath = f"{path}.backends[{j}]"
         endpoints = [
-            _build(problems, f"{bpath}.endpoints[{k}]", Endpoint, address=e.address, port=e.port, ready=e.ready)
+            _build(
+                problems,
+                f"{path}.backends[{j}].endpoints[{k}]",
+                Endpoint,
+                address=e.address,
+                port=e.port,
+                ready=e.ready,
+            )
             for k, e in enumerate(b.endpoints)
         ]
-        backend = _build(
-            problems,
-            bpath,
-            CompiledBackend,
-            name=b.name,
-            weight=b.weight,
-            cluster=b.cluster,
-            service=b.service,
-            port=b.port,
-            endpoints=tuple(e for e in endpoints if e is not None),
-            drain=b.drain,
+        backends.append(
+            BackendSpec(
+                name=b.name,
+                weight=b.weight,
+                service=b.service,
+                port=b.port,
+                endpoints=tuple(e for e in endpoints if e is not None),
+                drain=b.drain,
+            )
         )
-        if backend is not None:
-            backends.append(backend)
     cookie = _cookie_from_proto(s.cookie, f"{path}.cookie", problems) if s.HasField("cookie") else None
-    index = {b.name: j for j, b in enumerate(s.backends)}
     matches: list[CompiledMatch] = []
     for j, m in enumerate(s.matches):
         mpath = f"{path}.matches[{j}]"
         kind = _KIND_FROM_PB.get(m.kind)
-        if m.backend not in index:
-            problems.append(f"{mpath}.backend: {m.backend!r} is not a backend of this split")
-        elif kind is None:
+        mtype = _TYPE_FROM_PB.get(m.type)
+        if kind is None:
             problems.append(f"{mpath}.kind: unknown kind {m.kind}")
-        elif m.type not in (pb.Match.EXACT, pb.Match.REGULAR_EXPRESSION):
+        elif mtype is None:
             problems.append(f"{mpath}.type: unknown type {m.type}")
         else:
-            regex = m.type == pb.Match.REGULAR_EXPRESSION
-            pattern = _build(problems, mpath, compile_pattern, m.value) if regex else None
-            if regex and pattern is None:
-                continue  # the pattern's problem is recorded
+            name = m.name.lower() if kind is MatchKind.HEADER else m.name
             match = _build(
-                problems,
-                mpath,
-                CompiledMatch,
-                kind=kind,
-                name=m.name.lower() if kind is MatchKind.HEADER else m.name,
-                exact=None if regex else m.value,
-                pattern=pattern,
-                backend_index=index[m.backend],
+                problems, mpath, CompiledMatch, kind=kind, name=name, type=mtype, value=m.value, backend=m.backend
             )
             if match is not None:
                 matches.append(match)
     table = _table_from_proto(s, f"{path}.assignment", problems) if s.HasField("assignment") else None
-    if len(problems) > before:
+    compiled = _build(problems, path, compiled_backends, backends, [b.cluster for b in s.backends])
+    if len(problems) > before or compiled is None:
         return None
     return _build(
         problems,
@@ -409,7 +406,7 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
         namespace=s.namespace,
         name=s.name,
         hosts=tuple(h.lower() for h in s.hosts),
-        backends=tuple(backends),
+        backends=compiled,
         cookie=cookie,
         endpoint_affinity=s.endpoint_affinity,
         matches=tuple(matches),

@@ -8,14 +8,15 @@ The dataplane never does; it rebuilds the same values from the publish message t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trafficsplit.core.model.assignment import AssignmentMode, SlotTable, advance
-from trafficsplit.core.model.compiled import CompiledBackend, CompiledMatch, CompiledSplit, cluster_name
+from trafficsplit.core.model.compiled import CompiledSplit, cluster_name
+from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import Generation, GenerationContent
 from trafficsplit.core.model.persistent import StickyMode
-from trafficsplit.core.model.rules import Endpoint, compile_pattern
-from trafficsplit.core.model.splitspec import MatchType, SplitSpec
+from trafficsplit.core.model.rules import Endpoint, name_problems
+from trafficsplit.core.model.splitspec import SplitSpec, compiled_backends
 from trafficsplit.core.model.vocabulary import Reason
 from trafficsplit.core.model.weights import Weights
 
@@ -29,29 +30,13 @@ def compile_split(
     """Compile a parsed spec. `endpoints` maps backend name → its endpoints with readiness; a backend missing from it
     uses the spec's static endpoints (local mode), which count as ready. `previous_table`: the slot table the split
     had before (spec.assignment: minimal), which the new weights advance; None builds one from the weights alone."""
+    identity = name_problems(spec.namespace, spec.name)
+    if identity:  # the clusters are named after the split: refused for what the user wrote, not for what it made
+        raise SpecError(identity)
     endpoints = endpoints or {}
-    index = {b.name: i for i, b in enumerate(spec.backends)}
-    backends = tuple(
-        CompiledBackend(
-            name=b.name,
-            weight=b.weight,
-            cluster=cluster_name(spec.namespace, spec.name, b.name),
-            service=b.service,
-            port=b.port,
-            endpoints=tuple(endpoints[b.name]) if b.name in endpoints else b.endpoints,
-            drain=b.drain,
-        )
-        for b in spec.backends
-    )
-    matches = tuple(
-        CompiledMatch(
-            kind=m.kind,
-            name=m.name,
-            exact=m.value if m.type is MatchType.EXACT else None,
-            pattern=compile_pattern(m.value) if m.type is MatchType.REGULAR_EXPRESSION else None,
-            backend_index=index[m.backend],
-        )
-        for m in spec.matches
+    backends = compiled_backends(
+        [replace(b, endpoints=tuple(endpoints[b.name])) if b.name in endpoints else b for b in spec.backends],
+        [cluster_name(spec.namespace, spec.name, b.name) for b in spec.backends],
     )
     return CompiledSplit(
         namespace=spec.namespace,
@@ -60,7 +45,7 @@ def compile_split(
         backends=backends,
         cookie=spec.cookie,
         endpoint_affinity=spec.endpoint_affinity,
-        matches=matches,
+        matches=spec.matches,
         debug_headers=spec.debug_headers,
         endpoint_points=spec.endpoint_points,
         observed_generation=observed_generation,

@@ -4,44 +4,31 @@ The API server's schema and CEL rules reject bad input first; this parser checks
 source (local mode) has no API server in front of it, and because a compiled generation must never rest on trust.
 Field paths in messages use the resource's own names (`spec.backends[1].weight`), as `kubectl` users see them.
 
-The parser owns the YAML's shape (types, required fields, defaults, cross-references); the rules on each field's value
-live in the values it builds (`CookieSettings`, `Endpoint`, and `MatchSpec`, `BackendSpec`, `SplitSpec` in
-`trafficsplit.core.model.splitspec`, with `trafficsplit.core.model.rules`), which the publish receiver builds too, so
-both refuse the same input. Nothing outside this module reads a raw spec field: tools that rewrite `spec.backends` go
-through
-`declared_backends`. Control-time only: the per-request path and the model never import this module (.importlinter).
+The parser owns the YAML's shape (types, required fields, defaults); the rules on each field's value live in the
+values that check themselves (`CookieSettings`, `Endpoint`, `CompiledMatch`, and the compiled split `compile_split`
+builds from the parsed `SplitSpec`), which the publish receiver builds too, so both refuse the same input in the same
+words. The parser puts their problems under the resource's paths, once (`Problems.checked`). Nothing outside this
+module reads a raw spec field: tools that rewrite `spec.backends` go through `declared_backends`. Control-time only:
+the per-request path and the model never import this module (.importlinter).
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from trafficsplit.core.control.compiler import compile_split
 from trafficsplit.core.model.assignment import AssignmentMode
+from trafficsplit.core.model.compiled import CompiledMatch, MatchKind, MatchType, persistent_cookie_problems
 from trafficsplit.core.model.cookie import CookieSettings, SameSite
 from trafficsplit.core.model.errors import SpecError
-from trafficsplit.core.model.limits import MAX_ENDPOINTS
+from trafficsplit.core.model.fields import unknown_fields
 from trafficsplit.core.model.persistent import StickyMode
 from trafficsplit.core.model.ring import DEFAULT_POINTS
-from trafficsplit.core.model.rules import (
-    Endpoint,
-    host_problems,
-    key_header_problems,
-    name_problems,
-)
-from trafficsplit.core.model.splitspec import (
-    BackendSpec,
-    MatchKind,
-    MatchSpec,
-    MatchType,
-    SplitSpec,
-    endpoint_points_problems,
-    match_count_problems,
-    persistent_cookie_problems,
-)
-from trafficsplit.core.model.weights import parse_int, weight_problems
+from trafficsplit.core.model.rules import Endpoint
+from trafficsplit.core.model.splitspec import BackendSpec, SplitSpec
+from trafficsplit.core.model.weights import parse_int
 
 # Every field a spec may have: the CRD schema's properties (tests/unit/test_crd.py keeps the two equal) plus the file
 # source's `backends[].endpoints`. The API server refuses (kubectl's strict field validation) or prunes any other
@@ -123,19 +110,15 @@ class Problems:
         """A value's own problems (`hosts[1]: ...`) under the resource path (`spec.hosts[1]: ...`)."""
         self.items.extend(error.within(path).problems)
 
-
-def unknown_fields(value: Any, fields: Mapping[str, Any], path: str, p: Problems) -> None:
-    items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
-    for i, obj in items:
-        if not isinstance(obj, Mapping):
-            continue  # a wrong type is reported where the field is read
-        where = path if i is None else f"{path}[{i}]"
-        for key, sub in obj.items():
-            if key not in fields:
-                near = difflib.get_close_matches(str(key), list(fields), n=1)
-                p.add(f"{where}.{key}", "unknown field" + (f" (did you mean {near[0]!r}?)" if near else ""))
-            elif fields[key] is not None:
-                unknown_fields(sub, fields[key], f"{where}.{key}", p)
+    def checked(self, error: SpecError) -> None:
+        """The compiled value's problems (already under the resource's paths), but none about a field whose problem
+        is reported already: a field the parser could not read stands in with a placeholder (a missing name as
+        ''), whose problems are not the user's."""
+        reported = [q.partition(": ")[0] for q in self.items]
+        for q in error.problems:
+            path = q.partition(": ")[0]
+            if not any(path == r or path.startswith((f"{r}.", f"{r}[")) for r in reported):
+                self.items.append(q)
 
 
 def get_field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str, p: Problems) -> Any:
@@ -162,46 +145,39 @@ def parse_split(namespace: str, name: str, spec: Mapping[str, Any]) -> SplitSpec
     p = Problems()
     if not isinstance(spec, Mapping):
         raise SpecError(["spec: expected an object"])
-    unknown_fields(spec, SPEC_FIELDS, "spec", p)
-    # The file source (local mode) takes these from its files: checked here under their resource path.
-    p.extend("metadata", SpecError(name_problems(namespace, name)))
+    p.items.extend(unknown_fields(spec, SPEC_FIELDS, "spec"))
     service = get_field(spec, "service", str, "spec", p)
     hosts_raw = get_field(spec, "hosts", list, "spec", p)
-    hosts = _parse_hosts(hosts_raw, service, namespace, p)
-    backends = _parse_backends(get_field(spec, "backends", list, "spec", p), p)
     sticky = get_field(spec, "sticky", Mapping, "spec", p)
     cookie, affinity = _parse_sticky(sticky, p)
-    points = parse_endpoint_points(sticky, p)
-    key_header = parse_key_header(sticky, p)
     sticky_mode = parse_sticky_mode(sticky, p) or StickyMode.REHASH
-    matches = _parse_matches(get_field(spec, "matches", list, "spec", p), {b.name for b in backends}, p)
-    debug = get_field(spec, "debugHeaders", bool, "spec", p) or False
-    assignment = parse_assignment(spec, p) or AssignmentMode.HASH
+    split = SplitSpec(
+        namespace=namespace,
+        name=name,
+        hosts=_parse_hosts(hosts_raw, service, namespace, p),
+        service=service,
+        backends=_parse_backends(get_field(spec, "backends", list, "spec", p), p),
+        cookie=cookie,
+        endpoint_affinity=affinity,
+        matches=_parse_matches(get_field(spec, "matches", list, "spec", p), p),
+        debug_headers=get_field(spec, "debugHeaders", bool, "spec", p) or False,
+        endpoint_points=parse_endpoint_points(sticky, p),
+        key_header=parse_key_header(sticky, p),
+        assignment=parse_assignment(spec, p) or AssignmentMode.HASH,
+        sticky_mode=sticky_mode,
+    )
     # The model also lets a key header carry the seal (an HTTPRoute's Header sessionPersistence); a TrafficSplit
     # offers only the cookie, as its CRD says: the same rule, asked without the header.
-    cookie_problems = persistent_cookie_problems(sticky_mode, cookie is not None)
-    if cookie_problems:
-        p.extend("spec", SpecError(cookie_problems))
+    p.extend("spec", SpecError(persistent_cookie_problems(sticky_mode, cookie is not None)))
+    # The split's rules are the compiled split's: checked by compiling it. The file source (local mode) takes the name
+    # and namespace from its files: their problems go under their resource path.
+    try:
+        compile_split(split)
+    except SpecError as exc:
+        p.checked(exc.within("spec", moved={"namespace": "metadata.namespace", "name": "metadata.name"}))
     if p.items:
         raise SpecError(p.items)
-    try:
-        return SplitSpec(
-            namespace=namespace,
-            name=name,
-            hosts=hosts,
-            service=service,
-            backends=backends,
-            cookie=cookie,
-            endpoint_affinity=affinity,
-            matches=matches,
-            debug_headers=debug,
-            endpoint_points=points,
-            key_header=key_header,
-            assignment=assignment,
-            sticky_mode=sticky_mode,
-        )
-    except SpecError as exc:  # the value's own checks; the ones above report the same rules first, per field
-        raise exc.within("spec") from None
+    return split
 
 
 # The readers below are shared with the TrafficSplitPolicy (core/gatewayapi/policy.py), whose `spec.sticky` and
@@ -233,13 +209,7 @@ def parse_assignment(spec: Mapping[str, Any], p: Problems) -> AssignmentMode | N
 
 def parse_endpoint_points(raw: Mapping[str, Any] | None, p: Problems) -> int:
     points = get_field(raw, "endpointPoints", int, "spec.sticky", p) if raw is not None else None
-    if points is None:
-        return DEFAULT_POINTS
-    problems = endpoint_points_problems(points)
-    if problems:
-        p.extend("spec", SpecError(problems))
-        return DEFAULT_POINTS
-    return int(points)
+    return DEFAULT_POINTS if points is None else int(points)
 
 
 def parse_key_header(raw: Mapping[str, Any] | None, p: Problems) -> str | None:
@@ -249,10 +219,6 @@ def parse_key_header(raw: Mapping[str, Any] | None, p: Problems) -> str | None:
     name = get_field(h, "name", str, "spec.sticky.header", p)
     if name is None:
         p.add("spec.sticky.header.name", "required")
-        return None
-    problems = key_header_problems(name)
-    if problems:
-        p.extend("spec.sticky.header", SpecError(problems))
         return None
     return str(name)
 
@@ -264,60 +230,39 @@ def _parse_hosts(raw: list[Any] | None, service: str | None, namespace: str, p: 
         p.add("spec.hosts", "give at least one host, or spec.service to derive them from")
         return ()
     # A non-string stands in as a name no host can have, so the rule reports it at its index.
-    hosts = tuple(h.lower() if isinstance(h, str) else f"<{type(h).__name__}>" for h in raw)
-    problems = host_problems(hosts)
-    if problems:
-        p.extend("spec", SpecError(problems))
-    return hosts
+    return tuple(h.lower() if isinstance(h, str) else f"<{type(h).__name__}>" for h in raw)
 
 
 def _parse_backends(raw: list[Any] | None, p: Problems) -> tuple[BackendSpec, ...]:
     if not raw:
         p.add("spec.backends", "at least one backend is required")
         return ()
+    # One per entry, so the compiled split's problems name the entry's index; a missing or mistyped field stands in
+    # as '' (80 for a port, 0 for a weight), its problem reported here.
     out: list[BackendSpec] = []
-    # Every entry's name and weight, for the Weights rules (bounds, duplicates, total) at their indexes; a missing or
-    # mistyped one stands in as a name no backend has and weight 0, its problem already reported here.
-    names: list[str] = []
-    weights: list[int] = []
     for i, b in enumerate(raw):
         path = f"spec.backends[{i}]"
-        names.append(f"<{i}>")
-        weights.append(0)
         if not isinstance(b, Mapping):
             p.add(path, "expected an object")
+            out.append(BackendSpec(name="", service="", port=80, weight=0))
             continue
         name = get_field(b, "name", str, path, p)
         if name is None:
             p.add(f"{path}.name", "required")
-        else:
-            names[i] = name
-        service = get_field(b, "service", str, path, p) or name
-        port = get_field(b, "port", int, path, p)
         weight = get_field(b, "weight", int, path, p)
         if weight is None and "weight" not in b:
             p.add(f"{path}.weight", "required")
-        weights[i] = weight or 0
-        drain = get_field(b, "drain", bool, path, p) or False
-        endpoints = _parse_static_endpoints(b.get("endpoints"), f"{path}.endpoints", p)
-        try:
-            out.append(
-                BackendSpec(
-                    name=name or "",
-                    service=service or "",
-                    port=80 if port is None else port,
-                    weight=weights[i],
-                    endpoints=endpoints,
-                    drain=drain,
-                )
+        port = get_field(b, "port", int, path, p)
+        out.append(
+            BackendSpec(
+                name=name or "",
+                service=get_field(b, "service", str, path, p) or name or "",
+                port=80 if port is None else port,
+                weight=weight or 0,
+                endpoints=_parse_static_endpoints(b.get("endpoints"), f"{path}.endpoints", p),
+                drain=get_field(b, "drain", bool, path, p) or False,
             )
-        except SpecError as exc:
-            if name is not None:  # a missing name is reported once, as required
-                p.extend(path, exc)
-            else:
-                p.extend(path, SpecError([q for q in exc.problems if not q.startswith("name:")]))
-    problems = weight_problems(names, weights, "spec.backends")
-    p.items.extend(problems)
+        )
     return tuple(out)
 
 
@@ -326,9 +271,6 @@ def _parse_static_endpoints(raw: Any, path: str, p: Problems) -> tuple[Endpoint,
         return ()
     if not isinstance(raw, list):
         p.add(path, "expected a list of HOST:PORT")
-        return ()
-    if len(raw) > MAX_ENDPOINTS:
-        p.add(path, f"{len(raw)} endpoints, at most {MAX_ENDPOINTS} are allowed")
         return ()
     eps: list[Endpoint] = []
     for i, item in enumerate(raw):
@@ -387,11 +329,12 @@ def parse_cookie_attributes(c: Mapping[str, Any], path: str, p: Problems) -> dic
     }
 
 
-def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: Problems) -> tuple[MatchSpec, ...]:
+def _parse_matches(raw: Sequence[Any] | None, p: Problems) -> tuple[CompiledMatch, ...]:
+    """The match rules, each checking itself; none when one cannot be read (the split's rules on its matches, their
+    count and backends, are then reported once these are sound, at the right indexes)."""
     if not raw:
         return ()
-    p.extend("spec", SpecError(match_count_problems(len(raw))))
-    out: list[MatchSpec] = []
+    out: list[CompiledMatch] = []
     for i, m in enumerate(raw):
         path = f"spec.matches[{i}]"
         if not isinstance(m, Mapping):
@@ -406,8 +349,6 @@ def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: Proble
         backend = get_field(m, "backend", str, path, p)
         if backend is None:
             p.add(f"{path}.backend", "required")
-        elif backend not in backend_names:
-            p.add(f"{path}.backend", f"{backend!r} is not one of spec.backends")
         if cond is None:
             continue
         cpath = f"{path}.{kind.value}"
@@ -424,10 +365,7 @@ def _parse_matches(raw: Sequence[Any] | None, backend_names: set[str], p: Proble
         # Header names compare case-insensitively (HTTP); cookie names exactly (RFC 6265).
         folded = (name or "").lower() if kind is MatchKind.HEADER else (name or "")
         try:
-            match = MatchSpec(kind=kind, name=folded, type=mtype, value=value or "", backend=backend or "")
+            out.append(CompiledMatch(kind=kind, name=folded, type=mtype, value=value or "", backend=backend or ""))
         except SpecError as exc:
             p.extend(cpath, exc)
-            continue
-        if name and value is not None and backend:
-            out.append(match)
-    return tuple(out)
+    return tuple(out) if len(out) == len(raw) else ()

@@ -14,13 +14,12 @@ from typing import NamedTuple
 
 from trafficsplit.core.decide.request import Request
 from trafficsplit.core.model.assignment import SLOTS
-from trafficsplit.core.model.compiled import CompiledBackend, CompiledSplit
+from trafficsplit.core.model.compiled import CompiledBackend, CompiledSplit, MatchKind
 from trafficsplit.core.model.cookie import AffinityMinter, read_cookie, read_cookies, render_set_cookie
 from trafficsplit.core.model.hashing import key_hash
 from trafficsplit.core.model.headervalue import is_header_value
 from trafficsplit.core.model.limits import MAX_KEY_HEADER_VALUE
 from trafficsplit.core.model.persistent import CookieSigner
-from trafficsplit.core.model.splitspec import MatchKind
 
 
 class KeySource(StrEnum):
@@ -99,11 +98,11 @@ def _first_match(split: CompiledSplit, cookie_lines: Sequence[str], header: Call
     """The first match rule that decides the request, in both sticky modes. A rule whose backend cannot serve is passed
     over (availability ranks above an A/B assignment), and the decision says so, whatever the pick then does."""
     passed_over = False
-    for m in split.matches:
+    for m, backend in zip(split.matches, split.match_backends, strict=True):
         value = header(m.name) if m.kind is MatchKind.HEADER else read_cookie(cookie_lines, m.name)
         if m.matches(value):
-            if split.backends[m.backend_index].eligible:
-                return _Matched(m.backend_index, passed_over)
+            if split.backends[backend].eligible:
+                return _Matched(backend, passed_over)
             passed_over = True
     return _Matched(None, passed_over) if passed_over else _NO_MATCH
 
@@ -214,7 +213,7 @@ def _header_session(
     """A header-carried session: the key header holds the token the gateway issued (`KEY.BACKEND.MAC`), pinned to
     its backend; or a key of the client's own (sticky.header: its pick is the key's, then sealed in the response);
     or nothing, a new session with a minted key. An empty or oversized value counts as absent, as in `choose_key`."""
-    assert split.key_header is not None  # persistent needs a cookie or a key header (splitspec)
+    assert split.key_header is not None  # persistent needs a cookie or a key header (compiled)
     value = header(split.key_header)
     if not value or len(value) > MAX_KEY_HEADER_VALUE:
         return _Session(minter.mint(), KeySource.MINTED, None, True)

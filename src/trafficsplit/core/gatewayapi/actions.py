@@ -1,5 +1,5 @@
-"""One HTTPRoute rule → its `RuleAction`: the rule's split, built with the constructors a TrafficSplit goes through
-(`BackendSpec`, `SplitSpec`, `compile_split`) so the same checks apply, its 500 share and its filters; and the memo
+"""One HTTPRoute rule → its `RuleAction`: the rule's split, built as a TrafficSplit's is (a `SplitSpec`, compiled by
+`compile_split`, whose values check themselves) so the same checks apply, its 500 share and its filters; and the memo
 that builds only the rules whose inputs changed. Pure."""
 
 from __future__ import annotations

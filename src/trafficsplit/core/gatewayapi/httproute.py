@@ -26,7 +26,7 @@ from trafficsplit.core.gatewayapi.reading import (
     Reader,
     read_hostname,
     read_meta,
-    unknown_fields,
+    unsupported_fields,
 )
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.filters import (
@@ -227,7 +227,7 @@ def parse_httproute(body: Mapping[str, Any]) -> HTTPRoute:
     for dup in sorted({n for n in names if names.count(n) > 1}):
         r.add("spec.rules", f"rule name {dup!r} is used more than once")
     route_fields = {k: v for k, v in SUPPORTED_ROUTE_FIELDS.items() if k != "rules"}
-    for problem in unknown_fields({k: v for k, v in spec.items() if k != "rules"}, route_fields, "spec"):
+    for problem in unsupported_fields({k: v for k, v in spec.items() if k != "rules"}, route_fields, "spec"):
         r.problems.append(problem)
     r.done()
     return HTTPRoute(meta, tuple(parents), tuple(hostnames), tuple(rules))
@@ -243,7 +243,9 @@ def _rule(index: int, raw: Any, namespace: str, r: Reader) -> RouteRule:
     # The rule's own problems are unsupported values, not shape errors: kept with the rule, which is then dropped.
     unsupported = [
         q.removeprefix(f"{p}.")
-        for q in unknown_fields({k: v for k, v in raw.items() if k != "filters"}, SUPPORTED_ROUTE_FIELDS["rules"], p)
+        for q in unsupported_fields(
+            {k: v for k, v in raw.items() if k != "filters"}, SUPPORTED_ROUTE_FIELDS["rules"], p
+        )
         if ".filters:" not in q and ".filters[" not in q  # _filters reports those
     ]
     filters = _filters(raw.get("filters"), "filters", r, p, unsupported, backend=False)
@@ -352,7 +354,7 @@ def _filters(raw: Any, rel: str, r: Reader, p: str, unsupported: list[str], *, b
         if key not in supported:
             unsupported.append(f"{frel}: {type_} on a backendRef is not supported (header modifiers are)")
             continue
-        unsupported += [q.removeprefix(f"{p}.") for q in unknown_fields(body, supported[key], f"{fp}.{key}")]
+        unsupported += [q.removeprefix(f"{p}.") for q in unsupported_fields(body, supported[key], f"{fp}.{key}")]
         try:
             found[key] = _FILTER_READERS[key](body, f"{fp}.{key}", r)
         except SpecError as exc:

@@ -23,7 +23,7 @@ from trafficsplit.core.gatewayapi.reading import (
     Reader,
     read_hostname,
     read_meta,
-    unknown_fields,
+    unsupported_fields,
 )
 from trafficsplit.core.model.matches import MAX_LISTENERS
 from trafficsplit.core.model.rules import is_dns_subdomain
@@ -345,7 +345,7 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
                     namespaces=from_,
                     selector=selector if from_ is FromNamespaces.SELECTOR else None,
                     kinds=tuple(kinds),
-                    problems=tuple(unknown_fields(raw, SUPPORTED_GATEWAY_FIELDS["listeners"], p)),
+                    problems=tuple(unsupported_fields(raw, SUPPORTED_GATEWAY_FIELDS["listeners"], p)),
                     tls=tls,
                 )
             )
@@ -354,7 +354,7 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
         r.add("spec.listeners", f"listener name {dup!r} is used more than once")
     r.done()
     gw_fields = {k: v for k, v in SUPPORTED_GATEWAY_FIELDS.items() if k != "listeners"}
-    problems = unknown_fields({k: v for k, v in spec.items() if k != "listeners"}, gw_fields, "spec")
+    problems = unsupported_fields({k: v for k, v in spec.items() if k != "listeners"}, gw_fields, "spec")
     return Gateway(meta, class_name, tuple(listeners), tuple(problems))
 
 

@@ -20,6 +20,7 @@ from fractions import Fraction
 from typing import Any, TypeVar
 
 from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.fields import unknown_fields
 
 PARAMETERS_GROUP = "trafficsplit.dev"
 PARAMETERS_KIND = "GatewayParameters"
@@ -124,16 +125,7 @@ class _Reader:
         if not isinstance(value, Mapping):
             self.problems.append(f"{where}: expected an object")
             return {}
-        self.unknown(value, where)
         return value
-
-    def unknown(self, value: Mapping[str, Any], path: str) -> None:
-        known = _FIELDS.get(path.removeprefix("spec.") if path != "spec" else "spec")
-        if known is None:
-            return
-        for key in value:
-            if key not in known:
-                self.problems.append(f"{path}.{key}: unknown field")
 
     def integer(self, raw: Mapping[str, Any], key: str, path: str, low: int, high: int) -> int | None:
         value = raw.get(key)
@@ -225,28 +217,22 @@ class _Reader:
         return tuple(sorted(out))
 
 
-_RESOURCES = {"requests", "limits"}
-_FIELDS: Mapping[str, set[str]] = {
-    "spec": {"replicas", "service", "envoy", "extproc"},
-    "service": {"type", "annotations", "externalTrafficPolicy"},
+# Every field a spec may have (the CRD schema's): a nested mapping is an object's fields, None a leaf.
+_RESOURCES = {"requests": {"cpu": None, "memory": None}, "limits": {"cpu": None, "memory": None}}
+_FIELDS: Mapping[str, Any] = {
+    "replicas": None,
+    "service": {"type": None, "annotations": None, "externalTrafficPolicy": None},
     "envoy": {
-        "concurrency",
-        "logLevel",
-        "messageTimeoutMs",
-        "xffNumTrustedHops",
-        "backendClusterStats",
-        "overload",
-        "preStopSleepSeconds",
-        "resources",
+        "concurrency": None,
+        "logLevel": None,
+        "messageTimeoutMs": None,
+        "xffNumTrustedHops": None,
+        "backendClusterStats": None,
+        "overload": {"maxHeapSizeBytes": None, "maxConnections": None},
+        "preStopSleepSeconds": None,
+        "resources": _RESOURCES,
     },
-    "envoy.overload": {"maxHeapSizeBytes", "maxConnections"},
-    "envoy.resources": _RESOURCES,
-    "extproc": {"resources", "cookieKeysSecret"},
-    "extproc.resources": _RESOURCES,
-    "envoy.resources.requests": {"cpu", "memory"},
-    "envoy.resources.limits": {"cpu", "memory"},
-    "extproc.resources.requests": {"cpu", "memory"},
-    "extproc.resources.limits": {"cpu", "memory"},
+    "extproc": {"resources": _RESOURCES, "cookieKeysSecret": None},
 }
 
 
@@ -281,6 +267,7 @@ def parse_gateway_parameters(body: Mapping[str, Any]) -> GatewayParameters:
         r.problems.append("metadata.name: required, a DNS subdomain")
         name = ""
     spec = r.obj(body, "spec", "")
+    r.problems += unknown_fields(spec, _FIELDS, "spec")
     service = r.obj(spec, "service", "spec")
     envoy = r.obj(spec, "envoy", "spec")
     overload = r.obj(envoy, "overload", "spec.envoy")

@@ -5,7 +5,7 @@ HTTPRoute weights stay the interface for the split; the policy carries the rest:
 `sticky.mode` (rehash, persistent), `sticky.drain`, the key header, `endpointAffinity`/`endpointPoints`, the cookie's
 attributes (its name and Max-Age stay `sessionPersistence`'s) and `debugHeaders`. Each field is parsed by the
 TrafficSplit's own readers (`core.spec`) under the same path, and checked by the same values (`CookieSettings`,
-`SplitSpec`), so a policy and a TrafficSplit refuse the same settings with the same words.
+the compiled split), so a policy and a TrafficSplit refuse the same settings with the same words.
 
 Attachment (`resolve`): `spec.targetRefs` name HTTPRoutes in the policy's namespace, a whole route or one rule by its
 `name` (`sectionName`). Per rule, a policy naming the rule beats one naming the whole route (the more specific
@@ -29,6 +29,7 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
+from trafficsplit.core.control.compiler import compile_split
 from trafficsplit.core.control.plan import Plan
 from trafficsplit.core.control.spec import (
     Problems,
@@ -38,16 +39,16 @@ from trafficsplit.core.control.spec import (
     parse_endpoint_points,
     parse_key_header,
     parse_sticky_mode,
-    unknown_fields,
 )
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, RouteRule, SessionType
 from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP, Meta
 from trafficsplit.core.model.assignment import AssignmentMode, minimal_moved_share
+from trafficsplit.core.model.compiled import endpoint_points_problems
 from trafficsplit.core.model.cookie import CookieSettings, SameSite
 from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.fields import unknown_fields
 from trafficsplit.core.model.persistent import StickyMode, drain_mode_problems, persistent_moved_share
-from trafficsplit.core.model.ring import MAX_POINTS
-from trafficsplit.core.model.rules import is_dns_subdomain
+from trafficsplit.core.model.rules import is_dns_subdomain, key_header_problems
 from trafficsplit.core.model.splitspec import BackendSpec, SplitSpec
 
 POLICY_GROUP = "trafficsplit.dev"
@@ -136,9 +137,11 @@ class PolicySettings:
     debug_headers: bool | None = None
 
     def __post_init__(self) -> None:
-        problems: list[str] = []
-        if self.endpoint_points is not None and not 1 <= self.endpoint_points <= MAX_POINTS:
-            problems.append(f"sticky.endpointPoints: must be 1..{MAX_POINTS}, got {self.endpoint_points}")
+        # The compiled split's rules on the fields a policy sets alone, checked here so a bad policy is refused
+        # whole; the rest (a key header's use in responses, a cookie for persistent) are the rule's split's to check.
+        problems = [] if self.endpoint_points is None else endpoint_points_problems(self.endpoint_points)
+        if self.key_header is not None:
+            problems += SpecError(key_header_problems(self.key_header)).within("sticky.header").problems
         if self.drain and self.sticky_mode is StickyMode.REHASH:
             # The TrafficSplit's rule, said of the policy's one flag rather than of a backend index.
             problems += ["sticky.drain: " + q.split(": ", 1)[1] for q in drain_mode_problems([True], StickyMode.REHASH)]
@@ -147,7 +150,7 @@ class PolicySettings:
 
     def apply(self, spec: SplitSpec) -> SplitSpec:
         """The rule's split `spec` (as the translation builds it, with its own defaults) with these settings; the
-        result is a new `SplitSpec`, so every rule of a split is checked again (SpecError: the policy cannot apply)."""
+        result is a new `SplitSpec`, which `compile_split` checks as a whole (SpecError: the policy cannot apply)."""
         problems: list[str] = []
         mode = self.sticky_mode or spec.sticky_mode
         cookie = spec.cookie
@@ -206,7 +209,7 @@ def parse_policy(body: Mapping[str, Any]) -> Policy:
     spec = body.get("spec")
     if not isinstance(spec, Mapping):
         raise SpecError([*p.items, "spec: expected an object"])
-    unknown_fields(spec, POLICY_FIELDS, "spec", p)
+    p.items.extend(unknown_fields(spec, POLICY_FIELDS, "spec"))
     targets = _targets(get_field(spec, "targetRefs", list, "spec", p), p)
     sticky = get_field(spec, "sticky", Mapping, "spec", p)
     settings: dict[str, Any] = {
@@ -474,7 +477,7 @@ def _refusal(rule: RouteRule, chosen: Policy, change: Plan) -> Outcome | None:
             debug_headers=False,
             sticky_mode=mode,
         )
-        chosen.settings.apply(spec)
+        compile_split(chosen.settings.apply(spec))
     except SpecError as exc:
         return Outcome(PolicyReason.INVALID, f"{chosen.key}: rules[{rule.index}]: " + "; ".join(exc.problems))
     return None

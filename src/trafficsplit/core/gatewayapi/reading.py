@@ -26,6 +26,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.fields import unknown_fields
 from trafficsplit.core.model.rules import is_dns_label, is_dns_subdomain, is_host
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
@@ -43,20 +44,9 @@ MAX_KIND = 63
 REF_FIELDS = {"group": None, "kind": None, "namespace": None, "name": None}
 
 
-def unknown_fields(value: Any, fields: Mapping[str, Any], path: str) -> list[str]:
-    """`path.field: not supported` for every field of `value` (an object or a list of objects) not in `fields`."""
-    out: list[str] = []
-    items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
-    for i, obj in items:
-        if not isinstance(obj, Mapping):
-            continue
-        where = path if i is None else f"{path}[{i}]"
-        for key, sub in obj.items():
-            if key not in fields:
-                out.append(f"{where}.{key}: not supported by this implementation")
-            elif fields[key] is not None:
-                out.extend(unknown_fields(sub, fields[key], f"{where}.{key}"))
-    return out
+def unsupported_fields(value: Any, fields: Mapping[str, Any], path: str) -> list[str]:
+    """`path.field: not supported by this implementation` for every field of `value` not in `fields`."""
+    return unknown_fields(value, fields, path, word="not supported by this implementation")
 
 
 # --- small readers: each returns the value or records a problem under its path ----------------------------------------

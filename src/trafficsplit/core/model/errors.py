@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 class SpecError(ValueError):
@@ -12,6 +12,15 @@ class SpecError(ValueError):
         self.problems: tuple[str, ...] = tuple(problems)
         super().__init__("; ".join(self.problems))
 
-    def within(self, path: str) -> SpecError:
-        """The same problems under `path`: a value's `hosts[1]: ...` becomes `spec.hosts[1]: ...`."""
-        return SpecError([f"{path}{'' if p.startswith('[') else '.'}{p}" for p in self.problems])
+    def within(self, path: str, moved: Mapping[str, str] | None = None) -> SpecError:
+        """The same problems under `path`: a value's `hosts[1]: ...` becomes `spec.hosts[1]: ...`. `moved`: fields
+        whose problems go under a path of their own instead (a TrafficSplit's `name` is `metadata.name`)."""
+        moved = moved or {}
+        return SpecError(
+            [self._moved(p, moved) or f"{path}{'' if p.startswith('[') else '.'}{p}" for p in self.problems]
+        )
+
+    @staticmethod
+    def _moved(problem: str, moved: Mapping[str, str]) -> str | None:
+        field, sep, message = problem.partition(": ")
+        return f"{moved[field]}: {message}" if sep and field in moved else None

@@ -1,9 +1,10 @@
 """The rules on the fields a split carries (names, hosts, ports, endpoints, match patterns), each written once.
 
-Why one module: the same field reaches the core two ways, from YAML through the parser (`spec.parse_split`) and from
-a publish proto through the dataplane's receiver (`trafficsplit.wire.generation`). Both build the same self-checking
-values (`SplitSpec`, `CompiledSplit`, `CookieSettings`, `Endpoint`, ...), and those values check themselves with the
-functions here, so the receiver refuses exactly what the parser refuses. A new rule on a field is a line here.
+Why one module: the same field reaches the core two ways, from YAML through the parser (`spec.parse_split`) and from a
+publish proto through the dataplane's receiver (`trafficsplit.wire.generation`). Both build the same self-checking
+values (`CompiledSplit`, `CompiledBackend`, `CompiledMatch`, `CookieSettings`, `Endpoint`, ...), and those check
+themselves with the functions here, so the receiver refuses exactly what the parser refuses. A new rule on a field is a
+line here.
 
 Problems are `field: message` strings, the field relative to the value (`hosts[1]`, `port`); whoever builds the value
 puts its own path in front (`SpecError.within`), `spec.hosts[1]` for the parser, `splits[0].hosts[1]` for the receiver.
