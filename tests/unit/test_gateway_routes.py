@@ -331,7 +331,15 @@ def test_rule_key_renders_the_split_key_and_parses_it_back() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["shop/web", "web.rule-1", "shop/web.rule-", "shop/web.rule-x", "shop/web.rule-\u0663"]
+    "text",
+    [
+        "shop/web",
+        "web.rule-1",
+        "shop/web.rule-",
+        "shop/web.rule-x",
+        "shop/web.rule-\u0663",
+        "shop/web.rule-" + "9" * 5000,
+    ],
 )
 def test_rule_key_parse_refuses_a_key_no_rule_has(text: str) -> None:
     assert RuleKey.parse(text) is None

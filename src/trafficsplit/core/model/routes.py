@@ -100,7 +100,9 @@ class RuleKey:
         """The rule a split key names; None when it is no rule's (a TrafficSplit's, or malformed)."""
         route, sep, index = text.rpartition(_RULE_SEP)
         ns, slash, name = route.partition("/")
-        if not sep or not slash or not index.isdigit() or not index.isascii():
+        # A key from a replica's report is not ours to trust: a digit run longer than any rule index is no rule's
+        # (and int() refuses one over 4,300 digits).
+        if not sep or not slash or not index.isdigit() or not index.isascii() or len(index) > len(str(MAX_RULES)):
             return None
         return cls(ns, name, int(index))
 
