@@ -248,6 +248,32 @@ def test_token_secret_uses_the_given_value_or_an_existing_secret(helm: Helm) -> 
         assert vols["publish-token"]["secret"]["secretName"] == "mine"
 
 
+@pytest.mark.parametrize("gateway_api", [False, True])
+def test_renders_with_brought_secrets_are_identical(helm: Helm, gateway_api: bool) -> None:
+    """GitOps renders with `helm template`, which cannot look up: with the token and both certificate Secrets
+    brought (docs/helm.md, "GitOps"), nothing in the chart is random, so two renders are the same to the byte.
+    Without them the chart generates both, and two renders differ (the case the docs warn about)."""
+    brought = [
+        "publish.token.existingSecret=my-token",
+        "publish.tls.gatewaySecret=my-gateway-tls",
+        "publish.tls.operatorSecret=my-operator-tls",
+    ]
+    if gateway_api:
+        brought += ["gatewayAPI.enabled=true", "gatewayAPI.gatewayClass.create=false"]
+
+    def text(*sets: str) -> str:
+        args = ["template", "rel", str(CHART), "-n", "ts-system", "--kube-version", KUBE_VERSIONS[-1]]
+        for s in sets:
+            args += ["--set", s]
+        return helm(*args).stdout
+
+    assert text(*brought) == text(*brought)
+    assert not any(
+        d["kind"] == "Secret" and d["metadata"]["name"].startswith("rel-publish") for d in render(helm, *brought)
+    )
+    assert text() != text(), "the chart-managed token and certificates are generated per render"
+
+
 def test_cookie_keys_come_from_the_named_secret_and_reach_the_extproc(helm: Helm) -> None:
     """sticky.mode persistent's HMAC keys: mounted from an existing Secret, passed as --cookie-key-file, parsed by the
     extproc's own parser; without the value, no mount and no flag (the gateways refuse persistent splits)."""
