@@ -1120,3 +1120,37 @@ def test_install_with_gateway_api_creates_the_crds_then_the_class_and_provisions
     kube.helm("uninstall", release, "-n", namespace)
     if not present:
         kube.kubectl("get", "crd", "httproutes.gateway.networking.k8s.io")  # kept: helm.sh/resource-policy
+
+
+@pytest.mark.parametrize("annotations", [True, False])
+def test_provisioned_data_planes_are_scraped_like_the_charts_gateway(helm: Helm, annotations: bool) -> None:
+    """A Gateway's data-plane pods, as the operator renders them from the chart's settings, are found by the chart's
+    data-plane PodMonitor (its selector is a subset of their labels, its port one of their container ports), and
+    carry the chart gateway's scrape annotations when `monitoring.scrapeAnnotations` is on (a Prometheus that
+    discovers pods by annotation), none when it is off."""
+    docs = render_gateway_api(
+        helm, "monitoring.podMonitor.enabled=true", f"monitoring.scrapeAnnotations={str(annotations).lower()}"
+    )
+    monitor = find(docs, "PodMonitor", "rel-gateway-dataplanes")
+    _, rendered = _provisioned(docs, 80)
+    (deployment,) = rendered.of_kind("Deployment")
+    template = deployment["spec"]["template"]
+    labels = template["metadata"]["labels"]
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= labels.items(), (selector, labels)
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [deployment["metadata"]["namespace"]]
+    ports = {p["name"]: p["containerPort"] for c in template["spec"]["containers"] for p in c.get("ports", [])}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] in ports
+    scrape = {k: v for k, v in template["metadata"]["annotations"].items() if k.startswith("prometheus.io/")}
+    chart_gateway = find(docs, "Deployment", "rel-gateway")["spec"]["template"]["metadata"]["annotations"]
+    if annotations:
+        assert scrape == {k: v for k, v in chart_gateway.items() if k.startswith("prometheus.io/")}
+        assert int(scrape["prometheus.io/port"]) == ports["metrics"]
+    else:
+        assert scrape == {}
+    # The chart's own gateway is not selected by the data-plane monitor (it has its own).
+    assert (
+        not selector.items()
+        <= find(docs, "Deployment", "rel-gateway")["spec"]["template"]["metadata"]["labels"].items()
+    )

@@ -108,6 +108,8 @@ class DataplaneSettings:
     image_pull_secrets: tuple[Mapping[str, Any], ...]
     operator_labels: Mapping[str, str]  # the operator pods' selector: the only peers of the publish port
     labels: Mapping[str, str] = field(default_factory=dict)  # extra labels on every object (the chart's part-of)
+    # monitoring.scrapeAnnotations: the prometheus.io/* annotations on the pods, as the chart's gateway pods have them
+    scrape_annotations: bool = False
 
     @property
     def transport(self) -> str:
@@ -151,6 +153,7 @@ def parse_settings(text: str) -> DataplaneSettings:
         image_pull_secrets=tuple(doc.get("imagePullSecrets") or ()),
         operator_labels={str(k): str(v) for k, v in _need(doc, "operatorLabels", dict, "").items()},
         labels={str(k): str(v) for k, v in (doc.get("labels") or {}).items()},
+        scrape_annotations=doc.get("scrapeAnnotations") is True,
     )
     return settings
 
@@ -607,6 +610,21 @@ def pod_spec(gateway: Gateway, settings: DataplaneSettings, ports: Mapping[int, 
     return pod
 
 
+def pod_annotations(settings: DataplaneSettings) -> dict[str, str]:
+    """The chart's gateway pods' annotations: the scrape annotations (when the chart puts them on its own gateway, so
+    a Prometheus that discovers pods by annotation finds every data plane), then the user's `podAnnotations`."""
+    g = settings.gateway
+    out: dict[str, str] = {}
+    if settings.scrape_annotations:
+        out = {
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": str(g["extproc"]["metricsPort"]),
+            "prometheus.io/path": "/metrics",
+        }
+    out.update({str(k): str(v) for k, v in (g.get("podAnnotations") or {}).items()})
+    return out
+
+
 def render_deployment(gateway: Gateway, settings: DataplaneSettings, ports: Mapping[int, int]) -> dict[str, Any]:
     # The bootstrap's flags are in the pod template: a changed bootstrap (a listener port, a parameter) rolls the pods.
     g = settings.gateway
@@ -623,7 +641,7 @@ def render_deployment(gateway: Gateway, settings: DataplaneSettings, ports: Mapp
             "template": {
                 "metadata": {
                     "labels": object_labels(gateway, settings),
-                    "annotations": {str(k): str(v) for k, v in (g.get("podAnnotations") or {}).items()},
+                    "annotations": pod_annotations(settings),
                 },
                 "spec": pod_spec(gateway, settings, ports),
             },
