@@ -88,6 +88,10 @@ class Api:
     objects: dict[tuple[str, tuple[str, str]], dict[str, Any]] = field(default_factory=dict)
     writes: list[tuple[str, tuple[str, str], dict[str, Any]]] = field(default_factory=list)
     conflicts: int = 0
+    events: list[tuple[str, tuple[str, str], str, Any]] = field(default_factory=list)
+
+    async def event(self, kind: str, key: tuple[str, str], uid: str, event: Any) -> None:
+        self.events.append((kind, key, uid, event))
 
     def put(self, kind: str, body: dict[str, Any]) -> None:
         m = body["metadata"]
@@ -146,6 +150,7 @@ def make(tmp_path: Any, chart: FakeReplica, api: Api, provisioner: Any = None, r
         make_fleet,
         changed,
         status_sink=api,
+        event_sink=api.event,
         provisioner=provisioner,
     )
     settings = EngineSettings(origin="test", debounce=0.0, static_replicas=(chart.replica,), static=True)
@@ -385,13 +390,56 @@ def test_a_route_deleted_and_created_again_under_its_name_gets_its_status(tmp_pa
 class FakeProvisioner:
     def __init__(self) -> None:
         self.ensured: list[tuple[str, int]] = []
+        self.kept: list[list[str]] = []  # each remove_absent call's `keep`
 
     async def ensure(self, gateway: Any, parameters: Any) -> Sequence[Any]:
         self.ensured.append((gateway.meta.key, gateway.meta.generation))
         return ()
 
     async def remove_absent(self, keep: Iterable[str]) -> Sequence[str]:
+        self.kept.append(sorted(keep))
         return ()
+
+
+def accepted(api: Api, gateway: str) -> tuple[str, str, int, str]:
+    conds = api.objects[("gateway", (NS, gateway))].get("status", {}).get("conditions") or []
+    c = next(c for c in conds if c["type"] == "Accepted")
+    return c["status"], c["reason"], c["observedGeneration"], c["message"]
+
+
+def test_a_gateway_body_over_the_operators_bounds_keeps_its_data_plane_and_says_why(tmp_path: Any) -> None:
+    """A Gateway edited to a body the API server takes but the operator's bounds refuse (65 matchLabels on a listener's
+    namespace selector; the parser reads at most 64) keeps its data plane and its fleet: its last accepted form is
+    still provisioned and served, never removed (before, the body was "left out as if absent", and the data plane and
+    its cookie keys were deleted); its `Accepted` is False at the refused generation naming the field, and one
+    Refused Warning is posted. The body restored, it is Accepted again and nothing was removed."""
+
+    def with_labels(generation: int, count: int) -> dict[str, Any]:
+        body = gateway_body("one")
+        body["metadata"]["generation"] = generation
+        selector = {"matchLabels": {f"k{i}": "v" for i in range(count)}}
+        body["spec"]["listeners"][0]["allowedRoutes"] = {"namespaces": {"from": "Selector", "selector": selector}}
+        return body
+
+    async def main() -> None:
+        prov = FakeProvisioner()
+        async with gateways(tmp_path, "one", provisioner=prov) as p:
+            api = p.api
+            await p.start()
+            await until(lambda: api.programmed("one") == "True")
+            api.put("gateway", with_labels(2, 65))
+            await until(lambda: accepted(api, "one")[:3] == ("False", "Invalid", 2))
+            assert "matchLabels" in accepted(api, "one")[3], accepted(api, "one")
+            assert p.engine.gateways is not None and p.engine.gateways.fleet((NS, "one")) is not None
+            assert all(f"{NS}/one" in keep for keep in prov.kept), prov.kept  # never removed
+            refused = [e for e in api.events if e[0] == "gateway" and e[3].reason == "Refused"]
+            assert len(refused) == 1 and "matchLabels" in refused[0][3].message
+            api.put("gateway", with_labels(3, 2))
+            await until(lambda: accepted(api, "one")[:3] == ("True", "Accepted", 3))
+            assert all(f"{NS}/one" in keep for keep in prov.kept), prov.kept
+            assert len([e for e in api.events if e[3].reason == "Refused"]) == 1
+
+    run(main)
 
 
 def test_a_gateways_data_plane_is_ensured_again_every_period_without_a_change(tmp_path: Any) -> None:

@@ -31,7 +31,13 @@ from typing import Any, ClassVar, Protocol
 from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo, slices_by_service
 from trafficsplit.core.control.status import EventIntent
 from trafficsplit.core.gatewayapi.actions import ActionMemo
-from trafficsplit.core.gatewayapi.conditions import AncestorStatus, GatewayStatus, ParentStatus
+from trafficsplit.core.gatewayapi.conditions import (
+    AncestorStatus,
+    GatewayReason,
+    GatewayStatus,
+    ParentStatus,
+    RouteReason,
+)
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef, parse_httproute
 from trafficsplit.core.gatewayapi.listeners import certificate_secrets
 from trafficsplit.core.gatewayapi.objects import (
@@ -46,11 +52,12 @@ from trafficsplit.core.gatewayapi.objects import (
 )
 from trafficsplit.core.gatewayapi.parameters import GatewayParameters, parse_gateway_parameters
 from trafficsplit.core.gatewayapi.policy import Policy, parse_policy
-from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP
+from trafficsplit.core.gatewayapi.reading import CONTROLLER_NAME, GATEWAY_GROUP
 from trafficsplit.core.gatewayapi.status import (
     class_status_body,
     gateway_status_body,
     policy_ancestors,
+    refused_accepted,
     route_parents,
     with_refusals,
 )
@@ -75,7 +82,7 @@ from trafficsplit.operator.certificates import CertificateReader, CertificateTim
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, publish_service_name
 from trafficsplit.operator.fleet import Fleet, Numbering
-from trafficsplit.operator.store import Key, Parse, WatchStore, object_key
+from trafficsplit.operator.store import Key, Parse, Refused, WatchStore, object_key
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 log = logging.getLogger("trafficsplit.operator.gateways")
@@ -91,15 +98,24 @@ GATEWAY_KINDS = (
 )
 
 
-def _refusing(kind: str, parse: Callable[[Mapping[str, Any]], Any]) -> Parse:
+def _refusing(kind: str, parse: Callable[[Mapping[str, Any]], Any], keep_last: bool = False) -> Parse:
     """`parse`, with a body it refuses absent. The API server validated it against the CRD, so this is a body our
-    stricter bounds refuse: it is left out (as if absent) and said once per version."""
+    stricter bounds refuse: it is left out (as if absent) and said once per version. `keep_last`: the object keeps its
+    last accepted value instead (`Refused`), as a TrafficSplit keeps its last good form, so a Gateway's data plane and
+    its cookie keys, or a served route, are not removed by an edit we cannot take; its status and an Event say why.
+    Not for the kinds that grant or select (ReferenceGrants, Namespaces, classes, policies): a body refused there
+    fails closed."""
 
     def parsed(body: Mapping[str, Any]) -> Any:
         try:
             return parse(body)
         except SpecError as exc:
-            log.warning("%s %s/%s left out: %s", kind, *object_key(body), "; ".join(exc.problems)[:2000])
+            problems = "; ".join(exc.problems)[:2000]
+            if keep_last:
+                log.warning("%s %s/%s refused, its last accepted form is kept: %s", kind, *object_key(body), problems)
+                generation = (body.get("metadata") or {}).get("generation")
+                return Refused(generation if isinstance(generation, int) else 0, problems)
+            log.warning("%s %s/%s left out: %s", kind, *object_key(body), problems)
             return None
 
     return parsed
@@ -115,8 +131,8 @@ def _parameters(body: Mapping[str, Any]) -> GatewayParameters | str:
 
 _PARSERS: Mapping[str, Parse] = {
     "gatewayclass": _refusing("gatewayclass", parse_gateway_class),
-    "gateway": _refusing("gateway", parse_gateway),
-    "httproute": _refusing("httproute", parse_httproute),
+    "gateway": _refusing("gateway", parse_gateway, keep_last=True),
+    "httproute": _refusing("httproute", parse_httproute, keep_last=True),
     "referencegrant": _refusing("referencegrant", parse_reference_grant),
     "namespace": _refusing("namespace", parse_namespace),
     "gatewayparameters": _parameters,
@@ -188,6 +204,8 @@ class GatewayStore(WatchStore):
     # TrafficSplitPolicies: what a TrafficSplit says beyond weights, attached to HTTPRoutes (core/gatewayapi/policy.py).
     policies: dict[Key, Policy] = field(default_factory=dict)
     stored: dict[tuple[str, Key], Stored] = field(default_factory=dict)
+    # (kind, key) → why its current body was refused while its last accepted value is kept (`Refused`)
+    refused: dict[tuple[str, Key], Refused] = field(default_factory=dict)
 
     def table(self, kind: str) -> dict[Key, Any]:
         tables: dict[str, dict[Key, Any]] = {
@@ -200,6 +218,12 @@ class GatewayStore(WatchStore):
             "trafficsplitpolicy": self.policies,
         }
         return tables[kind]
+
+    def refusal(self, kind: str, key: Key, refused: Refused | None) -> None:
+        if refused is None:
+            self.refused.pop((kind, key), None)
+        else:
+            self.refused[(kind, key)] = refused
 
     def seen(self, kind: str, key: Key, body: Mapping[str, Any] | None) -> None:
         """Keep what a status write needs of the kinds whose status we write."""
@@ -326,6 +350,7 @@ class GatewayPlane:
         self._kept: dict[str, SlotTable] = {}
         self._seeds: dict[str, TableSeed] = {}  # split key → the held table that fits, else why not
         self._rebuilt: list[RebuiltTable] = []  # AssignmentRebuilt Events still to post
+        self._refusals_said: dict[tuple[str, Key], int] = {}  # the refused generation each Refused Event was for
 
     def fleet(self, key: Key) -> Fleet | None:
         p = self._gateways.get(key)
@@ -476,6 +501,7 @@ class GatewayPlane:
             self._publish(key, p, translation, numbering, loop.time())
             self._carry(key, p, translation)
         await self._post_rebuilt()
+        await self._post_refusals()
         if self._provisioner is not None and not self._cleaned:
             # Once per leadership: what a Gateway deleted while no operator led left behind.
             with _logged("removing the data planes of deleted Gateways"):
@@ -616,6 +642,15 @@ class GatewayPlane:
             body = gateway_status_body(
                 gs, ready=ready, pending=pending, addresses=p.addresses, stored=st.status, now=now, refused=p.refused
             )
+            if (refusal := self.store.refused.get(("gateway", key))) is not None:
+                body["conditions"] = refused_accepted(
+                    body["conditions"],
+                    stored=st.status.get("conditions"),
+                    generation=refusal.generation,
+                    problems=refusal.problems,
+                    reason=GatewayReason.INVALID,
+                    now=now,
+                )
             await self._write("gateway", key, st, {**st.status, **body})
         for rs in t.routes:
             rkey = _key(rs.route)
@@ -633,6 +668,8 @@ class GatewayPlane:
             parents = route_parents(
                 stored=st.status.get("parents"), ours=ours_, route_namespace=rkey[0], served=served, now=now
             )
+            if (refusal := self.store.refused.get(("httproute", rkey))) is not None:
+                parents = _refused_parents(parents, st.status.get("parents"), refusal, now)
             if parents or st.status.get("parents"):  # nothing of ours yet and nothing stored: no empty write
                 await self._write("httproute", rkey, st, {**st.status, "parents": parents})
         for ps in t.policies:
@@ -694,6 +731,20 @@ class GatewayPlane:
             return
         self._written[(kind, key)] = (stored.uid, body)
 
+    async def _post_refusals(self) -> None:
+        """A Refused Warning for each Gateway or HTTPRoute whose current body was refused, once per generation."""
+        for gone in [k for k in self._refusals_said if k not in self.store.refused]:
+            del self._refusals_said[gone]
+        for (kind, key), refusal in self.store.refused.items():
+            st = self.store.stored.get((kind, key))
+            if self._events is None or st is None or self._refusals_said.get((kind, key)) == refusal.generation:
+                continue
+            self._refusals_said[(kind, key)] = refusal.generation
+            try:
+                await self._events(kind, key, st.uid, _refusal_event(kind, refusal))
+            except Exception as exc:  # said in the log already; an Event is not retried
+                log.warning("Refused Event of %s %s/%s not posted: %s", kind, *key, exc)
+
     async def _post_rebuilt(self) -> None:
         """The AssignmentRebuilt Warnings of this pass, each once (the log line was written when it happened)."""
         pending, self._rebuilt = self._rebuilt, []
@@ -706,6 +757,39 @@ class GatewayPlane:
                 await self._events("httproute", rebuilt.route, st.uid, event)
             except Exception as exc:  # said in the log already; an Event is not retried
                 log.warning("AssignmentRebuilt Event of %s not posted: %s", rebuilt.split, exc)
+
+
+def _refusal_event(kind: str, refusal: Refused) -> EventIntent:
+    return EventIntent(
+        EventType.WARNING,
+        EventReason.REFUSED,
+        f"generation {refusal.generation} is not accepted, the last accepted {kind} is still served: "
+        f"{refusal.problems}"[:1024],
+    )
+
+
+def _refused_parents(parents: list[dict[str, Any]], stored: Any, refusal: Refused, now: str) -> list[dict[str, Any]]:
+    """Our entries of a route whose current body was refused: each parent's `Accepted` False at that generation
+    (`refused_accepted`); other controllers' entries as they are."""
+    before = [p for p in stored if isinstance(p, Mapping)] if isinstance(stored, list) else []
+    out: list[dict[str, Any]] = []
+    for entry in parents:
+        if entry.get("controllerName") == CONTROLLER_NAME:
+            prev = next((b for b in before if b.get("controllerName") == CONTROLLER_NAME
+                         and b.get("parentRef") == entry.get("parentRef")), {})  # fmt: skip
+            entry = {
+                **entry,
+                "conditions": refused_accepted(
+                    entry.get("conditions") or [],
+                    stored=prev.get("conditions"),
+                    generation=refusal.generation,
+                    problems=refusal.problems,
+                    reason=RouteReason.UNSUPPORTED_VALUE,
+                    now=now,
+                ),
+            }
+        out.append(entry)
+    return out
 
 
 def _route_of(split_key: str) -> Key | None:

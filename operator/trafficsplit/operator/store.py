@@ -5,6 +5,7 @@ changes it (`WatchStore.apply`). The TrafficSplit plane (engine.py `Store`) and 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 Key = tuple[str, str]  # (namespace, name); a cluster-scoped object (a GatewayClass, a Namespace) has namespace ""
@@ -12,6 +13,16 @@ Key = tuple[str, str]  # (namespace, name); a cluster-scoped object (a GatewayCl
 # A body's projection for the plane, or None: the object is absent for it (an EndpointSlice of no Service, a Secret
 # not of type kubernetes.io/tls, a body the plane refuses).
 Parse = Callable[[Mapping[str, Any]], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """What a parser answers for a body the plane's bounds refuse when the object must keep its last accepted value
+    (a Gateway whose data plane serves, an HTTPRoute that is served): `generation` is the refused body's, `problems`
+    why. An object with no accepted value yet stays absent."""
+
+    generation: int
+    problems: str
 
 
 def object_key(body: Mapping[str, Any]) -> Key:
@@ -33,11 +44,18 @@ class WatchStore:
         table = self.table(kind)
         deleted = event_type == "DELETED"
         value = None if deleted else self.parsers[kind](body)
-        if value is None:
-            table.pop(k, None)
+        if isinstance(value, Refused):
+            self.refusal(kind, k, value)  # the last accepted value, if any, stays
         else:
-            table[k] = value
+            self.refusal(kind, k, None)
+            if value is None:
+                table.pop(k, None)
+            else:
+                table[k] = value
         self.seen(kind, k, None if deleted else body)
+
+    def refusal(self, kind: str, key: Key, refused: Refused | None) -> None:
+        """After every event: the object's current body refused (its last accepted value kept), or not (None)."""
 
     def seen(self, kind: str, key: Key, body: Mapping[str, Any] | None) -> None:
         """After every event: `body` is the object as last seen, None once it is deleted."""

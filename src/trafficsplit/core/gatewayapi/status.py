@@ -114,6 +114,38 @@ def _listener_body(
     }
 
 
+def refused_accepted(
+    conditions: Sequence[Mapping[str, Any]],
+    *,
+    stored: Any,
+    generation: int,
+    problems: str,
+    reason: str,
+    now: str,
+) -> list[dict[str, Any]]:
+    """`conditions` (an object's, or a route parent's, as about to be written) with `Accepted` False at `generation`:
+    the operator's bounds refuse that body, and the object's last accepted form is what is served meanwhile (every
+    other condition stays at the generation it speaks of). `stored`: the conditions as last written, so an unchanged
+    refusal keeps its lastTransitionTime and the write is the same as the last one (no write loop)."""
+    before = next((c for c in _conditions(stored) if c.get("type") == "Accepted"), None)
+    kept = before is not None and before.get("status") == "False" and before.get("reason") == reason
+    message = f"generation {generation} is not accepted, the last accepted one is still served: {problems}"
+    out: list[dict[str, Any]] = []
+    for c in conditions:
+        if c.get("type") == "Accepted":
+            since = str(before.get("lastTransitionTime")) if kept and before is not None else now
+            c = {
+                **c,
+                "status": "False",
+                "reason": reason,
+                "message": message[:MAX_CONDITION_MESSAGE],
+                "observedGeneration": generation,
+                "lastTransitionTime": since,
+            }
+        out.append(dict(c))
+    return out
+
+
 def class_status_body(status: ClassStatus, stored: Mapping[str, Any], now: str) -> dict[str, Any]:
     return {"conditions": stamped(status.conditions, stored.get("conditions"), now)}
 
