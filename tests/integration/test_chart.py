@@ -930,7 +930,8 @@ def test_a_provisioned_data_plane_runs_the_charts_gateway_containers(helm: Helm,
     """The provisioner builds Envoy and the extproc from the chart's values: the same containers (images, args,
     env, probes, resources, security contexts, mounts), the same pod settings and volumes. Only what is per Gateway
     differs: Envoy's ports are the listener ports (named `http-<port>`) and its readiness probe the first of them;
-    the bootstrap is the pod's own, written into an emptyDir by its init container (the extproc's image)."""
+    the bootstrap is the pod's own, written into an emptyDir by its init container (the extproc's image); the
+    extproc is told which Gateway it serves (`--gateway`)."""
     docs = render_gateway_api(helm, *sets)
     _, rendered = _provisioned(docs, 8080)
     chart = find(docs, "Deployment", "rel-gateway")["spec"]["template"]["spec"]
@@ -944,6 +945,12 @@ def test_a_provisioned_data_plane_runs_the_charts_gateway_containers(helm: Helm,
     assert {"name": "cookie-keys", "mountPath": "/etc/trafficsplit/cookie-keys", "readOnly": True} in extproc[
         "volumeMounts"
     ]
+    # Which Gateway its replicas serve (they refuse any other's generation): per Gateway, the chart's has none.
+    meta = rendered.of_kind("Deployment")[0]["metadata"]["annotations"]
+    identity = f"--gateway={meta['trafficsplit.dev/gateway-namespace']}/{meta['trafficsplit.dev/gateway-name']}"
+    assert [a for a in extproc["args"] if a.startswith("--gateway=")] == [identity]
+    assert not [a for a in chart["containers"][0]["args"] if a.startswith("--gateway=")]
+    extproc = {**extproc, "args": [a for a in extproc["args"] if a != identity]}
     assert _without_cookie_keys(extproc) == _without_cookie_keys(chart["containers"][0])
     assert envoy["ports"] == [{"name": "http-8080", "containerPort": 8080, "protocol": "TCP"}]
     assert envoy["readinessProbe"]["tcpSocket"] == {"port": "http-8080"}
