@@ -25,6 +25,14 @@ class UsageError(Exception):
     """A bad argument the core did not see (e.g. a rule only the CLI enforces); exits 2 like a SpecError."""
 
 
+def unknown_names(option: str, subject: str, unknown: Sequence[str], names: Sequence[str], hint: str) -> UsageError:
+    """The error for weights assigned to names `subject` does not have: the first one, the rest, the names it has."""
+    rest = f" (nor {', '.join(repr(u) for u in unknown[1:])})" if unknown[1:] else ""
+    return UsageError(
+        f"{option}: {subject} {unknown[0]!r}{rest}; its backends are {', '.join(names) or 'none'}. {hint}"
+    )
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but an error is one line on stderr and exit 2 (argparse's own code), without the usage block.
 

@@ -19,7 +19,7 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from trafficsplit.cli.common import EXIT_OK, UsageError, emit_json, pct
+from trafficsplit.cli.common import EXIT_OK, UsageError, emit_json, pct, unknown_names
 from trafficsplit.cli.kube import Cluster, Ref, add_kube_arguments, kube_errors
 from trafficsplit.cli.manifest import read_route_file
 from trafficsplit.cli.planview import render, to_json
@@ -117,11 +117,8 @@ def merge(
     names = [b.name for b in backends]
     unknown = [n for n, _ in assignments if n not in names]
     if unknown:
-        raise UsageError(
-            f"{option}: {ref} has no backend {unknown[0]!r}"
-            + (f" (nor {', '.join(repr(u) for u in unknown[1:])})" if unknown[1:] else "")
-            + f"; its backends are {', '.join(names)}. A new backend needs a service and port: add it to the manifest"
-        )
+        hint = "A new backend needs a service and port: add it to the manifest"
+        raise unknown_names(option, f"{ref} has no backend", unknown, names, hint)
     new = dict(assignments)
     return [b.with_weight(new[b.name]) if b.name in new else DeclaredBackend(b) for b in backends]
 

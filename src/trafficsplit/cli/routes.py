@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trafficsplit.cli.common import UsageError
+from trafficsplit.cli.common import UsageError, unknown_names
 from trafficsplit.cli.kube import Ref
 from trafficsplit.core.gatewayapi.backends import find_rule, rule_backends, split_backend_names
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, RouteRule, parse_httproute
@@ -95,11 +95,8 @@ def rule_change(
     names = [n for n, _ in before]
     unknown = [n for n, _ in assignments if n not in names]
     if unknown:
-        raise UsageError(
-            f"{option}: {ref} rule {rule.index} has no backendRef {unknown[0]!r}"
-            + (f" (nor {', '.join(repr(u) for u in unknown[1:])})" if unknown[1:] else "")
-            + f"; its backends are {', '.join(names) or 'none'}. A new backendRef needs a port: add it to the route"
-        )
+        hint = "A new backendRef needs a port: add it to the route"
+        raise unknown_names(option, f"{ref} rule {rule.index} has no backendRef", unknown, names, hint)
     new = dict(assignments)
     return RuleChange(
         ref=ref, route=route, rule=rule, before=before, after=tuple((n, new.get(n, w)) for n, w in before)
