@@ -9,6 +9,8 @@ in either stage shows as a diff beside the input. Regenerate every output with `
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -30,6 +32,7 @@ from trafficsplit.core.gatewayapi.objects import (
     parse_namespace,
     parse_reference_grant,
 )
+from trafficsplit.core.gatewayapi.parameters import DEFAULT_PARAMETERS, GatewayParameters, parameters_or_refusal
 from trafficsplit.core.gatewayapi.policy import Policy, parse_policy
 from trafficsplit.core.gatewayapi.translate import Inputs, Translation, translate
 from trafficsplit.core.model.condition import Condition
@@ -62,6 +65,8 @@ def inputs_of(bodies: Iterable[Mapping[str, Any]]) -> tuple[Inputs, list[dict[st
     services: dict[tuple[str, str], ServiceInfo] = {}
     slices: list[SliceInfo] = []
     secrets: dict[tuple[str, str], TlsSecret] = {}
+    # As the operator keeps them: the parsed value, or why the body was refused (the class's status says it).
+    parameters: dict[str, GatewayParameters | str] = {}
     invalid: list[dict[str, Any]] = []
     parsers: dict[str, Any] = {
         "GatewayClass": (parse_gateway_class, classes),
@@ -81,6 +86,8 @@ def inputs_of(bodies: Iterable[Mapping[str, Any]]) -> tuple[Inputs, list[dict[st
                 meta = body.get("metadata") or {}
                 name = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else meta.get("name")
                 invalid.append({"kind": kind, "name": name, "problems": list(exc.problems)})
+        elif kind == "GatewayParameters":
+            parameters[str((body.get("metadata") or {}).get("name"))] = parameters_or_refusal(body)
         elif kind == "Service":
             svc = service_from_body(body)
             services[(svc.namespace, svc.name)] = svc
@@ -102,6 +109,7 @@ def inputs_of(bodies: Iterable[Mapping[str, Any]]) -> tuple[Inputs, list[dict[st
         services=services,
         slices=slices_by_service(slices),
         secrets=secrets,
+        parameters=parameters,
         policies=tuple(policies),
     )
     return inputs, invalid
@@ -183,7 +191,28 @@ def model_doc(t: Translation) -> dict[str, Any]:
             ],
         }
         rules.append(doc)
-    return {"listeners": listeners, "rules": rules}
+    out: dict[str, Any] = {"listeners": listeners, "rules": rules}
+    # What a class's data planes are provisioned with, when its parameters set anything (most cases set nothing).
+    tuned = {c.name: _parameters_doc(c.parameters) for c in t.classes if c.parameters not in (None, DEFAULT_PARAMETERS)}
+    if tuned:
+        out["classParameters"] = tuned
+    return out
+
+
+def _parameters_doc(p: GatewayParameters | None) -> dict[str, Any]:
+    """The fields a GatewayParameters value sets (None and empty left out), enums as their API spelling."""
+
+    def plain(v: Any) -> Any:
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return {k: plain(x) for k, x in dataclasses.asdict(v).items() if x not in (None, (), "")}
+        if isinstance(v, enum.Enum):
+            return v.value
+        if isinstance(v, tuple):
+            return [plain(x) for x in v]
+        return v
+
+    doc = plain(p)
+    return {k: v for k, v in doc.items() if v not in ({}, [])} if isinstance(doc, dict) else {}
 
 
 def _policy_visible(s: Any) -> dict[str, Any]:

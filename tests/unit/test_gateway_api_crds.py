@@ -90,6 +90,8 @@ def test_every_supported_field_is_a_field_of_the_crd() -> None:
     gateway = {p for p, _ in schema_nodes(schema("gateways"))}
     assert set(supported_paths(h.SUPPORTED_ROUTE_FIELDS)) - route == set()
     assert set(supported_paths(g.SUPPORTED_GATEWAY_FIELDS)) - gateway == set()
+    assert set(supported_paths(g.GATEWAY_CLASS_FIELDS)) == {p for p, _ in schema_nodes(schema("gatewayclasses"))}
+    assert set(supported_paths(g.REFERENCE_GRANT_FIELDS)) == {p for p, _ in schema_nodes(schema("referencegrants"))}
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ field, and a GatewayClass whose parametersRef is missing, of another kind or ref
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.unit.test_gatewayapi_golden import supported_paths
 from trafficsplit.core.gatewayapi.classes import class_parameters
 from trafficsplit.core.gatewayapi.objects import parse_gateway_class
 from trafficsplit.core.gatewayapi.parameters import (
@@ -24,6 +26,7 @@ from trafficsplit.core.gatewayapi.parameters import (
     MAX_REPLICAS,
     MAX_XFF_HOPS,
     MIN_HEAP_BYTES,
+    PARAMETERS_FIELDS,
     QUANTITY_PATTERN,
     EnvoyLogLevel,
     Resources,
@@ -131,6 +134,19 @@ def _crd_spec() -> dict[str, Any]:
     crd = yaml.safe_load(CRD.read_text())
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return schema["properties"]["spec"]  # type: ignore[no-any-return]
+
+
+def _schema_paths(node: Mapping[str, Any], prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    for name, sub in (node.get("properties") or {}).items():
+        out.add(prefix + name)
+        out |= _schema_paths(sub, f"{prefix}{name}.")
+    return out
+
+
+def test_the_parser_reads_exactly_the_crds_fields() -> None:
+    """One table for the parser's unknown-field check and the golden guard: the CRD's fields, no more, no fewer."""
+    assert set(supported_paths(PARAMETERS_FIELDS)) == _schema_paths(_crd_spec())
 
 
 def test_the_crds_bounds_are_the_parsers() -> None:

@@ -11,7 +11,8 @@ import pytest
 
 from tests.unit.gatewayapi import CASES, cases, load, render
 from trafficsplit.core.gatewayapi.httproute import SUPPORTED_ROUTE_FIELDS
-from trafficsplit.core.gatewayapi.objects import SUPPORTED_GATEWAY_FIELDS
+from trafficsplit.core.gatewayapi.objects import GATEWAY_CLASS_FIELDS, REFERENCE_GRANT_FIELDS, SUPPORTED_GATEWAY_FIELDS
+from trafficsplit.core.gatewayapi.parameters import PARAMETERS_FIELDS
 from trafficsplit.core.gatewayapi.policy import POLICY_FIELDS
 
 # The situations the translation must show, one case (or more) each.
@@ -30,6 +31,17 @@ REQUIRED_CASES = {
     "listeners",  # a route on a listener it is not allowed on
     "policy",  # TrafficSplitPolicy: attachment, conflicts, missing targets, an invalid policy, settings applied
     "flagger-sticky",  # the HTTPRoute Flagger writes for a sticky canary
+    "parameters",  # GatewayParameters setting every field, refused and missing ones
+}
+
+# Every kind whose fields the translation reads, with the fields: each must appear in some case.
+GUARDED: Mapping[str, Mapping[str, Any]] = {
+    "HTTPRoute": SUPPORTED_ROUTE_FIELDS,
+    "Gateway": SUPPORTED_GATEWAY_FIELDS,
+    "GatewayClass": GATEWAY_CLASS_FIELDS,
+    "ReferenceGrant": REFERENCE_GRANT_FIELDS,
+    "GatewayParameters": PARAMETERS_FIELDS,
+    "TrafficSplitPolicy": POLICY_FIELDS,
 }
 
 
@@ -59,9 +71,7 @@ def unused_fields(bodies: Iterable[Mapping[str, Any]]) -> set[str]:
     used: set[str] = set()
     for body in bodies:
         used.update(f"{body['kind']}.{p}" for p in set_paths(body.get("spec") or {}))
-    wanted = {f"HTTPRoute.{p}" for p in supported_paths(SUPPORTED_ROUTE_FIELDS)}
-    wanted |= {f"Gateway.{p}" for p in supported_paths(SUPPORTED_GATEWAY_FIELDS)}
-    wanted |= {f"TrafficSplitPolicy.{p}" for p in supported_paths(POLICY_FIELDS)}
+    wanted = {f"{kind}.{p}" for kind, fields in GUARDED.items() for p in supported_paths(fields)}
     return wanted - used
 
 
@@ -70,6 +80,7 @@ def test_the_guard_names_a_field_no_case_sets() -> None:
     missing = unused_fields([route])
     assert "HTTPRoute.rules.matches.method" in missing
     assert "HTTPRoute.rules.matches.path.value" not in missing
+    assert {"GatewayClass.parametersRef.name", "ReferenceGrant.to.name", "GatewayParameters.envoy.overload"} <= missing
 
 
 def test_every_supported_field_appears_in_a_case() -> None:

@@ -50,7 +50,7 @@ from trafficsplit.core.gatewayapi.objects import (
     parse_namespace,
     parse_reference_grant,
 )
-from trafficsplit.core.gatewayapi.parameters import GatewayParameters, parse_gateway_parameters
+from trafficsplit.core.gatewayapi.parameters import GatewayParameters, parameters_or_refusal
 from trafficsplit.core.gatewayapi.policy import Policy, parse_policy
 from trafficsplit.core.gatewayapi.reading import CONTROLLER_NAME, GATEWAY_GROUP
 from trafficsplit.core.gatewayapi.status import (
@@ -121,21 +121,13 @@ def _refusing(kind: str, parse: Callable[[Mapping[str, Any]], Any], keep_last: b
     return parsed
 
 
-def _parameters(body: Mapping[str, Any]) -> GatewayParameters | str:
-    """GatewayParameters, or why its body was refused (a GatewayClass naming it says so)."""
-    try:
-        return parse_gateway_parameters(body)
-    except SpecError as exc:
-        return "; ".join(exc.problems)[:1000]
-
-
 _PARSERS: Mapping[str, Parse] = {
     "gatewayclass": _refusing("gatewayclass", parse_gateway_class),
     "gateway": _refusing("gateway", parse_gateway, keep_last=True),
     "httproute": _refusing("httproute", parse_httproute, keep_last=True),
     "referencegrant": _refusing("referencegrant", parse_reference_grant),
     "namespace": _refusing("namespace", parse_namespace),
-    "gatewayparameters": _parameters,
+    "gatewayparameters": parameters_or_refusal,
     "trafficsplitpolicy": _refusing("trafficsplitpolicy", parse_policy),
 }
 # The kinds whose status we write: what a write needs of each object is kept (`Stored`).

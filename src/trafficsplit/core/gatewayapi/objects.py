@@ -68,6 +68,16 @@ SUPPORTED_GATEWAY_FIELDS: Mapping[str, Any] = {
 
 # --- GatewayClass, Namespace, ReferenceGrant --------------------------------------------------------------------------
 
+# The fields of a GatewayClass's and a ReferenceGrant's spec this module reads (as SUPPORTED_GATEWAY_FIELDS is for a
+# Gateway): the guard test checks each appears in a golden case and is a field of the upstream CRD. `description`
+# is read only for its bound; it changes nothing.
+GATEWAY_CLASS_FIELDS: Mapping[str, Any] = {"controllerName": None, "description": None, "parametersRef": REF_FIELDS}
+REFERENCE_GRANT_FIELDS: Mapping[str, Any] = {
+    "from": {"group": None, "kind": None, "namespace": None},
+    "to": {"group": None, "kind": None, "name": None},
+}
+MAX_CLASS_DESCRIPTION = 64  # the CRD's maxLength
+
 
 @dataclass(frozen=True, slots=True)
 class ParametersRef:
@@ -96,6 +106,7 @@ def parse_gateway_class(body: Mapping[str, Any]) -> GatewayClass:
     meta = read_meta(body, r, namespaced=False)
     spec = r.obj(body, "spec", "")
     controller = r.text(spec, "controllerName", "spec", 253, required=True) or ""
+    r.text(spec, "description", "spec", MAX_CLASS_DESCRIPTION)
     ref: ParametersRef | None = None
     if "parametersRef" in spec:
         raw = r.obj(spec, "parametersRef", "spec")

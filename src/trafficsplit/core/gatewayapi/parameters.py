@@ -219,7 +219,9 @@ class _Reader:
 
 # Every field a spec may have (the CRD schema's): a nested mapping is an object's fields, None a leaf.
 _RESOURCES = {"requests": {"cpu": None, "memory": None}, "limits": {"cpu": None, "memory": None}}
-_FIELDS: Mapping[str, Any] = {
+# How much of a refused body's problems a class's status repeats.
+MAX_REFUSAL = 1000
+PARAMETERS_FIELDS: Mapping[str, Any] = {
     "replicas": None,
     "service": {"type": None, "annotations": None, "externalTrafficPolicy": None},
     "envoy": {
@@ -267,7 +269,7 @@ def parse_gateway_parameters(body: Mapping[str, Any]) -> GatewayParameters:
         r.problems.append("metadata.name: required, a DNS subdomain")
         name = ""
     spec = r.obj(body, "spec", "")
-    r.problems += unknown_fields(spec, _FIELDS, "spec")
+    r.problems += unknown_fields(spec, PARAMETERS_FIELDS, "spec")
     service = r.obj(spec, "service", "spec")
     envoy = r.obj(spec, "envoy", "spec")
     overload = r.obj(envoy, "overload", "spec.envoy")
@@ -298,3 +300,11 @@ def parse_gateway_parameters(body: Mapping[str, Any]) -> GatewayParameters:
     if r.problems:
         raise SpecError(r.problems)
     return params
+
+
+def parameters_or_refusal(body: Mapping[str, Any]) -> GatewayParameters | str:
+    """GatewayParameters, or why its body was refused, bounded (a GatewayClass naming it says so in its status)."""
+    try:
+        return parse_gateway_parameters(body)
+    except SpecError as exc:
+        return "; ".join(exc.problems)[:MAX_REFUSAL]
