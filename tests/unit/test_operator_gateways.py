@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from tests.unit.test_operator_engine import TOKEN, FakeReplica, run, started, until
 from trafficsplit.core.model.matches import MAX_RULE_MATCHES
 from trafficsplit.core.model.routes import MAX_HOST_ENTRIES
@@ -19,6 +21,7 @@ from trafficsplit.operator.dataplane_names import publish_service_name
 from trafficsplit.operator.engine import Engine, EngineSettings
 from trafficsplit.operator.fleet import Fleet
 from trafficsplit.operator.gateways import GatewayPlane, GatewaySettings
+from trafficsplit.operator.provision import ProvisionError
 
 NS = "shop"
 OPNS = "ts-system"
@@ -507,3 +510,76 @@ async def _policy(p: Plane) -> None:
     one.refuse = False
     await until(lambda: accepted("keyed") == ("Gateway", "Accepted", 2), timeout=10)
     assert one.held_gen is not None and [s.key_header for s in one.held_gen.splits] == ["x-tenant"]
+
+
+class RefusingProvisioner(FakeProvisioner):
+    """Every ensure fails with `error` while it is set (a ProvisionError: the renderer's refusal or a name conflict;
+    anything else: the API server's)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error: Exception | None = error
+
+    async def ensure(self, gateway: Any, parameters: Any) -> Sequence[Any]:
+        addresses = await super().ensure(gateway, parameters)
+        if self.error is not None:
+            raise self.error
+        return addresses
+
+
+def programmed_condition(api: Api, gateway: str) -> dict[str, Any]:
+    conds = api.objects[("gateway", (NS, gateway))].get("status", {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == "Programmed"), {})
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (ProvisionError("spec.listeners[0].port: listener port 9001 would be served on 9001"), "Invalid"),
+        (RuntimeError("403 Forbidden: exceeded quota"), "ProvisioningFailed"),
+    ],
+)
+def test_a_gateway_whose_data_plane_cannot_be_provisioned_backs_off_and_says_why(
+    tmp_path: Any, error: Exception, reason: str
+) -> None:
+    """Before, a failed ensure was retried on the very next pass, which its own failure asked for: 33 tries a second
+    per Gateway, and the status said only `Programmed: Unknown`, no replica. Now the tries follow the publish
+    refusal's curve (fleet.Backoff: about 1 s, 2 s, 4 s ...), and `Programmed` is False with the reason and the
+    message naming the field or the object."""
+
+    async def main() -> None:
+        prov = RefusingProvisioner(error)
+        async with gateways(tmp_path, "one", provisioner=prov) as p:
+            api = p.api
+            await p.start()
+            await until(lambda: programmed_condition(api, "one").get("status") == "False")
+            c = programmed_condition(api, "one")
+            assert c["reason"] == reason and str(error) in c["message"], c
+            t0 = asyncio.get_running_loop().time()
+            await asyncio.sleep(3.2)
+            took = asyncio.get_running_loop().time() - t0
+            # Pauses drawn in [0.5, 1] x 1, 2, 4 s: at most 3 more tries in 3.2 s (a pass-by-pass loop: hundreds).
+            assert 1 <= len(prov.ensured) <= 4, (len(prov.ensured), took)
+
+    run(main)
+
+
+def test_an_edited_gateway_is_tried_at_once_and_a_success_clears_the_condition(tmp_path: Any) -> None:
+    """The backoff is for the same Gateway failing again: an edit (a new generation) may have fixed it, so it is
+    tried on the next pass, and once its data plane is provisioned its `Programmed` is no longer False."""
+
+    async def main() -> None:
+        prov = RefusingProvisioner(ProvisionError("spec.listeners[0].port: listener port 9001"))
+        async with gateways(tmp_path, "one", provisioner=prov) as p:
+            api = p.api
+            await p.start()
+            await until(lambda: programmed_condition(api, "one").get("status") == "False")
+            tries = len(prov.ensured)
+            prov.error = None
+            body = gateway_body("one")
+            body["metadata"]["generation"] = 2
+            api.put("gateway", body)
+            await until(lambda: api.programmed("one") == "True", timeout=0.9)  # sooner than the backoff's pause
+            assert len(prov.ensured) == tries + 1 and prov.ensured[-1] == (f"{NS}/one", 2)
+
+    run(main)

@@ -45,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from trafficsplit.core.gatewayapi.conditions import GatewayReason
 from trafficsplit.core.gatewayapi.objects import Gateway
 from trafficsplit.core.gatewayapi.parameters import GatewayParameters, Resources
 from trafficsplit.core.model.persistent import MIN_KEY_BYTES
@@ -86,7 +87,10 @@ _HEX_KEY = re.compile(rf"[0-9a-f]{{{2 * MIN_KEY_BYTES},256}}")
 
 
 class ProvisionError(ValueError):
-    """A Gateway this renderer cannot give a data plane (a listener port that collides); the message says why."""
+    """A Gateway this renderer cannot give a data plane (a listener port that collides); the message names the field.
+    `reason`: the Gateway's `Programmed` False reason while it stands."""
+
+    reason: str = GatewayReason.INVALID
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -294,10 +298,16 @@ def _container_ports(gateway: Gateway, settings: DataplaneSettings) -> dict[int,
     taken: dict[int, int] = {}
     for port in listener_ports(gateway):
         inner = container_port(port)
+        # The status names the field: the first listener on the port (the others on it share its Envoy listener).
+        where = next(f"spec.listeners[{i}].port" for i, lis in enumerate(gateway.listeners) if lis.port == port)
         if inner in reserved:
-            raise ProvisionError(f"listener port {port} would be served on {inner}, {reserved[inner]} in the pod")
+            raise ProvisionError(
+                f"{where}: listener port {port} would be served on {inner}, {reserved[inner]} in the pod"
+            )
         if inner in taken:
-            raise ProvisionError(f"listener ports {taken[inner]} and {port} would both be served on {inner} in the pod")
+            raise ProvisionError(
+                f"{where}: listener ports {taken[inner]} and {port} would both be served on {inner} in the pod"
+            )
         taken[inner] = port
         out[port] = inner
     return out

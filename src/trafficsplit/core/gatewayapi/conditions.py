@@ -58,6 +58,7 @@ class GatewayReason(StrEnum):
     UNSUPPORTED_VALUE = "UnsupportedValue"
     PENDING = "Pending"
     INVALID = "Invalid"  # Programmed: the Gateway's current configuration cannot be served (a bound of the model)
+    PROVISIONING_FAILED = "ProvisioningFailed"  # Programmed: the API server refused or failed a data-plane object
 
 
 # Programmed is the data plane's to say, after its replicas ACK (the operator's gateways module): until then Unknown.
