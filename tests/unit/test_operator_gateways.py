@@ -21,6 +21,7 @@ from trafficsplit.operator.dataplane_names import publish_service_name
 from trafficsplit.operator.engine import Engine, EngineSettings
 from trafficsplit.operator.fleet import Fleet
 from trafficsplit.operator.gateways import GatewayPlane, GatewaySettings
+from trafficsplit.operator.ownership import Foreign, NameConflict
 from trafficsplit.operator.provision import ProvisionError
 
 NS = "shop"
@@ -393,14 +394,14 @@ def test_a_route_deleted_and_created_again_under_its_name_gets_its_status(tmp_pa
 class FakeProvisioner:
     def __init__(self) -> None:
         self.ensured: list[tuple[str, int]] = []
-        self.kept: list[list[str]] = []  # each remove_absent call's `keep`
+        self.kept: list[list[str]] = []  # each remove_absent call's `live` (Gateway uids)
 
     async def ensure(self, gateway: Any, parameters: Any) -> Sequence[Any]:
         self.ensured.append((gateway.meta.key, gateway.meta.generation))
         return ()
 
-    async def remove_absent(self, keep: Iterable[str]) -> Sequence[str]:
-        self.kept.append(sorted(keep))
+    async def remove_absent(self, live: Iterable[str]) -> Sequence[str]:
+        self.kept.append(sorted(live))
         return ()
 
 
@@ -434,12 +435,12 @@ def test_a_gateway_body_over_the_operators_bounds_keeps_its_data_plane_and_says_
             await until(lambda: accepted(api, "one")[:3] == ("False", "Invalid", 2))
             assert "matchLabels" in accepted(api, "one")[3], accepted(api, "one")
             assert p.engine.gateways is not None and p.engine.gateways.fleet((NS, "one")) is not None
-            assert all(f"{NS}/one" in keep for keep in prov.kept), prov.kept  # never removed
+            assert all(f"uid-{NS}-one" in keep for keep in prov.kept), prov.kept  # never removed
             refused = [e for e in api.events if e[0] == "gateway" and e[3].reason == "Refused"]
             assert len(refused) == 1 and "matchLabels" in refused[0][3].message
             api.put("gateway", with_labels(3, 2))
             await until(lambda: accepted(api, "one")[:3] == ("True", "Accepted", 3))
-            assert all(f"{NS}/one" in keep for keep in prov.kept), prov.kept
+            assert all(f"uid-{NS}-one" in keep for keep in prov.kept), prov.kept
             assert len([e for e in api.events if e[3].reason == "Refused"]) == 1
 
     run(main)
@@ -536,6 +537,7 @@ def programmed_condition(api: Api, gateway: str) -> dict[str, Any]:
     ("error", "reason"),
     [
         (ProvisionError("spec.listeners[0].port: listener port 9001 would be served on 9001"), "Invalid"),
+        (NameConflict("ts-system", [Foreign("Service", "ts-shop-one-x", "uid other")]), "NameConflict"),
         (RuntimeError("403 Forbidden: exceeded quota"), "ProvisioningFailed"),
     ],
 )

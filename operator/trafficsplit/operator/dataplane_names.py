@@ -9,6 +9,9 @@ most 63 (an RFC 1035 label) and a label value at most 63: the name is a short re
 SHA-256 of the `namespace` and `name` (as a JSON pair, so no two pairs encode alike), and the full identity is kept
 in annotations. 128 bits, because every tenant picks its Gateway's name: with 32 bits a tenant of `shop-storefront`
 found a name whose objects were `shop`'s by a 2^32 search; no search finds a 128-bit collision.
+
+The name is not what makes an object a Gateway's: every object carries its Gateway's uid (`GATEWAY_UID_LABEL`), and
+the provisioner applies or deletes an object only when that uid is the Gateway's (`ownership.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "trafficsplit-operator"
 GATEWAY_NAMESPACE_ANNOTATION = "trafficsplit.dev/gateway-namespace"
 GATEWAY_NAME_ANNOTATION = "trafficsplit.dev/gateway-name"
+GATEWAY_UID_LABEL = "trafficsplit.dev/gateway-uid"  # value: the owning Gateway's metadata.uid
 PUBLISH_PORT_NAME = "publish"
 
 _MAX_BASE = 63 - len("-publish")  # the longest suffix any provisioned object adds

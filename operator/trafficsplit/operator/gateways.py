@@ -158,12 +158,12 @@ class Address(Protocol):
 
 class Provisioner(Protocol):
     """The per-Gateway data plane (`provisioner.Provisioner`): created or updated for a Gateway, returning its
-    `status.addresses` (raising `ProvisionError`, its `reason` for the status, for a Gateway it refuses); the data
-    plane of every Gateway not in `keep` (`namespace/name` keys) removed."""
+    `status.addresses` (raising `ProvisionError`, its `reason` for the status, for a Gateway it refuses or whose
+    object names are taken); the data plane of every Gateway whose uid is not in `live` removed."""
 
     async def ensure(self, gateway: Gateway, parameters: GatewayParameters) -> Sequence[Address]: ...
 
-    async def remove_absent(self, keep: Iterable[str]) -> Sequence[str]: ...
+    async def remove_absent(self, live: Iterable[str]) -> Sequence[str]: ...
 
 
 class GatewayEventSink(Protocol):
@@ -516,7 +516,7 @@ class GatewayPlane:
         if self._provisioner is not None and not self._cleaned:
             # Once per leadership: what a Gateway deleted while no operator led left behind.
             with _logged("removing the data planes of deleted Gateways"):
-                await self._provisioner.remove_absent([f"{ns}/{name}" for ns, name in ours])
+                await self._provisioner.remove_absent(self._live_uids(ours))
                 self._cleaned = True
         if self._sink is not None:
             await self._write_status(translation, ours, now)
@@ -610,6 +610,11 @@ class GatewayPlane:
             p.provisioning = None
             self._poke()  # the status says what happened
 
+    def _live_uids(self, keys: Iterable[Key]) -> frozenset[str]:
+        """The uids of these Gateways of ours: cleanup removes the data plane of every other uid (ownership.py)."""
+        gateways = (self.store.gateways.get(k) for k in keys)
+        return frozenset(g.meta.uid for g in gateways if g is not None and g.meta.uid)
+
     async def _close(self, key: Key) -> None:
         p = self._gateways.pop(key)
         log.info("Gateway %s/%s gone: its fleet is closed", *key)
@@ -620,7 +625,7 @@ class GatewayPlane:
         await p.fleet.close()
         if self._provisioner is not None:
             with _logged(f"removing the data plane of Gateway {key[0]}/{key[1]}"):
-                await self._provisioner.remove_absent([f"{ns}/{name}" for ns, name in self._gateways])
+                await self._provisioner.remove_absent(self._live_uids(self._gateways))
 
     async def close(self) -> None:
         """Leadership lost or the process stops: every fleet closed (the data planes keep serving)."""

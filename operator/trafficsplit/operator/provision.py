@@ -15,8 +15,9 @@ emptyDir Envoy reads. The operator writes flags, never Envoy configuration (.imp
 bootstrap is always the one of the extproc version it runs beside. An HTTPS port's flag names its hostnames only: the
 certificates reach Envoy over SDS from the processor.
 
-Every object lives in the operator's namespace and carries `dataplane_names.selector_labels` (owner references
-cannot cross namespaces, so cleanup finds a deleted Gateway's objects by label).
+Every object lives in the operator's namespace and carries `dataplane_names.selector_labels` and the Gateway's uid
+(`GATEWAY_UID_LABEL`): owner references cannot cross namespaces, so cleanup finds a deleted Gateway's objects by
+label, and the provisioner touches an object only when its uid is the Gateway's (ownership.py).
 
 Cookie keys: each Gateway's data plane seals Cookie sessionPersistence (sticky.mode persistent) with HMAC keys of its
 own, in a Secret beside the rest of its data plane (`cookie_keys_secret_name`), which the extproc mounts as
@@ -53,6 +54,7 @@ from trafficsplit.operator.dataplane_names import (
     COMPONENT,
     GATEWAY_NAME_ANNOTATION,
     GATEWAY_NAMESPACE_ANNOTATION,
+    GATEWAY_UID_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     PUBLISH_PORT_NAME,
@@ -419,7 +421,9 @@ def merge(gateway: Gateway, params: GatewayParameters, settings: DataplaneSettin
 
 def object_labels(gateway: Gateway, settings: DataplaneSettings) -> dict[str, str]:
     ns, name = gateway.meta.namespace, gateway.meta.name
-    return {**settings.labels, **selector_labels(ns, name), MANAGED_BY_LABEL: MANAGED_BY}
+    # The uid says whose the object is (ownership.py): never the selector, a Deployment's selector cannot change.
+    owner = {GATEWAY_UID_LABEL: gateway.meta.uid}
+    return {**settings.labels, **selector_labels(ns, name), MANAGED_BY_LABEL: MANAGED_BY, **owner}
 
 
 def _meta(
