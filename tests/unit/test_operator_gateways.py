@@ -585,3 +585,24 @@ def test_an_edited_gateway_is_tried_at_once_and_a_success_clears_the_condition(t
             assert len(prov.ensured) == tries + 1 and prov.ensured[-1] == (f"{NS}/one", 2)
 
     run(main)
+
+
+def test_a_gateway_created_again_under_its_name_is_another_gateway(tmp_path: Any) -> None:
+    """Deleted and created again between two passes, a Gateway keeps its key but not its uid: the old one's data plane
+    is removed (its objects carry the old uid, so the new one's ensure would find their names taken) and the new one
+    provisioned, even at the same metadata.generation."""
+
+    async def main() -> None:
+        prov = FakeProvisioner()
+        async with gateways(tmp_path, "one", provisioner=prov) as p:
+            api = p.api
+            await p.start()
+            await until(lambda: len(prov.ensured) == 1)
+            again = gateway_body("one")
+            again["metadata"]["uid"] = "uid-again"
+            api.put("gateway", again)
+            await until(lambda: len(prov.ensured) == 2)
+            assert prov.ensured == [(f"{NS}/one", 1), (f"{NS}/one", 1)]
+            assert prov.kept[-1] == ["uid-again"], prov.kept  # the old uid's data plane removed, the new one's kept
+
+    run(main)

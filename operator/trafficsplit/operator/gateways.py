@@ -260,6 +260,7 @@ class GatewayPublishing:
 
     fleet: Fleet
     created: float  # event-loop time: numbering waits (bounded) for every replica to answer once
+    uid: str = ""  # the Gateway's metadata.uid: one deleted and created again under its name is another Gateway
     replicas: tuple[Replica, ...] | None = None  # as last given to the fleet
     number: int = 0
     content: GenerationContent | None = None
@@ -491,13 +492,17 @@ class GatewayPlane:
         now: str,
     ) -> None:
         ours = {_key(g.gateway): g for g in translation.gateways}
-        for gone in [k for k in self._gateways if k not in ours]:
-            await self._close(gone)
+        # A Gateway deleted and created again under its name between two passes is another Gateway (another uid):
+        # the old one's fleet and data plane go, or the new one would find its objects' names taken.
+        for gone in [k for k, p in self._gateways.items() if k not in ours or p.uid != self._uid(k)]:
+            await self._close(gone, self._live_uids(ours))
         loop = asyncio.get_running_loop()
         for key in ours:
             p = self._gateways.get(key)
             if p is None:
-                p = self._gateways[key] = GatewayPublishing(fleet=self._make_fleet(), created=loop.time())
+                p = self._gateways[key] = GatewayPublishing(
+                    fleet=self._make_fleet(), created=loop.time(), uid=self._uid(key)
+                )
                 loop.call_later(self.settings.probe_timeout, self._poke)
             replicas = self.replicas(key, slices)
             if replicas and not p.replicas:
@@ -610,12 +615,17 @@ class GatewayPlane:
             p.provisioning = None
             self._poke()  # the status says what happened
 
+    def _uid(self, key: Key) -> str:
+        gw = self.store.gateways.get(key)
+        return gw.meta.uid if gw is not None else ""
+
     def _live_uids(self, keys: Iterable[Key]) -> frozenset[str]:
         """The uids of these Gateways of ours: cleanup removes the data plane of every other uid (ownership.py)."""
-        gateways = (self.store.gateways.get(k) for k in keys)
-        return frozenset(g.meta.uid for g in gateways if g is not None and g.meta.uid)
+        return frozenset(uid for k in keys if (uid := self._uid(k)))
 
-    async def _close(self, key: Key) -> None:
+    async def _close(self, key: Key, live: frozenset[str]) -> None:
+        """The Gateway `key` gone (or another under its name): its fleet closed, and the data plane of every Gateway
+        whose uid is not `live` removed."""
         p = self._gateways.pop(key)
         log.info("Gateway %s/%s gone: its fleet is closed", *key)
         if p.provisioning is not None:
@@ -625,7 +635,7 @@ class GatewayPlane:
         await p.fleet.close()
         if self._provisioner is not None:
             with _logged(f"removing the data plane of Gateway {key[0]}/{key[1]}"):
-                await self._provisioner.remove_absent(self._live_uids(self._gateways))
+                await self._provisioner.remove_absent(live)
 
     async def close(self) -> None:
         """Leadership lost or the process stops: every fleet closed (the data planes keep serving)."""

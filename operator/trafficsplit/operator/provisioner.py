@@ -81,7 +81,6 @@ class Provisioner:
         self.field_manager = field_manager
         self._clock = clock  # wall-clock seconds: the keys' rotation stamps outlive the process
         core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
-        self._core = core
         # kind → (typed API, the method suffix): the kinds a data plane consists of (provision.KINDS).
         self._apis: dict[str, tuple[Any, str]] = {
             "Secret": (core, "namespaced_secret"),
@@ -191,7 +190,9 @@ class Provisioner:
         ]
 
     def remove_sync(self, uid: str) -> int:
-        return sum(self._delete(kind, obj["metadata"]["name"]) for kind, obj in self._owned(uid) if uid)
+        if not uid:
+            return 0
+        return sum(self._delete(kind, obj["metadata"]["name"]) for kind, obj in self._owned(uid))
 
     def remove_absent_sync(self, live: Iterable[str]) -> tuple[str, ...]:
         keep = frozenset(live)
