@@ -24,7 +24,8 @@
 # ONLY="envoy operator extproc" builds (or finds cached) only those images, and then needs no PAUSE (hack/release.sh).
 # Needs root, buildah, mmdebstrap and the pause binary (PAUSE=path, from hack/build-node.sh --print-env). FLAGGER=path
 # (from hack/build-flagger.sh --print-env) adds the flagger image; ROLLOUTS_CONTROLLER=path ROLLOUTS_PLUGIN=path (from
-# hack/build-argo-rollouts.sh --print-env) add the argo-rollouts image: tests/support/localnode.py passes them.
+# hack/build-argo-rollouts.sh --print-env) add the argo-rollouts image; PROMETHEUS=path (`command -v prometheus`) adds
+# the prometheus image: tests/support/localnode.py passes them.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -55,6 +56,8 @@ if wanted pause && [[ ! -x "$PAUSE" ]]; then
 fi
 FLAGGER="${FLAGGER:-}"
 [[ -z "$FLAGGER" || -x "$FLAGGER" ]] || { log "FLAGGER=$FLAGGER is not an executable (hack/build-flagger.sh)"; exit 1; }
+PROMETHEUS="${PROMETHEUS:-}"
+[[ -z "$PROMETHEUS" || -x "$PROMETHEUS" ]] || { log "PROMETHEUS=$PROMETHEUS is not an executable (Debian's prometheus)"; exit 1; }
 ROLLOUTS_CONTROLLER="${ROLLOUTS_CONTROLLER:-}" ROLLOUTS_PLUGIN="${ROLLOUTS_PLUGIN:-}"
 if [[ -n "$ROLLOUTS_CONTROLLER$ROLLOUTS_PLUGIN" && ! (-x "$ROLLOUTS_CONTROLLER" && -x "$ROLLOUTS_PLUGIN") ]]; then
   log "ROLLOUTS_CONTROLLER and ROLLOUTS_PLUGIN must both name the Argo Rollouts binaries (hack/build-argo-rollouts.sh --print-env)"
@@ -180,6 +183,19 @@ build_envoy() {
   commit_archive "$ctr" "$ref" "$tmp" "$base"
 }
 
+# --- prometheus ------------------------------------------------------------------------------------------------------
+# Debian's binary links only libc (ldd says so), like Envoy's: the same rootfs. Its config, rules and data are mounted
+# by the Deployment; the web UI's assets are not needed (the tests read the HTTP API).
+build_prometheus() {
+  local tmp="$1" base="localhost/trafficsplit/prometheus-base:tmp" ref="localhost/trafficsplit/prometheus:$TAG"
+  rootfs_image "$tmp" "$base" "$ENVOY_BASE_PACKAGES" extract
+  local ctr
+  ctr=$(bah from --pull-never "$base")
+  bah copy --chmod 0755 "$ctr" "$PROMETHEUS" /bin/prometheus
+  bah config --user 65534:65534 --entrypoint '["/bin/prometheus"]' --cmd '' "$ctr"
+  commit_archive "$ctr" "$ref" "$tmp" "$base"
+}
+
 # --- pause -----------------------------------------------------------------------------------------------------------
 build_pause() {
   local tmp="$1" ref="localhost/trafficsplit/pause:$TAG"
@@ -232,6 +248,10 @@ done
 if [[ -n "$FLAGGER" ]]; then
   image flagger "$(hash_text "$(sha256sum <"$FLAGGER") v1")" build_flagger
   NAMES+=(flagger)
+fi
+if [[ -n "$PROMETHEUS" ]]; then
+  image prometheus "$(hash_text "$(sha256sum <"$PROMETHEUS") $SUITE $ENVOY_BASE_PACKAGES extract v1")" build_prometheus
+  NAMES+=(prometheus)
 fi
 if [[ -n "$ROLLOUTS_CONTROLLER" ]]; then
   image argo-rollouts "$(hash_text "$(sha256sum <"$ROLLOUTS_CONTROLLER") $(sha256sum <"$ROLLOUTS_PLUGIN") v1")" build_argo_rollouts
