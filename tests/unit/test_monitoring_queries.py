@@ -2,7 +2,8 @@
 the operator provisions, whichever way Prometheus found them: a PodMonitor (`job` is the PodMonitor, one for every
 provisioned data plane), the documented annotation job (`job` is that job, one for every pod) or static targets. So
 no query selects series by a label the scrape adds rather than the metric, and a query that groups by such a label
-keeps each scraped pod apart (`instance`), never one job's pods summed into one series."""
+keeps each scraped pod apart (`instance`), never one job's pods summed into one series; and the scrape job the docs
+give users without the Prometheus Operator is the same in each doc and keeps only the annotated pods."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import re
 
 import pytest
 
-from tests.support.prometheus import alert_rules, dashboard_queries
+from tests.support.prometheus import SCRAPE_JOB_DOCS, alert_rules, dashboard_queries, documented_scrape_configs
 
 # Labels a scrape attaches (PodMonitor, the documented job, static targets), not the metrics themselves.
 TARGET_LABELS = {"job", "instance", "namespace", "pod", "container", "endpoint", "service"}
@@ -45,3 +46,21 @@ def test_the_checks_see_what_they_look_for() -> None:
 def test_no_query_selects_or_sums_data_planes_by_how_they_were_scraped(name: str, expr: str) -> None:
     assert not selected_target_labels(expr), expr
     assert not groupings_summing_pods(expr), expr
+
+
+def test_the_docs_give_one_scrape_job_that_keeps_only_the_annotated_pods() -> None:
+    jobs = [documented_scrape_configs(doc) for doc in SCRAPE_JOB_DOCS]
+    assert all(j == jobs[0] for j in jobs), [str(d) for d in SCRAPE_JOB_DOCS]
+    (job,) = jobs[0]
+    assert job["kubernetes_sd_configs"] == [{"role": "pod"}]
+    relabel = job["relabel_configs"]
+    keep = relabel[0]
+    assert keep["action"] == "keep" and keep["regex"] == "true", keep
+    assert keep["source_labels"] == ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"]
+    port = next(r for r in relabel if r.get("target_label") == "__address__")
+    assert port["source_labels"][1] == "__meta_kubernetes_pod_annotation_prometheus_io_port"
+    assert re.fullmatch(port["regex"], "10.244.0.7:8080;9003")
+    assert re.sub(port["regex"], port["replacement"].replace("$", "\\"), "10.244.0.7:8080;9003") == "10.244.0.7:9003"
+    path = next(r for r in relabel if r.get("target_label") == "__metrics_path__")
+    assert path["source_labels"] == ["__meta_kubernetes_pod_annotation_prometheus_io_path"]
+    assert {r.get("target_label") for r in relabel} >= {"namespace", "pod"}
