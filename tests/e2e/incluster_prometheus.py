@@ -1,8 +1,9 @@
-"""A Prometheus inside the cluster, as a user without the Prometheus Operator runs one: Debian's binary in an image
-(hack/build-images.sh, `prometheus`), in namespace ``monitoring`` behind the Service ``prometheus:9090`` (the address
-examples/flagger/ names), allowed to list and watch pods, scraping with the job docs/flagger.md gives users (read from
-there, so the docs' job is the one tested) and the chart's alerting rules loaded. The test process reads its API
-through the Service's ClusterIP (the local node routes the Service range on the host, as it does for the gateway)."""
+"""A Prometheus inside the cluster, as a user without the Prometheus Operator runs one: v2.54.1 with Kubernetes
+discovery (hack/build-prometheus.sh; Debian's has none) in an image (hack/build-images.sh), in namespace
+``monitoring`` behind the Service ``prometheus:9090`` (the address examples/flagger/ names), allowed to list and
+watch pods, scraping with the job docs/flagger.md gives users (read from there, so the docs' job is the one tested)
+and the chart's alerting rules loaded. The test process reads its API through the Service's ClusterIP (the local node
+routes the Service range on the host, as it does for the gateway)."""
 
 from __future__ import annotations
 

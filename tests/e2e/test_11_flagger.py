@@ -3,11 +3,11 @@ cluster (issues 21 and 30).
 
 Flagger v1.44.0 (hack/build-flagger.sh, its image from hack/build-images.sh) runs in the node with
 ``-mesh-provider=gatewayapi:v1``, its CRDs and RBAC the module's own files (third_party/flagger/). Prometheus runs in
-the cluster as ``prometheus.monitoring:9090`` (tests/e2e/incluster_prometheus.py: Debian's binary in an image, the
-chart's rules loaded) with the scrape job docs/flagger.md gives users without the Prometheus Operator: it finds the
-operator, the chart's gateway and the Gateway's data-plane pods by the chart's scrape annotations, and nothing else
-of ours (its active targets are exactly the annotated pods). The Gateway, the workload, the MetricTemplate and the
-Canary are examples/flagger/, applied with only the images changed (and, as the local node runs no cluster DNS, a
+the cluster as ``prometheus.monitoring:9090`` (tests/e2e/incluster_prometheus.py: upstream's v2.54.1 built from source,
+the chart's rules loaded) with the scrape job docs/flagger.md gives users without the Prometheus Operator: it finds the
+operator, the chart's gateway and the Gateway's data-plane pods by the chart's scrape annotations, and nothing else of
+ours (its active targets are exactly the annotated pods). The Gateway, the workload, the MetricTemplate and the Canary
+are examples/flagger/, applied with only the images changed (and, as the local node runs no cluster DNS, a
 ``hostAliases`` entry in Flagger's pod that resolves ``prometheus.monitoring`` to the Service). Then, with bounded
 cookie-less traffic counted at the client:
 
