@@ -13,6 +13,9 @@
 #   argo-rollouts the Argo Rollouts controller and our traffic-router plugin (hack/build-argo-rollouts.sh builds both,
 #                 static binaries) on an empty rootfs, uid 999 like upstream's image; the plugin at
 #                 /plugins/trafficsplit-argo-rollouts-plugin (what argo-rollouts-config's file:// location names)
+#   prometheus    only with PROMETHEUS=path: the static binary hack/build-prometheus.sh builds (upstream's, with
+#                 Kubernetes discovery, which Debian's lacks) alone on an empty image, uid 65534, no shell: the
+#                 in-cluster Prometheus of tests/e2e/test_11_flagger.py (tests/e2e/incluster_prometheus.py)
 #
 # Output: ${TRAFFICSPLIT_CACHE:-$HOME/.cache/trafficsplit}/images/<name>-<key>.tar (docker-archive, the image named
 # localhost/trafficsplit/<name>:e2e inside), where <key> is a hash of everything the image is built from (Dockerfile,
@@ -24,7 +27,8 @@
 # ONLY="envoy operator extproc" builds (or finds cached) only those images, and then needs no PAUSE (hack/release.sh).
 # Needs root, buildah, mmdebstrap and the pause binary (PAUSE=path, from hack/build-node.sh --print-env). FLAGGER=path
 # (from hack/build-flagger.sh --print-env) adds the flagger image; ROLLOUTS_CONTROLLER=path ROLLOUTS_PLUGIN=path (from
-# hack/build-argo-rollouts.sh --print-env) add the argo-rollouts image: tests/support/localnode.py passes them.
+# hack/build-argo-rollouts.sh --print-env) add the argo-rollouts image; PROMETHEUS=path (from
+# hack/build-prometheus.sh --print-env) adds the prometheus image: tests/support/localnode.py passes them.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -55,6 +59,8 @@ if wanted pause && [[ ! -x "$PAUSE" ]]; then
 fi
 FLAGGER="${FLAGGER:-}"
 [[ -z "$FLAGGER" || -x "$FLAGGER" ]] || { log "FLAGGER=$FLAGGER is not an executable (hack/build-flagger.sh)"; exit 1; }
+PROMETHEUS="${PROMETHEUS:-}"
+[[ -z "$PROMETHEUS" || -x "$PROMETHEUS" ]] || { log "PROMETHEUS=$PROMETHEUS is not an executable (hack/build-prometheus.sh)"; exit 1; }
 ROLLOUTS_CONTROLLER="${ROLLOUTS_CONTROLLER:-}" ROLLOUTS_PLUGIN="${ROLLOUTS_PLUGIN:-}"
 if [[ -n "$ROLLOUTS_CONTROLLER$ROLLOUTS_PLUGIN" && ! (-x "$ROLLOUTS_CONTROLLER" && -x "$ROLLOUTS_PLUGIN") ]]; then
   log "ROLLOUTS_CONTROLLER and ROLLOUTS_PLUGIN must both name the Argo Rollouts binaries (hack/build-argo-rollouts.sh --print-env)"
@@ -180,6 +186,18 @@ build_envoy() {
   commit_archive "$ctr" "$ref" "$tmp" "$base"
 }
 
+# --- prometheus ------------------------------------------------------------------------------------------------------
+# The binary hack/build-prometheus.sh builds is static (CGO off), so, like Flagger's, it needs no libc; its config,
+# rules and data are mounted by the Deployment; the web UI's assets are not needed (the tests read the HTTP API).
+build_prometheus() {
+  local tmp="$1" ref="localhost/trafficsplit/prometheus:$TAG"
+  local ctr
+  ctr=$(bah from scratch)
+  bah copy --chmod 0755 "$ctr" "$PROMETHEUS" /bin/prometheus
+  bah config --user 65534:65534 --entrypoint '["/bin/prometheus"]' "$ctr"
+  commit_archive "$ctr" "$ref" "$tmp"
+}
+
 # --- pause -----------------------------------------------------------------------------------------------------------
 build_pause() {
   local tmp="$1" ref="localhost/trafficsplit/pause:$TAG"
@@ -232,6 +250,10 @@ done
 if [[ -n "$FLAGGER" ]]; then
   image flagger "$(hash_text "$(sha256sum <"$FLAGGER") v1")" build_flagger
   NAMES+=(flagger)
+fi
+if [[ -n "$PROMETHEUS" ]]; then
+  image prometheus "$(hash_text "$(sha256sum <"$PROMETHEUS") v1")" build_prometheus
+  NAMES+=(prometheus)
 fi
 if [[ -n "$ROLLOUTS_CONTROLLER" ]]; then
   image argo-rollouts "$(hash_text "$(sha256sum <"$ROLLOUTS_CONTROLLER") $(sha256sum <"$ROLLOUTS_PLUGIN") v1")" build_argo_rollouts

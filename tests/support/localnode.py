@@ -175,8 +175,10 @@ def ensure_images(pause: Path) -> Images:
     # starts their builds in the background; these calls wait for them (each build holds a lock) or find them cached.
     argo = print_env("build-argo-rollouts.sh")
     flagger = print_env("build-flagger.sh")["FLAGGER"]
-    kv = print_env("build-images.sh", {"PAUSE": str(pause), **argo, "FLAGGER": flagger})
-    names = ("pause", "envoy", "echo", "operator", "extproc", "flagger", "argo-rollouts")
+    # The in-cluster Prometheus (test_11_flagger.py): upstream's, built the same way (Debian's has no Kubernetes SD).
+    prometheus = print_env("build-prometheus.sh")["PROMETHEUS"]
+    kv = print_env("build-images.sh", {"PAUSE": str(pause), **argo, "FLAGGER": flagger, "PROMETHEUS": prometheus})
+    names = ("pause", "envoy", "echo", "operator", "extproc", "flagger", "argo-rollouts", "prometheus")
     return Images(archives={n: Path(kv[f"{n.upper().replace('-', '_')}_IMAGE"]) for n in names}, tag=kv["IMAGE_TAG"])
 
 
