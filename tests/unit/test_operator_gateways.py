@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from tests.unit.test_operator_engine import TOKEN, FakeReplica, run, started, until
+from trafficsplit.core.control.resolve import SplitObject
+from trafficsplit.core.control.status import StatusResult
 from trafficsplit.core.model.matches import MAX_RULE_MATCHES
 from trafficsplit.core.model.routes import MAX_HOST_ENTRIES
 from trafficsplit.operator.dataplane_names import publish_service_name
@@ -137,7 +139,15 @@ class Api:
         return next((c["status"] for c in conds if c["type"] == "Programmed"), None)
 
 
-def make(tmp_path: Any, chart: FakeReplica, api: Api, provisioner: Any = None, reprovision: float = 300.0) -> Engine:
+def make(
+    tmp_path: Any,
+    chart: FakeReplica | None,
+    api: Api,
+    provisioner: Any = None,
+    reprovision: float = 300.0,
+    split_sink: Any = None,
+) -> Engine:
+    """`chart` None: Gateway API only, no chart gateway (the operator's --no-gateway)."""
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     engine: Engine | None = None
@@ -157,8 +167,11 @@ def make(tmp_path: Any, chart: FakeReplica, api: Api, provisioner: Any = None, r
         event_sink=api.event,
         provisioner=provisioner,
     )
-    settings = EngineSettings(origin="test", debounce=0.0, static_replicas=(chart.replica,), static=True)
-    engine = Engine(make_fleet(), settings, None, plane)
+    statics = (chart.replica,) if chart is not None else ()
+    settings = EngineSettings(
+        origin="test", debounce=0.0, static_replicas=statics, static=True, no_gateway=chart is None
+    )
+    engine = Engine(make_fleet(), settings, split_sink, plane)
     api.engine = engine
     return engine
 
@@ -202,15 +215,18 @@ async def gateways(
     seeded: bool = True,
     provisioner: Any = None,
     reprovision: float = 300.0,
+    no_gateway: bool = False,
+    split_sink: Any = None,
 ) -> AsyncIterator[Plane]:
     """A `Plane` with a Gateway (and its route at 90/10) per name, seeded unless `seeded` is False (the test seeds
     after adding what must come first); everything stopped on the way out, even when an assertion failed (a grpc
-    server left running keeps the loop from closing)."""
+    server left running keeps the loop from closing). `no_gateway`: the engine has no chart gateway (the chart
+    replica still runs, to show nothing reaches it)."""
     chart = FakeReplica("chart", held=chart_held)
     replicas = {n: FakeReplica(n) for n in names}
     async with started(chart, *replicas.values()):
         api = Api()
-        engine = make(tmp_path, chart, api, provisioner, reprovision)
+        engine = make(tmp_path, None if no_gateway else chart, api, provisioner, reprovision, split_sink)
         plane = Plane(engine, api, chart, replicas)
         try:
             if seeded:
@@ -604,5 +620,30 @@ def test_a_gateway_created_again_under_its_name_is_another_gateway(tmp_path: Any
             await until(lambda: len(prov.ensured) == 2)
             assert prov.ensured == [(f"{NS}/one", 1), (f"{NS}/one", 1)]
             assert prov.kept[-1] == ["uid-again"], prov.kept  # the old uid's data plane removed, the new one's kept
+
+    run(main)
+
+
+def test_without_a_chart_gateway_gateways_are_served_and_each_split_says_it_is_not(tmp_path: Any) -> None:
+    """Gateway API only (--no-gateway): the Gateway's replica gets its routes and the Gateway is Programmed, while a
+    TrafficSplit is published nowhere (no number taken for it) and its status says NoGateway."""
+    written: list[tuple[str, StatusResult]] = []
+
+    async def sink(obj: SplitObject, result: StatusResult) -> None:
+        written.append((obj.key, result))
+
+    async def main() -> None:
+        async with gateways(tmp_path, "one", no_gateway=True, split_sink=sink) as p:
+            split = {"metadata": {"name": "s", "namespace": "default", "uid": "u", "generation": 1},
+                     "spec": {"hosts": ["s.example"],
+                              "backends": [{"name": "blue", "weight": 100, "endpoints": ["127.0.0.1:1"]}]}}  # fmt: skip
+            p.engine.apply("trafficsplit", None, split)
+            await p.start()
+            await until(lambda: p.api.programmed("one") == "True" and bool(written))
+            one = p.replicas["one"]
+            assert one.held_gen is not None and [s.name for s in one.held_gen.splits] == ["one-route.rule-0"]
+            assert p.chart.published == [] and p.engine.number == 0
+            published = {c.type: c for c in written[-1][1].status.conditions}["Published"]
+            assert (written[-1][0], published.status, published.reason) == ("default/s", "False", "NoGateway")
 
     run(main)
