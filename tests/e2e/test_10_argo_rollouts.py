@@ -20,6 +20,9 @@ echo image (which answers with its ``-text``: v1, v2, v3 tell the versions apart
 - The same Rollout on a TrafficSplit with ``assignment: minimal`` (examples/argo-rollouts/rollout-trafficsplit.yaml,
   served by the chart's gateway): 1,000 sessions minted before the canary starts, revisited at every step, each change
   of version counted. The whole ramp moves each session once, from v1 to v2: the minimum.
+- A wrong sha256 in argo-rollouts-config: the restarted controller downloads the file, refuses it and exits before it
+  manages anything (a template change of the TrafficSplit Rollout is left untouched), and with the right sum again it
+  starts and the Rollout proceeds.
 """
 
 from __future__ import annotations
@@ -185,6 +188,12 @@ def _install(cluster: Cluster, plugin: dict[str, str]) -> list[dict[str, Any]]:
     return docs
 
 
+def _config(cluster: Cluster, plugin: dict[str, str]) -> None:
+    """argo-rollouts-config with `plugin` as its entry (the controller reads it at start only)."""
+    (cm,) = [d for d in _install(cluster, plugin) if d["kind"] == "ConfigMap"]
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(cm))
+
+
 def _example(cluster: Cluster, path: Path = EXAMPLE) -> list[dict[str, Any]]:
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     for d in docs:
@@ -255,6 +264,19 @@ def _plugin_downloaded(cluster: Cluster, pod: str = "deployment/argo-rollouts") 
 def _controller_pods(cluster: Cluster) -> list[dict[str, Any]]:
     pods = cluster.get("pods", "-n", ARGO_NS, "-l", CONTROLLER_PODS)["items"]
     return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def _restart_controller(cluster: Cluster) -> str:
+    """The controller's pod deleted (gone before this returns) and the name of the one its ReplicaSet starts instead:
+    a fresh start, which reads argo-rollouts-config and downloads the plugin again."""
+    old = {p["metadata"]["name"] for p in _controller_pods(cluster)}
+    cluster.kubectl("-n", ARGO_NS, "delete", "pod", "-l", CONTROLLER_PODS, "--wait=true", "--timeout=120s", timeout=150)
+    pod = wait_for(
+        "the controller's new pod",
+        lambda: next((p for p in _controller_pods(cluster) if p["metadata"]["name"] not in old), None),
+        timeout=60,
+    )
+    return str(pod["metadata"]["name"])
 
 
 def _diagnose(cluster: Cluster) -> None:
@@ -588,3 +610,70 @@ def test_a_rollout_on_a_minimal_trafficsplit_moves_each_session_once(argo: Argo,
         p = binomtest(on_canary, SESSIONS, weight / 100).pvalue
         print(f"{step}: {on_canary} of {SESSIONS} sessions on v2, expected {weight} %, binomial p={p:.3f}")
         assert p > P_MIN, (step, on_canary)
+
+
+def test_a_wrong_sha256_is_refused_and_nothing_is_routed(argo: Argo, store: Cluster) -> None:
+    """The config's sum for other bytes: the restarted controller downloads the file, refuses it and exits (it never
+    runs the file or any controller loop), so a template change of the store Rollout is not acted on: no new
+    ReplicaSet, the Rollout's status and the TrafficSplit as they were, all traffic on v2. With the right sum again the
+    controller starts and the Rollout proceeds to its first pause (what the hold above would have been without the
+    refusal)."""
+    cluster = store
+    wrong = hashlib.sha256(b"not the released plugin").hexdigest()
+    _config(cluster, {**argo.plugin, "sha256": wrong})
+    pod = _restart_controller(cluster)
+    t = time.monotonic()
+
+    def refused() -> tuple[dict[str, Any], str] | None:
+        """The ended run's exit and the log of a run that ended (the current container's, or the previous one's
+        while the kubelet restarts it)."""
+        st = (cluster.get("pod", pod, "-n", ARGO_NS)["status"].get("containerStatuses") or [{}])[0]
+        ended: dict[str, Any] | None = (st.get("state") or {}).get("terminated")
+        ended = ended or (st.get("lastState") or {}).get("terminated")
+        logs = (_controller_logs(cluster, pod=pod), _controller_logs(cluster, "--previous", pod=pod))
+        log = next((x for x in logs if "level=fatal" in x), None)
+        return (ended, log) if ended and log else None
+
+    ended, log = wait_for("the controller's refusal", refused, timeout=120, interval=1)
+    lines = [line for line in log.splitlines() if "sha256" in line]
+    print(f"\nwrong sha256 {wrong}: the container exited {ended['exitCode']} after {time.monotonic() - t:.1f}s; "
+          f"its log:\n" + "\n".join(lines))  # fmt: skip
+    assert ended["exitCode"] == 1, ended
+    assert f"expected sha256: {wrong}, actual sha256: {argo.plugin['sha256']}" in log, log[-3000:]
+    assert (
+        f"Failed to download plugins: sha256 hash of downloaded plugin ({argo.plugin['location']}) does not match"
+        in log
+    )
+    assert "Download complete" in log, log[-3000:]
+
+    def state() -> tuple[Any, ...]:
+        ro = _rollout(cluster, STORE)
+        split = cluster.get("trafficsplit", STORE, "-n", STORE)
+        sets = cluster.get("replicasets", "-n", STORE)["items"]
+        weights = {b["name"]: b["weight"] for b in split["spec"]["backends"]}
+        return ro["status"], split["metadata"]["generation"], weights, len(sets)
+
+    before = state()
+    _set_text(cluster, "v3", STORE)
+    changed = time.monotonic()
+    client = Client(gateway=cluster.client(), retried=argo.retried)
+    samples = []
+    while time.monotonic() - changed < 20:  # a working controller paused at setWeight 10 about 2 s after the change
+        samples.append(state() == before)
+        time.sleep(1)
+    answers = Counter(client.request(STORE_HOST).backend for _ in range(200))
+    restarts = cluster.get("pod", pod, "-n", ARGO_NS)["status"]["containerStatuses"][0]["restartCount"]
+    print(f"template changed to v3 with the controller refusing: {samples.count(True)} of {len(samples)} samples "
+          f"unchanged (Rollout status, TrafficSplit generation {before[1]} and weights {before[2]}, {before[3]} "
+          f"ReplicaSets); 200 requests {dict(answers)}; the container restarted {restarts} times")  # fmt: skip
+    assert all(samples) and answers == {"v2": 200}, (samples, answers)
+
+    _config(cluster, argo.plugin)
+    pod = _restart_controller(cluster)
+    t = time.monotonic()
+    wait_for("the download with the right sum", lambda: _plugin_downloaded(cluster, pod=pod), timeout=120, interval=1)
+    _wait_paused(cluster, PAUSE_10, "store paused at 10 % with the right sum", STORE)
+    weights = state()[2]
+    print(f"the right sum again: the controller downloaded the plugin and the Rollout paused at 10 % "
+          f"{time.monotonic() - t:.1f}s after the restart, TrafficSplit {weights}")  # fmt: skip
+    assert weights == {"stable": 90, "canary": 10}, weights
