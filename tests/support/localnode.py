@@ -171,7 +171,7 @@ class Images:
 
 def ensure_images(pause: Path) -> Images:
     # The progressive-delivery controllers (Go, cached like the node's binaries) go into images of their own: Argo
-    # Rollouts' with our plugin (tests/e2e/test_10_argo_rollouts.py) and Flagger's (test_11_flagger.py). make test
+    # Rollouts' stock one (tests/e2e/test_10_argo_rollouts.py) and Flagger's (test_11_flagger.py). make test
     # starts their builds in the background; these calls wait for them (each build holds a lock) or find them cached.
     argo = print_env("build-argo-rollouts.sh")
     flagger = print_env("build-flagger.sh")["FLAGGER"]
