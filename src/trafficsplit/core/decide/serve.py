@@ -163,8 +163,8 @@ def response_modifiers(actions: Sequence[RuleAction]) -> dict[str, tuple[HeaderM
     return out
 
 
-def merged_response_edits(mods: Sequence[HeaderModifier]) -> HeaderEdits:
-    """Response modifiers in order, merged as request ones are (set replaces, add appends, remove drops)."""
+def merged_edits(mods: Sequence[HeaderModifier]) -> HeaderEdits:
+    """Header modifiers in order (the rule's, then the backend's), merged: set replaces, add appends, remove drops."""
     set_, add, remove = _header_edits(mods)
     return HeaderEdits(
         set=tuple(set_.items()),
@@ -271,8 +271,24 @@ class ServedRoutes:
         split = action.split
         if split is None:
             return Refused(Refusal.NO_BACKEND)
-        d = decide(split, request, minter=minter, signer=signer)
-        if in_error_share(split, action.error_weight, d.key_hash):
-            return Refused(Refusal.ERROR_SHARE)
+        d = decide_rule(action, split, request, minter=minter, signer=signer)
+        if isinstance(d, Refused):
+            return d
         edits = request_edits(action, d.backend.name, entry, request.path)
         return Routed(entry=entry, action=action, split=split, decision=d, edits=edits)
+
+
+def decide_rule(
+    action: RuleAction,
+    split: CompiledSplit,
+    request: Request,
+    *,
+    minter: AffinityMinter,
+    signer: CookieSigner | None = None,
+) -> Decision | Refused:
+    """The pick of a rule that splits (`split` is its split): its split's decision, or the 500 of its error share.
+    The one decision of a rule, whoever selected the rule (Envoy's route over the wire, or `ServedRoutes.select`)."""
+    d = decide(split, request, minter=minter, signer=signer)
+    if in_error_share(split, action.error_weight, d.key_hash):
+        return Refused(Refusal.ERROR_SHARE)
+    return d
