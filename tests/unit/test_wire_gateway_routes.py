@@ -55,7 +55,7 @@ def extproc_off(r: rc.Route) -> bool:
         return False
     per = ext_proc_pb2.ExtProcPerRoute()
     assert r.typed_per_filter_config[envoy.EXTPROC_FILTER].Unpack(per)
-    return per.disabled
+    return bool(per.disabled)
 
 
 def test_one_route_configuration_per_port_with_its_hosts_and_a_404_everywhere_else() -> None:
