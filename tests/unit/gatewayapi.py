@@ -287,7 +287,8 @@ def envoy_doc(t: Translation) -> dict[str, Any]:
             name: json_format.MessageToDict(rc, preserving_proto_field_name=True)
             for name, rc in sorted(route_configurations(gen).items())
         }
-    return out
+    # Keys sorted: a Struct's (route metadata) map order is not stable across processes.
+    return dict(json.loads(json.dumps(out, sort_keys=True)))
 
 
 def render(case: str) -> dict[str, str]:
