@@ -165,22 +165,21 @@ def _prefix_of(m: RouteMatch) -> str:
     return m.path.rstrip("/") if m.path_type is PathType.PREFIX else ""
 
 
-def _path_rewrite(modifier: PathModifier, m: RouteMatch) -> tuple[str, str | regex_pb2.RegexMatchAndSubstitute]:
-    """("path"|"prefix"|"regex", value) for a path modifier of a rule whose entry is `m` (`model.filters.rewrite_path`
-    says what it must give)."""
-    if modifier.type is PathModifierType.FULL:
-        return "full", modifier.value
+def _prefix_rewrite(modifier: PathModifier, m: RouteMatch) -> str | regex_pb2.RegexMatchAndSubstitute:
+    """A ReplacePrefixMatch of a rule whose entry is `m` (a PathPrefix) as Envoy applies it: a `prefix_rewrite`, or a
+    `regex_rewrite` where a `prefix_rewrite` would double or drop a slash (`model.filters.rewrite_path` says what it
+    must give)."""
     prefix = _prefix_of(m)
     replacement = modifier.value.rstrip("/")
     if not replacement:  # `/` or empty: the matched segments and the slashes after them become one `/`
-        return "regex", regex_pb2.RegexMatchAndSubstitute(
+        return regex_pb2.RegexMatchAndSubstitute(
             pattern=regex_pb2.RegexMatcher(regex="^" + re.escape(prefix) + r"/*"), substitution="/"
         )
     if not prefix:  # PathPrefix `/`: every path keeps its own, after the replacement
-        return "regex", regex_pb2.RegexMatchAndSubstitute(
+        return regex_pb2.RegexMatchAndSubstitute(
             pattern=regex_pb2.RegexMatcher(regex="^/"), substitution=replacement + "/"
         )
-    return "prefix", replacement
+    return replacement
 
 
 def _redirect(r: RequestRedirect, m: RouteMatch, listener_port: int, https: bool) -> rc.RedirectAction:
@@ -198,17 +197,14 @@ def _redirect(r: RequestRedirect, m: RouteMatch, listener_port: int, https: bool
     port = r.port if r.port is not None else _WELL_KNOWN_PORT[r.scheme] if r.scheme is not None else listener_port
     if port != _WELL_KNOWN_PORT[scheme]:
         out.port_redirect = port
-    if r.path is not None:
-        how, value = _path_rewrite(r.path, m)
-        if how == "full":
-            assert isinstance(value, str)
-            out.path_redirect = value
-        elif how == "prefix":
-            assert isinstance(value, str)
-            out.prefix_rewrite = value
+    if r.path is not None and r.path.type is PathModifierType.FULL:
+        out.path_redirect = r.path.value
+    elif r.path is not None:
+        rewrite = _prefix_rewrite(r.path, m)
+        if isinstance(rewrite, str):
+            out.prefix_rewrite = rewrite
         else:
-            assert isinstance(value, regex_pb2.RegexMatchAndSubstitute)
-            out.regex_rewrite.CopyFrom(value)
+            out.regex_rewrite.CopyFrom(rewrite)
     return out
 
 
@@ -218,19 +214,16 @@ def _rewrite(action: rc.RouteAction, filters: RuleFilters, m: RouteMatch) -> Non
         return
     if w.hostname is not None:
         action.host_rewrite_literal = w.hostname
-    if w.path is not None:
-        how, value = _path_rewrite(w.path, m)
-        if how == "full":
-            assert isinstance(value, str)
-            action.regex_rewrite.CopyFrom(
-                regex_pb2.RegexMatchAndSubstitute(pattern=regex_pb2.RegexMatcher(regex="^/.*$"), substitution=value)
-            )
-        elif how == "prefix":
-            assert isinstance(value, str)
-            action.prefix_rewrite = value
+    if w.path is not None and w.path.type is PathModifierType.FULL:
+        action.regex_rewrite.CopyFrom(
+            regex_pb2.RegexMatchAndSubstitute(pattern=regex_pb2.RegexMatcher(regex="^/.*$"), substitution=w.path.value)
+        )
+    elif w.path is not None:
+        rewrite = _prefix_rewrite(w.path, m)
+        if isinstance(rewrite, str):
+            action.prefix_rewrite = rewrite
         else:
-            assert isinstance(value, regex_pb2.RegexMatchAndSubstitute)
-            action.regex_rewrite.CopyFrom(value)
+            action.regex_rewrite.CopyFrom(rewrite)
 
 
 def _edits(mods: Sequence[HeaderModifier | None]) -> HeaderEdits:
