@@ -236,6 +236,13 @@ def test_each_rule_fails_open_without_its_processor(plane: GatewayPlane, outage:
     keeps its ratio on Envoy's own weights and a session keeps its backend by Envoy's hash of its cookie."""
     plane.publish(LISTENERS, OUTAGE_ROUTES)
     port = plane.ports[80]
+    # With the processor up, the one-backend and redirect rules never call it: Envoy starts no ext_proc stream.
+    streams = "http.trafficsplit.ext_proc.trafficsplit.streams_started"
+    before = plane.envoy.stat(streams)
+    asyncio.run(_fetch(port, [(OUTAGE_HOST, p, []) for p in ("/one", "/moved/x") for _ in range(100)]))
+    assert plane.envoy.stat(streams) == before
+    asyncio.run(_fetch(port, [(OUTAGE_HOST, "/split", []) for _ in range(10)]))
+    assert plane.envoy.stat(streams) == before + 10
     # A session minted by the processor while it was up: its cookie is what Envoy hashes during the outage.
     (minted,) = asyncio.run(_fetch(port, [(OUTAGE_HOST, "/split", [])], concurrency=1))
     cookie = minted.cookie("ts-outage")
