@@ -10,9 +10,9 @@ a request meets the most specific listener that takes its host.
 Per request, `ServedRoutes.route`:
 - no entry of the port's table fits → 404 (the spec's answer for a request no rule matches);
 - the rule has no split (no backendRef resolves, or all weigh 0) → 500 (the spec's answer for an invalid backend);
-- the rule's split decides exactly as a TrafficSplit's does (`decide_rule`, then `decide`: FNV-1a of the session cookie with
-  sessionPersistence, of the request id without), with the rule's 500 share (`RuleAction.error_weight`, the weight
-  of backendRefs that do not resolve) on top: a key whose hash lands in the top `error_weight` slots of
+- the rule's split decides exactly as a TrafficSplit's does (`decide_rule`, then `decide`: FNV-1a of the session
+  cookie with sessionPersistence, of the request id without), with the rule's 500 share (`RuleAction.error_weight`,
+  the weight of backendRefs that do not resolve) on top: a key whose hash lands in the top `error_weight` slots of
   `split weights + error_weight` answers 500. A key that does not land there is decided by `decide` unchanged, so a
   rule without a 500 share picks exactly what the TrafficSplit with the same backends picks, for every key;
 - a rule with a RequestRedirect answers the redirect (`Redirected`: its status and the core's Location), or 400 when
