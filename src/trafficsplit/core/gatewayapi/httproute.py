@@ -335,10 +335,11 @@ def _backend_ref(
     """A backendRef (a rule's, or a RequestMirror's) with the API server's defaults; None without a name."""
     ref_name = r.text(b, "name", bp, 253, required=True)
     group = r.text(b, "group", bp, MAX_GROUP)
+    kind = r.text(b, "kind", bp, MAX_KIND)
     port = r.integer(b, "port", bp, 1, 65535)
     ref = BackendRef(
         group="" if group is None else group,
-        kind=r.text(b, "kind", bp, MAX_KIND) or "Service",
+        kind=kind or "Service",
         namespace=r.text(b, "namespace", bp, 63) or namespace,
         name=ref_name or "",
         port=port,
@@ -642,7 +643,6 @@ def _value_matches(
 def _session(raw: Mapping[str, Any], p: str, r: Reader, unsupported: list[str]) -> SessionPersistence:
     type_ = r.enum(raw, "type", p, SessionType, SessionType.COOKIE)
     name = r.text(raw, "sessionName", p, MAX_SESSION_NAME)
-    timeout_raw = r.text(raw, "absoluteTimeout", p, MAX_DURATION_TEXT)
     timeout_ms = _duration(raw, "absoluteTimeout", p, r)
     timeout = None if timeout_ms is None else -(-timeout_ms // 1000)  # whole seconds, rounded up
     cookie = r.obj(raw, "cookieConfig", p)
@@ -651,7 +651,7 @@ def _session(raw: Mapping[str, Any], p: str, r: Reader, unsupported: list[str]) 
         lifetime = r.enum(cookie, "lifetimeType", f"{p}.cookieConfig", CookieLifetime, CookieLifetime.SESSION)
     if cookie and type_ is not SessionType.COOKIE:
         r.add(f"{p}.cookieConfig", "can only be set with type Cookie")
-    if lifetime is CookieLifetime.PERMANENT and timeout_raw is None:
+    if lifetime is CookieLifetime.PERMANENT and raw.get("absoluteTimeout") is None:
         r.add(f"{p}.absoluteTimeout", "required when cookieConfig.lifetimeType is Permanent")
     return SessionPersistence(type_, name, timeout, lifetime)
 

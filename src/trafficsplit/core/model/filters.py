@@ -259,7 +259,7 @@ class RequestMirror:
             raise SpecError(problems)
 
     def to_dict(self) -> dict[str, object]:
-        """As a golden shows it: the Service, its ready endpoints and the fraction mirrored."""
+        """As a golden shows it: the Service port, the fraction mirrored and its endpoints (not-ready ones marked)."""
         return {
             "service": f"{self.namespace}/{self.service}",
             "port": self.port,
