@@ -25,8 +25,9 @@ order):
   Gateway pass has no memo).
 - `encode` / `decode`: what the publish does with the generation: `generation_to_proto` + `SerializeToString`; on the
   receiving replica `Generation.FromString` + `generation_from_proto` (no held generation to reuse).
-- `serving_tables`: the data plane's per-generation preparation for routes (`served_routes`: one RouteTable per port,
-  RE2 compiled); TrafficSplits need none beyond the generation's host index (built by `stamp`), so this has no ratio.
+- `serving_tables`: the core's reference route tables of a generation (`served_routes`: one RouteTable per port, RE2
+  compiled; Envoy's routes serve a Gateway data plane since issue 28, this is the model's `select`); TrafficSplits
+  need none beyond the generation's host index (built by `stamp`), so this has no ratio.
 - `peak_memory`: tracemalloc's peak over parse + compile (cold), and what the generation keeps (traced memory held
   after, with the parsed inputs dropped), per way, in separate passes (tracemalloc slows everything it traces).
 - `per_request`: the decision for one request on a table of N: `ServedRoutes.route` (port table, host, matches, the
@@ -65,7 +66,6 @@ from trafficsplit.core.model.cookie import AffinityMinter
 from trafficsplit.core.model.generation import Generation
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
-from trafficsplit.wire.processing import served_routes
 
 NAMESPACE = "apps"
 GATEWAY = f"{NAMESPACE}/gw"
@@ -249,6 +249,11 @@ def split_decider(gen: Generation) -> Callable[[str, str], object]:
         return decide(split, Request(authority="", cookie_lines=(), request_id=request_id, headers={}), minter=minter)
 
     return one
+
+
+def served_routes(gen: Generation) -> ServedRoutes | None:
+    """The generation's reference route tables, or None without a route table."""
+    return None if gen.routes is None else ServedRoutes(gen.routes.listeners, gen.routes.actions)
 
 
 def route_decider(gen: Generation) -> Callable[[str, str], object]:

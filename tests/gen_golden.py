@@ -1,7 +1,8 @@
 """Regenerate the Gateway API goldens: `python -m tests.gen_golden` (from the repository root).
 
-Writes `<case>.model.yaml` and `<case>.status.yaml` beside every `tests/testdata/gatewayapi/<case>.in.yaml`; review the
-diff before committing. (The TrafficSplit translation goldens are regenerated with `python -m tests.unit.regen_golden`.)
+Writes `<case>.model.yaml`, `<case>.status.yaml` and `<case>.envoy.yaml` beside every
+`tests/testdata/gatewayapi/<case>.in.yaml`; review the diff before committing. (The TrafficSplit translation goldens
+are regenerated with `python -m tests.unit.regen_golden`.)
 """
 
 from __future__ import annotations

@@ -3,13 +3,16 @@
 HTTPRoutes are compiled by the core (`translate` → `gateway_content`), served by an Envoy bootstrapped with one
 listener per Gateway listener port, each naming its port to the processor; the processor picks each rule's backend by
 the core's FNV-1a pick of the request id (without sessionPersistence; with it, of the session's key, then sealed in
-its cookie), answers 404 when no rule matches and 500 for backendRefs that do not resolve, and Envoy fails closed
-(503) when the processor cannot decide.
+its cookie), Envoy answers 404 when no rule matches and 500 for a rule without a backend, the processor 500 for the
+share of backendRefs that do not resolve; and each rule fails open when the processor cannot decide: Envoy's routes
+serve a one-backend rule and a redirect without it, and a split rule by its native weights.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,8 +114,8 @@ async def _fetch(
 
 
 def fetch(port: int, jobs: list[tuple[str, str, list[tuple[str, str]]]]) -> list[Response]:
-    """Every job answered by the processor's decision: a 503 is Envoy failing closed (the processor's reply later
-    than the message timeout on a loaded machine), sent again, at most 5 rounds; what is left fails the test."""
+    """Every job answered, a 503 (a backend's, or a connection lost on a loaded machine) sent again, at most 5
+    rounds; what is left fails the test."""
     out = asyncio.run(_fetch(port, jobs))
     for _ in range(4):
         again = [i for i, r in enumerate(out) if r.status == 503]
@@ -191,11 +194,87 @@ def test_404_500_and_the_500_share_and_per_listener_tables(plane: GatewayPlane) 
     assert 140 < errors < 260
 
 
-def test_the_gateway_fails_closed_without_its_processor(plane: GatewayPlane) -> None:
-    plane.publish(LISTENERS, ROUTES)
-    plane.processor.kill()
-    (r,) = asyncio.run(_fetch(plane.ports[80], [(HOST, "/shop", [])], concurrency=1))
-    assert r.status == 503 and r.body == b"the gateway's route processor is unavailable\n"
+OUTAGE_HOST = "outage.example"
+OUTAGE_ROUTES = [
+    route(
+        "one",
+        "http",
+        [{"matches": [{"path": {"type": "PathPrefix", "value": "/one"}}], "backendRefs": [ref("blue", 1)]}],
+        (OUTAGE_HOST,),
+    ),
+    route(
+        "split",
+        "http",
+        [
+            {
+                "matches": [{"path": {"type": "PathPrefix", "value": "/split"}}],
+                "backendRefs": [ref("stable", 90), ref("canary", 10)],
+                "sessionPersistence": {"sessionName": "ts-outage", "type": "Cookie"},
+            }
+        ],
+        (OUTAGE_HOST,),
+    ),
+    route(
+        "moved",
+        "http",
+        [
+            {
+                "matches": [{"path": {"type": "PathPrefix", "value": "/moved"}}],
+                "filters": [
+                    {"type": "RequestRedirect", "requestRedirect": {"hostname": "new.example", "statusCode": 308}}
+                ],
+            }
+        ],
+        (OUTAGE_HOST,),
+    ),
+]
+
+
+@pytest.mark.parametrize("outage", ["sigstop", "killed"])
+def test_each_rule_fails_open_without_its_processor(plane: GatewayPlane, outage: str) -> None:
+    """Processor stopped or dead: the one-backend and redirect rules never reach it (0 failures), the 90/10 rule
+    keeps its ratio on Envoy's own weights and a session keeps its backend by Envoy's hash of its cookie."""
+    plane.publish(LISTENERS, OUTAGE_ROUTES)
+    port = plane.ports[80]
+    # With the processor up, the one-backend and redirect rules never call it: Envoy starts no ext_proc stream.
+    streams = "http.trafficsplit.ext_proc.trafficsplit.streams_started"
+    before = plane.envoy.stat(streams)
+    asyncio.run(_fetch(port, [(OUTAGE_HOST, p, []) for p in ("/one", "/moved/x") for _ in range(100)]))
+    assert plane.envoy.stat(streams) == before
+    asyncio.run(_fetch(port, [(OUTAGE_HOST, "/split", []) for _ in range(10)]))
+    assert plane.envoy.stat(streams) == before + 10
+    # A session minted by the processor while it was up: its cookie is what Envoy hashes during the outage.
+    (minted,) = asyncio.run(_fetch(port, [(OUTAGE_HOST, "/split", [])], concurrency=1))
+    cookie = minted.cookie("ts-outage")
+    assert minted.status == 200 and cookie is not None
+    if outage == "sigstop":
+        os.kill(plane.processor.pid, signal.SIGSTOP)
+    else:
+        plane.processor.kill()
+    try:
+        n = 400
+        jobs: list[tuple[str, str, list[tuple[str, str]]]] = [(OUTAGE_HOST, "/one", []) for _ in range(n)]
+        jobs += [(OUTAGE_HOST, "/moved/x", []) for _ in range(n)]
+        jobs += [(OUTAGE_HOST, "/split", []) for _ in range(n)]
+        jobs += [(OUTAGE_HOST, "/split", [("cookie", f"ts-outage={cookie}")]) for _ in range(50)]
+        out = asyncio.run(_fetch(port, jobs, concurrency=32))
+    finally:
+        if outage == "sigstop":
+            os.kill(plane.processor.pid, signal.SIGCONT)
+    one, moved, split, sticky = out[:n], out[n : 2 * n], out[2 * n : 3 * n], out[3 * n :]
+    assert [r.status for r in one] == [200] * n and {r.backend for r in one} == {"blue"}
+    assert [r.status for r in moved] == [308] * n
+    assert {r.header("location") for r in moved} == {"http://new.example/moved/x"}
+    assert [r.status for r in split] == [200] * n
+    counts = [sum(r.backend == b for r in split) for b in ("stable", "canary")]
+    p = chisquare(counts, [0.9 * n, 0.1 * n]).pvalue
+    print(
+        f"\n{outage}: 90/10 on Envoy's weights: {counts}, p={p:.3f}; one session's backends: "
+        f"{sorted({r.backend for r in sticky})} (the processor chose {minted.backend})"
+    )
+    assert p > P_MIN, counts
+    # Stickiness degrades to Envoy's hash of the cookie: one backend for the session (not necessarily the pick's).
+    assert [r.status for r in sticky] == [200] * 50 and len({r.backend for r in sticky}) == 1
 
 
 FILTERS = route(

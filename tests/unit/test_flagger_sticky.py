@@ -40,7 +40,7 @@ from trafficsplit.core.decide.serve import (
     Refused,
     Routed,
     ServedRoutes,
-    merged_response_edits,
+    merged_edits,
     response_modifiers,
 )
 from trafficsplit.core.gatewayapi.translate import Translation, translate
@@ -72,7 +72,7 @@ class Gateway:
         )
         out = self.served.route(80, view, minter=AffinityMinter())
         assert isinstance(out, Routed), out
-        edits = merged_response_edits(self.responses.get(out.decision.backend.cluster, ()))
+        edits = merged_edits(self.responses.get(out.decision.backend.cluster, ()))
         set_cookies = [v for n, v in (*edits.set, *edits.add) if n == "set-cookie"]
         # Our own cookie (a split's sessionPersistence) is never minted here: Flagger's rules have none.
         assert out.decision.set_cookie is None

@@ -17,7 +17,7 @@ from trafficsplit.core.decide.serve import (
     Routed,
     ServedRoutes,
     in_error_share,
-    merged_response_edits,
+    merged_edits,
     response_modifiers,
     split_target,
 )
@@ -336,6 +336,6 @@ def test_request_header_filters_apply_the_rules_then_the_picked_backends() -> No
     assert seen == {"a", "b"}
     mods = response_modifiers(t.actions)
     assert set(mods) == {"ns/f.rule-0/a", "ns/f.rule-0/b"}
-    assert merged_response_edits(mods["ns/f.rule-0/b"]) == HeaderEdits(
+    assert merged_edits(mods["ns/f.rule-0/b"]) == HeaderEdits(
         set=(("cache-control", "no-store"),), add=(("x-backend", "b"),), remove=("server",)
     )

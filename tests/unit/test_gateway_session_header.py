@@ -18,7 +18,8 @@ from trafficsplit.core.model.cookie import AffinityMinter
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import Generation
 from trafficsplit.core.model.persistent import MAC_CHARS, MIN_KEY_BYTES, CookieSigner
-from trafficsplit.wire.envoy import gateway_virtual_host, session_meta_key
+from trafficsplit.wire.envoy import session_meta_key
+from trafficsplit.wire.gateway_routes import route_configurations
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 from trafficsplit.wire.processing import DecisionReplies
 
@@ -185,5 +186,6 @@ def test_the_token_reaches_envoy_as_the_response_header_of_that_name() -> None:
     assert replies.per_request(d, split)[session_meta_key(HEADER)] == d.session_token
     pinned = ask(split, d.session_token, AffinityMinter())
     assert session_meta_key(HEADER) not in replies.per_request(pinned, split)
-    added = {h.header.key: h.header.value for h in gateway_virtual_host(gen).response_headers_to_add}
+    (config,) = route_configurations(gen).values()
+    added = {h.header.key: h.header.value for h in config.virtual_hosts[0].response_headers_to_add}
     assert added[HEADER] == f"%DYNAMIC_METADATA(trafficsplit:{session_meta_key(HEADER)})%"

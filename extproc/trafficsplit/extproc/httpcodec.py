@@ -26,10 +26,17 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.type.v3 import http_status_pb2
 from google.protobuf import struct_pb2
 
-from trafficsplit.core.decide.serve import Redirected
 from trafficsplit.extproc.processor import Decided, Outcome, Undecided, protobuf_reply
 from trafficsplit.wire.envoy import METADATA_NAMESPACE
-from trafficsplit.wire.processing import DecisionReplies, RequestView, pass_through, request_view_of
+from trafficsplit.wire.processing import (
+    EXTPROC_ATTRIBUTES,
+    ROUTE_NAME_ATTRIBUTE,
+    DecisionReplies,
+    RequestView,
+    bounded_route_name,
+    pass_through,
+    request_view_of,
+)
 
 # Envoy sends at most `max_request_headers_count` (100 by default) headers; far above that is not Envoy.
 MAX_HEADERS = 1024
@@ -79,6 +86,7 @@ class _Message:
 
     phase: str
     headers: list[tuple[str, str]]
+    route: str = ""  # the matched route's name (`processing.route_name`), "" when the body names none
 
 
 def _read(body: bytes) -> _Message:
@@ -98,18 +106,24 @@ def _read(body: bytes) -> _Message:
         if not isinstance(phase, dict):
             raise CodecError(f"{proto_name}: not an object")
         if proto_name == "request_headers":
-            return _read_headers(phase)
+            return _read_headers(phase, _route(doc.get("attributes")))
         return _Message(proto_name, [])
     raise CodecError("no processing phase")
 
 
-def _read_headers(phase: dict[str, Any]) -> _Message:
+def _route(attributes: object) -> str:
+    """`attributes["envoy.filters.http.ext_proc"]["xds.route_name"]`, read as over gRPC (`processing.route_name`)."""
+    ours = attributes.get(EXTPROC_ATTRIBUTES) if isinstance(attributes, dict) else None
+    return bounded_route_name(ours.get(ROUTE_NAME_ATTRIBUTE)) if isinstance(ours, dict) else ""
+
+
+def _read_headers(phase: dict[str, Any], route: str = "") -> _Message:
     end = _get(phase, "end_of_stream", "endOfStream")
     if end is not None and not isinstance(end, bool):
         raise CodecError("end_of_stream: not a boolean")
     headers = phase.get("headers")
     if headers is None:
-        return _Message("request_headers", [])
+        return _Message("request_headers", [], route)
     if not isinstance(headers, dict):
         raise CodecError("request_headers.headers: not an object")
     entries = headers.get("headers", [])
@@ -128,19 +142,19 @@ def _read_headers(phase: dict[str, Any]) -> _Message:
         raw = _get(h, "raw_value", "rawValue")
         data = b"" if raw is None else _b64decode(raw, key)
         out.append((key, data.decode("utf-8", "replace") if data else value))
-    return _Message("request_headers", out)
+    return _Message("request_headers", out, route)
 
 
 def decode_request_view(body: bytes) -> RequestView | str:
     """The request headers of a ProcessingRequest's proto-JSON as the decision's view, exactly as `request_view` reads
     them from the message over gRPC, without building the protobuf message (the transport's hot path); or the name
-    of the other phase the body carries (the processor answers those with a pass-through). Every other field
-    (attributes, protocol_config, ...) is not read by the processor and is skipped. Raises CodecError for a body
+    of the other phase the body carries (the processor answers those with a pass-through). Of the attributes only
+    the matched route's name is read; every other field (protocol_config, ...) is skipped. Raises CodecError for a body
     that is not a ProcessingRequest this processor can read."""
     msg = _read(body)
     if msg.phase != "request_headers":
         return msg.phase
-    return request_view_of(msg.headers)
+    return request_view_of(msg.headers, msg.route)
 
 
 def _b64(data: bytes) -> str:
@@ -265,9 +279,6 @@ class JsonReplies:
         return got
 
     def render(self, out: Outcome) -> bytes:
-        if isinstance(out, Redirected) or (isinstance(out, Decided) and not out.edits.empty):
-            # Per request (a Location, a rewritten path): encoded whole, through every check encode_response makes.
-            return encode_response(protobuf_reply(out))
         if not isinstance(out, Decided):
             fixed = out.value if isinstance(out, Undecided) else out.reason.value
             got = self._fixed.get(fixed)

@@ -35,7 +35,7 @@ class Metrics:
         self.undecided = Counter(
             "trafficsplit_undecided",
             "Requests the processor did not route: no_split (answered 404), no_generation (left to Envoy's routes); "
-            "on a Gateway's route table no_route (404), no_backend and error_share (500), redirect, bad_redirect (400)",
+            "on a Gateway's route no_rule (left to Envoy's weights) and error_share (500)",
             ["reason"],
             registry=r,
         )

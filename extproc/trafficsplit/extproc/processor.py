@@ -2,8 +2,9 @@
 
 Thin on purpose: it reads the held generation, asks the core to decide, and converts with `trafficsplit.wire`. No
 split logic lives here. A request that came on a Gateway listener (its ext_proc filter names the listener's port in
-the call's metadata: `trafficsplit.wire.bootstrap`) is served by that port's route table when the generation carries
-one (`trafficsplit.core.decide.serve`); every other request by the split serving its host, as always.
+the call's metadata, and the route Envoy matched in its attributes: `trafficsplit.wire.bootstrap`) is decided for the
+rule that route names (`gateway_routes.rule_of`): Envoy matched the request, the processor only picks the rule's
+backend (`decide.serve.decide_rule`). Every other request by the split serving its host, as always.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ep_grpc
 
 from trafficsplit.core.decide.disclosure import affinity_applied
-from trafficsplit.core.decide.serve import NO_EDITS, HeaderEdits, Redirected, Refused, ServedRoutes
+from trafficsplit.core.decide.serve import Refused, decide_rule
 from trafficsplit.core.decide.sessions import LiveSessions
 from trafficsplit.core.decide.sketch import SplitBills
 from trafficsplit.core.decide.split import Decision, decide
@@ -30,17 +31,16 @@ from trafficsplit.core.model.generation import Generation
 from trafficsplit.core.model.persistent import CookieSigner
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
+from trafficsplit.wire.gateway_routes import rule_of
 from trafficsplit.wire.processing import (
     DecisionReplies,
     RequestView,
-    edited,
     listener_port,
     no_split_response,
     pass_through,
-    redirect_response,
     refused_response,
     request_view,
-    served_routes,
+    route_name,
 )
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,6 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         self._metrics = metrics
         self._minter = minter or AffinityMinter()
         self._replies: DecisionReplies | None = None  # for the held generation; replaced when that changes
-        self._routes: ServedRoutes | None = None  # the held generation's route tables, compiled with `_replies`
         self._bills = SplitBills()  # the live stickiness bill of every sticky split (fixed memory per split)
         metrics.watch_bills(self._bills.reports)
 
@@ -89,7 +88,9 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         phase = req.WhichOneof("request")
         if phase != "request_headers":
             return pass_through(phase or "request_headers")
-        return self.respond(lambda: request_view(req.request_headers.headers.headers), protobuf_reply, listener)
+        return self.respond(
+            lambda: request_view(req.request_headers.headers.headers, route_name(req)), protobuf_reply, listener
+        )
 
     def respond(
         self, read: Callable[[], RequestView], render: Callable[[Outcome], T], listener: int | None = None
@@ -116,21 +117,26 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
             self._metrics.undecided.labels("no_generation").inc()
             return Undecided.NO_GENERATION
         replies = self._replies_for(gen)
-        if listener is not None and self._routes is not None:
-            out = self._routes.route(listener, view, minter=self._minter, signer=self._signer)
+        if listener is not None and gen.routes is not None:
+            rule = rule_of(view.route)
+            action = None if rule is None else gen.routes.by_rule.get(rule.text)
+            split = None if action is None else action.split
+            if action is None or split is None:
+                # A route that asks for no pick (Envoy's configuration and the generation disagree for an instant
+                # around a swap): Envoy's own route stands, its weights decide.
+                self._metrics.undecided.labels("no_rule").inc()
+                return Undecided.NO_RULE
+            out = decide_rule(action, split, view, minter=self._minter, signer=self._signer)
             if isinstance(out, Refused):
                 self._metrics.undecided.labels(out.reason.value).inc()
                 return out
-            if isinstance(out, Redirected):
-                self._metrics.undecided.labels("redirect").inc()
-                return out
-            split, d, edits = out.split, out.decision, out.edits
+            d = out
         else:
             found = gen.split_for(view.authority)
             if found is None:
                 self._metrics.undecided.labels("no_split").inc()
                 return Undecided.NO_SPLIT
-            split, edits = found, NO_EDITS
+            split = found
             d = decide(split, view, minter=self._minter, signer=self._signer)
         self._metrics.count_decision(
             split.key, d.backend.name, d.key_source.value, d.path.value, affinity_applied(split, d)
@@ -139,23 +145,24 @@ class Processor(ep_grpc.ExternalProcessorServicer):  # type: ignore[misc]
             self._bills.record(split.key, split.weights.names, d.backend.name, d.key, d.key_hash)
         if split.persistent:
             self._sessions.record(split.key, d.backend.name, d.key_hash, time.monotonic())
-        return Decided(d, split, replies, edits)
+        return Decided(d, split, replies)
 
     def _replies_for(self, gen: Generation) -> DecisionReplies:
         """The held generation's replies and route tables, built at its first request; the per-split state of splits
         it no longer carries is dropped then."""
         if self._replies is None or self._replies.generation is not gen:
             self._replies = DecisionReplies(gen)
-            self._routes = served_routes(gen)
             self._bills.retain({s.key for s in gen.splits})
             self._sessions.retain({s.key for s in gen.splits if s.persistent})
         return self._replies
 
 
 class Undecided(StrEnum):
-    """A request the processor leaves to Envoy: no generation held yet (native weights), or no split for its host."""
+    """A request the processor leaves to Envoy: no generation held yet, or a Gateway route naming no rule of the held
+    generation (native weights either way), or no split for its host (404)."""
 
     NO_GENERATION = "no_generation"
+    NO_RULE = "no_rule"
     NO_SPLIT = "no_split"
 
 
@@ -166,23 +173,19 @@ class Decided:
     decision: Decision
     split: CompiledSplit
     replies: DecisionReplies
-    edits: HeaderEdits = NO_EDITS  # a Gateway rule's header filters and URL rewrite for this request
 
 
 # A processing's result, which each transport renders.
-Outcome = Decided | Undecided | Refused | Redirected
+Outcome = Decided | Undecided | Refused
 
 
 def protobuf_reply(out: Outcome) -> ep.ProcessingResponse:
     """The gRPC transport's rendering of a processing."""
     if isinstance(out, Decided):
-        reply = out.replies.reply(out.decision, out.split)
-        return reply if out.edits.empty else edited(reply, out.edits)
+        return out.replies.reply(out.decision, out.split)
     if isinstance(out, Refused):
         return refused_response(out)
-    if isinstance(out, Redirected):
-        return redirect_response(out)
-    return pass_through("request_headers") if out is Undecided.NO_GENERATION else no_split_response()
+    return no_split_response() if out is Undecided.NO_SPLIT else pass_through("request_headers")
 
 
 def add_to_server(processor: Processor, server: grpc.aio.Server) -> None:

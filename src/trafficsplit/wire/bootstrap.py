@@ -7,11 +7,15 @@ processor cluster and the ADS cluster (both HTTP/2: gRPC; the processor's is HTT
 
 Choices (docs/dataplane.md says why in full):
 - ext_proc fails open (`failure_mode_allow`) with a short `message_timeout`: a dead or stalled processor costs at most
-  that timeout and traffic falls through to the native weighted route.
+  that timeout and traffic falls through to the native weighted route (a Gateway listener's too: per rule, its
+  fallback route). On a Gateway listener the filter runs only on the routes of rules that split or keep a session
+  (disabled per route elsewhere: `gateway_routes`), and sends the matched route's name (`xds.route_name`).
 - Request headers only; every other phase is skipped, so a request costs exactly one processor message. The cookie
   reaches the response through dynamic metadata in our namespace, which must be listed in `receiving_namespaces`.
-- No `strip_any_host_port`: the route configuration ignores the port when it matches hosts and leaves the header
-  as the client sent it, so the processor reads the same bytes the same way (trafficsplit.core.model.host).
+- No `strip_any_host_port` on the chart gateway's listener: the route configuration ignores the port when it matches
+  hosts and leaves the header as the client sent it, so the processor reads the same bytes the same way
+  (trafficsplit.core.model.host). A Gateway listener strips it: Envoy's routes, not the processor, read its hosts,
+  and a redirect's Location must carry the port the spec gives, not the client's.
 - An access log line per request (JSON, `ACCESS_LOG_FORMAT`): docs/spec.md §6's disclosure of every decision from the
   processor's dynamic metadata, or from the fallback route's metadata when Envoy decided alone.
 - Edge hardening after Envoy's "Configuring Envoy as an edge proxy" (docs/security.md lists what is adopted and
@@ -66,12 +70,14 @@ from trafficsplit.core.decide import disclosure
 from trafficsplit.core.model.rules import is_host
 from trafficsplit.wire.envoy import (
     BUFFER_LIMIT_BYTES,
+    EXTPROC_FILTER,
     LISTENER_PORT_METADATA,
     METADATA_NAMESPACE,
     ROUTE_CONFIG_NAME,
     ads_source,
     secret_name,
 )
+from trafficsplit.wire.gateway_routes import route_config_name
 from trafficsplit.wire.reserved import ADS_CLUSTER, EXTPROC_CLUSTER
 
 LISTENER_NAME = "trafficsplit_http"
@@ -85,6 +91,8 @@ DEFAULT_MESSAGE_TIMEOUT_MS = 200
 # cluster says where the processor is).
 EXTPROC_HTTP_PATH = "/envoy.service.ext_proc.v3.ExternalProcessor/Process"
 EXTPROC_HTTP_URI = f"http://trafficsplit-extproc{EXTPROC_HTTP_PATH}"
+# The ext_proc attribute a Gateway listener's filter sends: the name of the route Envoy matched.
+ROUTE_NAME_ATTRIBUTE = "xds.route_name"
 
 
 class ExtProcTransport(StrEnum):
@@ -362,8 +370,9 @@ def ext_proc_filter(
         ),
     )
     if listener_port is not None:
-        # A Gateway rule's URLRewrite sets `:authority` (Envoy refuses a processor's routing headers by default).
-        f.mutation_rules.allow_all_routing.value = True
+        # The route Envoy matched names the rule whose backend the processor picks (`gateway_routes.rule_of`):
+        # Envoy's own configuration, sent with the request headers, never a client byte.
+        f.request_attributes.append(ROUTE_NAME_ATTRIBUTE)
     if transport is ExtProcTransport.HTTP:
         uri = http_uri_pb2.HttpUri(
             uri=EXTPROC_HTTP_URI, cluster=EXTPROC_CLUSTER, timeout=_duration_ms(message_timeout_ms)
@@ -422,7 +431,10 @@ def http_listener(opts: BootstrapOptions, gateway: GatewayListener | None = None
         access_log=[access_log(opts.access_log)],
         stat_prefix=HCM_STAT_PREFIX,
         codec_type=hcm_t.AUTO,
-        rds=hcm_pb2.Rds(config_source=ads_source(), route_config_name=ROUTE_CONFIG_NAME),
+        rds=hcm_pb2.Rds(
+            config_source=ads_source(),
+            route_config_name=ROUTE_CONFIG_NAME if gateway is None else route_config_name(gateway.port),
+        ),
         # The client is the TCP peer (or the address `xff_num_trusted_hops` trusted proxies name): Envoy sets
         # X-Forwarded-For / X-Envoy-External-Address from it and sanitises the x-envoy-* headers a client sent.
         use_remote_address=wrappers_pb2.BoolValue(value=True),
@@ -448,7 +460,7 @@ def http_listener(opts: BootstrapOptions, gateway: GatewayListener | None = None
         stream_idle_timeout=_seconds(300),
         http_filters=[
             hcm_pb2.HttpFilter(
-                name="envoy.filters.http.ext_proc",
+                name=EXTPROC_FILTER,
                 typed_config=_pack(
                     ext_proc_filter(
                         opts.message_timeout_ms,
@@ -460,6 +472,10 @@ def http_listener(opts: BootstrapOptions, gateway: GatewayListener | None = None
             hcm_pb2.HttpFilter(name="envoy.filters.http.router", typed_config=_pack(router_pb2.Router())),
         ],
     )
+    if gateway is not None:
+        # Envoy matches hosts without their port and the processor no longer reads the host here: a Gateway
+        # listener drops the port, so a redirect's Location names the port the spec gives, never the client's.
+        hcm.strip_any_host_port = True
     if opts.xff_num_trusted_hops == 0:
         hcm.early_header_mutation_extensions.append(_drop_client_address_headers())
     hcm_filter = listener_components_pb2.Filter(

@@ -17,15 +17,10 @@ What Envoy gets per generation, all over ADS:
   `request_headers_to_remove` strips the processor's routing header before the request goes upstream, so a backend
   never learns the internal cluster names.
 - A Gateway data plane (a generation with a route table): the rule splits' backend clusters as above (the splits
-  carry no host, so no virtual host of their own), and instead of the 404 default host a catch-all host whose
-  `decided` route goes where the processor's routing header says (the processor chose the rule by the listener's
-  route table: `trafficsplit.core.decide.serve`). A backend cluster whose responses a ResponseHeaderModifier
-  changes (the rule's, then its backendRef's) has its own route before it, matched by the exact cluster header:
-  one route per such cluster, built from the generation alone. Without a decision (the processor down, slow or
-  not yet holding a generation) that host answers 503: a route table fails closed. Envoy-native routes could keep
-  the weights but not the rule the processor's table selects by the same precedence, nor the 500 share, nor the
-  session pick, so a fallback would answer differently from the route it stands in for (docs/gateway-api.md,
-  "Serving").
+  carry no host, so no virtual host in the splits' configuration), and per Gateway listener port its own route
+  configuration of native Envoy routes (`trafficsplit.wire.gateway_routes`): Envoy matches, redirects, rewrites and
+  edits headers; the processor is called only on the routes of rules that split or keep a session, and without its
+  decision those routes keep their weights natively (fail open per rule).
 - Edge hardening of the backend side (docs/security.md says what was adopted from Envoy's edge best practices and
   why): a 32 KiB per-connection buffer limit; outlier detection that ejects an endpoint after consecutive gateway
   failures (connect refused, reset, 502/503/504: a dead pod, never the application's own 5xx); and a retry on
@@ -57,11 +52,11 @@ from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 from google.protobuf.message import Message
 
 from trafficsplit.core.decide import disclosure
-from trafficsplit.core.decide.serve import merged_response_edits, response_modifiers
 from trafficsplit.core.model.compiled import CompiledBackend, CompiledSplit
 from trafficsplit.core.model.cookie import cookie_present_regex
 from trafficsplit.core.model.generation import Generation
 from trafficsplit.core.model.hashing import key_hash
+from trafficsplit.wire import gateway_routes  # builds on this module's route parts (a cycle of modules, not names)
 
 ROUTING_HEADER = "x-trafficsplit-cluster"
 # The gRPC initial metadata (or http_service request header) by which a Gateway listener's ext_proc filter names its
@@ -75,10 +70,10 @@ META_ENDPOINT = disclosure.ENDPOINT
 OVERRIDE_HOST_POLICY = "envoy.load_balancing_policies.override_host"
 RING_HASH_POLICY = "envoy.load_balancing_policies.ring_hash"
 ROUTE_CONFIG_NAME = "trafficsplit"
+# The bootstrap's ext_proc filter: the name a route's per-filter config (ext_proc off) is keyed by.
+EXTPROC_FILTER = "envoy.filters.http.ext_proc"
 FALLBACK_STAT_PREFIX = "fallback"
 NO_SPLIT_BODY = "no TrafficSplit serves this host\n"
-GATEWAY_VHOST = "gateway"
-NO_DECISION_BODY = "the gateway's route processor is unavailable\n"
 
 CLUSTER_TYPE = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 ENDPOINT_TYPE = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
@@ -233,12 +228,12 @@ def _meta(key: str) -> str:
     return f"%DYNAMIC_METADATA({METADATA_NAMESPACE}:{key})%"
 
 
-def _add_response_header(name: str, value: str) -> base_pb2.HeaderValueOption:
+def add_response_header(name: str, value: str) -> base_pb2.HeaderValueOption:
     # keep_empty_value false: when the processor set no metadata (no cookie minted, processor down), no header at all.
     return _HVO(header=_HV(key=name, value=value), append_action=_HVO.APPEND_IF_EXISTS_OR_ADD, keep_empty_value=False)
 
 
-def _cookie_hash(name: str) -> route_components_pb2.RouteAction.HashPolicy:
+def cookie_hash(name: str) -> route_components_pb2.RouteAction.HashPolicy:
     return route_components_pb2.RouteAction.HashPolicy(
         cookie=route_components_pb2.RouteAction.HashPolicy.Cookie(name=name)
     )
@@ -258,12 +253,12 @@ def virtual_host(split: CompiledSplit, generation: int) -> route_components_pb2.
     if split.endpoint_affinity and split.cookie is not None:
         # Only for override_host's fallback (the chosen pod just left, or a retry after it failed): Envoy's ring on the
         # cookie keeps the session on one pod until the processor's next choice.
-        decided.hash_policy.append(_cookie_hash(split.cookie.name))
+        decided.hash_policy.append(cookie_hash(split.cookie.name))
     return route_components_pb2.VirtualHost(
         name=split.key,
         domains=list(split.hosts),
         # Per split, not for the whole configuration: the 404 host never carries a cookie or a decision.
-        response_headers_to_add=_decision_response_headers((split,)),
+        response_headers_to_add=decision_response_headers((split,)),
         routes=[_decided_route(decided), *fallback_routes(split, generation)],
     )
 
@@ -280,13 +275,13 @@ def session_headers(splits: Iterable[CompiledSplit]) -> list[str]:
     return sorted({s.key_header for s in splits if s.persistent and s.cookie is None and s.key_header is not None})
 
 
-def _decision_response_headers(splits: Iterable[CompiledSplit] = ()) -> list[base_pb2.HeaderValueOption]:
+def decision_response_headers(splits: Iterable[CompiledSplit] = ()) -> list[base_pb2.HeaderValueOption]:
     """The cookie the processor minted, the session tokens it issued and its disclosure, all from the request's dynamic
     metadata (a header the processor set no value for is not added)."""
     return [
-        _add_response_header("set-cookie", _meta(META_SET_COOKIE)),
-        *(_add_response_header(h, _meta(session_meta_key(h))) for h in session_headers(splits)),
-        _add_response_header(DECISION_HEADER, _meta(META_DECISION)),
+        add_response_header("set-cookie", _meta(META_SET_COOKIE)),
+        *(add_response_header(h, _meta(session_meta_key(h))) for h in session_headers(splits)),
+        add_response_header(DECISION_HEADER, _meta(META_DECISION)),
     ]
 
 
@@ -317,8 +312,8 @@ def fallback_routes(split: CompiledSplit, generation: int) -> list[route_compone
             string_match=string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=cookie_present_regex(name))),
         )
         action = route_components_pb2.RouteAction(
-            weighted_clusters=_fallback_clusters(split, generation, "cookie"),
-            hash_policy=[_cookie_hash(name)],
+            weighted_clusters=fallback_clusters(split, generation, "cookie"),
+            hash_policy=[cookie_hash(name)],
             retry_policy=retry_policy(),
         )
         action.weighted_clusters.use_hash_policy.value = True
@@ -328,7 +323,7 @@ def fallback_routes(split: CompiledSplit, generation: int) -> list[route_compone
                 stat_prefix=FALLBACK_STAT_PREFIX,
                 match=route_components_pb2.RouteMatch(prefix="/", headers=[present]),
                 route=action,
-                metadata=_disclosed(disclosure.fallback_fields(generation, cookie_present=True)),
+                metadata=disclosed(disclosure.fallback_fields(generation, cookie_present=True)),
             )
         )
     routes.append(
@@ -337,116 +332,46 @@ def fallback_routes(split: CompiledSplit, generation: int) -> list[route_compone
             stat_prefix=FALLBACK_STAT_PREFIX,
             match=route_components_pb2.RouteMatch(prefix="/"),
             route=route_components_pb2.RouteAction(
-                weighted_clusters=_fallback_clusters(split, generation, "none"), retry_policy=retry_policy()
+                weighted_clusters=fallback_clusters(split, generation, "none"), retry_policy=retry_policy()
             ),
-            metadata=_disclosed(disclosure.fallback_fields(generation, cookie_present=False)),
+            metadata=disclosed(disclosure.fallback_fields(generation, cookie_present=False)),
         )
     )
     return routes
 
 
-def _disclosed(fields: Mapping[str, str | bool | int]) -> base_pb2.Metadata:
+def disclosed(fields: Mapping[str, str | bool | int]) -> base_pb2.Metadata:
     """Route metadata in our namespace: the access log's `%METADATA(ROUTE:trafficsplit)%` for fallback requests."""
     md = base_pb2.Metadata()
     md.filter_metadata[METADATA_NAMESPACE].update(dict(fields))
     return md
 
 
-def _fallback_clusters(split: CompiledSplit, generation: int, key: str) -> route_components_pb2.WeightedCluster:
+def fallback_clusters(split: CompiledSplit, generation: int, key: str) -> route_components_pb2.WeightedCluster:
     fallback = route_components_pb2.WeightedCluster()
     for b, w in fallback_weights(split):
         cw = fallback.clusters.add(name=b.cluster, weight=wrappers_pb2.UInt32Value(value=w))
         if split.debug_headers:
             cw.response_headers_to_add.append(
-                _add_response_header(
+                add_response_header(
                     DECISION_HEADER, f"backend={b.name}; generation={generation}; key={key}; path=fallback"
                 )
             )
     return fallback
 
 
-def has_route_table(gen: Generation | None) -> bool:
-    """Whether `gen` is a Gateway's: it carries a route table (served through the catch-all gateway host)."""
-    return gen is not None and gen.routes is not None
-
-
 def route_configuration(gen: Generation | None) -> route_pb2.RouteConfiguration:
     """The one route configuration; `None` (no generation held yet) gives only the 404 default host."""
     if gen is None:
         return _route_configuration([])
-    return _route_configuration(
-        [virtual_host(s, s.first_generation or gen.number) for s in gen.splits if s.hosts],
-        gen if has_route_table(gen) else None,
-    )
+    return _route_configuration([virtual_host(s, s.first_generation or gen.number) for s in gen.splits if s.hosts])
 
 
-def _response_edited(gen: Generation) -> list[route_components_pb2.Route]:
-    """One route per backend cluster with ResponseHeaderModifiers: that cluster, those response edits."""
-    assert gen.routes is not None
-    routes = []
-    for c, mods in sorted(response_modifiers(gen.routes.actions).items()):
-        edits = merged_response_edits(mods)
-        routes.append(
-            route_components_pb2.Route(
-                name=f"decided:{c}",
-                match=route_components_pb2.RouteMatch(
-                    prefix="/",
-                    headers=[
-                        route_components_pb2.HeaderMatcher(
-                            name=ROUTING_HEADER, string_match=string_pb2.StringMatcher(exact=c)
-                        )
-                    ],
-                ),
-                route=route_components_pb2.RouteAction(cluster=c, retry_policy=retry_policy()),
-                response_headers_to_add=[
-                    *(
-                        _HVO(header=_HV(key=n, value=v), append_action=_HVO.OVERWRITE_IF_EXISTS_OR_ADD)
-                        for n, v in edits.set
-                    ),
-                    *(
-                        _HVO(header=_HV(key=n, value=v), append_action=_HVO.APPEND_IF_EXISTS_OR_ADD)
-                        for n, v in edits.add
-                    ),
-                ],
-                response_headers_to_remove=list(edits.remove),
-            )
-        )
-    return routes
-
-
-def gateway_virtual_host(gen: Generation) -> route_components_pb2.VirtualHost:
-    """Every host of a Gateway data plane: the processor's decision (the cluster of the rule's backend its route
-    table chose; a cluster with response header filters by its own route), else 503 (fail closed: see the module
-    docstring). The cookie and the disclosure as for a split."""
-    return route_components_pb2.VirtualHost(
-        name=GATEWAY_VHOST,
-        domains=["*"],
-        response_headers_to_add=_decision_response_headers(gen.splits),
-        routes=[
-            *_response_edited(gen),
-            _decided_route(
-                route_components_pb2.RouteAction(cluster_header=ROUTING_HEADER, retry_policy=retry_policy())
-            ),
-            route_components_pb2.Route(
-                name="no-decision",
-                match=route_components_pb2.RouteMatch(prefix="/"),
-                direct_response=route_components_pb2.DirectResponseAction(
-                    status=503, body=base_pb2.DataSource(inline_string=NO_DECISION_BODY)
-                ),
-            ),
-        ],
-    )
-
-
-def _route_configuration(
-    vhosts: list[route_components_pb2.VirtualHost], gateway: Generation | None = None
-) -> route_pb2.RouteConfiguration:
-    """The splits' virtual hosts, in order, then the 404 default host (a Gateway's: the catch-all gateway host)."""
-    vhosts = [*vhosts]
-    vhosts.append(
-        gateway_virtual_host(gateway)
-        if gateway is not None
-        else route_components_pb2.VirtualHost(
+def _route_configuration(vhosts: list[route_components_pb2.VirtualHost]) -> route_pb2.RouteConfiguration:
+    """The splits' virtual hosts, in order, then the 404 default host."""
+    vhosts = [
+        *vhosts,
+        route_components_pb2.VirtualHost(
             name="no-split",
             domains=["*"],
             routes=[
@@ -458,8 +383,8 @@ def _route_configuration(
                     ),
                 )
             ],
-        )
-    )
+        ),
+    ]
     return route_pb2.RouteConfiguration(
         name=ROUTE_CONFIG_NAME,
         virtual_hosts=vhosts,
@@ -469,6 +394,16 @@ def _route_configuration(
         # Applied as the request leaves for the backend, after the route has read it.
         request_headers_to_remove=[ROUTING_HEADER],
     )
+
+
+def route_configurations(gen: Generation | None) -> dict[str, route_pb2.RouteConfiguration]:
+    """Every route configuration of `gen` by RDS name: the splits' (`route_configuration`), and for a Gateway data
+    plane one per listener port (`gateway_routes`)."""
+    rc = route_configuration(gen)
+    out = {rc.name: rc}
+    if gen is not None and gen.routes is not None:
+        out.update(gateway_routes.route_configurations(gen))
+    return out
 
 
 _C = TypeVar("_C", bound=Message)
@@ -533,8 +468,7 @@ def resources(gen: Generation | None) -> Messages:
         for b in s.backends:
             clusters[b.cluster] = backend_cluster(b, s.endpoint_affinity)
             endpoints[b.cluster] = load_assignment(b)
-    rc = route_configuration(gen)
-    return Messages(clusters, endpoints, {rc.name: rc}, secrets(gen))
+    return Messages(clusters, endpoints, route_configurations(gen), secrets(gen))
 
 
 def serving(gen: Generation, draining: Sequence[Generation] = ()) -> Messages:
@@ -589,12 +523,12 @@ def _varint(n: int) -> bytes:
 _VHOST_TAG = _varint(route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["virtual_hosts"].number << 3 | 2)
 
 
-def _packed_routes(vhosts: list[bytes], gateway: Generation | None = None) -> any_pb2.Any:
+def _packed_routes(vhosts: list[bytes]) -> any_pb2.Any:
     """The route configuration of these serialized split virtual hosts, packed, without building or serialising it
     whole: protobuf's wire format parses concatenated encodings as one message and appends repeated elements in
     the order they come, so the splits' tagged virtual hosts followed by `_route_configuration([])` (the 404 host
     and the other fields) parse as exactly `_route_configuration(splits)`."""
-    rest = _route_configuration([], gateway).SerializeToString(deterministic=True)
+    rest = _route_configuration([]).SerializeToString(deterministic=True)
     a = any_pb2.Any(type_url=ROUTE_TYPE)
     a.value = b"".join(_VHOST_TAG + _varint(len(v)) + v for v in vhosts) + rest
     return a
@@ -683,11 +617,14 @@ class ResourceBuilder:
                     vh = virtual_host(s, key[1]).SerializeToString(deterministic=True)
                 used.vhosts[key] = vh
                 hosts.append(vh)
-        gateway = gen if has_route_table(gen) else None
+        routes = {ROUTE_CONFIG_NAME: _packed_routes(hosts)}
+        if gen is not None and gen.routes is not None:
+            # Built whole per call: one Gateway's table is bounded (MAX_TABLE_ENTRIES), a TrafficSplit set is not.
+            routes.update((n, _packed(rc)) for n, rc in gateway_routes.route_configurations(gen).items())
         return Packed(
             clusters,
             endpoints,
-            {ROUTE_CONFIG_NAME: _packed_routes(hosts, gateway)},
+            routes,
             None if (sec := secrets(gen)) is None else {name: _packed(v) for name, v in sec.items()},
         )
 

@@ -15,11 +15,10 @@ from collections.abc import Iterable
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
 from envoy.type.v3 import http_status_pb2
-from google.protobuf import wrappers_pb2
 
 from trafficsplit.core.decide import disclosure as disclosure_fields
 from trafficsplit.core.decide.request import Request
-from trafficsplit.core.decide.serve import HeaderEdits, Redirected, Refusal, Refused, ServedRoutes
+from trafficsplit.core.decide.serve import Refused
 from trafficsplit.core.decide.split import Decision
 from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.generation import Generation
@@ -33,6 +32,7 @@ from trafficsplit.wire.envoy import (
     ROUTING_HEADER,
     session_meta_key,
 )
+from trafficsplit.wire.gateway_routes import NO_BACKEND_BODY
 
 _OVERWRITE = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
 
@@ -53,19 +53,34 @@ def listener_port(metadata: Iterable[tuple[str, str | bytes]]) -> int | None:
     return None
 
 
-def served_routes(gen: Generation) -> ServedRoutes | None:
-    """The generation's route tables compiled for serving, or None when it carries none (TrafficSplits only)."""
-    if gen.routes is None:
-        return None
-    return ServedRoutes(gen.routes.listeners, gen.routes.actions)
+# ext_proc's own attributes in a ProcessingRequest, and the one a Gateway listener asks for (bootstrap
+# `ROUTE_NAME_ATTRIBUTE`): the matched route's name, which is configuration. Longer than any name we build: none.
+EXTPROC_ATTRIBUTES = "envoy.filters.http.ext_proc"
+ROUTE_NAME_ATTRIBUTE = "xds.route_name"
+MAX_ROUTE_NAME = 1024
 
 
-def request_view(headers: Iterable[base_pb2.HeaderValue]) -> RequestView:
+def bounded_route_name(value: object) -> str:
+    """A route name as the processor reads it: a string within `MAX_ROUTE_NAME`, else none."""
+    return value if isinstance(value, str) and len(value) <= MAX_ROUTE_NAME else ""
+
+
+def route_name(req: ep.ProcessingRequest) -> str:
+    """The matched route's name the request carries in its attributes, or "" (the chart gateway sends none)."""
+    if EXTPROC_ATTRIBUTES not in req.attributes:
+        return ""
+    value = req.attributes[EXTPROC_ATTRIBUTES].fields.get(ROUTE_NAME_ATTRIBUTE)
+    return "" if value is None else bounded_route_name(value.string_value)
+
+
+def request_view(headers: Iterable[base_pb2.HeaderValue], route: str = "") -> RequestView:
     """Collect the headers once; Cookie may come as several lines, every other header keeps its first value."""
-    return request_view_of((h.key, h.raw_value.decode("utf-8", "replace") if h.raw_value else h.value) for h in headers)
+    return request_view_of(
+        ((h.key, h.raw_value.decode("utf-8", "replace") if h.raw_value else h.value) for h in headers), route
+    )
 
 
-def request_view_of(pairs: Iterable[tuple[str, str]]) -> RequestView:
+def request_view_of(pairs: Iterable[tuple[str, str]], route: str = "") -> RequestView:
     """`request_view` over (name, value) pairs: the one reading of the headers, whichever transport carried them.
     A route's header match on `cookie` (Flagger's sticky canary matches its cookie by RegularExpression) sees every
     Cookie line, `; `-joined as HTTP/2 rejoins cookie crumbs (RFC 9113 §8.2.3); the split's own cookie is read from
@@ -84,6 +99,7 @@ def request_view_of(pairs: Iterable[tuple[str, str]]) -> RequestView:
         cookie_lines=tuple(cookies),
         request_id=by_name.get("x-request-id", ""),
         headers=by_name,
+        route=route,
     )
 
 
@@ -177,53 +193,16 @@ def no_split_response() -> ep.ProcessingResponse:
     )
 
 
-REFUSED_BODY = {
-    Refusal.NO_ROUTE: "no route matches this request\n",
-    Refusal.NO_BACKEND: "no backend can serve this route\n",
-    Refusal.ERROR_SHARE: "no backend can serve this route\n",
-}
-
-
 def refused_response(out: Refused) -> ep.ProcessingResponse:
-    """A route table's own answer: 404 when no rule matches, 500 for a rule (or the share of one) whose backendRefs
-    do not resolve, as the Gateway API spec requires."""
+    """A split rule's 500 for its share of backendRefs that do not resolve, as the Gateway API spec requires (the
+    rest of a route table's own answers, 404 and a rule's 500, are Envoy's: `gateway_routes`)."""
     return ep.ProcessingResponse(
         immediate_response=ep.ImmediateResponse(
             status=http_status_pb2.HttpStatus(code=out.status),
-            body=REFUSED_BODY[out.reason].encode(),
+            body=NO_BACKEND_BODY.encode(),
             details=f"trafficsplit_{out.reason.value}",
         )
     )
-
-
-def redirect_response(out: Redirected) -> ep.ProcessingResponse:
-    """A rule's RequestRedirect: its status and the core's Location (`model.filters.redirect_location`, which only
-    gives a valid header value)."""
-    return ep.ProcessingResponse(
-        immediate_response=ep.ImmediateResponse(
-            status=http_status_pb2.HttpStatus(code=out.status),
-            headers=ep.HeaderMutation(set_headers=[_set_header("location", out.location)]),
-            details="trafficsplit_redirect",
-        )
-    )
-
-
-def edited(reply: ep.ProcessingResponse, edits: HeaderEdits) -> ep.ProcessingResponse:
-    """`reply` (a routed request's, already a copy) with a Gateway rule's request edits: set overwrites (`:path` and
-    `:authority` too: the route cache is cleared anyway), add appends, remove drops. The values are the filters'
-    (checked when the route was translated) or the request's own path rewritten."""
-    mutation = reply.request_headers.response.header_mutation
-    mutation.set_headers.extend(_set_header(n, v) for n, v in edits.set)
-    mutation.set_headers.extend(
-        # ext_proc reads the (deprecated) `append` flag here, not append_action (measured: append_action alone
-        # replaced the client's value).
-        base_pb2.HeaderValueOption(
-            header=base_pb2.HeaderValue(key=n, raw_value=v.encode()), append=wrappers_pb2.BoolValue(value=True)
-        )
-        for n, v in edits.add
-    )
-    mutation.remove_headers.extend(edits.remove)
-    return reply
 
 
 def pass_through(phase: str) -> ep.ProcessingResponse:

@@ -20,6 +20,7 @@ SESSION_ID_PRESENT = "session_id_present"
 AFFINITY_APPLIED = "affinity_applied"
 PATH = "path"
 FALLBACK = "fallback"  # the path of a request Envoy routed without the processor
+NATIVE = "native"  # the path of a Gateway rule with one backend and no session: Envoy alone, by design
 NO_KEY = "none"
 
 
@@ -45,5 +46,16 @@ def fallback_fields(generation: int, cookie_present: bool) -> dict[str, str | bo
         KEY_SOURCE: KeySource.COOKIE.value if cookie_present else NO_KEY,
         SESSION_ID_PRESENT: cookie_present,
         AFFINITY_APPLIED: cookie_present,
+        GENERATION: generation,
+    }
+
+
+def native_fields(generation: int) -> dict[str, str | bool | int]:
+    """The disclosure of a Gateway rule's native route (one backend, no session): Envoy routed it, no key decided."""
+    return {
+        PATH: NATIVE,
+        KEY_SOURCE: NO_KEY,
+        SESSION_ID_PRESENT: False,
+        AFFINITY_APPLIED: False,
         GENERATION: generation,
     }

@@ -2,8 +2,9 @@
 
 The request side of the precedence order: a `RouteTable` compiles one listener's entries once (RE2 patterns, the
 host index) and `select` walks the request's virtual host in that order, the first entry whose match fits winning.
-The dataplane does not use it yet (docs/gateway-api.md); the tests do, to show the order by requests, and it fixes the
-semantics the dataplane's matching must have:
+The data plane does not run it: Envoy matches, by the routes wire/gateway_routes.py compiles in the same order; the
+tests compare Envoy's choice with it (tests/integration/test_gateway_routes_envoy.py), and it fixes the semantics
+those routes must have:
 
 - the host is read as the rest of the project reads it (`normalize_host`: ASCII case folded, port dropped), then the
   exact virtual host, else the longest `*.` suffix with at least one character before it, else the catch-all `*`

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """What a decision needs from the request headers: authority, Cookie lines, request id, the rest by name
     (lowercase; `cookie` holds every Cookie line, `; `-joined)."""
@@ -16,6 +16,9 @@ class Request:
     cookie_lines: Sequence[str]
     request_id: str
     headers: Mapping[str, str]
+    # The name of the Envoy route the request met when the processor was called (a Gateway listener sends it: Envoy's
+    # configuration, never a client byte); empty when none was sent.
+    route: str = ""
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name)

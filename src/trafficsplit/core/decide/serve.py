@@ -1,17 +1,18 @@
-"""One Gateway's route tables, served per request: which rule, then which backend (or which refusal). Pure.
+"""One Gateway's route tables, read per request: which rule, then which backend (or which refusal). Pure.
 
 The request-time half of the Gateway API model (`gatewayapi.translate` builds the tables, `decide.match.RouteTable`
-reads one listener's precedence order). A Gateway data plane has one Envoy listener per Gateway listener port, and
-Envoy tells the processor which one a request came on (never a client byte: docs/architecture.md), so the tables are
-kept by port: the Gateway listeners that share a port share one Envoy listener and one table, in which a request
-meets the most specific listener that takes its host.
+reads one listener's precedence order). A data plane serves the tables as native Envoy routes (wire/gateway_routes.py,
+compiled in the same order) and asks the processor only for a splitting rule's pick, `decide_rule`, the one decision
+of a rule; `ServedRoutes` is the model's reference answer for a whole request, which the tests compare Envoy's with.
+The tables are kept by port: the Gateway listeners that share a port share one Envoy listener and one table, in which
+a request meets the most specific listener that takes its host.
 
 Per request, `ServedRoutes.route`:
 - no entry of the port's table fits → 404 (the spec's answer for a request no rule matches);
 - the rule has no split (no backendRef resolves, or all weigh 0) → 500 (the spec's answer for an invalid backend);
-- the rule's split decides exactly as a TrafficSplit's does (`decide`: FNV-1a of the session cookie with
-  sessionPersistence, of the request id without), with the rule's 500 share (`RuleAction.error_weight`, the weight
-  of backendRefs that do not resolve) on top: a key whose hash lands in the top `error_weight` slots of
+- the rule's split decides exactly as a TrafficSplit's does (`decide_rule`, then `decide`: FNV-1a of the session
+  cookie with sessionPersistence, of the request id without), with the rule's 500 share (`RuleAction.error_weight`,
+  the weight of backendRefs that do not resolve) on top: a key whose hash lands in the top `error_weight` slots of
   `split weights + error_weight` answers 500. A key that does not land there is decided by `decide` unchanged, so a
   rule without a 500 share picks exactly what the TrafficSplit with the same backends picks, for every key;
 - a rule with a RequestRedirect answers the redirect (`Redirected`: its status and the core's Location), or 400 when
@@ -19,7 +20,7 @@ Per request, `ServedRoutes.route`:
 - a routed request carries its request edits (`HeaderEdits`): the rule's then the picked backend's
   RequestHeaderModifier, and the rule's URLRewrite (`:authority`, `:path` with the query kept). The response side
   (ResponseHeaderModifier, rule then backend) does not depend on the request: `response_modifiers` gives it per
-  backend cluster, for Envoy's route configuration.
+  backend cluster. Envoy applies both natively (`merged_edits` merges a rule's and a backend's in this order).
 """
 
 from __future__ import annotations
@@ -163,8 +164,8 @@ def response_modifiers(actions: Sequence[RuleAction]) -> dict[str, tuple[HeaderM
     return out
 
 
-def merged_response_edits(mods: Sequence[HeaderModifier]) -> HeaderEdits:
-    """Response modifiers in order, merged as request ones are (set replaces, add appends, remove drops)."""
+def merged_edits(mods: Sequence[HeaderModifier]) -> HeaderEdits:
+    """Header modifiers in order (the rule's, then the backend's), merged: set replaces, add appends, remove drops."""
     set_, add, remove = _header_edits(mods)
     return HeaderEdits(
         set=tuple(set_.items()),
@@ -271,8 +272,24 @@ class ServedRoutes:
         split = action.split
         if split is None:
             return Refused(Refusal.NO_BACKEND)
-        d = decide(split, request, minter=minter, signer=signer)
-        if in_error_share(split, action.error_weight, d.key_hash):
-            return Refused(Refusal.ERROR_SHARE)
+        d = decide_rule(action, split, request, minter=minter, signer=signer)
+        if isinstance(d, Refused):
+            return d
         edits = request_edits(action, d.backend.name, entry, request.path)
         return Routed(entry=entry, action=action, split=split, decision=d, edits=edits)
+
+
+def decide_rule(
+    action: RuleAction,
+    split: CompiledSplit,
+    request: Request,
+    *,
+    minter: AffinityMinter,
+    signer: CookieSigner | None = None,
+) -> Decision | Refused:
+    """The pick of a rule that splits (`split` is its split): its split's decision, or the 500 of its error share.
+    The one decision of a rule, whoever selected the rule (Envoy's route over the wire, or `ServedRoutes.select`)."""
+    d = decide(split, request, minter=minter, signer=signer)
+    if in_error_share(split, action.error_weight, d.key_hash):
+        return Refused(Refusal.ERROR_SHARE)
+    return d

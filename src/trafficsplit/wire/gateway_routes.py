@@ -1,0 +1,407 @@
+"""A Gateway data plane's route table as native Envoy routes: Envoy routes, the processor picks.
+
+One RouteConfiguration per Gateway listener port (`route_config_name`: what that port's Envoy listener asks RDS for),
+its virtual hosts the port's (`GatewayRoutes.ports`, the spec's listener precedence already applied): an exact name,
+Envoy's `*.` suffix wildcard, or `*`. Each virtual host holds its entries' routes in the model's precedence order
+(first match wins in Envoy as in `decide.match.RouteTable`), then a 404 for a request no rule matches. Matches are
+Envoy's own: Exact `path`, PathPrefix as `path_separated_prefix` (whole segments: `/foo` takes `/foo` and `/foo/bar`,
+never `/foobar`), RegularExpression as `safe_regex`, headers, query parameters, and the method as `:method`.
+
+What each rule's entry becomes (`RuleAction`):
+- a RequestRedirect: Envoy's `redirect` (the spec's port rule resolved here from the listener port);
+- no backend (`split` None): a 500 direct response;
+- one backend that can be picked and no session, no 500 share (`needs_processor` false): a plain `cluster` route with
+  ext_proc disabled on it, so the request never reaches Python;
+- otherwise the processor picks: first one `decided` route per backend cluster of the rule (the same match and the
+  routing header naming that cluster, with that backend's filters), reached after the processor set the header and
+  cleared the route cache; then the rule's fallback routes, where the processor is called (ext_proc stays on, and
+  the route's name tells it which rule: `rule_of`) and where Envoy stays when nothing decided (processor down, late
+  or without a generation): `weighted_clusters` with the rule's weights and, with a session cookie, a hash policy on
+  it (as a TrafficSplit's fallback: `envoy.fallback_routes`). The fallback cannot answer 500 for the share of
+  backendRefs that do not resolve: it serves that share from the rule's backends in their ratio (docs/gateway-api.md).
+
+Route names carry the entry (`<kind>:<namespace>/<route>.rule-<i>:<match index>`, a decided one `:<backend>` too), so
+the access log's `route` says which rule Envoy chose and which path decided. Filters are native: Request/Response
+HeaderModifier at the rule (route level) and the backendRef (the weighted cluster's, or merged on the route of one
+cluster, rule first: the most specific wins, as the processor applied them), URLRewrite as Envoy Gateway does it
+(`host_rewrite_literal`; ReplaceFullPath a `regex_rewrite` of the whole path; ReplacePrefixMatch a `prefix_rewrite`,
+or a `regex_rewrite` where the replacement or the prefix is `/`, which `prefix_rewrite` would double).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from envoy.config.core.v3 import base_pb2
+from envoy.config.route.v3 import route_components_pb2 as rc
+from envoy.config.route.v3 import route_pb2
+from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2
+from envoy.type.matcher.v3 import regex_pb2, string_pb2
+from google.protobuf import any_pb2
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer, RepeatedScalarFieldContainer
+
+from trafficsplit.core.decide import disclosure
+from trafficsplit.core.decide.serve import HeaderEdits, merged_edits
+from trafficsplit.core.model.compiled import CompiledBackend, CompiledSplit
+from trafficsplit.core.model.cookie import cookie_present_regex
+from trafficsplit.core.model.filters import (
+    HeaderModifier,
+    PathModifier,
+    PathModifierType,
+    RedirectCode,
+    RequestRedirect,
+    RuleFilters,
+    Scheme,
+)
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.matches import PathType, RouteMatch, ValueMatch, ValueMatchType
+from trafficsplit.core.model.routes import CATCH_ALL, GatewayRoutes, RouteEntry, RuleAction, RuleKey, VirtualHost
+from trafficsplit.wire import envoy
+
+ROUTE_CONFIG_PREFIX = "trafficsplit_"
+NO_ROUTE_BODY = "no route matches this request\n"
+NO_BACKEND_BODY = "no backend can serve this route\n"
+
+# Route kinds, the first part of a route's name.
+NATIVE = "native"  # one backend, Envoy alone
+REDIRECT = "redirect"
+NO_BACKEND = "no-backend"
+DECIDED = "decided"  # the processor's pick, by the routing header
+FALLBACK = "fallback"  # where the processor is called; Envoy's weights when it did not decide
+FALLBACK_COOKIE = "fallback-cookie"
+NO_ROUTE = "no-route"
+_PROCESSOR_KINDS = frozenset({FALLBACK, FALLBACK_COOKIE})
+
+_REDIRECT_CODES = {
+    RedirectCode.MOVED_PERMANENTLY: rc.RedirectAction.MOVED_PERMANENTLY,
+    RedirectCode.FOUND: rc.RedirectAction.FOUND,
+    RedirectCode.SEE_OTHER: rc.RedirectAction.SEE_OTHER,
+    RedirectCode.TEMPORARY_REDIRECT: rc.RedirectAction.TEMPORARY_REDIRECT,
+    RedirectCode.PERMANENT_REDIRECT: rc.RedirectAction.PERMANENT_REDIRECT,
+}
+_WELL_KNOWN_PORT = {Scheme.HTTP: 80, Scheme.HTTPS: 443}
+
+_HV = base_pb2.HeaderValue
+_HVO = base_pb2.HeaderValueOption
+
+
+def route_config_name(port: int) -> str:
+    """The RDS name of the routes of Gateway listener port `port`."""
+    return f"{ROUTE_CONFIG_PREFIX}{port}"
+
+
+def route_name(kind: str, entry: RouteEntry, backend: str | None = None) -> str:
+    name = f"{kind}:{entry.rule_key}:{entry.match_index}"
+    return name if backend is None else f"{name}:{backend}"
+
+
+def rule_of(name: str) -> RuleKey | None:
+    """The rule whose pick the route named `name` asks the processor for (Envoy sends the route's name: ext_proc's
+    `xds.route_name` attribute, configuration, never a client byte); None for a route that asks for none."""
+    kind, _, rest = name.partition(":")
+    if kind not in _PROCESSOR_KINDS:
+        return None
+    key, sep, index = rest.rpartition(":")
+    if not sep or not index.isdigit():
+        return None
+    return RuleKey.parse(key)
+
+
+def needs_processor(action: RuleAction) -> bool:
+    """Whether the rule's requests need the processor's pick: several backends it can pick, a 500 share, or a session
+    (a cookie or key header, persistent sessions, a pod on the ring)."""
+    s = action.split
+    if s is None:
+        return False
+    pickable = [b for b in s.backends if b.weight > 0]
+    return len(pickable) > 1 or action.error_weight > 0 or s.sticky or s.persistent or s.endpoint_affinity
+
+
+def _extproc_off() -> dict[str, any_pb2.Any]:
+    off = any_pb2.Any()
+    off.Pack(ext_proc_pb2.ExtProcPerRoute(disabled=True))
+    return {envoy.EXTPROC_FILTER: off}
+
+
+def _string(m: ValueMatch) -> string_pb2.StringMatcher:
+    if m.type is ValueMatchType.REGULAR_EXPRESSION:
+        return string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=m.value))
+    return string_pb2.StringMatcher(exact=m.value)
+
+
+def route_match(m: RouteMatch) -> rc.RouteMatch:
+    """A Gateway API match as Envoy's (docs: the module docstring)."""
+    out = rc.RouteMatch()
+    if m.path_type is PathType.EXACT:
+        out.path = m.path
+    elif m.path_type is PathType.PREFIX:
+        prefix = m.path.rstrip("/")
+        if prefix:
+            out.path_separated_prefix = prefix
+        else:
+            out.prefix = "/"
+    else:
+        out.safe_regex.regex = m.path
+    out.headers.extend(rc.HeaderMatcher(name=h.name, string_match=_string(h)) for h in m.headers)
+    out.query_parameters.extend(rc.QueryParameterMatcher(name=q.name, string_match=_string(q)) for q in m.query_params)
+    if m.method is not None:
+        out.headers.append(
+            rc.HeaderMatcher(name=":method", string_match=string_pb2.StringMatcher(exact=m.method.value))
+        )
+    return out
+
+
+def _routing_header_is(match: rc.RouteMatch, cluster: str) -> rc.RouteMatch:
+    out = rc.RouteMatch()
+    out.CopyFrom(match)
+    out.headers.append(
+        rc.HeaderMatcher(name=envoy.ROUTING_HEADER, string_match=string_pb2.StringMatcher(exact=cluster))
+    )
+    return out
+
+
+def _prefix_of(m: RouteMatch) -> str:
+    return m.path.rstrip("/") if m.path_type is PathType.PREFIX else ""
+
+
+def _prefix_rewrite(modifier: PathModifier, m: RouteMatch) -> str | regex_pb2.RegexMatchAndSubstitute:
+    """A ReplacePrefixMatch of a rule whose entry is `m` (a PathPrefix) as Envoy applies it: a `prefix_rewrite`, or a
+    `regex_rewrite` where a `prefix_rewrite` would double or drop a slash (`model.filters.rewrite_path` says what it
+    must give)."""
+    prefix = _prefix_of(m)
+    replacement = modifier.value.rstrip("/")
+    if not replacement:  # `/` or empty: the matched segments and the slashes after them become one `/`
+        return regex_pb2.RegexMatchAndSubstitute(
+            pattern=regex_pb2.RegexMatcher(regex="^" + re.escape(prefix) + r"/*"), substitution="/"
+        )
+    if not prefix:  # PathPrefix `/`: every path keeps its own, after the replacement
+        return regex_pb2.RegexMatchAndSubstitute(
+            pattern=regex_pb2.RegexMatcher(regex="^/"), substitution=replacement + "/"
+        )
+    return replacement
+
+
+def _redirect(r: RequestRedirect, m: RouteMatch, listener_port: int, https: bool) -> rc.RedirectAction:
+    """Envoy's redirect with the spec's port rule (`model.filters.redirect_location`): the filter's port, else the
+    well-known port of the scheme it sets, else the listener's; left out of the Location when it is the well-known
+    port of the Location's scheme. Envoy writes `port_redirect` even when it is well known, and keeps the request's
+    host as it came, so a well-known port is not named and the Gateway listeners strip the request's port
+    (`bootstrap.http_listener`); a `host_redirect` replaces the whole authority."""
+    out = rc.RedirectAction(response_code=_REDIRECT_CODES[r.status_code])
+    scheme = r.scheme if r.scheme is not None else Scheme.HTTPS if https else Scheme.HTTP
+    if r.scheme is not None:
+        out.scheme_redirect = r.scheme.value
+    if r.hostname is not None:
+        out.host_redirect = r.hostname
+    port = r.port if r.port is not None else _WELL_KNOWN_PORT[r.scheme] if r.scheme is not None else listener_port
+    if port != _WELL_KNOWN_PORT[scheme]:
+        out.port_redirect = port
+    if r.path is not None and r.path.type is PathModifierType.FULL:
+        out.path_redirect = r.path.value
+    elif r.path is not None:
+        rewrite = _prefix_rewrite(r.path, m)
+        if isinstance(rewrite, str):
+            out.prefix_rewrite = rewrite
+        else:
+            out.regex_rewrite.CopyFrom(rewrite)
+    return out
+
+
+def _rewrite(action: rc.RouteAction, filters: RuleFilters, m: RouteMatch) -> None:
+    w = filters.rewrite
+    if w is None:
+        return
+    if w.hostname is not None:
+        action.host_rewrite_literal = w.hostname
+    if w.path is not None and w.path.type is PathModifierType.FULL:
+        action.regex_rewrite.CopyFrom(
+            regex_pb2.RegexMatchAndSubstitute(pattern=regex_pb2.RegexMatcher(regex="^/.*$"), substitution=w.path.value)
+        )
+    elif w.path is not None:
+        rewrite = _prefix_rewrite(w.path, m)
+        if isinstance(rewrite, str):
+            action.prefix_rewrite = rewrite
+        else:
+            action.regex_rewrite.CopyFrom(rewrite)
+
+
+def _edits(mods: Sequence[HeaderModifier | None]) -> HeaderEdits:
+    return merged_edits([m for m in mods if m is not None])
+
+
+def _add_edits(
+    edits: HeaderEdits,
+    to_add: RepeatedCompositeFieldContainer[base_pb2.HeaderValueOption],
+    to_remove: RepeatedScalarFieldContainer[str],
+) -> None:
+    """`edits` into a route's (or weighted cluster's) headers to add and remove: set overwrites, add appends."""
+    to_add.extend(_HVO(header=_HV(key=n, value=v), append_action=_HVO.OVERWRITE_IF_EXISTS_OR_ADD) for n, v in edits.set)
+    to_add.extend(_HVO(header=_HV(key=n, value=v), append_action=_HVO.APPEND_IF_EXISTS_OR_ADD) for n, v in edits.add)
+    to_remove.extend(edits.remove)
+
+
+def _with_edits(route: rc.Route, request: HeaderEdits, response: HeaderEdits) -> rc.Route:
+    _add_edits(request, route.request_headers_to_add, route.request_headers_to_remove)
+    _add_edits(response, route.response_headers_to_add, route.response_headers_to_remove)
+    return route
+
+
+def _backend_filters(action: RuleAction, b: CompiledBackend) -> RuleFilters:
+    return next(t.filters for t in action.targets if t.backend == b.name)
+
+
+def _one_cluster(action: RuleAction, b: CompiledBackend, m: RouteMatch) -> rc.RouteAction:
+    out = rc.RouteAction(cluster=b.cluster, retry_policy=envoy.retry_policy())
+    _rewrite(out, action.filters, m)
+    return out
+
+
+def _cluster_route(name: str, match: rc.RouteMatch, action: RuleAction, b: CompiledBackend, m: RouteMatch) -> rc.Route:
+    """A route to backend `b` alone, with the rule's filters then the backend's merged (the backend's win)."""
+    f, bf = action.filters, _backend_filters(action, b)
+    route = rc.Route(name=name, match=match, route=_one_cluster(action, b, m))
+    return _with_edits(
+        route,
+        _edits([f.request_headers, bf.request_headers]),
+        _edits([f.response_headers, bf.response_headers]),
+    )
+
+
+def _decided_routes(
+    entry: RouteEntry, action: RuleAction, split: CompiledSplit, match: rc.RouteMatch
+) -> list[rc.Route]:
+    """One route per backend of the rule, taken once the processor named its cluster in the routing header."""
+    out = []
+    for b in split.backends:
+        route = _cluster_route(
+            route_name(DECIDED, entry, b.name), _routing_header_is(match, b.cluster), action, b, entry.match
+        )
+        if split.endpoint_affinity and split.cookie is not None:
+            # override_host's own fallback (the chosen pod just left): Envoy's ring on the cookie.
+            route.route.hash_policy.append(envoy.cookie_hash(split.cookie.name))
+        out.append(route)
+    return out
+
+
+def _fallback_routes(
+    entry: RouteEntry, action: RuleAction, split: CompiledSplit, match: rc.RouteMatch, generation: int
+) -> list[rc.Route]:
+    """The rule's own routes: the processor is called here; without its decision Envoy's weights (with the session
+    cookie hashed, so a session keeps one backend through the outage)."""
+    f = action.filters
+    out = []
+    cookie = split.cookie
+    for kind in (FALLBACK_COOKIE, FALLBACK) if cookie is not None else (FALLBACK,):
+        with_cookie = kind == FALLBACK_COOKIE
+        m = rc.RouteMatch()
+        m.CopyFrom(match)
+        act = rc.RouteAction(
+            weighted_clusters=envoy.fallback_clusters(split, generation, "cookie" if with_cookie else "none"),
+            retry_policy=envoy.retry_policy(),
+        )
+        if with_cookie:
+            assert cookie is not None
+            m.headers.append(
+                rc.HeaderMatcher(
+                    name="cookie",
+                    string_match=string_pb2.StringMatcher(
+                        safe_regex=regex_pb2.RegexMatcher(regex=cookie_present_regex(cookie.name))
+                    ),
+                )
+            )
+            act.hash_policy.append(envoy.cookie_hash(cookie.name))
+            act.weighted_clusters.use_hash_policy.value = True
+        by_cluster = {b.cluster: b for b in split.backends}
+        for cw in act.weighted_clusters.clusters:
+            bf = _backend_filters(action, by_cluster[cw.name])
+            _add_edits(_edits([bf.request_headers]), cw.request_headers_to_add, cw.request_headers_to_remove)
+            _add_edits(_edits([bf.response_headers]), cw.response_headers_to_add, cw.response_headers_to_remove)
+        _rewrite(act, f, entry.match)
+        route = rc.Route(
+            name=route_name(kind, entry),
+            stat_prefix=envoy.FALLBACK_STAT_PREFIX,
+            match=m,
+            route=act,
+            metadata=envoy.disclosed(disclosure.fallback_fields(generation, cookie_present=with_cookie)),
+        )
+        out.append(_with_edits(route, _edits([f.request_headers]), _edits([f.response_headers])))
+    return out
+
+
+def _direct(name: str, match: rc.RouteMatch, status: int, body: str) -> rc.Route:
+    return rc.Route(
+        name=name,
+        match=match,
+        direct_response=rc.DirectResponseAction(status=status, body=base_pb2.DataSource(inline_string=body)),
+        typed_per_filter_config=_extproc_off(),
+    )
+
+
+def entry_routes(entry: RouteEntry, action: RuleAction, *, port: int, https: bool, generation: int) -> list[rc.Route]:
+    """The Envoy routes of one entry, in order (see the module docstring)."""
+    match = route_match(entry.match)
+    f = action.filters
+    if f.redirect is not None:
+        return [
+            rc.Route(
+                name=route_name(REDIRECT, entry),
+                match=match,
+                redirect=_redirect(f.redirect, entry.match, port, https),
+                typed_per_filter_config=_extproc_off(),
+            )
+        ]
+    split = action.split
+    if split is None:
+        return [_direct(route_name(NO_BACKEND, entry), match, 500, NO_BACKEND_BODY)]
+    if not needs_processor(action):
+        (b,) = [b for b in split.backends if b.weight > 0]
+        route = _cluster_route(route_name(NATIVE, entry), match, action, b, entry.match)
+        route.metadata.CopyFrom(envoy.disclosed(disclosure.native_fields(generation)))
+        if split.debug_headers:
+            route.response_headers_to_add.append(
+                envoy.add_response_header(
+                    envoy.DECISION_HEADER, f"backend={b.name}; generation={generation}; key=none; path=native"
+                )
+            )
+        for k, v in _extproc_off().items():
+            route.typed_per_filter_config[k].CopyFrom(v)
+        return [route]
+    return [*_decided_routes(entry, action, split, match), *_fallback_routes(entry, action, split, match, generation)]
+
+
+def _virtual_host(vh: VirtualHost, routes: GatewayRoutes, *, port: int, https: bool, generation: int) -> rc.VirtualHost:
+    out = rc.VirtualHost(
+        name=vh.hostname,
+        domains=[vh.hostname],
+        response_headers_to_add=envoy.decision_response_headers(
+            {a.split for e in vh.entries if (a := routes.action_for(e)).split is not None}
+        ),
+    )
+    for e in vh.entries:
+        out.routes.extend(entry_routes(e, routes.action_for(e), port=port, https=https, generation=generation))
+    out.routes.append(_direct(NO_ROUTE, rc.RouteMatch(prefix="/"), 404, NO_ROUTE_BODY))
+    return out
+
+
+def route_configurations(gen: Generation) -> dict[str, route_pb2.RouteConfiguration]:
+    """Per Gateway listener port of `gen`'s route table, its route configuration by RDS name."""
+    routes = gen.routes
+    assert routes is not None
+    https = {lr.port for lr in routes.listeners if lr.certificate is not None}
+    out: dict[str, route_pb2.RouteConfiguration] = {}
+    for port, vhosts in routes.ports().items():
+        hosts = [_virtual_host(vh, routes, port=port, https=port in https, generation=gen.number) for vh in vhosts]
+        if not any(vh.hostname == CATCH_ALL for vh in vhosts):
+            hosts.append(_virtual_host(VirtualHost(CATCH_ALL, ()), routes, port=port, https=False, generation=0))
+        name = route_config_name(port)
+        out[name] = route_pb2.RouteConfiguration(
+            name=name,
+            virtual_hosts=hosts,
+            internal_only_headers=[envoy.ROUTING_HEADER],
+            ignore_port_in_host_matching=True,
+            request_headers_to_remove=[envoy.ROUTING_HEADER],
+            # A backendRef's header filters (on its weighted cluster) apply after its rule's (on the route).
+            most_specific_header_mutations_wins=True,
+        )
+    return out

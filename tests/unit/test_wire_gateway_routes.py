@@ -1,0 +1,349 @@
+"""A Gateway's route table compiled to native Envoy routes (wire/gateway_routes.py), read as Envoy would: one route
+configuration per listener port, virtual hosts by hostname, the entries' routes in the model's precedence order with
+Envoy's own matches and filters, ext_proc off wherever no pick is needed, and the decided and fallback routes of a rule
+that splits."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from envoy.config.core.v3 import base_pb2
+from envoy.config.route.v3 import route_components_pb2 as rc
+from envoy.config.route.v3 import route_pb2
+from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2
+from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2 as hcm_pb2
+
+from trafficsplit.core.gatewayapi.translate import gateway_content
+from trafficsplit.core.model.filters import PathModifier, PathModifierType, rewrite_path
+from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.matches import PathType, RouteMatch
+from trafficsplit.core.model.routes import RuleKey
+from trafficsplit.wire import envoy
+from trafficsplit.wire.bootstrap import Address, BootstrapOptions, GatewayListener, bootstrap
+from trafficsplit.wire.gateway_routes import (
+    _prefix_rewrite,
+    needs_processor,
+    route_config_name,
+    route_configurations,
+    route_match,
+    rule_of,
+)
+
+from .test_gateway_serve import FILTERED, ref, route, served
+
+
+def generation(*routes: dict[str, Any], number: int = 3) -> Generation:
+    _, t = served(*routes)
+    return gateway_content(t, "ns/gw").stamp(number)
+
+
+def on_http(name: str, **spec: Any) -> dict[str, Any]:
+    return route(name, parentRefs=[{"name": "gw", "sectionName": "http"}], hostnames=["a.example.com"], **spec)
+
+
+def vhost(gen: Generation, port: int, hostname: str) -> rc.VirtualHost:
+    config = route_configurations(gen)[route_config_name(port)]
+    (found,) = [vh for vh in config.virtual_hosts if vh.name == hostname]
+    assert list(found.domains) == [hostname]
+    return found
+
+
+def extproc_off(r: rc.Route) -> bool:
+    if envoy.EXTPROC_FILTER not in r.typed_per_filter_config:
+        return False
+    per = ext_proc_pb2.ExtProcPerRoute()
+    assert r.typed_per_filter_config[envoy.EXTPROC_FILTER].Unpack(per)
+    return bool(per.disabled)
+
+
+def test_one_route_configuration_per_port_with_its_hosts_and_a_404_everywhere_else() -> None:
+    gen = generation(on_http("one", rules=[{"backendRefs": [ref("a", 1)]}]))
+    configs = route_configurations(gen)
+    assert sorted(configs) == ["trafficsplit_80", "trafficsplit_8081"]
+    c80 = configs["trafficsplit_80"]
+    assert c80.name == "trafficsplit_80" and c80.ignore_port_in_host_matching
+    assert list(c80.internal_only_headers) == [envoy.ROUTING_HEADER]
+    assert list(c80.request_headers_to_remove) == [envoy.ROUTING_HEADER]
+    # The listeners' own names (exact before `*`), each ending in the 404; a host no listener takes: the 404 host.
+    assert [vh.name for vh in c80.virtual_hosts] == ["a.example.com", "b.example.com", "*"]
+    for vh in c80.virtual_hosts:
+        last = vh.routes[-1]
+        assert last.name == "no-route" and last.direct_response.status == 404 and extproc_off(last)
+        assert last.match.prefix == "/"
+    assert [r.name for r in vhost(gen, 80, "b.example.com").routes] == ["no-route"]
+    # Every route configuration routes through Envoy's RDS: the resources carry them beside the splits' one.
+    res = envoy.resources(gen)
+    assert res.routes is not None and set(res.routes) == {envoy.ROUTE_CONFIG_NAME, *configs}
+
+
+def test_entries_keep_the_models_precedence_order_and_envoys_matches() -> None:
+    rules = [
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/api/"}}], "backendRefs": [ref("a", 1)]},
+        {"matches": [{"path": {"type": "Exact", "value": "/api/exact"}}], "backendRefs": [ref("b", 1)]},
+        {
+            "matches": [
+                {
+                    "path": {"type": "RegularExpression", "value": "/v[0-9]+/.*"},
+                    "method": "POST",
+                    "headers": [
+                        {"name": "X-Env", "value": "prod"},
+                        {"type": "RegularExpression", "name": "x-v", "value": "b.*"},
+                    ],
+                    "queryParams": [{"name": "q", "value": "1"}],
+                },
+                {"path": {"type": "PathPrefix", "value": "/"}},
+            ],
+            "backendRefs": [ref("c", 1)],
+        },
+    ]
+    gen = generation(on_http("r", rules=rules))
+    assert gen.routes is not None
+    names = [r.name for r in vhost(gen, 80, "a.example.com").routes]
+    (lr,) = [lr for lr in gen.routes.listeners if lr.listener == "http"]
+    (model,) = lr.hosts
+    # Envoy's order is the model's (Exact before the longer prefix, the header match before the bare prefix, ...).
+    assert names == [f"native:{e.rule_key}:{e.match_index}" for e in model.entries] + ["no-route"]
+    by_name = {r.name: r for r in vhost(gen, 80, "a.example.com").routes}
+    assert by_name["native:ns/r.rule-1:0"].match.path == "/api/exact"
+    assert by_name["native:ns/r.rule-0:0"].match.path_separated_prefix == "/api"
+    assert by_name["native:ns/r.rule-2:1"].match.prefix == "/"
+    m = by_name["native:ns/r.rule-2:0"].match
+    assert m.safe_regex.regex == "/v[0-9]+/.*"
+    assert [(h.name, h.string_match.exact, h.string_match.safe_regex.regex) for h in m.headers] == [
+        ("x-env", "prod", ""),
+        ("x-v", "", "b.*"),
+        (":method", "POST", ""),
+    ]
+    assert [(q.name, q.string_match.exact) for q in m.query_parameters] == [("q", "1")]
+
+
+def test_wildcard_hostnames_are_envoys_suffix_domains() -> None:
+    wild = route("w", parentRefs=[{"name": "gw", "sectionName": "alt"}], hostnames=["*.example.org", "x.example.org"])
+    gen = generation({**wild, "spec": {**wild["spec"], "rules": [{"backendRefs": [ref("a", 1)]}]}})
+    config = route_configurations(gen)["trafficsplit_8081"]
+    # Exact first, then the suffix, then the catch-all 404 (no route of the listener serves every host).
+    assert [list(vh.domains) for vh in config.virtual_hosts] == [["x.example.org"], ["*.example.org"], ["*"]]
+    assert [r.name for r in config.virtual_hosts[1].routes] == ["native:ns/w.rule-0:0", "no-route"]
+
+
+def test_a_one_backend_rule_never_calls_the_processor_and_a_split_does() -> None:
+    gen = generation(
+        on_http(
+            "r",
+            rules=[
+                {"matches": [{"path": {"value": "/one"}}], "backendRefs": [ref("a", 1), ref("b", 0)]},
+                {"matches": [{"path": {"value": "/split"}}], "backendRefs": [ref("a", 90), ref("b", 10)]},
+                {"matches": [{"path": {"value": "/broken"}}], "backendRefs": [ref("missing", 1)]},
+                {"matches": [{"path": {"value": "/half"}}], "backendRefs": [ref("a", 1), ref("missing", 1)]},
+            ],
+        )
+    )
+    assert gen.routes is not None
+    need = {k: needs_processor(a) for k, a in gen.routes.by_rule.items()}
+    assert need == {"ns/r.rule-0": False, "ns/r.rule-1": True, "ns/r.rule-2": False, "ns/r.rule-3": True}
+    by_name = {r.name: r for r in vhost(gen, 80, "a.example.com").routes}
+    one = by_name["native:ns/r.rule-0:0"]
+    assert one.route.cluster == "ns/r.rule-0/a" and extproc_off(one)
+    assert one.metadata.filter_metadata[envoy.METADATA_NAMESPACE]["path"] == "native"
+    broken = by_name["no-backend:ns/r.rule-2:0"]
+    assert broken.direct_response.status == 500 and extproc_off(broken)
+    # The split: a decided route per backend (the routing header naming its cluster), then the fallback, where the
+    # processor is called (no per-route config: ext_proc on) and Envoy's weights stand without its decision.
+    split_names = [n for n in by_name if ":ns/r.rule-1:" in n]
+    assert split_names == ["decided:ns/r.rule-1:0:a", "decided:ns/r.rule-1:0:b", "fallback:ns/r.rule-1:0"]
+    for backend in ("a", "b"):
+        d = by_name[f"decided:ns/r.rule-1:0:{backend}"]
+        assert d.route.cluster == f"ns/r.rule-1/{backend}" and not extproc_off(d)
+        assert d.match.path_separated_prefix == "/split"
+        assert (d.match.headers[-1].name, d.match.headers[-1].string_match.exact) == (
+            envoy.ROUTING_HEADER,
+            f"ns/r.rule-1/{backend}",
+        )
+    fallback = by_name["fallback:ns/r.rule-1:0"]
+    assert not extproc_off(fallback) and rule_of(fallback.name) == RuleKey("ns", "r", 1)
+    assert [(c.name, c.weight.value) for c in fallback.route.weighted_clusters.clusters] == [
+        ("ns/r.rule-1/a", 90),
+        ("ns/r.rule-1/b", 10),
+    ]
+    # The 500 share: the processor answers it; the fallback serves the resolved backend.
+    half = by_name["fallback:ns/r.rule-3:0"]
+    assert [(c.name, c.weight.value) for c in half.route.weighted_clusters.clusters] == [("ns/r.rule-3/a", 1)]
+
+
+def test_a_session_rule_hashes_its_cookie_in_the_fallback() -> None:
+    gen = generation(
+        on_http(
+            "s",
+            rules=[
+                {
+                    "backendRefs": [ref("a", 1)],
+                    "sessionPersistence": {"sessionName": "sid", "type": "Cookie"},
+                }
+            ],
+        )
+    )
+    assert gen.routes is not None and needs_processor(gen.routes.by_rule["ns/s.rule-0"])  # one backend, a session
+    routes = vhost(gen, 80, "a.example.com").routes
+    assert [r.name for r in routes] == [
+        "decided:ns/s.rule-0:0:a",
+        "fallback-cookie:ns/s.rule-0:0",
+        "fallback:ns/s.rule-0:0",
+        "no-route",
+    ]
+    cookie = routes[1]
+    assert cookie.route.weighted_clusters.use_hash_policy.value
+    assert [h.cookie.name for h in cookie.route.hash_policy] == ["sid"]
+    assert cookie.match.headers[-1].name == "cookie" and cookie.match.headers[-1].string_match.safe_regex.regex
+    assert cookie.metadata.filter_metadata[envoy.METADATA_NAMESPACE]["key_source"] == "cookie"
+    assert routes[2].metadata.filter_metadata[envoy.METADATA_NAMESPACE]["key_source"] == "none"
+    # The session's response headers (the minted cookie, the disclosure) come from the processor's metadata.
+    added = {h.header.key for h in vhost(gen, 80, "a.example.com").response_headers_to_add}
+    assert {"set-cookie", envoy.DECISION_HEADER} <= added
+
+
+def test_header_filters_rule_on_the_route_backend_on_its_cluster_or_merged_for_one_cluster() -> None:
+    gen = generation(FILTERED)
+    by_name = {r.name: r for r in vhost(gen, 80, "a.example.com").routes}
+
+    def adds(hs: Any) -> list[tuple[str, str, int]]:
+        return [(h.header.key, h.header.value, h.append_action) for h in hs]
+
+    over, app = (
+        base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD,
+        base_pb2.HeaderValueOption.APPEND_IF_EXISTS_OR_ADD,
+    )
+    b = by_name["decided:ns/f.rule-0:0:b"]
+    # The rule's set X-Env then the backend's remove of it: removed; the backend's own set added.
+    assert adds(b.request_headers_to_add) == [("x-canary", "1", over), ("x-via", "ts", app)]
+    assert sorted(b.request_headers_to_remove) == ["x-debug", "x-env"]
+    assert adds(b.response_headers_to_add) == [("cache-control", "no-store", over), ("x-backend", "b", app)]
+    assert list(b.response_headers_to_remove) == ["server"]
+    fallback = by_name["fallback:ns/f.rule-0:0"]
+    assert adds(fallback.request_headers_to_add) == [("x-env", "prod", over), ("x-via", "ts", app)]
+    (_, cb) = fallback.route.weighted_clusters.clusters
+    assert adds(cb.request_headers_to_add) == [("x-canary", "1", over)] and list(cb.request_headers_to_remove) == [
+        "x-env"
+    ]
+    assert adds(cb.response_headers_to_add) == [("x-backend", "b", app)]
+    # The backend's mutations (on its weighted cluster) apply after the rule's (on the route).
+    assert route_configurations(gen)["trafficsplit_80"].most_specific_header_mutations_wins
+    rewritten = by_name["native:ns/f.rule-1:0"]
+    assert rewritten.route.host_rewrite_literal == "internal.example.com"
+    assert rewritten.route.prefix_rewrite == "/one"
+    full = by_name["native:ns/f.rule-2:0"].route.regex_rewrite
+    assert (full.pattern.regex, full.substitution) == ("^/.*$", "/x")
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_every_redirect_code_the_spec_allows(code: int) -> None:
+    rule = {
+        "matches": [{"path": {"value": "/old"}}],
+        "filters": [{"type": "RequestRedirect", "requestRedirect": {"statusCode": code}}],
+    }
+    gen = generation(on_http("m", rules=[rule]))
+    (r, _) = vhost(gen, 80, "a.example.com").routes
+    assert r.name == "redirect:ns/m.rule-0:0" and extproc_off(r)
+    assert (
+        rc.RedirectAction.RedirectResponseCode.Name(r.redirect.response_code)
+        == {
+            301: "MOVED_PERMANENTLY",
+            302: "FOUND",
+            303: "SEE_OTHER",
+            307: "TEMPORARY_REDIRECT",
+            308: "PERMANENT_REDIRECT",
+        }[code]
+    )
+
+
+@pytest.mark.parametrize(
+    ("redirect", "listener", "port", "scheme"),
+    [
+        ({}, "http", 0, ""),  # the listener's port 80, well known for http: not named
+        ({}, "alt", 8081, ""),  # the listener's port
+        ({"scheme": "https"}, "alt", 0, "https"),  # the scheme's well-known port
+        ({"scheme": "https", "port": 8443}, "http", 8443, "https"),
+        ({"port": 80}, "alt", 0, ""),
+        ({"hostname": "new.example.com", "port": 9000}, "http", 9000, ""),
+    ],
+)
+def test_a_redirects_port_is_the_specs(redirect: dict[str, Any], listener: str, port: int, scheme: str) -> None:
+    rule = {"filters": [{"type": "RequestRedirect", "requestRedirect": redirect}]}
+    spec: dict[str, Any] = {"parentRefs": [{"name": "gw", "sectionName": listener}], "rules": [rule]}
+    if listener == "http":
+        spec["hostnames"] = ["a.example.com"]
+    gen = generation(route("m", **spec))
+    host = "a.example.com" if listener == "http" else "*"
+    (r, _) = vhost(gen, 80 if listener == "http" else 8081, host).routes
+    assert (r.redirect.port_redirect, r.redirect.scheme_redirect) == (port, scheme)
+    assert r.redirect.host_redirect == redirect.get("hostname", "")
+
+
+@pytest.mark.parametrize(
+    ("prefix", "replacement", "paths"),
+    [
+        ("/foo", "/xyz", ["/foo", "/foo/", "/foo/bar", "/foo/bar/"]),
+        ("/foo/", "/xyz/", ["/foo", "/foo/bar"]),
+        ("/foo", "/", ["/foo", "/foo/", "/foo/bar", "/foo//bar"]),
+        ("/foo", "", ["/foo", "/foo/bar"]),
+        ("/", "/xyz", ["/", "/bar", "/bar/baz"]),
+        ("/", "/", ["/", "/bar"]),
+        ("/a.b", "/c", ["/a.b", "/a.b/x"]),
+    ],
+)
+def test_a_prefix_rewrite_as_envoy_applies_it_is_the_models(prefix: str, replacement: str, paths: list[str]) -> None:
+    match = RouteMatch(path_type=PathType.PREFIX, path=prefix)
+    modifier = PathModifier(PathModifierType.PREFIX, replacement)
+    value = _prefix_rewrite(modifier, match)
+    for path in paths:
+        if path.startswith("/foo//"):
+            continue  # Envoy merges slashes before routing (the bootstrap's merge_slashes): never seen
+        if isinstance(value, str):
+            got = value + path[len(prefix.rstrip("/")) :]
+        else:
+            # Envoy's regex_rewrite replaces the first match (RE2 semantics agree with Python's for these).
+            got = re.sub(value.pattern.regex, value.substitution.replace("\\", "\\\\"), path, count=1)
+        assert got == rewrite_path(prefix, path, modifier), (prefix, replacement, path)
+
+
+def test_route_names_name_the_rule_for_the_processor_only_where_it_is_called() -> None:
+    assert rule_of("fallback:ns/r.rule-3:0") == RuleKey("ns", "r", 3)
+    assert rule_of("fallback-cookie:ns/r.rule-0:12") == RuleKey("ns", "r", 0)
+    for name in ("native:ns/r.rule-0:0", "decided:ns/r.rule-0:0:a", "no-route", "fallback", "fallback:ns/r:0", ""):
+        assert rule_of(name) is None, name
+
+
+def test_route_match_prefix_semantics_are_segment_wise() -> None:
+    assert route_match(RouteMatch(path_type=PathType.PREFIX, path="/foo/")).path_separated_prefix == "/foo"
+    assert route_match(RouteMatch(path_type=PathType.PREFIX, path="/")).prefix == "/"
+
+
+def test_the_packed_builder_gives_the_plain_configurations() -> None:
+    gen = generation(FILTERED)
+    packed = envoy.ResourceBuilder().resources(gen)
+    plain = envoy.resources(gen)
+    assert packed.routes is not None and plain.routes is not None and set(packed.routes) == set(plain.routes)
+    for name, msg in plain.routes.items():
+        got = route_pb2.RouteConfiguration()
+        assert packed.routes[name].Unpack(got)
+        assert got == msg, name
+
+
+def test_a_gateway_listener_asks_rds_for_its_ports_routes_and_sends_the_route_name() -> None:
+    opts = BootstrapOptions(
+        node_id="n",
+        listen=Address(port=1),
+        extproc=Address(port=2),
+        ads=Address(port=3),
+        admin=Address(port=4),
+        listeners=(GatewayListener(80, Address(port=8080)),),
+    )
+    (listener,) = bootstrap(opts).static_resources.listeners
+    hcm = hcm_pb2.HttpConnectionManager()
+    assert listener.filter_chains[0].filters[0].typed_config.Unpack(hcm)
+    assert hcm.rds.route_config_name == "trafficsplit_80" and hcm.strip_any_host_port
+    ext = ext_proc_pb2.ExternalProcessor()
+    (f, _) = hcm.http_filters
+    assert f.name == envoy.EXTPROC_FILTER and f.typed_config.Unpack(ext)
+    assert list(ext.request_attributes) == ["xds.route_name"] and ext.failure_mode_allow
