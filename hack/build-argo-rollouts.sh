@@ -21,12 +21,12 @@
 #                                              <os>-<arch>; Go's build cache makes a rebuild of unchanged sources
 #                                              a link step (hack/release.sh)
 #        hack/build-argo-rollouts.sh --binaries  only build the controller and the plugin (make test's background build)
-#        hack/build-argo-rollouts.sh --print-env   the CRDs, the controller and the plugin, then ROLLOUTS_CONTROLLER=path
-#                                              and ROLLOUTS_PLUGIN=path lines (hack/build-images.sh puts both in the
-#                                              argo-rollouts image; read by tests/support/localnode.py)
+#        hack/build-argo-rollouts.sh --print-env   the CRDs and the controller, then a ROLLOUTS_CONTROLLER=path line
+#                                              (hack/build-images.sh puts it, unmodified, in the stock argo-rollouts
+#                                              image; read by tests/support/localnode.py). The e2e tier's controller
+#                                              downloads our plugin from the release (--plugin-dist), never the image.
 # Builds are CPU-heavy: on a shared machine run with `nice -n 19` and TRAFFICSPLIT_BUILD_JOBS=1.
-# `make test` builds both (--print-env) for the e2e tier's argo-rollouts image: timings in
-# bench/results/*-progressive-build.json and docs/argo-rollouts.md.
+# `make test` builds both (--binaries): timings in bench/results/*-progressive-build.json and docs/argo-rollouts.md.
 set -euo pipefail
 
 ARGO_ROLLOUTS_VERSION=v1.9.1
@@ -140,10 +140,7 @@ case "$MODE" in
   --print-env)
     sync_crds "$ARGO_DIR" 0
     build rollouts-controller "$ARGO_ROLLOUTS_VERSION" build_rollouts_controller
-    PLUGIN_VERSION=$(plugin_version)
-    build "$PLUGIN_NAME" "$PLUGIN_VERSION" build_plugin
     echo "ROLLOUTS_CONTROLLER=$BIN/rollouts-controller-$ARGO_ROLLOUTS_VERSION/rollouts-controller"
-    echo "ROLLOUTS_PLUGIN=$BIN/$PLUGIN_NAME-$PLUGIN_VERSION/$PLUGIN_NAME"
     exit
     ;;
   build) sync_crds "$ARGO_DIR" 0 ;;

@@ -10,9 +10,13 @@
 #   pause         the pod sandbox, from the pause binary hack/build-node.sh compiles from Kubernetes' source
 #   flagger       only with FLAGGER=path: the static binary hack/build-flagger.sh builds, alone on an empty image,
 #                 uid 10001 (upstream's), no shell (tests/e2e/test_11_flagger.py)
-#   argo-rollouts the Argo Rollouts controller and our traffic-router plugin (hack/build-argo-rollouts.sh builds both,
-#                 static binaries) on an empty rootfs, uid 999 like upstream's image; the plugin at
-#                 /plugins/trafficsplit-argo-rollouts-plugin (what argo-rollouts-config's file:// location names)
+#   argo-rollouts only with ROLLOUTS_CONTROLLER=path: upstream's controller image as its Dockerfile ships it, rebuilt
+#                 here (no registry): the unmodified controller hack/build-argo-rollouts.sh builds, Debian's CA bundle,
+#                 uid 999, workdir /home/argo-rollouts; no plugin (ours is downloaded by `location:`,
+#                 tests/e2e/test_10_argo_rollouts.py)
+#   prometheus    only with PROMETHEUS=path: the static binary hack/build-prometheus.sh builds (upstream's, with
+#                 Kubernetes discovery, which Debian's lacks) alone on an empty image, uid 65534, no shell: the
+#                 in-cluster Prometheus of tests/e2e/test_11_flagger.py (tests/e2e/incluster_prometheus.py)
 #
 # Output: ${TRAFFICSPLIT_CACHE:-$HOME/.cache/trafficsplit}/images/<name>-<key>.tar (docker-archive, the image named
 # localhost/trafficsplit/<name>:e2e inside), where <key> is a hash of everything the image is built from (Dockerfile,
@@ -23,8 +27,9 @@
 # Usage: hack/build-images.sh [--print-env]   (--print-env prints NAME_IMAGE=path lines for tests/support/localnode.py)
 # ONLY="envoy operator extproc" builds (or finds cached) only those images, and then needs no PAUSE (hack/release.sh).
 # Needs root, buildah, mmdebstrap and the pause binary (PAUSE=path, from hack/build-node.sh --print-env). FLAGGER=path
-# (from hack/build-flagger.sh --print-env) adds the flagger image; ROLLOUTS_CONTROLLER=path ROLLOUTS_PLUGIN=path (from
-# hack/build-argo-rollouts.sh --print-env) add the argo-rollouts image: tests/support/localnode.py passes them.
+# (from hack/build-flagger.sh --print-env) adds the flagger image; ROLLOUTS_CONTROLLER=path (from
+# hack/build-argo-rollouts.sh --print-env) adds the argo-rollouts image; PROMETHEUS=path (from
+# hack/build-prometheus.sh --print-env) adds the prometheus image: tests/support/localnode.py passes them.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -55,9 +60,11 @@ if wanted pause && [[ ! -x "$PAUSE" ]]; then
 fi
 FLAGGER="${FLAGGER:-}"
 [[ -z "$FLAGGER" || -x "$FLAGGER" ]] || { log "FLAGGER=$FLAGGER is not an executable (hack/build-flagger.sh)"; exit 1; }
-ROLLOUTS_CONTROLLER="${ROLLOUTS_CONTROLLER:-}" ROLLOUTS_PLUGIN="${ROLLOUTS_PLUGIN:-}"
-if [[ -n "$ROLLOUTS_CONTROLLER$ROLLOUTS_PLUGIN" && ! (-x "$ROLLOUTS_CONTROLLER" && -x "$ROLLOUTS_PLUGIN") ]]; then
-  log "ROLLOUTS_CONTROLLER and ROLLOUTS_PLUGIN must both name the Argo Rollouts binaries (hack/build-argo-rollouts.sh --print-env)"
+PROMETHEUS="${PROMETHEUS:-}"
+[[ -z "$PROMETHEUS" || -x "$PROMETHEUS" ]] || { log "PROMETHEUS=$PROMETHEUS is not an executable (hack/build-prometheus.sh)"; exit 1; }
+ROLLOUTS_CONTROLLER="${ROLLOUTS_CONTROLLER:-}"
+if [[ -n "$ROLLOUTS_CONTROLLER" && ! -x "$ROLLOUTS_CONTROLLER" ]]; then
+  log "ROLLOUTS_CONTROLLER=$ROLLOUTS_CONTROLLER is not an executable (hack/build-argo-rollouts.sh --print-env)"
   exit 1
 fi
 
@@ -180,6 +187,18 @@ build_envoy() {
   commit_archive "$ctr" "$ref" "$tmp" "$base"
 }
 
+# --- prometheus ------------------------------------------------------------------------------------------------------
+# The binary hack/build-prometheus.sh builds is static (CGO off), so, like Flagger's, it needs no libc; its config,
+# rules and data are mounted by the Deployment; the web UI's assets are not needed (the tests read the HTTP API).
+build_prometheus() {
+  local tmp="$1" ref="localhost/trafficsplit/prometheus:$TAG"
+  local ctr
+  ctr=$(bah from scratch)
+  bah copy --chmod 0755 "$ctr" "$PROMETHEUS" /bin/prometheus
+  bah config --user 65534:65534 --entrypoint '["/bin/prometheus"]' "$ctr"
+  commit_archive "$ctr" "$ref" "$tmp"
+}
+
 # --- pause -----------------------------------------------------------------------------------------------------------
 build_pause() {
   local tmp="$1" ref="localhost/trafficsplit/pause:$TAG"
@@ -202,18 +221,25 @@ build_flagger() {
 }
 
 # --- argo-rollouts ---------------------------------------------------------------------------------------------------
-# Both binaries are static (CGO off), so no libc: only the binaries and the directories upstream's image has. The
-# controller copies a file:// plugin into ./plugin-bin at start (an emptyDir in the Deployment: the root filesystem
-# stays read-only).
+# Upstream's Dockerfile (v1.9.1): FROM gcr.io/distroless/static-debian12, /bin/rollouts-controller, the builder's
+# (golang:1.24, Debian bookworm) /etc/ssl/certs/ca-certificates.crt, USER 999, WORKDIR /home/argo-rollouts (BuildKit
+# creates it owned by that user), ENTRYPOINT /bin/rollouts-controller. Here: the same binary (static, CGO off), the
+# bookworm CA bundle from the python base (an https `location:` needs it), /tmp, and the workdir owned by 999; of
+# distroless only its base files (passwd, os-release, tzdata) are missing, which the controller does not read. The
+# controller writes downloaded plugins to ./plugin-bin, an emptyDir in upstream's Deployment (the root filesystem is
+# read-only there).
 build_argo_rollouts() {
   local tmp="$1" ref="localhost/trafficsplit/argo-rollouts:$TAG"
-  mkdir -p "$tmp/empty"
+  ensure_base
+  # The directories as a tree (a copied directory's own mode is kept, `--chmod` would apply to its contents only).
+  mkdir -p "$tmp/root/tmp" "$tmp/root/home" "$tmp/empty"
+  chmod 1777 "$tmp/root/tmp"
   local ctr
   ctr=$(bah from scratch)
+  bah copy "$ctr" "$tmp/root" / >/dev/null
   bah copy --chmod 0755 "$ctr" "$ROLLOUTS_CONTROLLER" /bin/rollouts-controller >/dev/null
-  bah copy --chmod 0755 "$ctr" "$ROLLOUTS_PLUGIN" /plugins/trafficsplit-argo-rollouts-plugin >/dev/null
+  bah copy --from "$BASE_REF" --chmod 0644 "$ctr" /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ >/dev/null
   bah copy --chown 999:999 "$ctr" "$tmp/empty" /home/argo-rollouts >/dev/null
-  bah copy --chmod 1777 "$ctr" "$tmp/empty" /tmp >/dev/null
   bah config --user 999 --workingdir /home/argo-rollouts --entrypoint '["/bin/rollouts-controller"]' --cmd '' "$ctr"
   commit_archive "$ctr" "$ref" "$tmp"
 }
@@ -233,8 +259,12 @@ if [[ -n "$FLAGGER" ]]; then
   image flagger "$(hash_text "$(sha256sum <"$FLAGGER") v1")" build_flagger
   NAMES+=(flagger)
 fi
+if [[ -n "$PROMETHEUS" ]]; then
+  image prometheus "$(hash_text "$(sha256sum <"$PROMETHEUS") v1")" build_prometheus
+  NAMES+=(prometheus)
+fi
 if [[ -n "$ROLLOUTS_CONTROLLER" ]]; then
-  image argo-rollouts "$(hash_text "$(sha256sum <"$ROLLOUTS_CONTROLLER") $(sha256sum <"$ROLLOUTS_PLUGIN") v1")" build_argo_rollouts
+  image argo-rollouts "$(hash_text "$(sha256sum <"$ROLLOUTS_CONTROLLER") $BASE_KEY stock v3")" build_argo_rollouts
   NAMES+=(argo_rollouts)
 fi
 log "done in $(($(date +%s) - total_start))s"

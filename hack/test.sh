@@ -108,13 +108,13 @@ bash hack/build-argo-rollouts.sh --plugin >/dev/null
 
 if ((NODE)); then
   # What only the e2e tier uses, the tier that runs last: the node's binaries (kubelet, controller-manager, scheduler,
-  # kube-proxy, pause, kube-router), the images (base, operator, extproc, envoy, echo, pause) and the progressive-
-  # delivery controllers (Argo Rollouts v1.9.1 with our plugin, Flagger v1.44.0). Cold, they are most of the build
-  # time (docs/testing.md). `make test` compiles them in the background at the lowest priority while the unit and
-  # integration tiers run, so a fresh machine hides them in the tests' idle CPU; the node's fixture
-  # (tests/support/localnode.py) asks for each again and waits on its lock (hack/build-controlplane.sh `build`,
-  # hack/build-images.sh), then finds it cached. A warm run: cache checks, a few seconds. `make e2e` builds them here,
-  # in the foreground, each step timed.
+  # kube-proxy, pause, kube-router), the images (base, operator, extproc, envoy, echo, pause), the progressive-delivery
+  # controllers (Argo Rollouts v1.9.1 with our plugin, Flagger v1.44.0) and Prometheus v2.54.1 (with Kubernetes
+  # discovery, which Debian's lacks). Cold, they are most of the build time (docs/testing.md). `make test` compiles them
+  # in the background at the lowest priority while the unit and integration tiers run, so a fresh machine hides them in
+  # the tests' idle CPU; the node's fixture (tests/support/localnode.py) asks for each again and waits on its lock
+  # (hack/build-controlplane.sh `build`, hack/build-images.sh), then finds it cached. A warm run: cache checks, a few
+  # seconds. `make e2e` builds them here, in the foreground, each step timed.
   if ((E2E_ONLY)); then
     step "node binaries (kubelet, controller-manager, scheduler, kube-proxy, pause, kube-router)"
     pause=$(bash hack/build-node.sh --print-env | sed -n 's/^PAUSE=//p')
@@ -123,8 +123,10 @@ if ((NODE)); then
     step "progressive delivery controllers (Argo Rollouts and our plugin, Flagger)"
     bash hack/build-argo-rollouts.sh --binaries
     bash hack/build-flagger.sh --binaries
+    step "Prometheus with Kubernetes discovery (the in-cluster Prometheus of test_11_flagger.py)"
+    bash hack/build-prometheus.sh >/dev/null
   else
-    step "the e2e tier's builds: started in the background (node binaries, images, Argo Rollouts, Flagger)"
+    step "the e2e tier's builds: started in the background (node binaries, images, Argo Rollouts, Flagger, Prometheus)"
     background_log=$(mktemp -t trafficsplit-e2e-builds.XXXXXX)
     (
       set +e # one build failing must not stop the others; the fixture asks again and fails visibly
@@ -137,6 +139,7 @@ if ((NODE)); then
       [[ -n "$pause" ]] && timed env PAUSE="$pause" nice -n 19 bash hack/build-images.sh
       timed nice -n 19 bash hack/build-argo-rollouts.sh --binaries
       timed nice -n 19 bash hack/build-flagger.sh --binaries
+      timed nice -n 19 bash hack/build-prometheus.sh
     ) >"$background_log" 2>&1 &
     echo "log: $background_log (printed at the end of the run)"
   fi

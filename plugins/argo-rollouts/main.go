@@ -1,7 +1,8 @@
 // Command trafficsplit-argo-rollouts-plugin is an Argo Rollouts traffic-router plugin for trafficsplit: it drives
 // an HTTPRoute served by trafficsplit's Gateway, or a TrafficSplit, and verifies a weight only once every gateway
-// replica serves it. Argo Rollouts starts it as a child process (hashicorp go-plugin, net/rpc) from the file://
-// location in the argo-rollouts-config ConfigMap; run by hand it only says so and exits.
+// replica serves it. Argo Rollouts downloads it at start from the location in the argo-rollouts-config ConfigMap
+// (the release's URL, checked against its sha256) and starts it as a child process (hashicorp go-plugin, net/rpc);
+// run by hand it only says so and exits.
 package main
 
 import (

@@ -85,7 +85,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
             kubectl_bin=str(node.cp.kubectl_bin),
             images={
                 n: (node.images.repository(n), node.images.tag)
-                for n in ("operator", "extproc", "envoy", "echo", "flagger", "argo-rollouts")
+                for n in ("operator", "extproc", "envoy", "echo", "flagger", "argo-rollouts", "prometheus")
             },
             helm_home=node.work / "helm",
             containerd_sock=node.containerd_sock,

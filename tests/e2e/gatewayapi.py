@@ -146,10 +146,15 @@ def accepted_now(cluster: Cluster, namespace: str, name: str, gateway: str) -> d
 
 def envoy_pid(cluster: Cluster, pod_ip: str) -> int:
     """The host PID of the Envoy container of the data-plane pod at `pod_ip` (the local node's containerd)."""
-    assert cluster.containerd_sock is not None
     pods = cluster.get("pods", "-n", cluster.release_namespace, "-l", "app.kubernetes.io/component=gateway-dataplane")
     pod = next(p for p in pods["items"] if p["status"].get("podIP") == pod_ip)
-    cid = next(c["containerID"] for c in pod["status"]["containerStatuses"] if c["name"] == "envoy")
+    return container_pid(cluster, pod, "envoy")
+
+
+def container_pid(cluster: Cluster, pod: dict[str, Any], container: str) -> int:
+    """The host PID of a running container of `pod` (a Pod object as read; the local node's containerd)."""
+    assert cluster.containerd_sock is not None
+    cid = next(c["containerID"] for c in pod["status"]["containerStatuses"] if c["name"] == container)
     out = subprocess.run(
         ["ctr", "--address", str(cluster.containerd_sock), "-n", "k8s.io", "tasks", "ls"],
         capture_output=True, text=True, timeout=30, check=True,

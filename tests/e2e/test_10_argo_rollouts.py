@@ -1,10 +1,13 @@
 """Argo Rollouts v1.9.1 drives an HTTPRoute on our Gateway through our own traffic-router plugin (issue 21's "Argo"
-must-shows), on the real node.
+must-shows), on the real node, the plugin loaded into a stock controller the way a user adds it (issue 30).
 
-The controller runs from the argo-rollouts image (hack/build-images.sh: the controller and the plugin built from
-source) as examples/argo-rollouts/install.yaml deploys it, the plugin loaded from its ``file://`` location; the
-Rollout, its Services, the Gateway and the HTTPRoute are examples/argo-rollouts/rollout.yaml with only the image
-swapped for the echo image (which answers with its ``-text``: v1, v2, v3 tell the versions apart). Then:
+The controller runs from the stock argo-rollouts image (hack/build-images.sh: upstream's controller built from source,
+unmodified, in the image upstream's Dockerfile ships; no plugin inside) as examples/argo-rollouts/install.yaml deploys
+it. The plugin is the release's file (hack/release.sh --only plugin), served over HTTP by a pod inside the cluster
+(standing in for the release's download URL); argo-rollouts-config holds the release notes' entry for the node's
+platform with only the URL's host changed: the controller downloads it at start and checks its sha256. The Rollout,
+its Services, the Gateway and the HTTPRoute are examples/argo-rollouts/rollout.yaml with only the image swapped for the
+echo image (which answers with its ``-text``: v1, v2, v3 tell the versions apart). Then:
 
 - v1 → v2 through setWeight 10 → pause → setHeaderRoute → pause → setWeight 50 → pause → setWeight 100: at each pause
   the served share over 2,000 cookie-less requests to the Gateway's address passes χ²; the header goes to the canary;
@@ -17,12 +20,20 @@ swapped for the echo image (which answers with its ``-text``: v1, v2, v3 tell th
 - The same Rollout on a TrafficSplit with ``assignment: minimal`` (examples/argo-rollouts/rollout-trafficsplit.yaml,
   served by the chart's gateway): 1,000 sessions minted before the canary starts, revisited at every step, each change
   of version counted. The whole ramp moves each session once, from v1 to v2: the minimum.
+- A wrong sha256 in argo-rollouts-config: the restarted controller downloads the file, refuses it and exits before it
+  manages anything (a template change of the TrafficSplit Rollout is left untouched), and with the right sum again it
+  starts and the Rollout proceeds.
 """
 
 from __future__ import annotations
 
+import hashlib
+import http.client
 import os
+import platform
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -41,14 +52,18 @@ from tests.e2e.gatewayapi import (
     LISTENER_PORT,
     POD_PORT,
     Client,
+    container_pid,
     dataplane_pod_ips,
     envoy_pid,
     install_gateway_api,
     programmed,
 )
 from tests.e2e.load import parallel, steady_load
+from tests.support.scripts import load_script
 
 pytestmark = [pytest.mark.e2e]
+
+release = load_script(REPO_ROOT / "hack" / "release.py", "release")
 
 INSTALL = REPO_ROOT / "examples" / "argo-rollouts" / "install.yaml"
 EXAMPLE = REPO_ROOT / "examples" / "argo-rollouts" / "rollout.yaml"
@@ -59,6 +74,13 @@ STORE_HOST = "store.example"
 STORE_COOKIE = "ts-store"
 ARGO_CRDS = REPO_ROOT / "third_party" / "argo-rollouts" / "crds"
 ARGO_NS = "argo-rollouts"
+CONTROLLER_PODS = "app.kubernetes.io/name=argo-rollouts"
+# Where the controller's process writes the downloaded plugin: ./plugin-bin/<namespace>/<name> of the plugin's name.
+PLUGIN_BIN = "home/argo-rollouts/plugin-bin/trafficsplit/trafficsplit"
+# The release's file for the node's platform, and the namespace of the pod that serves it.
+PLUGIN_FILE = release.PLUGIN_PREFIX + "linux-" + {"x86_64": "amd64", "aarch64": "arm64"}[platform.machine()]
+FILES_NS = FILES = "plugin-files"
+FILES_PORT = 8080
 NS = NAME = "demo"  # the example's namespace, Gateway, HTTPRoute and Rollout
 HOST = "demo.example"
 COOKIE = "demo-session"
@@ -79,6 +101,97 @@ class Argo:
     address: str  # the Gateway's address
     pods: tuple[str, ...]  # its data-plane pods' IPs
     retried: list[str]
+    plugin: dict[str, str]  # the argo-rollouts-config entry the controller runs with (name, location, sha256)
+
+
+def _released_plugin(out: Path) -> tuple[Path, dict[str, str]]:
+    """The plugin as `make release` builds it (its plugin part, for the node's platform only) and the
+    argo-rollouts-config entry the release notes print for that file."""
+    env = {**os.environ, "RELEASE_PYTHON": sys.executable, "PLUGIN_PLATFORMS": "linux/" + PLUGIN_FILE.rsplit("-", 1)[1]}
+    argv = ["bash", str(REPO_ROOT / "hack/release.sh"), "--dist", str(out), "--only", "plugin"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, env=env, cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr
+    notes = (out / release.NOTES).read_text()
+    blocks = [yaml.safe_load(b.split("```", 1)[0]) for b in notes.split("```yaml\n")[1:]]
+    entries = [e for b in blocks for e in yaml.safe_load(b["trafficRouterPlugins"])]
+    entry = next(e for e in entries if e["location"].endswith("/" + PLUGIN_FILE))
+    assert entry["sha256"] == release.sha256_file(out / PLUGIN_FILE), entry
+    return out / PLUGIN_FILE, entry
+
+
+def _serve(cluster: Cluster, path: Path) -> str:
+    """A pod inside the cluster serving `path` over HTTP (Python's http.server in the echo image), as an artifact
+    server or the release's download host would; returns the file's URL at the pod's Service."""
+    labels = {"app": FILES}
+    restricted = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    docs = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FILES_NS}},
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": FILES, "namespace": FILES_NS, "labels": labels},
+            "spec": {
+                "automountServiceAccountToken": False,
+                "containers": [{
+                    "name": "http",
+                    "image": cluster.echo_image(),
+                    "command": ["python", "-m", "http.server", str(FILES_PORT), "--directory", "/srv"],
+                    "ports": [{"containerPort": FILES_PORT}],
+                    "readinessProbe": {"tcpSocket": {"port": FILES_PORT}, "periodSeconds": 1},
+                    "securityContext": restricted,
+                    "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+                    "volumeMounts": [{"name": "srv", "mountPath": "/srv"}],
+                }],
+                "volumes": [{"name": "srv", "emptyDir": {}}],
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": FILES, "namespace": FILES_NS},
+            "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": FILES_PORT}]},
+        },
+    ]  # fmt: skip
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    cluster.kubectl("-n", FILES_NS, "wait", "--for=condition=Ready", f"pod/{FILES}", "--timeout=120s", timeout=150)
+    cluster.kubectl("cp", str(path), f"{FILES_NS}/{FILES}:/srv/{path.name}", timeout=300)
+    ip = cluster.get("service", FILES, "-n", FILES_NS)["spec"]["clusterIP"]
+    # What the controller will download: the release's bytes.
+    conn = http.client.HTTPConnection(ip, 80, timeout=60)
+    try:
+        conn.request("GET", f"/{path.name}")
+        resp = conn.getresponse()
+        served = hashlib.sha256(resp.read()).hexdigest()
+    finally:
+        conn.close()
+    assert resp.status == 200 and served == release.sha256_file(path), (resp.status, served)
+    return f"http://{ip}/{path.name}"
+
+
+def _install(cluster: Cluster, plugin: dict[str, str]) -> list[dict[str, Any]]:
+    """examples/argo-rollouts/install.yaml with the image swapped for the stock one built here and the config's one
+    entry replaced by `plugin` (the release notes' entry, or one with a wrong sum); nothing else changed."""
+    docs = [d for d in yaml.safe_load_all(INSTALL.read_text()) if d]
+    for d in docs:
+        if d["kind"] == "Deployment":
+            repo, tag = cluster.images["argo-rollouts"]
+            d["spec"]["template"]["spec"]["containers"][0]["image"] = f"{repo}:{tag}"
+        if d["kind"] == "ConfigMap":
+            (shipped,) = yaml.safe_load(d["data"]["trafficRouterPlugins"])
+            assert shipped.keys() == plugin.keys() and shipped["name"] == plugin["name"], (shipped, plugin)
+            d["data"]["trafficRouterPlugins"] = yaml.safe_dump([plugin], sort_keys=False)
+    return docs
+
+
+def _config(cluster: Cluster, plugin: dict[str, str]) -> None:
+    """argo-rollouts-config with `plugin` as its entry (the controller reads it at start only)."""
+    (cm,) = [d for d in _install(cluster, plugin) if d["kind"] == "ConfigMap"]
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(cm))
 
 
 def _example(cluster: Cluster, path: Path = EXAMPLE) -> list[dict[str, Any]]:
@@ -138,12 +251,32 @@ def _route_weights(cluster: Cluster) -> tuple[dict[str, int], int, int | None]:
     return weights, int(route["metadata"]["generation"]), accepted
 
 
-def _controller_logs(cluster: Cluster, *extra: str) -> str:
-    return cluster.kubectl("logs", "-n", ARGO_NS, "deployment/argo-rollouts", "--tail=-1", *extra, check=False).stdout
+def _controller_logs(cluster: Cluster, *extra: str, pod: str = "deployment/argo-rollouts") -> str:
+    return cluster.kubectl("logs", "-n", ARGO_NS, pod, "--tail=-1", *extra, check=False).stdout
 
 
-def _plugin_copied(cluster: Cluster) -> list[str]:
-    return [line for line in _controller_logs(cluster).splitlines() if "Copied plugin from /plugins/" in line]
+def _plugin_downloaded(cluster: Cluster, pod: str = "deployment/argo-rollouts") -> list[str]:
+    """The controller's log lines of the plugin's download (upstream's utils/plugin/downloader.go), once complete."""
+    lines = [line for line in _controller_logs(cluster, pod=pod).splitlines() if "ownload" in line]
+    return lines if any("Download complete" in line for line in lines) else []
+
+
+def _controller_pods(cluster: Cluster) -> list[dict[str, Any]]:
+    pods = cluster.get("pods", "-n", ARGO_NS, "-l", CONTROLLER_PODS)["items"]
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def _restart_controller(cluster: Cluster) -> str:
+    """The controller's pod deleted (gone before this returns) and the name of the one its ReplicaSet starts instead:
+    a fresh start, which reads argo-rollouts-config and downloads the plugin again."""
+    old = {p["metadata"]["name"] for p in _controller_pods(cluster)}
+    cluster.kubectl("-n", ARGO_NS, "delete", "pod", "-l", CONTROLLER_PODS, "--wait=true", "--timeout=120s", timeout=150)
+    pod = wait_for(
+        "the controller's new pod",
+        lambda: next((p for p in _controller_pods(cluster) if p["metadata"]["name"] not in old), None),
+        timeout=60,
+    )
+    return str(pod["metadata"]["name"])
 
 
 def _diagnose(cluster: Cluster) -> None:
@@ -162,20 +295,34 @@ def _served(cluster: Cluster) -> bool:
 
 
 @pytest.fixture(scope="module")
-def argo(cluster: Cluster) -> Iterator[Argo]:
+def argo(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Argo]:
     t0 = time.monotonic()
-    install_gateway_api(cluster, REPLICAS)
-    cluster.kubectl("apply", "--server-side", "-f", str(ARGO_CRDS), timeout=120)
-    cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
-    cluster.kubectl("apply", "-f", str(INSTALL))
-    cluster.kubectl(
-        "-n", ARGO_NS, "wait", "--for=condition=Available", "deployment/argo-rollouts", "--timeout=180s", timeout=200
-    )  # fmt: skip
-    controller_s = time.monotonic() - t0
     try:
-        # Available is only "started" (upstream's Deployment has no readiness probe): wait for the plugin's copy, the
+        path, entry = _released_plugin(tmp_path_factory.mktemp("release") / "dist")
+        released_s = time.monotonic() - t0
+        url = _serve(cluster, path)
+        # The notes' entry with only the host changed (no download host outside the cluster here).
+        prefix = f"{release.DOWNLOAD}/v{release.version()}/"
+        assert entry["location"] == prefix + PLUGIN_FILE, entry
+        plugin = {**entry, "location": url}
+        served_s = time.monotonic() - t0 - released_s
+        install_gateway_api(cluster, REPLICAS)
+        cluster.kubectl("apply", "--server-side", "-f", str(ARGO_CRDS), timeout=120)
+        cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
+        t1 = time.monotonic()
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(_install(cluster, plugin)))
+        cluster.kubectl(
+            "-n", ARGO_NS, "wait", "--for=condition=Available", "deployment/argo-rollouts", "--timeout=180s",
+            timeout=200,
+        )  # fmt: skip
+        # Available is only "started" (upstream's Deployment has no readiness probe): wait for the download, the
         # controller's first step at start, so a refused config fails here with the controller's own words.
-        wait_for("the controller copied our plugin", lambda: _plugin_copied(cluster), timeout=120, interval=1)
+        wait_for("the controller downloaded our plugin", lambda: _plugin_downloaded(cluster), timeout=120, interval=1)
+        controller_s = time.monotonic() - t1
+        print(
+            f"\nthe release's plugin built in {released_s:.1f}s, served by {url} {served_s:.1f}s later; the stock "
+            f"controller downloaded it {controller_s:.1f}s after install.yaml was applied"
+        )
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(_example(cluster)))
         gw = wait_for("Gateway demo Programmed", lambda: programmed(cluster, NS, NAME), timeout=240, interval=1)
         pods = wait_for(
@@ -184,11 +331,11 @@ def argo(cluster: Cluster) -> Iterator[Argo]:
         wait_for("Rollout demo Healthy", lambda: _healthy(cluster), timeout=240, interval=1)
         wait_for("HTTPRoute demo Accepted", lambda: _served(cluster), timeout=120)
         print(
-            f"\nchart with gatewayAPI and the Argo Rollouts controller Available in {controller_s:.1f}s; example "
-            f"Healthy {time.monotonic() - t0 - controller_s:.1f}s later; Gateway at "
+            f"example Healthy {time.monotonic() - t1 - controller_s:.1f}s later; Gateway at "
             f"{gw['status']['addresses'][0]['value']}, data-plane pods {pods}"
         )
-        yield Argo(cluster=cluster, address=gw["status"]["addresses"][0]["value"], pods=pods, retried=[])
+        address = gw["status"]["addresses"][0]["value"]
+        yield Argo(cluster=cluster, address=address, pods=pods, retried=[], plugin=plugin)
     except Exception:
         _diagnose(cluster)
         raise
@@ -196,6 +343,7 @@ def argo(cluster: Cluster) -> Iterator[Argo]:
         cluster.kubectl("delete", "namespace", NS, "--timeout=180s", check=False, timeout=200)
         cluster.kubectl("delete", "-f", str(INSTALL), "--timeout=120s", check=False, timeout=150)
         cluster.kubectl("delete", "-f", str(ARGO_CRDS), "--timeout=60s", check=False, timeout=90)
+        cluster.kubectl("delete", "namespace", FILES_NS, "--timeout=120s", check=False, timeout=150)
 
 
 @pytest.fixture(autouse=True)
@@ -247,13 +395,27 @@ def _wait_paused(cluster: Cluster, index: int, what: str, name: str = NAME) -> f
     return time.monotonic() - t
 
 
-def test_the_controller_loaded_our_plugin_from_its_file_location(argo: Argo) -> None:
-    copied = _plugin_copied(argo.cluster)
-    print(f"\n{copied}")
-    assert len(copied) == 1, _controller_logs(argo.cluster)[-2000:]
-    pod = argo.cluster.get("pods", "-n", ARGO_NS, "-l", "app.kubernetes.io/name=argo-rollouts")["items"][0]
-    restarts = pod["status"]["containerStatuses"][0]["restartCount"]
-    assert restarts == 0, _controller_logs(argo.cluster, "--previous")[-2000:]
+def test_the_stock_controller_downloaded_our_plugin_and_checked_its_sha256(argo: Argo) -> None:
+    cluster = argo.cluster
+    lines = _plugin_downloaded(cluster)
+    print("\n" + "\n".join(lines))
+    assert sum(f"Downloading plugin trafficsplit/trafficsplit from: {argo.plugin['location']}" in x for x in lines) == 1
+    assert sum("Download complete" in line for line in lines) == 1, lines
+    (pod,) = _controller_pods(cluster)
+    repo, tag = cluster.images["argo-rollouts"]
+    assert pod["spec"]["containers"][0]["image"] == f"{repo}:{tag}"
+    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0, _controller_logs(cluster, "--previous")[-2000:]
+    # The file the controller's process runs: the release's bytes, executable by its user only (downloader.go's 0700).
+    written = Path(f"/proc/{container_pid(cluster, pod, 'argo-rollouts')}/root") / PLUGIN_BIN
+    mode = written.stat().st_mode & 0o777
+    print(f"{written}: sha256 {release.sha256_file(written)}, mode {mode:o}; config's sha256 {argo.plugin['sha256']}")
+    assert release.sha256_file(written) == argo.plugin["sha256"] and mode == 0o700
+    # The docs' line for a cluster that already runs Argo Rollouts applies exactly the plugin's RBAC.
+    rbac = cluster.kubectl("apply", "-f", str(INSTALL), "-l", "trafficsplit.dev/argo-rollouts-plugin=rbac").stdout
+    assert sorted(rbac.split()) == sorted([
+        "clusterrole.rbac.authorization.k8s.io/argo-rollouts-trafficsplit", "unchanged",
+        "clusterrolebinding.rbac.authorization.k8s.io/argo-rollouts-trafficsplit", "unchanged",
+    ]), rbac  # fmt: skip
 
 
 def test_a_rollout_ramps_10_50_100_verified_at_every_replica(argo: Argo) -> None:
@@ -448,3 +610,70 @@ def test_a_rollout_on_a_minimal_trafficsplit_moves_each_session_once(argo: Argo,
         p = binomtest(on_canary, SESSIONS, weight / 100).pvalue
         print(f"{step}: {on_canary} of {SESSIONS} sessions on v2, expected {weight} %, binomial p={p:.3f}")
         assert p > P_MIN, (step, on_canary)
+
+
+def test_a_wrong_sha256_is_refused_and_nothing_is_routed(argo: Argo, store: Cluster) -> None:
+    """The config's sum for other bytes: the restarted controller downloads the file, refuses it and exits (it never
+    runs the file or any controller loop), so a template change of the store Rollout is not acted on: no new
+    ReplicaSet, the Rollout's status and the TrafficSplit as they were, all traffic on v2. With the right sum again the
+    controller starts and the Rollout proceeds to its first pause (what the hold above would have been without the
+    refusal)."""
+    cluster = store
+    wrong = hashlib.sha256(b"not the released plugin").hexdigest()
+    _config(cluster, {**argo.plugin, "sha256": wrong})
+    pod = _restart_controller(cluster)
+    t = time.monotonic()
+
+    def refused() -> tuple[dict[str, Any], str] | None:
+        """The ended run's exit and the log of a run that ended (the current container's, or the previous one's
+        while the kubelet restarts it)."""
+        st = (cluster.get("pod", pod, "-n", ARGO_NS)["status"].get("containerStatuses") or [{}])[0]
+        ended: dict[str, Any] | None = (st.get("state") or {}).get("terminated")
+        ended = ended or (st.get("lastState") or {}).get("terminated")
+        logs = (_controller_logs(cluster, pod=pod), _controller_logs(cluster, "--previous", pod=pod))
+        log = next((x for x in logs if "level=fatal" in x), None)
+        return (ended, log) if ended and log else None
+
+    ended, log = wait_for("the controller's refusal", refused, timeout=120, interval=1)
+    lines = [line for line in log.splitlines() if "sha256" in line]
+    print(f"\nwrong sha256 {wrong}: the container exited {ended['exitCode']} after {time.monotonic() - t:.1f}s; "
+          f"its log:\n" + "\n".join(lines))  # fmt: skip
+    assert ended["exitCode"] == 1, ended
+    assert f"expected sha256: {wrong}, actual sha256: {argo.plugin['sha256']}" in log, log[-3000:]
+    assert (
+        f"Failed to download plugins: sha256 hash of downloaded plugin ({argo.plugin['location']}) does not match"
+        in log
+    )
+    assert "Download complete" in log, log[-3000:]
+
+    def state() -> tuple[Any, ...]:
+        ro = _rollout(cluster, STORE)
+        split = cluster.get("trafficsplit", STORE, "-n", STORE)
+        sets = cluster.get("replicasets", "-n", STORE)["items"]
+        weights = {b["name"]: b["weight"] for b in split["spec"]["backends"]}
+        return ro["status"], split["metadata"]["generation"], weights, len(sets)
+
+    before = state()
+    _set_text(cluster, "v3", STORE)
+    changed = time.monotonic()
+    client = Client(gateway=cluster.client(), retried=argo.retried)
+    samples = []
+    while time.monotonic() - changed < 20:  # a working controller paused at setWeight 10 about 2 s after the change
+        samples.append(state() == before)
+        time.sleep(1)
+    answers = Counter(client.request(STORE_HOST).backend for _ in range(200))
+    restarts = cluster.get("pod", pod, "-n", ARGO_NS)["status"]["containerStatuses"][0]["restartCount"]
+    print(f"template changed to v3 with the controller refusing: {samples.count(True)} of {len(samples)} samples "
+          f"unchanged (Rollout status, TrafficSplit generation {before[1]} and weights {before[2]}, {before[3]} "
+          f"ReplicaSets); 200 requests {dict(answers)}; the container restarted {restarts} times")  # fmt: skip
+    assert all(samples) and answers == {"v2": 200}, (samples, answers)
+
+    _config(cluster, argo.plugin)
+    pod = _restart_controller(cluster)
+    t = time.monotonic()
+    wait_for("the download with the right sum", lambda: _plugin_downloaded(cluster, pod=pod), timeout=120, interval=1)
+    _wait_paused(cluster, PAUSE_10, "store paused at 10 % with the right sum", STORE)
+    weights = state()[2]
+    print(f"the right sum again: the controller downloaded the plugin and the Rollout paused at 10 % "
+          f"{time.monotonic() - t:.1f}s after the restart, TrafficSplit {weights}")  # fmt: skip
+    assert weights == {"stable": 90, "canary": 10}, weights

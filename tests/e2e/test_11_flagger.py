@@ -1,21 +1,26 @@
-"""Flagger drives trafficsplit on the local node, analysing the gateway's own metrics in a real Prometheus (issue 21).
+"""Flagger drives trafficsplit on the local node, analysing the gateway's own metrics in a real Prometheus inside the
+cluster (issues 21 and 30).
 
 Flagger v1.44.0 (hack/build-flagger.sh, its image from hack/build-images.sh) runs in the node with
-``-mesh-provider=gatewayapi:v1``, its CRDs and RBAC the module's own files (third_party/flagger/). Debian's
-``prometheus`` runs on the host, listening on the node's address (Flagger's pod queries it there), scraping the
-operator, the chart's gateway pods and the Gateway's data-plane pods by pod IP, with the chart's rules loaded. The
-Gateway, the workload, the MetricTemplate and the Canary are examples/flagger/, applied with only the images and the
-Prometheus address changed. Then, with bounded cookie-less traffic counted at the client:
+``-mesh-provider=gatewayapi:v1``, its CRDs and RBAC the module's own files (third_party/flagger/). Prometheus runs in
+the cluster as ``prometheus.monitoring:9090`` (tests/e2e/incluster_prometheus.py: upstream's v2.54.1 built from source,
+the chart's rules loaded) with the scrape job docs/flagger.md gives users without the Prometheus Operator: it finds the
+operator, the chart's gateway and the Gateway's data-plane pods by the chart's scrape annotations, and nothing else of
+ours (its active targets are exactly the annotated pods). The Gateway, the workload, the MetricTemplate and the Canary
+are examples/flagger/, applied with only the images changed (and, as the local node runs no cluster DNS, a
+``hostAliases`` entry in Flagger's pod that resolves ``prometheus.monitoring`` to the Service). Then, with bounded
+cookie-less traffic counted at the client:
 
 - a healthy change is promoted step by step (25 %, 50 %, promotion) on the analysis of the canary's success rate from
-  ``trafficsplit_envoy_backend_responses_total``; each step's weight and served share are printed and checked; users
-  who landed on the canary keep Flagger's ``sessionAffinity`` cookie and stay on the canary's pods for the whole
-  analysis;
+  ``trafficsplit_envoy_backend_responses_total``, which only the Gateway's data-plane pods export for Flagger's route;
+  each step's weight and served share are printed and checked; users who landed on the canary keep Flagger's
+  ``sessionAffinity`` cookie and stay on the canary's pods for the whole analysis;
 - a canary answering 500s is rolled back by Flagger alone: how many requests reached it and how long it took;
 - every dashboard query and every alert expression returns series from this Prometheus (tests/support/prometheus.py,
-  the list tests/integration/test_observability.py runs on loopback).
+  the list tests/integration/test_observability.py runs on loopback), and those of the Gateway's data plane are
+  printed.
 
-Only on the local node: a Prometheus on the host is reachable from pods through the node's address there.
+Only on the local node: Flagger's image and the Prometheus image are built there.
 """
 
 from __future__ import annotations
@@ -32,17 +37,17 @@ import pytest
 import yaml
 from scipy.stats import chisquare
 
+from tests.e2e import incluster_prometheus
 from tests.e2e.cluster import REPO_ROOT, Cluster, Gateway, Response, published, wait_for
 from tests.e2e.gatewayapi import LISTENER_PORT, Client, accepted_now, dataplane_pod_ips, install_gateway_api, programmed
 from tests.e2e.load import parallel
-from tests.support.prometheus import Prometheus, alert_rules, dashboard_queries, with_bool
+from tests.support.prometheus import PrometheusApi, alert_rules, dashboard_queries, with_bool
 
 pytestmark = [pytest.mark.e2e]
 
 EXAMPLES = REPO_ROOT / "examples" / "flagger"
 CRDS = REPO_ROOT / "third_party" / "flagger" / "crds" / "crd.yaml"
 RBAC = REPO_ROOT / "third_party" / "flagger" / "rbac" / "account.yaml"
-EXAMPLE_PROMETHEUS = "http://prometheus.monitoring:9090"  # what the examples name; the test's is on the node
 NS = "flagger-demo"
 GATEWAY = "edge"
 TARGET = "podinfo"
@@ -58,35 +63,55 @@ P_MIN = 0.001
 class Flagged:
     cluster: Cluster
     client: Client  # the Gateway's address
-    prom: Prometheus
+    prom: PrometheusApi
+    dataplane_pods: tuple[str, ...]  # the Gateway's data-plane pods' names
 
 
-def _metrics_targets(cluster: Cluster, selector: str) -> list[str]:
-    """POD_IP:PORT of each Ready pod's container port named ``metrics``."""
-    pods = cluster.get("pods", "-n", cluster.release_namespace, "-l", selector)["items"]
-    return [
-        f"{p['status']['podIP']}:{port['containerPort']}"
-        for p in pods
-        if not p["metadata"].get("deletionTimestamp") and p["status"].get("podIP")
-        for c in p["spec"]["containers"]
-        for port in c.get("ports", [])
-        if port.get("name") == "metrics"
-    ]
+# The chart's gateway NetworkPolicies (its own gateway's and every provisioned data plane's) admit the namespace
+# `monitoring` to the metrics port, as docs/observability.md's install line does.
+METRICS_FROM = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": incluster_prometheus.NAMESPACE}}}]
 
 
-def _dataplane_selector() -> str:
+def _annotated_pods(cluster: Cluster) -> dict[str, tuple[str, str]]:
+    """The scrape URL → namespace/name of every running pod in the cluster with ``prometheus.io/scrape: "true"``, at
+    its annotated port and path: what the documented job must scrape, no more, no less."""
+    out = {}
+    for p in cluster.get("pods", "-A")["items"]:
+        meta, status = p["metadata"], p["status"]
+        a = meta.get("annotations", {})
+        if a.get("prometheus.io/scrape") == "true" and status.get("phase") == "Running" and status.get("podIP"):
+            url = f"http://{status['podIP']}:{a['prometheus.io/port']}{a.get('prometheus.io/path', '/metrics')}"
+            out[url] = (meta["namespace"], meta["name"])
+    return out
+
+
+def _scraped(prom: PrometheusApi, cluster: Cluster) -> dict[str, tuple[str, str]] | None:
+    """The annotated pods, once Prometheus's active targets are exactly them (by scrape URL, with their namespace and
+    pod labels), each up."""
+    want = _annotated_pods(cluster)
+    active = prom.active_targets()
+    got = {t["scrapeUrl"]: (t["labels"].get("namespace"), t["labels"].get("pod")) for t in active}
+    return want if got == want and all(t["health"] == "up" for t in active) else None
+
+
+def _dataplane_pods(cluster: Cluster) -> tuple[str, ...]:
     from trafficsplit.operator.dataplane_names import selector_labels
 
-    return ",".join(f"{k}={v}" for k, v in selector_labels(NS, GATEWAY).items())
+    selector = ",".join(f"{k}={v}" for k, v in selector_labels(NS, GATEWAY).items())
+    pods = cluster.get("pods", "-n", cluster.release_namespace, "-l", selector)["items"]
+    return tuple(sorted(p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")))
 
 
-def _example(name: str, cluster: Cluster, prometheus: str) -> list[dict[str, Any]]:
-    """examples/flagger/NAME as kubectl would apply it, with this cluster's images and Prometheus address."""
-    text = (EXAMPLES / name).read_text().replace(EXAMPLE_PROMETHEUS, prometheus)
-    docs = [d for d in yaml.safe_load_all(text) if d]
+def _example(name: str, cluster: Cluster, prometheus_ip: str = "") -> list[dict[str, Any]]:
+    """examples/flagger/NAME as kubectl would apply it, with this cluster's images; Flagger's pod resolves the
+    examples' Prometheus host name to ``prometheus_ip`` (the local node has no cluster DNS)."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
     for d in docs:
         if d["kind"] != "Deployment":
             continue
+        if d["metadata"]["name"] == "flagger":
+            aliases = [{"ip": prometheus_ip, "hostnames": [incluster_prometheus.HOSTNAME]}]
+            d["spec"]["template"]["spec"]["hostAliases"] = aliases
         for c in d["spec"]["template"]["spec"]["containers"]:
             c["image"] = cluster.echo_image() if c["name"] == "echo" else "{}:{}".format(*cluster.images["flagger"])
             c["imagePullPolicy"] = "Never"
@@ -94,51 +119,49 @@ def _example(name: str, cluster: Cluster, prometheus: str) -> list[dict[str, Any
 
 
 @pytest.fixture(scope="module")
-def flagged(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flagged]:
+def flagged(cluster: Cluster) -> Iterator[Flagged]:
     if cluster.containerd_sock is None or "flagger" not in cluster.images:
-        pytest.skip(f"{cluster.name}: Flagger's pod reaches the host's Prometheus only on the local node")
-    from tests.support.localnode import NODE_IP
-
-    install_s = install_gateway_api(cluster, REPLICAS)
+        pytest.skip(f"{cluster.name}: Flagger's and Prometheus's images are built on the local node only")
+    install_s = install_gateway_api(
+        cluster, REPLICAS, "--set-json", f"gateway.networkPolicy.metricsFrom={json.dumps(METRICS_FROM)}"
+    )
     t0 = time.monotonic()
     cluster.kubectl("apply", "--server-side", "-f", str(CRDS), timeout=120)
     cluster.kubectl("wait", "--for=condition=Established", "crd", "canaries.flagger.app", "metrictemplates.flagger.app")
-    podinfo = _example("podinfo.yaml", cluster, "PROMETHEUS")  # the address is known once Prometheus runs
+    podinfo = _example("podinfo.yaml", cluster)
     gateway_docs = [d for d in podinfo if d["kind"] in ("Namespace", "Gateway")]
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(gateway_docs))
-    gw = wait_for("Gateway Programmed", lambda: programmed(cluster, NS, GATEWAY), timeout=240, interval=1)
-    pods = wait_for("data-plane pods Ready", lambda: dataplane_pod_ips(cluster, NS, GATEWAY, REPLICAS), timeout=120)
-    targets = {
-        "operator": _metrics_targets(cluster, "app.kubernetes.io/component=operator"),
-        "gateway": _metrics_targets(cluster, "app.kubernetes.io/component=gateway"),
-        "dataplane": _metrics_targets(cluster, _dataplane_selector()),
-    }
-    prom = Prometheus(tmp_path_factory.mktemp("prometheus"), targets, host=NODE_IP)
     try:
-        n = sum(len(v) for v in targets.values())
-        wait_for(f"Prometheus scrapes {n} targets", lambda: prom.targets_up(n), timeout=60)
+        gw = wait_for("Gateway Programmed", lambda: programmed(cluster, NS, GATEWAY), timeout=240, interval=1)
+        wait_for("data-plane pods Ready", lambda: dataplane_pod_ips(cluster, NS, GATEWAY, REPLICAS), timeout=120)
+        pods = _dataplane_pods(cluster)
+        prom, prom_ip = incluster_prometheus.deploy(cluster)
+        scraped = wait_for("Prometheus scrapes exactly the annotated pods", lambda: _scraped(prom, cluster), timeout=90)
+        assert {(cluster.release_namespace, p) for p in pods} <= set(scraped.values()), (pods, scraped)
         rbac = RBAC.read_text()
         cluster.kubectl("apply", "-f", "-", input=rbac)
-        flagger = _example("flagger.yaml", cluster, prom.url)
+        flagger = _example("flagger.yaml", cluster, prom_ip)
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(flagger))
         cluster.kubectl("-n", "default", "rollout", "status", "deployment/flagger", "--timeout=180s", timeout=200)
-        podinfo = _example("podinfo.yaml", cluster, prom.url)
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(podinfo))
         wait_for("Canary Initialized", lambda: _canary(cluster)["phase"] == "Initialized", timeout=240, interval=1)
         wait_for("Flagger's route Accepted", lambda: accepted_now(cluster, NS, TARGET, GATEWAY), timeout=60)
         address = gw["status"]["addresses"][0]["value"]
+        targets = sorted(f"{ns}/{n}" for ns, n in scraped.values())
         print(
             f"\nchart with gatewayAPI in {install_s:.1f}s; Gateway {NS}/{GATEWAY} at {address}, data plane {pods}; "
-            f"Prometheus at {prom.url} scraping {targets}; Flagger up and Canary Initialized "
-            f"{time.monotonic() - t0:.1f}s after the chart"
+            f"Prometheus {incluster_prometheus.HOSTNAME}:{incluster_prometheus.PORT} ({prom.url}), its active "
+            f"targets exactly the {len(scraped)} annotated pods, each up: {targets}; Flagger up and Canary "
+            f"Initialized {time.monotonic() - t0:.1f}s after the chart"
         )
-        yield Flagged(cluster=cluster, client=Client(gateway=Gateway(address, LISTENER_PORT), retried=[]), prom=prom)
+        client = Client(gateway=Gateway(address, LISTENER_PORT), retried=[])
+        yield Flagged(cluster=cluster, client=client, prom=prom, dataplane_pods=pods)
     finally:
-        prom.stop()
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
         cluster.kubectl("delete", "-f", str(EXAMPLES / "flagger.yaml"), "--ignore-not-found", check=False)
         cluster.kubectl("delete", "-f", str(RBAC), "--ignore-not-found", check=False)
         cluster.kubectl("delete", "-f", str(CRDS), "--ignore-not-found", "--wait=false", check=False)
+        incluster_prometheus.remove(cluster)
 
 
 def _analysis_queries() -> dict[str, str]:
@@ -294,6 +317,16 @@ def test_a_healthy_canary_is_promoted_step_by_step_and_its_users_stay_on_it(flag
           f"{sorted({(p, w) for _, p, w in watched.states})}; most failedChecks {watched.most_failed_checks}; the "
           f"analysis queries read from Prometheus at each step: {analysed}")  # fmt: skip
     assert final.get("phase") == "Succeeded", final
+    # The analysis's series: only the Gateway's data-plane pods serve Flagger's route, found by their annotations.
+    route = f'split=~"{NS}/{TARGET}[.]rule-[0-9]+"'
+    served_by = {
+        r["metric"].get("pod")
+        for r in flagged.prom.query(f"count by (pod) (trafficsplit_envoy_backend_responses_total{{{route}}})")
+    }
+    print(
+        f"the analysis's series (trafficsplit_envoy_backend_responses_total on Flagger's route) from pods {served_by}"
+    )
+    assert served_by and served_by <= set(flagged.dataplane_pods), (served_by, flagged.dataplane_pods)
     for values in analysed.values():
         assert values["success-rate"] is None or values["success-rate"] >= 99, analysed
     steps = watched.steps()
@@ -399,10 +432,20 @@ def test_every_dashboard_query_and_alert_expression_returns_series(flagged: Flag
     flagger_route = f"{NS}/{TARGET}.rule-0"
     filled = [panel for panel, expr in dashboard_queries(flagger_route) if prom.query(expr)]
     firing = []
+    on_dataplane = {}  # alert → its series that watch the Gateway's data plane (a pod of it, or the Gateway by name)
     for rule in alert_rules():
-        assert prom.query(with_bool(rule["expr"])), f"{rule['alert']} watches no series: {with_bool(rule['expr'])}"
+        watched = prom.query(with_bool(rule["expr"]))
+        assert watched, f"{rule['alert']} watches no series: {with_bool(rule['expr'])}"
+        on_dataplane[rule["alert"]] = [
+            r["metric"] for r in watched
+            if r["metric"].get("pod") in flagged.dataplane_pods or GATEWAY in r["metric"].get("gateway", "")
+        ]  # fmt: skip
         if prom.query(rule["expr"]):
             firing.append(rule["alert"])
+    print(f"\nalert series on the Gateway {NS}/{GATEWAY}'s data plane: {on_dataplane}")
+    # The per-pod fail-open ratio watches each of the Gateway's data-plane pods on its own.
+    fail_open_pods = {m["pod"] for m in on_dataplane["TrafficsplitFailOpen"]}
+    assert fail_open_pods == set(flagged.dataplane_pods), on_dataplane["TrafficsplitFailOpen"]
     evaluated = [r for g in prom.api("rules")["groups"] for r in g["rules"]]
     print(f"\n{len(dashboard_queries(key))} dashboard queries on {key}: {len(empty)} empty; "
           f"{len(alert_rules())} alert expressions returned series, firing now: {firing}; "

@@ -1167,3 +1167,85 @@ def test_provisioned_data_planes_are_scraped_like_the_charts_gateway(helm: Helm,
         not selector.items()
         <= find(docs, "Deployment", "rel-gateway")["spec"]["template"]["metadata"]["labels"].items()
     )
+
+
+# --- Gateway API only: gateway.enabled=false -------------------------------------------------------------------------
+
+# What is the chart gateway's alone: nothing else names these, so gateway.enabled=false leaves exactly them out.
+CHART_GATEWAY_ONLY = {
+    ("Deployment", "rel-gateway"),
+    ("Service", "rel-gateway"),
+    ("Service", "rel-gateway-publish"),
+    ("ConfigMap", "rel-gateway-bootstrap"),
+    ("PodDisruptionBudget", "rel-gateway"),
+    ("NetworkPolicy", "rel-gateway"),
+    ("PodMonitor", "rel-gateway"),
+}
+BROUGHT = ("publish.token.existingSecret=tok", "publish.tls.gatewaySecret=gw-tls", "publish.tls.operatorSecret=op-tls")
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_gateway_enabled_decides_the_charts_gateway_and_nothing_else(helm: Helm, enabled: bool) -> None:
+    """gateway.enabled (default true) renders the chart's gateway and tells the operator where it is; false leaves
+    out exactly the gateway's own objects and starts the operator with --no-gateway (its own parser says so), with
+    every other object the same to the byte: the Gateways' data-plane settings (a Gateway's data plane does not
+    depend on it), the RBAC, the gateway ServiceAccount the data planes run as, the token and certificates the
+    operator still needs for them."""
+    from trafficsplit.operator.config import parse_config
+
+    common = ("monitoring.podMonitor.enabled=true", *BROUGHT)
+    default = render_gateway_api(helm, *common)
+    docs = render_gateway_api(helm, *common, f"gateway.enabled={str(enabled).lower()}")
+    assert (names(default) - names(docs), names(docs) - names(default)) == (
+        (set(), set()) if enabled else (CHART_GATEWAY_ONLY, set())
+    )
+    assert ("ServiceAccount", "rel-gateway") in names(docs)
+    op = find(docs, "Deployment", "rel-operator")
+    container = op["spec"]["template"]["spec"]["containers"][0]
+    config = parse_config([a.replace("$(POD_NAME)", "p") for a in container["args"]], {"POD_NAMESPACE": "ts-system"})
+    assert config.gateway_api and config.dataplane_settings is not None and config.tls is not None
+    assert (config.no_gateway, config.gateway_service) == ((False, "rel-gateway-publish") if enabled else (True, None))
+    by_name = {(d["kind"], d["metadata"]["name"]): d for d in default}
+    for doc in docs:
+        key = (doc["kind"], doc["metadata"]["name"])
+        if key != ("Deployment", "rel-operator"):
+            assert doc == by_name[key], key
+    # The operator's pod differs by those arguments only.
+    chart_args = by_name[("Deployment", "rel-operator")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    gateway_args = [a for a in chart_args if a.startswith(("--gateway-service=", "--gateway-namespace=",
+                                                           "--publish-port-name="))]  # fmt: skip
+    expected = chart_args if enabled else [a for a in chart_args if a not in gateway_args]
+    assert [a for a in container["args"] if a != "--no-gateway"] == expected
+    assert ("--no-gateway" in container["args"]) is not enabled
+    settings = json.loads(find(docs, "ConfigMap", "rel-operator-dataplane")["data"]["settings.json"])
+    assert "enabled" not in settings["gateway"]
+
+
+def test_gateway_disabled_is_refused_where_nothing_or_nothing_it_stood_for_would_run(helm: Helm) -> None:
+    def refused(*sets: str) -> str:
+        args = ["template", "rel", str(CHART), "--kube-version", KUBE_VERSIONS[-1]]
+        for s in sets:
+            args += ["--set", s]
+        proc = helm(*args, check=False)
+        assert proc.returncode != 0, sets
+        return proc.stderr
+
+    # Without Gateway API no Gateway would be served either: nothing would carry traffic.
+    assert "gateway.enabled=false needs gatewayAPI.enabled=true" in refused("gateway.enabled=false")
+    gateway_api = ("gateway.enabled=false", "gatewayAPI.enabled=true", "gatewayAPI.gatewayClass.create=false")
+    # The autoscaler scales the chart's gateway only; provisioned data planes take gateway.replicas.
+    text = refused(*gateway_api, "gateway.autoscaling.enabled=true")
+    assert "gateway.autoscaling.enabled scales the chart's gateway" in text
+    assert "values don't meet the specifications of the schema" in refused("gateway.enabled=maybe")
+    assert helm("template", "rel", str(CHART), "--kube-version", KUBE_VERSIONS[-1],
+                *[x for s in gateway_api for x in ("--set", s)]).returncode == 0  # fmt: skip
+
+
+def test_notes_of_a_gateway_api_only_install_name_no_gateway_and_say_what_splits_do(kube: ControlPlane) -> None:
+    only = ("gateway.enabled=false", "gatewayAPI.enabled=true", "gatewayAPI.gatewayClass.create=false")
+    text = notes(kube, *only)
+    assert "gateway:  none (gateway.enabled=false)" in text
+    assert "Published=False, reason NoGateway" in text and "HTTPRoute" in text
+    assert "kubectl wait --for=condition=Accepted gatewayclass/trafficsplit" in text
+    assert "rel-gateway" not in text and "trafficsplit shop" not in text  # no chart gateway, no TrafficSplit steps
+    assert "WARNING" not in text and "WARNING" in notes(kube, *only, "gateway.networkPolicy.enabled=false")

@@ -5,6 +5,7 @@ objects stay untouched; a fresh Provisioner (an operator restart) still cleans u
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from typing import Any
 
@@ -13,7 +14,8 @@ import pytest
 from tests.support.controlplane import ControlPlane
 from tests.support.provision import gateway, params, settings, settings_doc
 from trafficsplit.core.gatewayapi.parameters import DEFAULT_PARAMETERS
-from trafficsplit.operator.dataplane_names import GATEWAY_LABEL, dataplane_name
+from trafficsplit.operator.dataplane_names import GATEWAY_LABEL, GATEWAY_UID_LABEL, dataplane_name
+from trafficsplit.operator.ownership import NameConflict
 from trafficsplit.operator.provision import (
     KEY_ROTATION_SECONDS,
     KEY_STAGING_SECONDS,
@@ -73,10 +75,10 @@ def test_a_gateway_gets_its_data_plane_and_loses_all_of_it_on_delete(
     asyncio.run(provisioner.ensure(a, DEFAULT_PARAMETERS))
     assert {k: o["metadata"]["resourceVersion"] for k, o in of(kube, namespace, "shop", "a").items()} == versions
 
-    assert asyncio.run(provisioner.remove("shop/a")) == 6
+    assert asyncio.run(provisioner.remove(a.meta.uid)) == 6
     assert of(kube, namespace, "shop", "a") == {}
     assert {k: o["metadata"]["resourceVersion"] for k, o in of(kube, namespace, "shop", "b").items()} == before_b
-    assert asyncio.run(provisioner.remove("shop/a")) == 0  # nothing left: a second delete is harmless
+    assert asyncio.run(provisioner.remove(a.meta.uid)) == 0  # nothing left: a second delete is harmless
 
 
 def test_parameters_change_the_data_plane_and_what_is_no_longer_rendered_goes(
@@ -139,6 +141,7 @@ def test_a_restarted_operator_removes_the_data_planes_of_gateways_deleted_meanwh
 ) -> None:
     for name in ("keep", "gone1", "gone2"):
         asyncio.run(provisioner.ensure(gateway(80, name=name), DEFAULT_PARAMETERS))
+    keep = gateway(80, name="keep").meta.uid
     # Not ours: a ConfigMap that happens to carry the Gateway label but not the operator's managed-by label.
     stranger = dataplane_name("shop", "gone1")
     kube.kubectl("create", "configmap", "stranger", "-n", namespace)
@@ -146,11 +149,12 @@ def test_a_restarted_operator_removes_the_data_planes_of_gateways_deleted_meanwh
     keep_before = {k: o["metadata"]["resourceVersion"] for k, o in of(kube, namespace, "shop", "keep").items()}
 
     restarted = Provisioner(kube.api_client(), settings(settings_doc(namespace)))  # no memory of what it made
-    assert asyncio.run(restarted.remove_absent(["shop/keep"])) == ("shop/gone1", "shop/gone2")
+    gone = tuple(f"Gateway shop/{n} (uid {gateway(80, name=n).meta.uid})" for n in ("gone1", "gone2"))
+    assert asyncio.run(restarted.remove_absent([keep])) == gone
     assert of(kube, namespace, "shop", "gone2") == {}
     assert list(of(kube, namespace, "shop", "gone1")) == ["ConfigMap/stranger"]
     assert {k: o["metadata"]["resourceVersion"] for k, o in of(kube, namespace, "shop", "keep").items()} == keep_before
-    assert asyncio.run(restarted.remove_absent(["shop/keep"])) == ()
+    assert asyncio.run(restarted.remove_absent([keep])) == ()
 
 
 def test_cookie_keys_are_made_once_read_back_after_a_restart_and_rotated_by_the_clock(
@@ -200,7 +204,7 @@ def test_cookie_keys_are_made_once_read_back_after_a_restart_and_rotated_by_the_
                         "jsonpath={.spec.template}").stdout == deployment  # fmt: skip
 
     # Deleted with the Gateway's data plane.
-    asyncio.run(restarted.remove("shop/keys"))
+    asyncio.run(restarted.remove(gw.meta.uid))
     assert kube.kubectl("get", "secret", name, "-n", namespace, check=False).returncode != 0
 
     # A class whose parameters name the user's Secret: that one is mounted, ours is not made (and one made before goes).
@@ -210,3 +214,27 @@ def test_cookie_keys_are_made_once_read_back_after_a_restart_and_rotated_by_the_
     volumes = json.loads(kube.kubectl("get", "deployment", dataplane_name("shop", "other-keys"), "-n", namespace,
                                       "-o", "jsonpath={.spec.template.spec.volumes}").stdout)  # fmt: skip
     assert next(v for v in volumes if v["name"] == "cookie-keys")["secret"]["secretName"] == "my-keys"
+
+
+def test_an_object_of_a_name_the_data_plane_needs_that_is_not_its_own_stops_it_whole(
+    kube: ControlPlane, namespace: str, provisioner: Provisioner
+) -> None:
+    """A Secret of the cookie keys' name carrying another Gateway's uid (what a collision of names would be): `ensure`
+    applies and deletes nothing and names it; the other Gateway's Secret keeps its keys. Without the label it is
+    nobody's we know: left alone too."""
+    gw = gateway(80, name="wanted")
+    name = cookie_keys_secret_name("shop", "wanted")
+    foreign = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace,
+               "labels": {GATEWAY_UID_LABEL: "0e8a1b2c-other"}}, "stringData": {"current": "theirs"}}  # fmt: skip
+    kube.kubectl("apply", "-f", "-", input=json.dumps(foreign))
+    with pytest.raises(NameConflict, match=f"Secret {namespace}/{name} belongs to uid 0e8a1b2c-other"):
+        asyncio.run(provisioner.ensure(gw, DEFAULT_PARAMETERS))
+    assert of(kube, namespace, "shop", "wanted") == {}
+    body = json.loads(kube.kubectl("get", "secret", name, "-n", namespace, "-o", "json").stdout)
+    assert body["data"] == {"current": base64.b64encode(b"theirs").decode()}
+    kube.kubectl("label", "secret", name, "-n", namespace, f"{GATEWAY_UID_LABEL}-")
+    with pytest.raises(NameConflict, match="no Gateway uid label"):
+        asyncio.run(provisioner.ensure(gw, DEFAULT_PARAMETERS))
+    kube.kubectl("delete", "secret", name, "-n", namespace)
+    asyncio.run(provisioner.ensure(gw, DEFAULT_PARAMETERS))
+    assert len(of(kube, namespace, "shop", "wanted")) == 6

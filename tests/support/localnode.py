@@ -171,12 +171,14 @@ class Images:
 
 def ensure_images(pause: Path) -> Images:
     # The progressive-delivery controllers (Go, cached like the node's binaries) go into images of their own: Argo
-    # Rollouts' with our plugin (tests/e2e/test_10_argo_rollouts.py) and Flagger's (test_11_flagger.py). make test
+    # Rollouts' stock one (tests/e2e/test_10_argo_rollouts.py) and Flagger's (test_11_flagger.py). make test
     # starts their builds in the background; these calls wait for them (each build holds a lock) or find them cached.
     argo = print_env("build-argo-rollouts.sh")
     flagger = print_env("build-flagger.sh")["FLAGGER"]
-    kv = print_env("build-images.sh", {"PAUSE": str(pause), **argo, "FLAGGER": flagger})
-    names = ("pause", "envoy", "echo", "operator", "extproc", "flagger", "argo-rollouts")
+    # The in-cluster Prometheus (test_11_flagger.py): upstream's, built the same way (Debian's has no Kubernetes SD).
+    prometheus = print_env("build-prometheus.sh")["PROMETHEUS"]
+    kv = print_env("build-images.sh", {"PAUSE": str(pause), **argo, "FLAGGER": flagger, "PROMETHEUS": prometheus})
+    names = ("pause", "envoy", "echo", "operator", "extproc", "flagger", "argo-rollouts", "prometheus")
     return Images(archives={n: Path(kv[f"{n.upper().replace('-', '_')}_IMAGE"]) for n in names}, tag=kv["IMAGE_TAG"])
 
 

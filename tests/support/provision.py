@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +71,11 @@ def printed_bootstrap(rendered: Rendered, out: Path) -> dict[str, Any]:
     return json.loads(out.read_text())  # type: ignore[no-any-return]
 
 
-def gateway(*ports: int, name: str = "web", namespace: str = "shop") -> Gateway:
+def gateway(*ports: int, name: str = "web", namespace: str = "shop", uid: str | None = None) -> Gateway:
+    """A Gateway body as the API server returns it; its uid, unless given, is one per namespace/name."""
     listeners = [{"name": f"l{i}", "port": p, "protocol": "HTTP"} for i, p in enumerate(ports or (80,))]
-    body = {"metadata": {"name": name, "namespace": namespace}, "spec": {"gatewayClassName": "trafficsplit",
+    uid = uid or str(uuid.uuid5(uuid.NAMESPACE_URL, f"gateway/{namespace}/{name}"))
+    body = {"metadata": {"name": name, "namespace": namespace, "uid": uid}, "spec": {"gatewayClassName": "trafficsplit",
             "listeners": listeners}}  # fmt: skip
     return parse_gateway(body)
 

@@ -1,6 +1,7 @@
-"""examples/argo-rollouts/install.yaml: upstream's ClusterRole (the pinned module's manifests/role/) unchanged, our
-plugin's rules in a ClusterRole of their own, and the argo-rollouts-config ConfigMap naming the plugin at the path the
-argo-rollouts image puts it (hack/build-images.sh)."""
+"""examples/argo-rollouts/install.yaml: upstream's released image and ClusterRole (the pinned module's
+manifests/role/) unchanged, our plugin's rules in a ClusterRole of their own (labelled, so that an existing install can
+apply them alone), and the argo-rollouts-config ConfigMap naming the plugin by the release's download URL, with a sum
+to fill in (tests/e2e/test_10_argo_rollouts.py runs it with the release notes' sum)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.scripts import load_script
 from tests.unit.test_gateway_api_crds import module_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = ROOT / "examples" / "argo-rollouts" / "install.yaml"
-PLUGIN_PATH = "/plugins/trafficsplit-argo-rollouts-plugin"
+release = load_script(ROOT / "hack" / "release.py", "release")
+RBAC_LABEL = ("trafficsplit.dev/argo-rollouts-plugin", "rbac")
 
 
 def _docs() -> dict[tuple[str, str], dict[str, Any]]:
@@ -50,11 +53,26 @@ def test_the_plugins_rules_are_get_and_update_on_what_it_edits() -> None:
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "argo-rollouts", "namespace": "argo-rollouts"}]
 
 
-def test_the_config_names_the_plugin_in_the_image() -> None:
+def test_only_the_plugins_rbac_carries_its_label() -> None:
+    """The docs' `kubectl apply -f install.yaml -l trafficsplit.dev/argo-rollouts-plugin=rbac` applies these two."""
+    key, value = RBAC_LABEL
+    labelled = {k for k, d in _docs().items() if d["metadata"].get("labels", {}).get(key) == value}
+    assert labelled == {
+        ("ClusterRole", "argo-rollouts-trafficsplit"),
+        ("ClusterRoleBinding", "argo-rollouts-trafficsplit"),
+    }
+
+
+def test_the_config_names_the_released_plugin_and_the_image_is_upstreams() -> None:
     cm = _docs()[("ConfigMap", "argo-rollouts-config")]
-    plugins = yaml.safe_load(cm["data"]["trafficRouterPlugins"])
-    assert plugins == [{"name": "trafficsplit/trafficsplit", "location": f"file://{PLUGIN_PATH}"}]
-    assert PLUGIN_PATH in (ROOT / "hack" / "build-images.sh").read_text(encoding="utf-8")
+    (plugin,) = yaml.safe_load(cm["data"]["trafficRouterPlugins"])
+    # The location the release notes print (hack/release.py) for this version's linux-amd64 file.
+    location = f"{release.DOWNLOAD}/v{release.version()}/{release.PLUGIN_PREFIX}linux-amd64"
+    assert plugin["location"] == location
+    # No release is published yet: the sum is a sentence to replace, which the controller refuses (not 64 hex digits).
+    assert plugin.keys() == {"name", "location", "sha256"} and not re.fullmatch(r"[0-9a-f]{64}", plugin["sha256"])
+    container = _docs()[("Deployment", "argo-rollouts")]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == f"quay.io/argoproj/argo-rollouts:{_pinned()}"
 
 
 def test_the_plugin_name_is_one_the_controller_accepts() -> None:

@@ -8,7 +8,7 @@ from trafficsplit.core.gatewayapi.conditions import GatewayStatus, ListenerStatu
 from trafficsplit.core.gatewayapi.httproute import ParentRef
 from trafficsplit.core.gatewayapi.objects import RouteKind
 from trafficsplit.core.gatewayapi.reading import CONTROLLER_NAME, GATEWAY_GROUP
-from trafficsplit.core.gatewayapi.status import gateway_status_body, route_parents, stamped
+from trafficsplit.core.gatewayapi.status import NotProvisioned, gateway_status_body, route_parents, stamped
 from trafficsplit.core.model.condition import Condition
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"
@@ -86,6 +86,24 @@ def test_programmed_is_true_only_when_ready() -> None:
         assert (p["status"], p["reason"], p["observedGeneration"]) == ("True", "Programmed", 4)
     assert ready["addresses"] == [{"type": "IPAddress", "value": "10.0.0.9"}]
     assert ready["listeners"][0]["attachedRoutes"] == 1
+
+
+def test_a_gateway_whose_data_plane_is_not_provisioned_is_not_programmed_even_when_its_replicas_ack() -> None:
+    """Replicas of an older data plane may ACK the generation: the Gateway as it is now still does not run, so its
+    and its listeners' `Programmed` are False with the provisioning failure's reason and message."""
+    pending = cond("Programmed", "Unknown", 4, reason="Pending")
+    kinds = (RouteKind(GATEWAY_GROUP, "HTTPRoute"),)
+    gs = GatewayStatus(
+        "shop/gw", (cond("Accepted", "True", 4), pending), (ListenerStatus("http", kinds, 0, (pending,)),)
+    )
+    why = NotProvisioned("Invalid", "spec.listeners[0].port: listener port 9001 would be served on 9001")
+    body = gateway_status_body(gs, ready=True, pending="", addresses=None, stored={}, now=T1, unprovisioned=why)
+    for conds in (body["conditions"], body["listeners"][0]["conditions"]):
+        p = next(c for c in conds if c["type"] == "Programmed")
+        assert (p["status"], p["reason"], p["observedGeneration"]) == ("False", "Invalid", 4)
+        assert p["message"].endswith(why.message)
+    accepted = next(c for c in body["conditions"] if c["type"] == "Accepted")
+    assert accepted["status"] == "True"  # the translation's to say; only Programmed speaks of the data plane
 
 
 def test_a_listener_the_translation_says_is_not_programmed_stays_so_when_the_replicas_ack() -> None:

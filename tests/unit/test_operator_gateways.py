@@ -12,13 +12,19 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from tests.unit.test_operator_engine import TOKEN, FakeReplica, run, started, until
+from trafficsplit.core.control.resolve import SplitObject
+from trafficsplit.core.control.status import StatusResult
 from trafficsplit.core.model.matches import MAX_RULE_MATCHES
 from trafficsplit.core.model.routes import MAX_HOST_ENTRIES
 from trafficsplit.operator.dataplane_names import publish_service_name
 from trafficsplit.operator.engine import Engine, EngineSettings
 from trafficsplit.operator.fleet import Fleet
 from trafficsplit.operator.gateways import GatewayPlane, GatewaySettings
+from trafficsplit.operator.ownership import Foreign, NameConflict
+from trafficsplit.operator.provision import ProvisionError
 
 NS = "shop"
 OPNS = "ts-system"
@@ -133,7 +139,15 @@ class Api:
         return next((c["status"] for c in conds if c["type"] == "Programmed"), None)
 
 
-def make(tmp_path: Any, chart: FakeReplica, api: Api, provisioner: Any = None, reprovision: float = 300.0) -> Engine:
+def make(
+    tmp_path: Any,
+    chart: FakeReplica | None,
+    api: Api,
+    provisioner: Any = None,
+    reprovision: float = 300.0,
+    split_sink: Any = None,
+) -> Engine:
+    """`chart` None: Gateway API only, no chart gateway (the operator's --no-gateway)."""
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     engine: Engine | None = None
@@ -153,8 +167,11 @@ def make(tmp_path: Any, chart: FakeReplica, api: Api, provisioner: Any = None, r
         event_sink=api.event,
         provisioner=provisioner,
     )
-    settings = EngineSettings(origin="test", debounce=0.0, static_replicas=(chart.replica,), static=True)
-    engine = Engine(make_fleet(), settings, None, plane)
+    statics = (chart.replica,) if chart is not None else ()
+    settings = EngineSettings(
+        origin="test", debounce=0.0, static_replicas=statics, static=True, no_gateway=chart is None
+    )
+    engine = Engine(make_fleet(), settings, split_sink, plane)
     api.engine = engine
     return engine
 
@@ -198,15 +215,18 @@ async def gateways(
     seeded: bool = True,
     provisioner: Any = None,
     reprovision: float = 300.0,
+    no_gateway: bool = False,
+    split_sink: Any = None,
 ) -> AsyncIterator[Plane]:
     """A `Plane` with a Gateway (and its route at 90/10) per name, seeded unless `seeded` is False (the test seeds
     after adding what must come first); everything stopped on the way out, even when an assertion failed (a grpc
-    server left running keeps the loop from closing)."""
+    server left running keeps the loop from closing). `no_gateway`: the engine has no chart gateway (the chart
+    replica still runs, to show nothing reaches it)."""
     chart = FakeReplica("chart", held=chart_held)
     replicas = {n: FakeReplica(n) for n in names}
     async with started(chart, *replicas.values()):
         api = Api()
-        engine = make(tmp_path, chart, api, provisioner, reprovision)
+        engine = make(tmp_path, None if no_gateway else chart, api, provisioner, reprovision, split_sink)
         plane = Plane(engine, api, chart, replicas)
         try:
             if seeded:
@@ -390,14 +410,14 @@ def test_a_route_deleted_and_created_again_under_its_name_gets_its_status(tmp_pa
 class FakeProvisioner:
     def __init__(self) -> None:
         self.ensured: list[tuple[str, int]] = []
-        self.kept: list[list[str]] = []  # each remove_absent call's `keep`
+        self.kept: list[list[str]] = []  # each remove_absent call's `live` (Gateway uids)
 
     async def ensure(self, gateway: Any, parameters: Any) -> Sequence[Any]:
         self.ensured.append((gateway.meta.key, gateway.meta.generation))
         return ()
 
-    async def remove_absent(self, keep: Iterable[str]) -> Sequence[str]:
-        self.kept.append(sorted(keep))
+    async def remove_absent(self, live: Iterable[str]) -> Sequence[str]:
+        self.kept.append(sorted(live))
         return ()
 
 
@@ -431,12 +451,12 @@ def test_a_gateway_body_over_the_operators_bounds_keeps_its_data_plane_and_says_
             await until(lambda: accepted(api, "one")[:3] == ("False", "Invalid", 2))
             assert "matchLabels" in accepted(api, "one")[3], accepted(api, "one")
             assert p.engine.gateways is not None and p.engine.gateways.fleet((NS, "one")) is not None
-            assert all(f"{NS}/one" in keep for keep in prov.kept), prov.kept  # never removed
+            assert all(f"uid-{NS}-one" in keep for keep in prov.kept), prov.kept  # never removed
             refused = [e for e in api.events if e[0] == "gateway" and e[3].reason == "Refused"]
             assert len(refused) == 1 and "matchLabels" in refused[0][3].message
             api.put("gateway", with_labels(3, 2))
             await until(lambda: accepted(api, "one")[:3] == ("True", "Accepted", 3))
-            assert all(f"{NS}/one" in keep for keep in prov.kept), prov.kept
+            assert all(f"uid-{NS}-one" in keep for keep in prov.kept), prov.kept
             assert len([e for e in api.events if e[3].reason == "Refused"]) == 1
 
     run(main)
@@ -507,3 +527,123 @@ async def _policy(p: Plane) -> None:
     one.refuse = False
     await until(lambda: accepted("keyed") == ("Gateway", "Accepted", 2), timeout=10)
     assert one.held_gen is not None and [s.key_header for s in one.held_gen.splits] == ["x-tenant"]
+
+
+class RefusingProvisioner(FakeProvisioner):
+    """Every ensure fails with `error` while it is set (a ProvisionError: the renderer's refusal or a name conflict;
+    anything else: the API server's)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error: Exception | None = error
+
+    async def ensure(self, gateway: Any, parameters: Any) -> Sequence[Any]:
+        addresses = await super().ensure(gateway, parameters)
+        if self.error is not None:
+            raise self.error
+        return addresses
+
+
+def programmed_condition(api: Api, gateway: str) -> dict[str, Any]:
+    conds = api.objects[("gateway", (NS, gateway))].get("status", {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == "Programmed"), {})
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (ProvisionError("spec.listeners[0].port: listener port 9001 would be served on 9001"), "Invalid"),
+        (NameConflict("ts-system", [Foreign("Service", "ts-shop-one-x", "uid other")]), "NameConflict"),
+        (RuntimeError("403 Forbidden: exceeded quota"), "ProvisioningFailed"),
+    ],
+)
+def test_a_gateway_whose_data_plane_cannot_be_provisioned_backs_off_and_says_why(
+    tmp_path: Any, error: Exception, reason: str
+) -> None:
+    """Before, a failed ensure was retried on the very next pass, which its own failure asked for: 33 tries a second
+    per Gateway, and the status said only `Programmed: Unknown`, no replica. Now the tries follow the publish
+    refusal's curve (fleet.Backoff: about 1 s, 2 s, 4 s ...), and `Programmed` is False with the reason and the
+    message naming the field or the object."""
+
+    async def main() -> None:
+        prov = RefusingProvisioner(error)
+        async with gateways(tmp_path, "one", provisioner=prov) as p:
+            api = p.api
+            await p.start()
+            await until(lambda: programmed_condition(api, "one").get("status") == "False")
+            c = programmed_condition(api, "one")
+            assert c["reason"] == reason and str(error) in c["message"], c
+            t0 = asyncio.get_running_loop().time()
+            await asyncio.sleep(3.2)
+            took = asyncio.get_running_loop().time() - t0
+            # Pauses drawn in [0.5, 1] x 1, 2, 4 s: at most 3 more tries in 3.2 s (a pass-by-pass loop: hundreds).
+            assert 1 <= len(prov.ensured) <= 4, (len(prov.ensured), took)
+
+    run(main)
+
+
+def test_an_edited_gateway_is_tried_at_once_and_a_success_clears_the_condition(tmp_path: Any) -> None:
+    """The backoff is for the same Gateway failing again: an edit (a new generation) may have fixed it, so it is
+    tried on the next pass, and once its data plane is provisioned its `Programmed` is no longer False."""
+
+    async def main() -> None:
+        prov = RefusingProvisioner(ProvisionError("spec.listeners[0].port: listener port 9001"))
+        async with gateways(tmp_path, "one", provisioner=prov) as p:
+            api = p.api
+            await p.start()
+            await until(lambda: programmed_condition(api, "one").get("status") == "False")
+            tries = len(prov.ensured)
+            prov.error = None
+            body = gateway_body("one")
+            body["metadata"]["generation"] = 2
+            api.put("gateway", body)
+            await until(lambda: api.programmed("one") == "True", timeout=0.9)  # sooner than the backoff's pause
+            assert len(prov.ensured) == tries + 1 and prov.ensured[-1] == (f"{NS}/one", 2)
+
+    run(main)
+
+
+def test_a_gateway_created_again_under_its_name_is_another_gateway(tmp_path: Any) -> None:
+    """Deleted and created again between two passes, a Gateway keeps its key but not its uid: the old one's data plane
+    is removed (its objects carry the old uid, so the new one's ensure would find their names taken) and the new one
+    provisioned, even at the same metadata.generation."""
+
+    async def main() -> None:
+        prov = FakeProvisioner()
+        async with gateways(tmp_path, "one", provisioner=prov) as p:
+            api = p.api
+            await p.start()
+            await until(lambda: len(prov.ensured) == 1)
+            again = gateway_body("one")
+            again["metadata"]["uid"] = "uid-again"
+            api.put("gateway", again)
+            await until(lambda: len(prov.ensured) == 2)
+            assert prov.ensured == [(f"{NS}/one", 1), (f"{NS}/one", 1)]
+            assert prov.kept[-1] == ["uid-again"], prov.kept  # the old uid's data plane removed, the new one's kept
+
+    run(main)
+
+
+def test_without_a_chart_gateway_gateways_are_served_and_each_split_says_it_is_not(tmp_path: Any) -> None:
+    """Gateway API only (--no-gateway): the Gateway's replica gets its routes and the Gateway is Programmed, while a
+    TrafficSplit is published nowhere (no number taken for it) and its status says NoGateway."""
+    written: list[tuple[str, StatusResult]] = []
+
+    async def sink(obj: SplitObject, result: StatusResult) -> None:
+        written.append((obj.key, result))
+
+    async def main() -> None:
+        async with gateways(tmp_path, "one", no_gateway=True, split_sink=sink) as p:
+            split = {"metadata": {"name": "s", "namespace": "default", "uid": "u", "generation": 1},
+                     "spec": {"hosts": ["s.example"],
+                              "backends": [{"name": "blue", "weight": 100, "endpoints": ["127.0.0.1:1"]}]}}  # fmt: skip
+            p.engine.apply("trafficsplit", None, split)
+            await p.start()
+            await until(lambda: p.api.programmed("one") == "True" and bool(written))
+            one = p.replicas["one"]
+            assert one.held_gen is not None and [s.name for s in one.held_gen.splits] == ["one-route.rule-0"]
+            assert p.chart.published == [] and p.engine.number == 0
+            published = {c.type: c for c in written[-1][1].status.conditions}["Published"]
+            assert (written[-1][0], published.status, published.reason) == ("default/s", "False", "NoGateway")
+
+    run(main)

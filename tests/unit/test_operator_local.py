@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,31 @@ def test_gateway_api_flags_need_kubernetes_mode() -> None:
     # The Envoy bootstrap is no operator input any more (the data-plane pod makes its own): the flag is refused.
     for argv in ([*local, "--gateway-api", "true", *files], [*base, "--dataplane-bootstrap", "/b.json"]):
         with pytest.raises(SystemExit):
+            parse_config(argv, {})
+
+
+def test_no_gateway_is_said_explicitly_and_only_with_gateway_api() -> None:
+    """A Gateway-API-only operator (the chart's gateway.enabled=false): no TrafficSplit data plane, said by a flag
+    rather than by leaving both targets out, which stays the error it was (a forgotten flag is not a mode)."""
+    api = ["--gateway-api", "true"]
+    cfg = parse_config(["--no-gateway", *api], {})
+    assert cfg.no_gateway and cfg.gateway_api and cfg.gateway_service is None and cfg.static_dataplanes == ()
+    assert cfg.discovered_gateway is None and cfg.gateway_label == "none"
+    assert parse_config([], {"TRAFFICSPLIT_NO_GATEWAY": "true", "TRAFFICSPLIT_GATEWAY_API": "true"}).no_gateway
+    # The other two answers keep theirs.
+    found = parse_config(["--gateway-service", "gw", "--gateway-namespace", "ts"], {})
+    assert not found.no_gateway and (found.discovered_gateway, found.gateway_label) == (("ts", "gw"), "ts/gw")
+    static = parse_config(["--dataplane", "127.0.0.1:1"], {})
+    assert (static.discovered_gateway, static.gateway_label) == (None, "static")
+    refused = {
+        "excludes --gateway-service": ["--no-gateway", *api, "--gateway-service", "gw"],
+        "excludes --gateway-service and --dataplane": ["--no-gateway", *api, "--dataplane", "127.0.0.1:1"],
+        "needs Kubernetes mode": ["--no-gateway", *api, "--file-source", "/tmp/x"],
+        "needs --gateway-api true": ["--no-gateway"],
+        "or --no-gateway (Gateway API only)": api,  # neither target nor --no-gateway
+    }
+    for message, argv in refused.items():
+        with pytest.raises(SystemExit, match=re.escape(message)):
             parse_config(argv, {})
 
 

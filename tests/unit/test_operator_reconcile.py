@@ -277,6 +277,29 @@ def test_published_counts_replicas_and_names_the_one_behind() -> None:
     assert published_condition(o, PublishView(5, (), {})).reason == "NoDataplanes"
 
 
+def test_without_a_gateway_every_split_says_so_and_keeps_its_checks() -> None:
+    """Gateway API only (no TrafficSplit data plane): Published is False with NoGateway for every split, valid or
+    not, and never a Published Event; Accepted and ResolvedRefs still say what is wrong with a spec."""
+    none = PublishView(0, (), {}, no_gateway=True)
+    obj, o = _outcome()
+    r = compute_status(obj, o, none, "t")
+    conditions = {c["type"]: c for c in r.status.to_dict()["conditions"]}
+    assert (conditions["Published"]["status"], conditions["Published"]["reason"]) == ("False", "NoGateway")
+    assert "no gateway for TrafficSplits" in conditions["Published"]["message"]
+    assert "HTTPRoute" in conditions["Published"]["message"]
+    assert conditions["Accepted"]["status"] == conditions["ResolvedRefs"]["status"] == "True"
+    assert "generation" not in r.status.to_dict() and not [e for e in r.events if e.reason == "Published"]
+    services, slices = full_world()
+    del services[(NS, "shop-canary")]
+    missing = ts("b", spec())
+    r = compute_status(missing, desired_state([missing], services, slices, {}).outcomes["shop/b"], none, "t")
+    conditions = {c["type"]: c for c in r.status.to_dict()["conditions"]}
+    assert conditions["ResolvedRefs"]["reason"] == "BackendNotFound"
+    assert conditions["Published"]["reason"] == "NoGateway"
+    # The same split with a gateway is published as usual.
+    assert published_condition(o, PublishView(3, (ReplicaAck("gw-a", 3),), {"shop/a": 3})).ok
+
+
 def test_status_conditions_and_printer_fields() -> None:
     obj, o = _outcome()
     r = compute_status(obj, o, PublishView(3, (ReplicaAck("gw-a", 3),), {"shop/a": 3}), "2026-01-01T00:00:00Z")

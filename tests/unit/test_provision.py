@@ -482,3 +482,9 @@ def test_a_cookie_keys_secret_in_the_class_parameters_wins_and_no_keys_are_made(
     vols = {v["name"]: v for v in pod(r)["volumes"]}
     assert vols["cookie-keys"]["secret"]["secretName"] == "my-keys"
     assert f"--cookie-key-file={COOKIE_KEYS_DIR}/keys" in container(r, "extproc")["args"]
+
+
+def test_a_refused_listener_port_names_the_field() -> None:
+    with pytest.raises(ProvisionError, match=r"^spec\.listeners\[1\]\.port: listener port 9001 ") as caught:
+        render(gateway(80, 9001, 9001), DEFAULT_PARAMETERS, settings())
+    assert caught.value.reason == "Invalid"

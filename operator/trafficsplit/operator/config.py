@@ -1,7 +1,9 @@
 """The operator's settings from flags and environment variables. Pure: parsing only, no I/O.
 
 Every flag has an environment variable (`TRAFFICSPLIT_*`) so the chart can set them without rewriting `args`.
-Two modes: Kubernetes (watch the API server) and local (`--file-source DIR`, no API server at all).
+Two modes: Kubernetes (watch the API server) and local (`--file-source DIR`, no API server at all). Where
+TrafficSplits are published is said explicitly: `--gateway-service` (discovery), `--dataplane` (static replicas), or
+`--no-gateway` (Gateway API only: nothing serves TrafficSplits, and each one's status says so).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from trafficsplit.operator.publisher import ClientTlsFiles
 class Config:
     namespaces: tuple[str, ...]  # empty: all namespaces
     gateway_service: str | None
+    no_gateway: bool = False  # no data plane for TrafficSplits: only the Gateways the operator serves carry traffic
     gateway_namespace: str
     publish_port_name: str
     static_dataplanes: tuple[Replica, ...]
@@ -45,6 +48,20 @@ class Config:
     @property
     def local(self) -> bool:
         return self.file_source is not None
+
+    @property
+    def discovered_gateway(self) -> tuple[str, str] | None:
+        """(namespace, Service) whose EndpointSlices list the TrafficSplit data plane; None: static or none."""
+        if self.static_dataplanes or self.no_gateway:
+            return None
+        return self.gateway_namespace, self.gateway_service or ""
+
+    @property
+    def gateway_label(self) -> str:
+        """The TrafficSplit data plane as the operator's metrics name it."""
+        if self.static_dataplanes:
+            return "static"
+        return "none" if self.no_gateway else f"{self.gateway_namespace}/{self.gateway_service}"
 
 
 def _env(env: Mapping[str, str], name: str, default: str | None = None) -> str | None:
@@ -76,6 +93,13 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 
     p.add_argument("--namespaces", default=e("NAMESPACES", ""), help="comma list; empty = all [NAMESPACES]")
     p.add_argument("--gateway-service", default=e("GATEWAY_SERVICE"), help="the dataplane Service [GATEWAY_SERVICE]")
+    p.add_argument(
+        "--no-gateway",
+        action="store_true",
+        default=e("NO_GATEWAY", "false") == "true",
+        help="no dataplane serves TrafficSplits (Gateway API only, with --gateway-api true): nothing is published for "
+        "them and each one's status says Published=False, NoGateway [NO_GATEWAY=true]",
+    )
     p.add_argument(
         "--gateway-namespace",
         default=e("GATEWAY_NAMESPACE", env.get("POD_NAMESPACE") or "default"),
@@ -148,11 +172,27 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     return p
 
 
+def _check_no_gateway(a: argparse.Namespace, statics: Sequence[Replica]) -> None:
+    """`--no-gateway` is the third answer to "where do TrafficSplits go", so it excludes the other two; and without
+    Gateway API the operator would serve nothing at all."""
+    if a.gateway_service or statics:
+        raise SystemExit("--no-gateway excludes --gateway-service and --dataplane (it says there is no such gateway)")
+    if a.file_source is not None:
+        raise SystemExit("--no-gateway needs Kubernetes mode (local mode publishes to --dataplane only)")
+    if a.gateway_api != "true":
+        raise SystemExit("--no-gateway needs --gateway-api true: with neither, nothing would be served")
+
+
 def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
     a = build_parser(env).parse_args(list(argv))
     statics = parse_static_replicas(x for item in a.dataplane for x in _split_list(item))
-    if a.file_source is None and not statics and not a.gateway_service:
-        raise SystemExit("give --gateway-service (discovery) or --dataplane HOST:PORT (static replicas)")
+    if a.no_gateway:
+        _check_no_gateway(a, statics)
+    elif a.file_source is None and not statics and not a.gateway_service:
+        raise SystemExit(
+            "give --gateway-service (discovery), --dataplane HOST:PORT (static replicas) or --no-gateway (Gateway API "
+            "only)"
+        )
     if a.file_source is not None and not statics:
         raise SystemExit("local mode (--file-source) needs --dataplane HOST:PORT")
     if a.empty_grace <= 0:
@@ -174,6 +214,7 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str]) -> Config:
     return Config(
         namespaces=tuple(_split_list(a.namespaces)),
         gateway_service=a.gateway_service,
+        no_gateway=a.no_gateway,
         gateway_namespace=a.gateway_namespace,
         publish_port_name=a.publish_port_name,
         static_dataplanes=statics,

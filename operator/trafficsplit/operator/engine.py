@@ -99,6 +99,8 @@ class EngineSettings:
     gateway: tuple[str, str] | None = None  # (namespace, Service) whose EndpointSlices list the dataplanes
     publish_port_name: str = "publish"
     static: bool = False  # local mode: no Services; backends use the endpoints the spec lists
+    # Gateway API only: no data plane serves TrafficSplits, so none is published; each one's status says so.
+    no_gateway: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,9 +364,10 @@ class Engine:
             self.metrics.set_state(OperatorState())
             return
         await self._sync_replicas()
-        if self._seed(desired):
-            desired = self.compile()
-        self._publish(desired)
+        if not self.settings.no_gateway:
+            if self._seed(desired):
+                desired = self.compile()
+            self._publish(desired)
         self._export_state()
         if self._status is not None:
             await self._status.write(self.store.splits.values(), desired, self.view(), now_rfc3339())
@@ -447,4 +450,5 @@ class Engine:
             held_back=published.held_back,
             sessions=self.fleet.sessions(),
             refused=self.fleet.refusals(),
+            no_gateway=self.settings.no_gateway,
         )

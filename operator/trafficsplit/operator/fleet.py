@@ -48,6 +48,29 @@ NOT_READY_MAX = 5.0
 REFUSED_MIN = 1.0
 REFUSED_MAX = 30.0
 
+
+class Backoff:
+    """The refused-generation retry's curve (REFUSED_MIN doubling to REFUSED_MAX, each pause drawn in its upper half
+    so retries that started together spread), kept per thing retried: a replica's refused generation here, and a
+    Gateway whose data plane could not be provisioned (gateways.py), so a failure that persists costs a try every
+    half-minute, not a hot loop."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self) -> None:
+        self._next = REFUSED_MIN
+
+    def pause(self, rng: random.Random) -> float:
+        """The pause before the next try after a failure; the one after that is twice as long (up to the cap)."""
+        pause = self._next * rng.uniform(0.5, 1.0)
+        self._next = min(self._next * 2, REFUSED_MAX)
+        return pause
+
+    def reset(self) -> None:
+        """A success, or a change that may have fixed the cause: the next failure starts the curve again."""
+        self._next = REFUSED_MIN
+
+
 _RESULTS = {
     pb.PublishReply.ACCEPTED: "accepted",
     pb.PublishReply.STALE: "stale",
@@ -65,7 +88,7 @@ class _Worker:
         self.known = False  # answered at least once since it was (re)discovered
         self.refused = 0  # the number of the last generation the replica refused whole: offered again at `retry_at`
         self.retry_at = 0.0  # event-loop time
-        self.refused_backoff = REFUSED_MIN
+        self.refused_backoff = Backoff()
         self.capabilities: Capabilities | None = None  # as last reported (kept while it is unreachable)
         self.instance = ""  # the replica process's random id: a change is a restart
         self.refusals: tuple[SplitRefusal, ...] = ()  # the splits of the generation it holds that it does not serve
@@ -85,7 +108,8 @@ class _Worker:
 
     def _forget_refusal(self) -> None:
         """The replica reconnected or restarted (maybe fixed): offer it the current generation at once."""
-        self.refused, self.retry_at, self.refused_backoff = 0, 0.0, REFUSED_MIN
+        self.refused, self.retry_at = 0, 0.0
+        self.refused_backoff.reset()
 
     def _note_replica(self, reply: pb.PublishReply | pb.HeldReply, refused: bool) -> None:
         """What every reply says about the replica: its instance, capabilities and (`refused`: the reply lists the
@@ -186,7 +210,7 @@ class _Worker:
         if reply.result == pb.PublishReply.ACCEPTED:
             refused = "".join(f"; refused {r.split}: {r.message}" for r in self.refusals)
             log.info("dataplane %s holds generation %d%s", reply.replica or self.name, reply.held_number, refused)
-            self.refused_backoff = REFUSED_MIN
+            self.refused_backoff.reset()
             # Lag from this target's numbering (a newer target set meanwhile has its own clock).
             if reply.held_number >= target.number > self.acked and self.fleet.target is target:
                 self.fleet.metrics.observe_lag(asyncio.get_running_loop().time() - self.fleet.target_at)
@@ -204,7 +228,7 @@ class _Worker:
             )
             self._set(reply.held_number, reply.replica)
         else:
-            pause = self.refused_backoff * self.fleet.rng.uniform(0.5, 1.0)
+            pause = self.refused_backoff.pause(self.fleet.rng)
             log.error(
                 "dataplane %s refused generation %d (offered again in %.1fs, or when it reconnects): %s",
                 reply.replica or self.name,
@@ -214,7 +238,6 @@ class _Worker:
             )
             self.refused = target.number
             self.retry_at = asyncio.get_running_loop().time() + pause
-            self.refused_backoff = min(self.refused_backoff * 2, REFUSED_MAX)
             self._set(reply.held_number, reply.replica)
 
     async def close(self) -> None:

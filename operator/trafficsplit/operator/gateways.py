@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -54,6 +55,7 @@ from trafficsplit.core.gatewayapi.parameters import GatewayParameters, parameter
 from trafficsplit.core.gatewayapi.policy import Policy, parse_policy
 from trafficsplit.core.gatewayapi.reading import CONTROLLER_NAME, GATEWAY_GROUP
 from trafficsplit.core.gatewayapi.status import (
+    NotProvisioned,
     class_status_body,
     gateway_status_body,
     policy_ancestors,
@@ -81,7 +83,8 @@ from trafficsplit.core.model.vocabulary import EventReason, EventType
 from trafficsplit.operator.certificates import CertificateReader, CertificateTiming, SecretGetter
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, publish_service_name
-from trafficsplit.operator.fleet import Fleet, Numbering
+from trafficsplit.operator.fleet import Backoff, Fleet, Numbering
+from trafficsplit.operator.provision import ProvisionError
 from trafficsplit.operator.store import Key, Parse, Refused, WatchStore, object_key
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
@@ -147,11 +150,12 @@ class Address(Protocol):
 
 class Provisioner(Protocol):
     """The per-Gateway data plane (`provisioner.Provisioner`): created or updated for a Gateway, returning its
-    `status.addresses`; the data plane of every Gateway not in `keep` (`namespace/name` keys) removed."""
+    `status.addresses` (raising `ProvisionError`, its `reason` for the status, for a Gateway it refuses or whose
+    object names are taken); the data plane of every Gateway whose uid is not in `live` removed."""
 
     async def ensure(self, gateway: Gateway, parameters: GatewayParameters) -> Sequence[Address]: ...
 
-    async def remove_absent(self, keep: Iterable[str]) -> Sequence[str]: ...
+    async def remove_absent(self, live: Iterable[str]) -> Sequence[str]: ...
 
 
 class GatewayEventSink(Protocol):
@@ -248,6 +252,7 @@ class GatewayPublishing:
 
     fleet: Fleet
     created: float  # event-loop time: numbering waits (bounded) for every replica to answer once
+    uid: str = ""  # the Gateway's metadata.uid: one deleted and created again under its name is another Gateway
     replicas: tuple[Replica, ...] | None = None  # as last given to the fleet
     number: int = 0
     content: GenerationContent | None = None
@@ -256,6 +261,12 @@ class GatewayPublishing:
     provisioned: tuple[int, GatewayParameters] | None = None  # the Gateway generation and parameters last ensured
     provisioning: asyncio.Task[None] | None = None
     ensured_at: float = 0.0  # event-loop time of the last successful ensure (re-ensured every reprovision_seconds)
+    # The last ensure failed: why (the status says it), for which (generation, parameters), and when to try again
+    # (fleet.Backoff: a Gateway that keeps failing is tried every half-minute at most, not on every pass).
+    unprovisioned: NotProvisioned | None = None
+    failed_for: tuple[int, GatewayParameters] | None = None
+    retry_at: float = 0.0
+    provision_backoff: Backoff = field(default_factory=Backoff)
     addresses: tuple[Mapping[str, str], ...] | None = None
     # The splits of the generation its replicas hold (their GetHeld replies), read once per held number: where a
     # restarted or newly leading operator continues `assignment: minimal` slot tables from.
@@ -343,6 +354,7 @@ class GatewayPlane:
         self._seeds: dict[str, TableSeed] = {}  # split key → the held table that fits, else why not
         self._rebuilt: list[RebuiltTable] = []  # AssignmentRebuilt Events still to post
         self._refusals_said: dict[tuple[str, Key], int] = {}  # the refused generation each Refused Event was for
+        self._rng = random.Random()  # provisioning backoff jitter
 
     def fleet(self, key: Key) -> Fleet | None:
         p = self._gateways.get(key)
@@ -472,13 +484,17 @@ class GatewayPlane:
         now: str,
     ) -> None:
         ours = {_key(g.gateway): g for g in translation.gateways}
-        for gone in [k for k in self._gateways if k not in ours]:
-            await self._close(gone)
+        # A Gateway deleted and created again under its name between two passes is another Gateway (another uid):
+        # the old one's fleet and data plane go, or the new one would find its objects' names taken.
+        for gone in [k for k, p in self._gateways.items() if k not in ours or p.uid != self._uid(k)]:
+            await self._close(gone, self._live_uids(ours))
         loop = asyncio.get_running_loop()
         for key in ours:
             p = self._gateways.get(key)
             if p is None:
-                p = self._gateways[key] = GatewayPublishing(fleet=self._make_fleet(), created=loop.time())
+                p = self._gateways[key] = GatewayPublishing(
+                    fleet=self._make_fleet(), created=loop.time(), uid=self._uid(key)
+                )
                 loop.call_later(self.settings.probe_timeout, self._poke)
             replicas = self.replicas(key, slices)
             if replicas and not p.replicas:
@@ -497,7 +513,7 @@ class GatewayPlane:
         if self._provisioner is not None and not self._cleaned:
             # Once per leadership: what a Gateway deleted while no operator led left behind.
             with _logged("removing the data planes of deleted Gateways"):
-                await self._provisioner.remove_absent([f"{ns}/{name}" for ns, name in ours])
+                await self._provisioner.remove_absent(self._live_uids(ours))
                 self._cleaned = True
         if self._sink is not None:
             await self._write_status(translation, ours, now)
@@ -559,27 +575,49 @@ class GatewayPlane:
         if self._provisioner is None or gw is None or p.provisioning is not None:
             return
         params = next((c.parameters for c in t.classes if c.name == gw.class_name), None)
-        fresh = asyncio.get_running_loop().time() < p.ensured_at + self.settings.reprovision_seconds
+        now = asyncio.get_running_loop().time()
+        fresh = now < p.ensured_at + self.settings.reprovision_seconds
         if params is None or (p.provisioned == (gw.meta.generation, params) and fresh):
             return
+        if p.failed_for == (gw.meta.generation, params) and now < p.retry_at:
+            return  # the same Gateway failed: its backoff's pass tries again (an edit tries at once)
         p.provisioning = asyncio.create_task(self._ensure(key, p, gw, params), name=f"provision:{key[0]}/{key[1]}")
 
     async def _ensure(self, key: Key, p: GatewayPublishing, gw: Gateway, params: GatewayParameters) -> None:
         assert self._provisioner is not None
+        loop = asyncio.get_running_loop()
+        tried = (gw.meta.generation, params)
         try:
             addresses = await self._provisioner.ensure(gw, params)
             p.addresses = tuple({"type": a.type, "value": a.value} for a in addresses)
-            p.provisioned = (gw.meta.generation, params)
-            loop = asyncio.get_running_loop()
-            p.ensured_at = loop.time()
+            p.provisioned, p.ensured_at = tried, loop.time()
+            p.unprovisioned, p.failed_for = None, None
+            p.provision_backoff.reset()
             loop.call_later(self.settings.reprovision_seconds, self._poke)  # the pass that ensures it again
-        except Exception as exc:  # retried on the next pass
-            log.warning("Gateway %s/%s: data plane not provisioned: %s", *key, exc)
+        except Exception as exc:
+            if p.failed_for != tried:  # another Gateway body or class: its failures start the curve again
+                p.provision_backoff.reset()
+            pause = p.provision_backoff.pause(self._rng)
+            reason = exc.reason if isinstance(exc, ProvisionError) else GatewayReason.PROVISIONING_FAILED
+            p.unprovisioned = NotProvisioned(reason, str(exc) or type(exc).__name__)
+            p.failed_for, p.retry_at = tried, loop.time() + pause
+            log.warning("Gateway %s/%s: data plane not provisioned (again in %.1fs): %s", *key, pause, exc)
+            loop.call_later(pause, self._poke)
         finally:
             p.provisioning = None
-            self._poke()
+            self._poke()  # the status says what happened
 
-    async def _close(self, key: Key) -> None:
+    def _uid(self, key: Key) -> str:
+        gw = self.store.gateways.get(key)
+        return gw.meta.uid if gw is not None else ""
+
+    def _live_uids(self, keys: Iterable[Key]) -> frozenset[str]:
+        """The uids of these Gateways of ours: cleanup removes the data plane of every other uid (ownership.py)."""
+        return frozenset(uid for k in keys if (uid := self._uid(k)))
+
+    async def _close(self, key: Key, live: frozenset[str]) -> None:
+        """The Gateway `key` gone (or another under its name): its fleet closed, and the data plane of every Gateway
+        whose uid is not `live` removed."""
         p = self._gateways.pop(key)
         log.info("Gateway %s/%s gone: its fleet is closed", *key)
         if p.provisioning is not None:
@@ -589,7 +627,7 @@ class GatewayPlane:
         await p.fleet.close()
         if self._provisioner is not None:
             with _logged(f"removing the data plane of Gateway {key[0]}/{key[1]}"):
-                await self._provisioner.remove_absent([f"{ns}/{name}" for ns, name in self._gateways])
+                await self._provisioner.remove_absent(live)
 
     async def close(self) -> None:
         """Leadership lost or the process stops: every fleet closed (the data planes keep serving)."""
@@ -632,7 +670,14 @@ class GatewayPlane:
             since = p.since.get("gateway")
             pending = p.waiting(since[1] if since else None, self._publish_service(key))
             body = gateway_status_body(
-                gs, ready=ready, pending=pending, addresses=p.addresses, stored=st.status, now=now, refused=p.refused
+                gs,
+                ready=ready,
+                pending=pending,
+                addresses=p.addresses,
+                stored=st.status,
+                now=now,
+                refused=p.refused,
+                unprovisioned=p.unprovisioned,
             )
             if (refusal := self.store.refused.get(("gateway", key))) is not None:
                 body["conditions"] = refused_accepted(

@@ -55,8 +55,7 @@ def _engine(
         if engine is not None:
             engine.poke()
 
-    gateway = "static" if cfg.static_dataplanes else f"{cfg.gateway_namespace}/{cfg.gateway_service}"
-    metrics = OperatorMetrics(gateway)
+    metrics = OperatorMetrics(cfg.gateway_label)
     fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls, metrics=metrics)
 
     def make_fleet() -> Fleet:
@@ -80,9 +79,10 @@ def _engine(
         origin=origin,
         debounce=cfg.debounce,
         static_replicas=cfg.static_dataplanes,
-        gateway=None if cfg.static_dataplanes else (cfg.gateway_namespace, cfg.gateway_service or ""),
+        gateway=cfg.discovered_gateway,
         publish_port_name=cfg.publish_port_name,
         static=static,
+        no_gateway=cfg.no_gateway,
     )
     engine = Engine(fleet, settings, status_sink, gateways)
     return engine
@@ -159,12 +159,14 @@ async def run_kubernetes(cfg: Config) -> bool:
             gateway_api = False
             await_crds = True
             log.warning(
-                "Gateway API off: %s; serving TrafficSplits only (the operator starts over by itself once they are "
-                "installed)",
+                "Gateway API off: %s; serving %s (the operator starts over by itself once they are installed)",
                 missing,
+                "nothing (--no-gateway)" if cfg.no_gateway else "TrafficSplits only",
             )
     else:
         log.info("Gateway API off: --gateway-api=false; serving TrafficSplits only")
+    if cfg.no_gateway:
+        log.info("no gateway for TrafficSplits (--no-gateway): none is published, each says Published=False, NoGateway")
     provisioner: Provisioner | None = None
     dataplane_namespace = cfg.dataplane_namespace
     if gateway_api and cfg.dataplane_settings:

@@ -15,8 +15,9 @@ emptyDir Envoy reads. The operator writes flags, never Envoy configuration (.imp
 bootstrap is always the one of the extproc version it runs beside. An HTTPS port's flag names its hostnames only: the
 certificates reach Envoy over SDS from the processor.
 
-Every object lives in the operator's namespace and carries `dataplane_names.selector_labels` (owner references
-cannot cross namespaces, so cleanup finds a deleted Gateway's objects by label).
+Every object lives in the operator's namespace and carries `dataplane_names.selector_labels` and the Gateway's uid
+(`GATEWAY_UID_LABEL`): owner references cannot cross namespaces, so cleanup finds a deleted Gateway's objects by
+label, and the provisioner touches an object only when its uid is the Gateway's (ownership.py).
 
 Cookie keys: each Gateway's data plane seals Cookie sessionPersistence (sticky.mode persistent) with HMAC keys of its
 own, in a Secret beside the rest of its data plane (`cookie_keys_secret_name`), which the extproc mounts as
@@ -45,6 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from trafficsplit.core.gatewayapi.conditions import GatewayReason
 from trafficsplit.core.gatewayapi.objects import Gateway
 from trafficsplit.core.gatewayapi.parameters import GatewayParameters, Resources
 from trafficsplit.core.model.persistent import MIN_KEY_BYTES
@@ -52,6 +54,7 @@ from trafficsplit.operator.dataplane_names import (
     COMPONENT,
     GATEWAY_NAME_ANNOTATION,
     GATEWAY_NAMESPACE_ANNOTATION,
+    GATEWAY_UID_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     PUBLISH_PORT_NAME,
@@ -86,7 +89,10 @@ _HEX_KEY = re.compile(rf"[0-9a-f]{{{2 * MIN_KEY_BYTES},256}}")
 
 
 class ProvisionError(ValueError):
-    """A Gateway this renderer cannot give a data plane (a listener port that collides); the message says why."""
+    """A Gateway this renderer cannot give a data plane (a listener port that collides); the message names the field.
+    `reason`: the Gateway's `Programmed` False reason while it stands."""
+
+    reason: str = GatewayReason.INVALID
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -294,10 +300,16 @@ def _container_ports(gateway: Gateway, settings: DataplaneSettings) -> dict[int,
     taken: dict[int, int] = {}
     for port in listener_ports(gateway):
         inner = container_port(port)
+        # The status names the field: the first listener on the port (the others on it share its Envoy listener).
+        where = next(f"spec.listeners[{i}].port" for i, lis in enumerate(gateway.listeners) if lis.port == port)
         if inner in reserved:
-            raise ProvisionError(f"listener port {port} would be served on {inner}, {reserved[inner]} in the pod")
+            raise ProvisionError(
+                f"{where}: listener port {port} would be served on {inner}, {reserved[inner]} in the pod"
+            )
         if inner in taken:
-            raise ProvisionError(f"listener ports {taken[inner]} and {port} would both be served on {inner} in the pod")
+            raise ProvisionError(
+                f"{where}: listener ports {taken[inner]} and {port} would both be served on {inner} in the pod"
+            )
         taken[inner] = port
         out[port] = inner
     return out
@@ -409,7 +421,9 @@ def merge(gateway: Gateway, params: GatewayParameters, settings: DataplaneSettin
 
 def object_labels(gateway: Gateway, settings: DataplaneSettings) -> dict[str, str]:
     ns, name = gateway.meta.namespace, gateway.meta.name
-    return {**settings.labels, **selector_labels(ns, name), MANAGED_BY_LABEL: MANAGED_BY}
+    # The uid says whose the object is (ownership.py): never the selector, a Deployment's selector cannot change.
+    owner = {GATEWAY_UID_LABEL: gateway.meta.uid}
+    return {**settings.labels, **selector_labels(ns, name), MANAGED_BY_LABEL: MANAGED_BY, **owner}
 
 
 def _meta(

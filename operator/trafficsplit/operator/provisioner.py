@@ -2,18 +2,21 @@
 
 Server-side apply with the operator's field manager, so the operator owns exactly the fields it renders and a
 re-apply is a no-op; after applying, objects of the same Gateway that the rendering no longer contains (a PDB
-switched off) are deleted. Every object is in the operator's namespace and found by its labels, never by owner
-references (they cannot cross namespaces): `remove` deletes one Gateway's objects, `remove_absent` every labelled
-object of a Gateway that is not in the list given, which is what makes a restarted operator clean up after Gateways
+switched off) are deleted. Before anything is applied, every object the data plane needs is read by name, and if one
+exists that is not this Gateway's (its uid label, ownership.py) nothing is applied or deleted: `ensure` raises
+`NameConflict` naming it. Every object is in the operator's namespace and found by its labels, never by owner
+references (they cannot cross namespaces): `remove` deletes one Gateway's objects (by uid), `remove_absent` every
+labelled object whose uid is no live Gateway's, which is what makes a restarted operator clean up after Gateways
 deleted while it was down. Only objects carrying both the data-plane component label and the operator's managed-by
 label are ever deleted.
 
 Every call here needs a verb in charts/trafficsplit/templates/operator-rbac.yaml (the `-dataplanes` Role).
 The `kubernetes` client is synchronous, so each public call runs in a thread.
 
-Cookie keys: `ensure` reads the Gateway's keys Secret back before rendering (never regenerates what exists), takes
-the rotation step `provision.cookie_keys_step` gives for the time (a new random key when one is due), and applies
-the Secret with the rest; the operator calls `ensure` again every few minutes, which is what rotates.
+Cookie keys: `ensure` reads the Gateway's keys Secret back (with the ownership check) before rendering (never
+regenerates what exists), takes the rotation step `provision.cookie_keys_step` gives for the time (a new random key
+when one is due), and applies the Secret with the rest; the operator calls `ensure` again every few minutes, which
+is what rotates.
 """
 
 from __future__ import annotations
@@ -32,12 +35,8 @@ from kubernetes.client.exceptions import ApiException
 
 from trafficsplit.core.gatewayapi.objects import Gateway
 from trafficsplit.core.gatewayapi.parameters import GatewayParameters
-from trafficsplit.operator.dataplane_names import (
-    GATEWAY_LABEL,
-    GATEWAY_NAME_ANNOTATION,
-    GATEWAY_NAMESPACE_ANNOTATION,
-    dataplane_name,
-)
+from trafficsplit.operator.dataplane_names import GATEWAY_UID_LABEL
+from trafficsplit.operator.ownership import NameConflict, foreign, orphaned, owner_text, owner_uid
 from trafficsplit.operator.provision import (
     COMPONENT_SELECTOR,
     COOKIE_KEY_BYTES,
@@ -45,6 +44,7 @@ from trafficsplit.operator.provision import (
     CookieKeys,
     DataplaneSettings,
     GatewayAddress,
+    ProvisionError,
     cookie_keys_secret_name,
     cookie_keys_step,
     parse_cookie_keys,
@@ -81,7 +81,6 @@ class Provisioner:
         self.field_manager = field_manager
         self._clock = clock  # wall-clock seconds: the keys' rotation stamps outlive the process
         core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
-        self._core = core
         # kind → (typed API, the method suffix): the kinds a data plane consists of (provision.KINDS).
         self._apis: dict[str, tuple[Any, str]] = {
             "Secret": (core, "namespaced_secret"),
@@ -122,21 +121,24 @@ class Provisioner:
             raise
         return True
 
+    def _read(self, kind: str, name: str) -> dict[str, Any] | None:
+        api, suffix = self._apis[kind]
+        try:
+            resp = getattr(api, f"read_{suffix}")(name, self.namespace, _preload_content=False)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return json.loads(resp.data)  # type: ignore[no-any-return]
+
     def _labelled(self, selector: str) -> list[tuple[str, dict[str, Any]]]:
         return [(kind, o) for kind in self._apis for o in self._list(kind, selector)]
 
     # --- the operations -------------------------------------------------------------------------------------------
 
-    def cookie_keys_sync(self, gateway: Gateway) -> CookieKeys:
-        """The Gateway's keys as they should be now: read back, stepped when a rotation step is due."""
+    def _cookie_keys(self, gateway: Gateway, stored: dict[str, Any] | None) -> CookieKeys:
+        """The Gateway's keys as they should be now: those `stored` holds, stepped when a rotation step is due."""
         name = cookie_keys_secret_name(gateway.meta.namespace, gateway.meta.name)
-        try:
-            resp = self._core.read_namespaced_secret(name, self.namespace, _preload_content=False)
-            stored = json.loads(resp.data)
-        except ApiException as e:
-            if e.status != 404:
-                raise
-            stored = None
         existing = parse_cookie_keys(stored)
         if stored is not None and existing is None:
             log.warning("gateway %s: Secret %s holds no valid cookie keys: new keys", gateway.meta.key, name)
@@ -149,8 +151,23 @@ class Provisioner:
         return step
 
     def ensure_sync(self, gateway: Gateway, parameters: GatewayParameters) -> tuple[GatewayAddress, ...]:
-        # The user's Secret (the class's parameters) wins: ours is then not rendered, so the sweep below deletes it.
-        keys = self.cookie_keys_sync(gateway) if parameters.cookie_keys_secret is None else None
+        uid = gateway.meta.uid
+        if not uid:
+            raise ProvisionError("metadata.uid: empty, and a data plane's objects are known by their Gateway's uid")
+        # Rendered first without keys: a Gateway the renderer refuses is refused before anything is read, and this
+        # names every object the data plane needs. The user's Secret (the class's parameters) wins: ours is then not
+        # rendered, so the sweep below deletes it.
+        own_keys = parameters.cookie_keys_secret is None
+        needed = [(o["kind"], o["metadata"]["name"]) for o in render(gateway, parameters, self.settings).objects]
+        keys_name = cookie_keys_secret_name(gateway.meta.namespace, gateway.meta.name)
+        if own_keys:
+            needed.append(("Secret", keys_name))
+        # Read by name before anything is written: an object of one of these names that is not this Gateway's
+        # (ownership.py) stops the whole data plane, so nothing of another Gateway's is ever applied over.
+        existing = {(kind, name): obj for kind, name in needed if (obj := self._read(kind, name)) is not None}
+        if taken := foreign(uid, ((kind, obj) for (kind, _), obj in existing.items())):
+            raise NameConflict(self.namespace, taken)
+        keys = self._cookie_keys(gateway, existing.get(("Secret", keys_name))) if own_keys else None
         rendered = render(gateway, parameters, self.settings, keys)
         addresses: tuple[GatewayAddress, ...] = ()
         for obj in rendered.objects:
@@ -158,7 +175,7 @@ class Provisioner:
             if obj["kind"] == "Service" and obj["metadata"]["name"] == rendered.name:
                 addresses = service_addresses(applied)
         wanted = {(o["kind"], o["metadata"]["name"]) for o in rendered.objects}
-        for kind, obj in self._labelled(f"{COMPONENT_SELECTOR},{GATEWAY_LABEL}={rendered.name}"):
+        for kind, obj in self._owned(uid):
             if (kind, obj["metadata"]["name"]) not in wanted:
                 log.info(
                     "gateway %s: deleting %s/%s, no longer rendered", gateway.meta.key, kind, obj["metadata"]["name"]
@@ -166,26 +183,26 @@ class Provisioner:
                 self._delete(kind, obj["metadata"]["name"])
         return addresses
 
-    def remove_sync(self, key: str) -> int:
-        namespace, _, name = key.partition("/")
-        deleted = 0
-        for kind, obj in self._labelled(f"{COMPONENT_SELECTOR},{GATEWAY_LABEL}={dataplane_name(namespace, name)}"):
-            deleted += self._delete(kind, obj["metadata"]["name"])
-        return deleted
+    def _owned(self, uid: str) -> list[tuple[str, dict[str, Any]]]:
+        """The objects carrying the Gateway uid `uid` (and our component and managed-by labels)."""
+        return [
+            (k, o) for k, o in self._labelled(f"{COMPONENT_SELECTOR},{GATEWAY_UID_LABEL}={uid}") if owner_uid(o) == uid
+        ]
 
-    def remove_absent_sync(self, keep: Iterable[str]) -> tuple[str, ...]:
-        wanted = {dataplane_name(*k.split("/", 1)) for k in keep}
+    def remove_sync(self, uid: str) -> int:
+        if not uid:
+            return 0
+        return sum(self._delete(kind, obj["metadata"]["name"]) for kind, obj in self._owned(uid))
+
+    def remove_absent_sync(self, live: Iterable[str]) -> tuple[str, ...]:
+        keep = frozenset(live)
         removed: set[str] = set()
         for kind, obj in self._labelled(COMPONENT_SELECTOR):
-            meta = obj["metadata"]
-            if (meta.get("labels") or {}).get(GATEWAY_LABEL) in wanted:
+            if not orphaned(obj, keep):
                 continue
-            annotations = meta.get("annotations") or {}
-            owner = (
-                f"{annotations.get(GATEWAY_NAMESPACE_ANNOTATION, '?')}/{annotations.get(GATEWAY_NAME_ANNOTATION, '?')}"
-            )
-            if self._delete(kind, meta["name"]):
-                log.info("gateway %s is gone: deleted %s/%s", owner, kind, meta["name"])
+            owner = owner_text(obj)
+            if self._delete(kind, obj["metadata"]["name"]):
+                log.info("gateway %s is gone: deleted %s/%s", owner, kind, obj["metadata"]["name"])
             removed.add(owner)
         return tuple(sorted(removed))
 
@@ -193,10 +210,10 @@ class Provisioner:
         """Apply the Gateway's data plane; its addresses (the load balancer's, else the ClusterIP)."""
         return await asyncio.to_thread(self.ensure_sync, gateway, parameters)
 
-    async def remove(self, key: str) -> int:
-        """Delete every object of the Gateway `namespace/name`; how many there were."""
-        return await asyncio.to_thread(self.remove_sync, key)
+    async def remove(self, uid: str) -> int:
+        """Delete every object of the Gateway whose uid is `uid`; how many there were."""
+        return await asyncio.to_thread(self.remove_sync, uid)
 
-    async def remove_absent(self, keep: Iterable[str]) -> tuple[str, ...]:
-        """Delete the data plane of every Gateway not in `keep` (`namespace/name` keys); the Gateways removed."""
-        return await asyncio.to_thread(self.remove_absent_sync, tuple(keep))
+    async def remove_absent(self, live: Iterable[str]) -> tuple[str, ...]:
+        """Delete the data plane of every Gateway whose uid is not in `live` (ownership.orphaned); who they were."""
+        return await asyncio.to_thread(self.remove_absent_sync, tuple(live))

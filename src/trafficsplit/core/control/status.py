@@ -185,6 +185,9 @@ class PublishView:
     sessions: Mapping[str, Mapping[str, BackendSessions]] = field(default_factory=dict)
     # split key → (replica, message) for each replica that refused that split alone (it serves the rest)
     refused: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    # No data plane serves TrafficSplits at all (a Gateway-API-only installation): nothing is published to, and every
+    # split says so rather than waiting for dataplanes that will never come.
+    no_gateway: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,8 +221,16 @@ def _condition(type_: ConditionType, verdict: Verdict, generation: int, previous
     )
 
 
+NO_GATEWAY_MESSAGE = (
+    "not published: this installation runs no gateway for TrafficSplits (Gateway API only: the chart's "
+    "gateway.enabled is false); route to these backends with an HTTPRoute on a Gateway instead"
+)
+
+
 def published_condition(outcome: Outcome, view: PublishView) -> Verdict:
     """`Published`: every replica acknowledged a generation carrying the current spec."""
+    if view.no_gateway:  # before the spec's own problems: those still show in Accepted and ResolvedRefs
+        return Verdict(False, Reason.NO_GATEWAY, NO_GATEWAY_MESSAGE)
     held = (
         "; no dataplane reported a form of it, so nothing is published until it is fixed: the dataplanes keep the "
         "generation they hold"

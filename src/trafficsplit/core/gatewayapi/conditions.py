@@ -58,6 +58,9 @@ class GatewayReason(StrEnum):
     UNSUPPORTED_VALUE = "UnsupportedValue"
     PENDING = "Pending"
     INVALID = "Invalid"  # Programmed: the Gateway's current configuration cannot be served (a bound of the model)
+    # Programmed: an object of the name the Gateway's data plane would have belongs to another Gateway (or to none)
+    NAME_CONFLICT = "NameConflict"
+    PROVISIONING_FAILED = "ProvisioningFailed"  # Programmed: the API server refused or failed a data-plane object
 
 
 # Programmed is the data plane's to say, after its replicas ACK (the operator's gateways module): until then Unknown.

@@ -248,7 +248,7 @@ def _meta(body: Mapping[str, Any], p: Problems) -> Meta:
         p.add("metadata.namespace", "required: a policy is namespaced")
     generation = get_field(m, "generation", int, "metadata", p) or 0
     created = get_field(m, "creationTimestamp", str, "metadata", p) or ""
-    return Meta(namespace, name, generation, created[:64])
+    return Meta(namespace=namespace, name=name, generation=generation, created=created[:64])
 
 
 def _targets(raw: list[Any] | None, p: Problems) -> tuple[PolicyTarget, ...]:

@@ -20,6 +20,7 @@ gatewayapi.httproute.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -130,16 +131,22 @@ class Reader:
             raise SpecError(self.problems)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Meta:
     namespace: str
     name: str
     generation: int
     created: str  # creationTimestamp (RFC 3339, so text order is time order): older routes win precedence ties
+    # metadata.uid: which object this is (a name deleted and created again is another); a provisioned data plane's
+    # objects carry their Gateway's, as a label value (so at most 63 characters of [A-Za-z0-9-])
+    uid: str = ""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+_UID = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 
 
 def read_meta(body: Mapping[str, Any], r: Reader, namespaced: bool = True) -> Meta:
@@ -155,7 +162,10 @@ def read_meta(body: Mapping[str, Any], r: Reader, namespaced: bool = True) -> Me
         r.add("metadata.namespace", f"{ns[:64]!r} must be a DNS label")
     generation = r.integer(m, "generation", "metadata", 0, 2**63 - 1) or 0
     created = r.text(m, "creationTimestamp", "metadata", 64) or ""
-    return Meta(ns, name, generation, created)
+    uid = r.text(m, "uid", "metadata", 63) or ""
+    if uid and not _UID.fullmatch(uid):
+        r.add("metadata.uid", f"{uid[:64]!r} must be letters, digits and dashes")
+    return Meta(namespace=ns, name=name, generation=generation, created=created, uid=uid)
 
 
 def read_hostname(value: str | None, path: str, r: Reader, wildcard: bool = True) -> str | None:

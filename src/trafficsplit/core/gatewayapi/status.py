@@ -18,7 +18,7 @@ The translation (`gatewayapi.translate`) says what each condition is; this modul
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from trafficsplit.core.gatewayapi.conditions import (
@@ -53,13 +53,33 @@ def stamped(conditions: Iterable[Condition], stored: Any, now: str) -> list[dict
     return out
 
 
-def programmed(condition: Condition, ready: bool, pending: str, refused: str | None = None) -> Condition:
+@dataclass(frozen=True, slots=True)
+class NotProvisioned:
+    """Why a Gateway's data plane could not be provisioned (its `Programmed` False reason, and the message naming the
+    field or the object); the operator retries it with backoff."""
+
+    reason: str
+    message: str
+
+
+def programmed(
+    condition: Condition,
+    ready: bool,
+    pending: str,
+    refused: str | None = None,
+    unprovisioned: NotProvisioned | None = None,
+) -> Condition:
     """The translation's `Programmed` (Unknown, Pending) made True when the replicas ACKed, else its message is
     `pending` (what is being waited for); False, `Invalid`, when the Gateway's current content was `refused` (it breaks
-    a bound: the data plane keeps serving what it holds, and no ACK will change that). A condition the translation
-    already decided (False: a listener that is not served, e.g. HTTPS without a certificate) is kept as it is."""
+    a bound: the data plane keeps serving what it holds, and no ACK will change that); False with its reason when its
+    data plane could not be provisioned (`unprovisioned`: whatever the replicas ACK, the Gateway as it is now is not
+    what runs). A condition the translation already decided (False: a listener that is not served, e.g. HTTPS without
+    a certificate) is kept as it is."""
     if condition.status != "Unknown":
         return condition
+    if unprovisioned is not None:
+        why = f"data plane not provisioned (retried with backoff): {unprovisioned.message}"
+        return replace(condition, status="False", reason=unprovisioned.reason, message=why[:MAX_CONDITION_MESSAGE])
     if refused is not None:
         why = f"not published, the data plane keeps its last generation: {refused}"
         return replace(condition, status="False", reason=GatewayReason.INVALID, message=why[:MAX_CONDITION_MESSAGE])
@@ -69,9 +89,13 @@ def programmed(condition: Condition, ready: bool, pending: str, refused: str | N
 
 
 def _with_programmed(
-    conditions: Sequence[Condition], ready: bool, pending: str, refused: str | None
+    conditions: Sequence[Condition],
+    ready: bool,
+    pending: str,
+    refused: str | None,
+    unprovisioned: NotProvisioned | None,
 ) -> list[Condition]:
-    return [programmed(c, ready, pending, refused) if c.type == "Programmed" else c for c in conditions]
+    return [programmed(c, ready, pending, refused, unprovisioned) if c.type == "Programmed" else c for c in conditions]
 
 
 def gateway_status_body(
@@ -83,18 +107,21 @@ def gateway_status_body(
     stored: Mapping[str, Any],
     now: str,
     refused: str | None = None,
+    unprovisioned: NotProvisioned | None = None,
 ) -> dict[str, Any]:
     """A Gateway's whole `status` (conditions, listeners, and addresses when the provisioner gave some); `refused`:
-    why its current content could not be published (`programmed`)."""
+    why its current content could not be published, `unprovisioned`: why its data plane could not be (`programmed`)."""
     stored_listeners = {
         str(x.get("name")): x for x in stored.get("listeners") or [] if isinstance(x, Mapping) and x.get("name")
     }
     listeners: list[dict[str, Any]] = []
     for lis in status.listeners:
-        listeners.append(_listener_body(lis, ready, pending, refused, stored_listeners.get(lis.name, {}), now))
+        listeners.append(
+            _listener_body(lis, ready, pending, refused, unprovisioned, stored_listeners.get(lis.name, {}), now)
+        )
     body: dict[str, Any] = {
         "conditions": stamped(
-            _with_programmed(status.conditions, ready, pending, refused), stored.get("conditions"), now
+            _with_programmed(status.conditions, ready, pending, refused, unprovisioned), stored.get("conditions"), now
         ),
         "listeners": listeners,
     }
@@ -104,13 +131,20 @@ def gateway_status_body(
 
 
 def _listener_body(
-    lis: ListenerStatus, ready: bool, pending: str, refused: str | None, stored: Mapping[str, Any], now: str
+    lis: ListenerStatus,
+    ready: bool,
+    pending: str,
+    refused: str | None,
+    unprovisioned: NotProvisioned | None,
+    stored: Mapping[str, Any],
+    now: str,
 ) -> dict[str, Any]:
+    conditions = _with_programmed(lis.conditions, ready, pending, refused, unprovisioned)
     return {
         "name": lis.name,
         "supportedKinds": [{"group": k.group, "kind": k.kind} for k in lis.supported_kinds],
         "attachedRoutes": lis.attached_routes,
-        "conditions": stamped(_with_programmed(lis.conditions, ready, pending, refused), stored.get("conditions"), now),
+        "conditions": stamped(conditions, stored.get("conditions"), now),
     }
 
 

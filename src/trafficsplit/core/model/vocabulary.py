@@ -37,6 +37,7 @@ class Reason(StrEnum):
     PENDING = "Pending"
     HELD = "Held"
     NO_DATAPLANES = "NoDataplanes"
+    NO_GATEWAY = "NoGateway"  # the installation runs no data plane for TrafficSplits (Gateway API only)
     BEHIND = "Behind"
     UNSERVABLE = "Unservable"  # a dataplane replica reports it cannot serve this split (no cookie keys): left out
     REFUSED = "Refused"  # a replica refused this split alone from a generation it accepted

@@ -1,0 +1,298 @@
+"""The real operator with provisioning on (`--dataplane-settings`, as the chart runs it) against a real API server with
+the Gateway API CRDs: Gateways of tenants who pick colliding names, an object of a Gateway's name that is not its
+own, and Gateways the renderer refuses. There is no controller-manager, so the data planes' Deployments get no pods:
+where a Gateway must be served, a real extproc + Envoy replica stands in for its pod, the endpoint of an
+EndpointSlice made by hand for the Gateway's provisioned publish Service.
+
+- The pair whose 46-character prefixes and 32-bit digests collided (`shop/storefront-public-gateway-production-
+  eu-west` and `shop-storefront/public-gateway-production-eu-west-canary-blue-a-70cvbmc`, found by a 2^32 search)
+  and a birthday pair: distinct objects, each carrying its own Gateway's uid and identity; each Gateway
+  `Programmed: True` through its own publish Service and its own replica (which refuses any other Gateway's
+  generation), its address its own Service's, nothing rewritten, no generation renumbered.
+- An object of a Gateway's derived name that carries another Gateway's uid: left untouched, the Gateway
+  `Programmed: False`, `NameConflict`, naming it, nothing of either Gateway applied over or deleted.
+- Ten Gateways on listener port 9001 (the extproc's own port in the pod): tried a handful of times in 30 s (the
+  publish refusal's backoff), not 33 times a second each, and `Programmed: False` names the field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.controlplane import ControlPlane
+from tests.support.dataplane import NameBackends
+from tests.support.netns import TestPods
+from tests.support.operator import (
+    Gateway,
+    OperatorProcess,
+    Operators,
+    apply,
+    gateway_api_control_plane,
+    get_object,
+    routable_gateway,
+)
+from tests.support.provision import settings_doc
+from tests.support.waiting import poll
+from trafficsplit.operator.dataplane_names import (
+    GATEWAY_LABEL,
+    GATEWAY_NAME_ANNOTATION,
+    GATEWAY_NAMESPACE_ANNOTATION,
+    GATEWAY_UID_LABEL,
+    dataplane_name,
+    publish_service_name,
+)
+from trafficsplit.operator.provision import COMPONENT_SELECTOR
+
+pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+
+CONTROLLER = "trafficsplit.dev/gateway-controller"
+OPERATOR_NS = "ts-system"
+KINDS = "deployments,services,poddisruptionbudgets,networkpolicies,secrets,configmaps"
+COLLIDING = [
+    ("shop", "storefront-public-gateway-production-eu-west"),
+    ("shop-storefront", "public-gateway-production-eu-west-canary-blue-a-70cvbmc"),
+]
+BIRTHDAY = [
+    ("shop", "storefront-public-gateway-production-eu-west-35217"),
+    ("shop-storefront", "public-gateway-production-eu-west-6590"),
+]
+
+
+@pytest.fixture(scope="module")
+def gwkube() -> Iterator[ControlPlane]:
+    with gateway_api_control_plane() as cp:
+        for ns in (OPERATOR_NS, "shop", "shop-storefront", "edge"):
+            cp.kubectl("create", "namespace", ns)
+        apply(cp, yaml.safe_dump({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+                                  "metadata": {"name": "trafficsplit"},
+                                  "spec": {"controllerName": CONTROLLER}}))  # fmt: skip
+        yield cp
+
+
+def start_operator(kube: ControlPlane, tmp_path: Path, token: Path) -> OperatorProcess:
+    """One operator, provisioning on, its data planes in OPERATOR_NS (the chart's settings file, its defaults)."""
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(settings_doc(OPERATOR_NS)))
+    return Operators(kube, tmp_path).start(
+        kube.kubeconfig,
+        args=[
+            "--leader-election=false",
+            "--gateway-api=true",
+            "--gateway-service=no-chart-gateway",
+            f"--gateway-namespace={OPERATOR_NS}",
+            f"--dataplane-settings={settings}",
+            f"--token-file={token}",
+            "--publish-timeout=2",
+        ],
+    )
+
+
+@pytest.fixture
+def operator(gwkube: ControlPlane, tmp_path: Path) -> Iterator[OperatorProcess]:
+    token = tmp_path / "token"
+    token.write_text("t" * 32 + "\n")
+    op = start_operator(gwkube, tmp_path, token)
+    try:
+        yield op
+    finally:
+        op.stop()
+        print(op.log_tail(40))
+
+
+def gateway_yaml(namespace: str, name: str, port: int = 80) -> str:
+    return yaml.safe_dump({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"gatewayClassName": "trafficsplit",
+                 "listeners": [{"name": "http", "port": port, "protocol": "HTTP"}]},
+    })  # fmt: skip
+
+
+def provisioned(kube: ControlPlane) -> dict[str, dict[str, Any]]:
+    """kind/name → object, for every object in the operator's namespace with the data-plane labels."""
+    out = kube.kubectl("get", KINDS, "-n", OPERATOR_NS, "-l", COMPONENT_SELECTOR, "-o", "json").stdout
+    return {f"{o['kind']}/{o['metadata']['name']}": o for o in json.loads(out)["items"]}
+
+
+def programmed(kube: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
+    conds = (get_object(kube, "gateway", name, namespace).get("status") or {}).get("conditions") or []
+    return next((c for c in conds if c.get("type") == "Programmed"), {})
+
+
+def is_programmed(kube: ControlPlane, namespace: str, name: str, status: str) -> Callable[[], bool | None]:
+    return lambda: programmed(kube, namespace, name).get("status") == status or None
+
+
+def publish_slice(kube: ControlPlane, service: str, host: str, port: int) -> None:
+    """The EndpointSlice the EndpointSlice controller would make for a provisioned publish Service (there is none):
+    its one endpoint a test replica's publish API."""
+    apply(kube, yaml.safe_dump({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": f"{service}-x", "namespace": OPERATOR_NS,
+                     "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4", "ports": [{"name": "publish", "port": port, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [host], "conditions": {"ready": True}}],
+    }))  # fmt: skip
+
+
+PAIRS = COLLIDING + BIRTHDAY
+
+
+@pytest.fixture
+def replicas(name_backends: NameBackends, testpods: TestPods) -> Iterator[Gateway]:
+    """One extproc + Envoy replica per Gateway of PAIRS, each told which Gateway it serves (`--gateway`, as a
+    provisioned replica is): it refuses any other Gateway's generation."""
+    extra = [[f"--gateway={ns}/{name}"] for ns, name in PAIRS]
+    with routable_gateway(name_backends, testpods, n=len(PAIRS), unit_extra=extra) as gw:
+        yield gw
+
+
+@pytest.mark.envoy
+@pytest.mark.netns
+def test_gateways_whose_names_collided_get_their_own_objects(
+    gwkube: ControlPlane, replicas: Gateway, tmp_path: Path
+) -> None:
+    kube = gwkube
+    for ns, name in PAIRS:
+        apply(kube, gateway_yaml(ns, name))
+    uids = {(ns, name): get_object(kube, "gateway", name, ns)["metadata"]["uid"] for ns, name in PAIRS}
+    op = start_operator(gwkube, tmp_path, replicas.token_file)
+
+    def each_has_six() -> dict[str, dict[str, Any]] | None:
+        objs = provisioned(kube)
+        counts = [
+            sum(o["metadata"]["labels"].get(GATEWAY_UID_LABEL) == u for o in objs.values()) for u in uids.values()
+        ]
+        return objs if counts == [6] * len(PAIRS) else None
+
+    try:
+        objs = poll(each_has_six, 60, "six objects per Gateway", 0.2)
+        names = {dataplane_name(ns, name) for ns, name in PAIRS}
+        assert len(names) == 4, names  # the prefixes are still alike: only the 128-bit digest tells them apart
+        by_uid = {u: k for k, u in uids.items()}
+        for key, obj in objs.items():
+            meta = obj["metadata"]
+            owner = by_uid.get(meta["labels"].get(GATEWAY_UID_LABEL, ""))
+            assert owner is not None, f"{key}: a uid of no Gateway"  # no foreign uid on any object
+            annotations = meta["annotations"]
+            assert (annotations[GATEWAY_NAMESPACE_ANNOTATION], annotations[GATEWAY_NAME_ANNOTATION]) == owner, key
+            assert meta["labels"][GATEWAY_LABEL] == dataplane_name(*owner), key
+            assert meta["name"].startswith(dataplane_name(*owner)), key
+            assert len(meta["name"]) <= 63 or obj["kind"] == "Secret", key
+        # Each Gateway's replica is the one endpoint of its own publish Service; a replica refuses any other
+        # Gateway's generation, so Programmed True means each Gateway was published to through its own objects.
+        for i, (ns, name) in enumerate(PAIRS):
+            publish_slice(kube, publish_service_name(ns, name), replicas.publish_host,
+                          replicas.units[i].processor.ports["publish"])  # fmt: skip
+        for ns, name in PAIRS:
+            svc = objs[f"Service/{dataplane_name(ns, name)}"]
+            poll(is_programmed(kube, ns, name, "True"), 60, f"{ns}/{name} Programmed", 0.2)
+            status = get_object(kube, "gateway", name, ns)["status"]
+            assert status["addresses"] == [{"type": "IPAddress", "value": svc["spec"]["clusterIP"]}], (ns, name)
+        held = replicas.held()
+        assert all(h >= 1 for h in held), held
+        refused = re.findall(r"refused generation \d+ .*this replica serves Gateway", op.log())
+        print(
+            f"4 Gateways Programmed, each by its own replica; replicas hold {held}; refusals in the log: {len(refused)}"
+        )
+        # Nothing rewrote anything: the same versions a few passes later, and no generation ping-pong.
+        versions = {k: o["metadata"]["resourceVersion"] for k, o in objs.items()}
+        time.sleep(3)
+        assert {k: o["metadata"]["resourceVersion"] for k, o in provisioned(kube).items() if k in versions} == versions
+        assert replicas.held() == held and not refused
+        for ns, name in PAIRS:
+            kube.kubectl("delete", "gateway", name, "-n", ns)
+        poll(lambda: not any(o["metadata"]["labels"].get(GATEWAY_UID_LABEL) in by_uid
+                             for o in provisioned(kube).values()) or None,
+             30, "every data plane removed with its Gateway", 0.2)  # fmt: skip
+    finally:
+        op.stop()
+        print(op.log_tail(40))
+
+
+def test_an_object_of_the_derived_name_that_is_another_gateways_is_left_alone(
+    gwkube: ControlPlane, operator: OperatorProcess
+) -> None:
+    kube = gwkube
+    apply(kube, gateway_yaml("edge", "owner"))
+    owner_uid = get_object(kube, "gateway", "owner", "edge")["metadata"]["uid"]
+    poll(lambda: len([o for o in provisioned(kube).values()
+                      if o["metadata"]["labels"].get(GATEWAY_UID_LABEL) == owner_uid]) == 6 or None,
+         60, "the owner's data plane", 0.2)  # fmt: skip
+    # By hand: a Service under the name the Gateway edge/victim's data plane will need, carrying edge/owner's uid
+    # (what a name collision would look like).
+    taken = dataplane_name("edge", "victim")
+    labels = {GATEWAY_UID_LABEL: owner_uid, GATEWAY_LABEL: taken, "app.kubernetes.io/component": "gateway-dataplane",
+              "app.kubernetes.io/managed-by": "trafficsplit-operator"}  # fmt: skip
+    apply(kube, yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": taken, "namespace": OPERATOR_NS, "labels": labels},
+        "spec": {"ports": [{"name": "x", "port": 1234}], "selector": {"app": "hand-made"}},
+    }))  # fmt: skip
+    before = {k: o["metadata"]["resourceVersion"] for k, o in provisioned(kube).items()}
+    apply(kube, gateway_yaml("edge", "victim"))
+    victim_uid = get_object(kube, "gateway", "victim", "edge")["metadata"]["uid"]
+
+    c = poll(lambda: (c := programmed(kube, "edge", "victim")).get("reason") == "NameConflict" and c, 30,
+             "victim Programmed False, NameConflict", 0.2)  # fmt: skip
+    assert c["status"] == "False" and f"Service {OPERATOR_NS}/{taken}" in c["message"] and owner_uid in c["message"], c
+    print(f"victim: Programmed {c['status']} {c['reason']}: {c['message']}")
+    time.sleep(3)  # more passes (and the victim's backoff retry)
+    after = provisioned(kube)
+    assert {k: o["metadata"]["resourceVersion"] for k, o in after.items()} == before  # untouched, nothing deleted
+    assert not [k for k, o in after.items() if o["metadata"]["labels"].get(GATEWAY_UID_LABEL) == victim_uid]
+    assert after[f"Service/{taken}"]["spec"]["selector"] == {"app": "hand-made"}
+    # The administrator removes the hand-made object: the victim gets its data plane (at its next backoff try).
+    kube.kubectl("delete", "service", taken, "-n", OPERATOR_NS)
+    poll(lambda: len([o for o in provisioned(kube).values()
+                      if o["metadata"]["labels"].get(GATEWAY_UID_LABEL) == victim_uid]) == 6 or None,
+         60, "the victim's data plane once the name is free", 0.2)  # fmt: skip
+    assert programmed(kube, "edge", "victim").get("status") != "False"
+    for name in ("owner", "victim"):
+        kube.kubectl("delete", "gateway", name, "-n", "edge")
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_gateways_the_renderer_refuses_back_off_and_name_the_field(
+    gwkube: ControlPlane, operator: OperatorProcess
+) -> None:
+    kube = gwkube
+    names = [f"bad-{i}" for i in range(10)]
+    for name in names:
+        apply(kube, gateway_yaml("edge", name, port=9001))
+    for name in names:
+        poll(is_programmed(kube, "edge", name, "False"), 30, f"{name} Programmed False", 0.2)
+    c = programmed(kube, "edge", names[0])
+    assert c["reason"] == "Invalid" and "spec.listeners[0].port" in c["message"] and "9001" in c["message"], c
+    print(f"{names[0]}: Programmed {c['status']} {c['reason']}: {c['message']}")
+
+    tried = re.compile(r"Gateway edge/(bad-\d+): data plane not provisioned")
+    start = len(tried.findall(operator.log()))
+    assert operator.proc is not None
+    pid = operator.proc.pid
+    cpu0, t0 = _cpu_seconds(pid), time.monotonic()
+    time.sleep(30)
+    took, cpu = time.monotonic() - t0, _cpu_seconds(pid) - cpu0
+    attempts = tried.findall(operator.log())[start:]
+    per = {n: attempts.count(n) for n in names}
+    rate = len(attempts) / took
+    print(f"10 Gateways on port 9001: {len(attempts)} provisioning attempts in {took:.1f}s ({rate:.2f}/s; "
+          f"per Gateway {sorted(per.values())}), operator CPU {cpu / took:.1%}")  # fmt: skip
+    # The backoff (about 1, 2, 4, 8, 16 s, then 30 s): at most 6 tries per Gateway in 30 s, before 33 a second.
+    assert max(per.values()) <= 6 and len(attempts) <= 60, per
+    made = [o["metadata"]["annotations"].get(GATEWAY_NAME_ANNOTATION, "") for o in provisioned(kube).values()]
+    assert not [n for n in made if n.startswith("bad-")]  # nothing half-provisioned
+    for name in names:
+        kube.kubectl("delete", "gateway", name, "-n", "edge")
