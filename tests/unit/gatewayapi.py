@@ -158,6 +158,12 @@ def model_doc(t: Translation) -> dict[str, Any]:
         doc: dict[str, Any] = {"route": a.route, "rule": a.rule, "errorWeight": a.error_weight}
         if not a.filters.empty:
             doc["filters"] = a.filters.to_dict()
+        if a.timeouts is not None:
+            doc["timeouts"] = a.timeouts.to_dict()
+        if a.retry is not None:
+            doc["retry"] = a.retry.to_dict()
+        if a.mirrors:
+            doc["mirrors"] = [m.to_dict() for m in a.mirrors]
         s = a.split
         if s is None:
             doc["split"] = None

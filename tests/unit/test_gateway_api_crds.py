@@ -19,11 +19,16 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.unit.test_gatewayapi_golden import supported_paths
 from trafficsplit.core.gatewayapi import httproute as h
 from trafficsplit.core.gatewayapi import objects as g
+from trafficsplit.core.model import filters as f
 from trafficsplit.core.model import matches as v
+from trafficsplit.core.model import timeouts as t
+from trafficsplit.core.model.timeouts import parse_duration_ms
 from trafficsplit.core.model.weights import MAX_WEIGHT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,3 +125,34 @@ def test_every_supported_field_is_a_field_of_the_crd() -> None:
 def test_the_parser_bounds_are_the_crd_bounds(kind_file: str, path: str, key: str, bound: int) -> None:
     nodes = dict(schema_nodes(schema(kind_file)))
     assert nodes[path][key] == bound
+
+
+DURATION_FIELDS = ("rules.timeouts.request", "rules.timeouts.backendRequest", "rules.retry.backoff")
+
+
+def test_the_timeouts_retry_and_mirror_bounds_are_the_crds() -> None:
+    nodes = dict(schema_nodes(schema("httproutes")))
+    codes = nodes["rules.retry.codes"]
+    assert (codes["items"]["minimum"], codes["items"]["maximum"]) == (t.MIN_RETRY_CODE, t.MAX_RETRY_CODE)
+    assert codes["x-kubernetes-list-type"] == "set"  # each code once, as RuleRetry checks
+    # The CRD sets no maximum for attempts: ours (MAX_RETRY_ATTEMPTS) is above its minimum.
+    assert nodes["rules.retry.attempts"]["minimum"] == 1 < t.MAX_RETRY_ATTEMPTS
+    assert "maximum" not in nodes["rules.retry.attempts"]
+    percent = nodes["rules.filters.requestMirror.percent"]
+    assert (percent["minimum"], percent["maximum"]) == (0, f.MAX_MIRROR_PERCENT)
+    denominator = nodes["rules.filters.requestMirror.fraction.denominator"]
+    assert (denominator["minimum"], denominator["default"], denominator["format"]) == (1, 100, "int32")
+    assert f.MAX_MIRROR_DENOMINATOR == 2**31 - 1  # int32
+    assert nodes["rules.filters.requestMirror.fraction.numerator"]["minimum"] == 0
+    assert nodes["rules.filters"]["maxItems"] == f.MAX_MIRRORS  # every filter of a rule may be a mirror
+    for field in DURATION_FIELDS:
+        assert nodes[field]["pattern"] == DURATION_PATTERN, field
+
+
+DURATION_PATTERN = "^([0-9]{1,5}(h|m|s|ms)){1,4}$"
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet="0123456789hms1", max_size=t.MAX_DURATION_TEXT + 4))
+def test_the_duration_parser_takes_exactly_what_the_crds_pattern_does(text: str) -> None:
+    assert (parse_duration_ms(text) is not None) == (re.fullmatch(DURATION_PATTERN, text) is not None)

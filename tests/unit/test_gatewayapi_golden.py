@@ -23,7 +23,9 @@ REQUIRED_CASES = {
     "crossns-nogrant",
     "crossns-grant",
     "missing-backend",
-    "unsupported",  # kind, filters we do not serve, timeouts
+    "unsupported",  # kind, filters we do not serve (CORS, ExtensionRef, a mirror with a redirect)
+    "timeouts",  # timeouts (Flagger's service.timeout) and retry carried; attempts over our bound refused
+    "flagger-mirror",  # RequestMirror (Flagger's blue/green mirror): percent, fraction, granted, unresolved
     "filters",  # header modifiers, rewrites, redirects carried
     "hostless",  # routes serving every host
     "session-cookie",

@@ -6,6 +6,7 @@ that splits."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,12 +15,16 @@ from envoy.config.route.v3 import route_components_pb2 as rc
 from envoy.config.route.v3 import route_pb2
 from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2 as hcm_pb2
+from google.protobuf import any_pb2
 
 from trafficsplit.core.gatewayapi.translate import gateway_content
+from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.filters import PathModifier, PathModifierType, rewrite_path
 from trafficsplit.core.model.generation import Generation
 from trafficsplit.core.model.matches import PathType, RouteMatch
 from trafficsplit.core.model.routes import RuleKey
+from trafficsplit.core.model.rules import Endpoint
+from trafficsplit.core.model.timeouts import RuleTimeouts
 from trafficsplit.wire import envoy
 from trafficsplit.wire.bootstrap import Address, BootstrapOptions, GatewayListener, bootstrap
 from trafficsplit.wire.gateway_routes import (
@@ -30,6 +35,7 @@ from trafficsplit.wire.gateway_routes import (
     route_match,
     rule_of,
 )
+from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 from .test_gateway_serve import FILTERED, ref, route, served
 
@@ -347,3 +353,104 @@ def test_a_gateway_listener_asks_rds_for_its_ports_routes_and_sends_the_route_na
     (f, _) = hcm.http_filters
     assert f.name == envoy.EXTPROC_FILTER and f.typed_config.Unpack(ext)
     assert list(ext.request_attributes) == ["xds.route_name"] and ext.failure_mode_allow
+
+
+TIMED = on_http(
+    "t",
+    rules=[
+        {
+            "matches": [{"path": {"value": "/one"}}],
+            "timeouts": {"request": "1s", "backendRequest": "250ms"},
+            "retry": {"attempts": 3, "backoff": "100ms", "codes": [503, 429]},
+            "filters": [
+                {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "c", "port": 80}}},
+                {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "b", "port": 80}, "percent": 25}},
+                {
+                    "type": "RequestMirror",
+                    "requestMirror": {
+                        "backendRef": {"name": "b", "port": 80},
+                        "fraction": {"numerator": 1, "denominator": 3},
+                    },
+                },
+            ],
+            "backendRefs": [ref("a", 1)],
+        },
+        {
+            "matches": [{"path": {"value": "/split"}}],
+            "timeouts": {"request": "0s"},
+            "filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "c", "port": 80}}}],
+            "backendRefs": [ref("a", 90), ref("b", 10)],
+        },
+        {"matches": [{"path": {"value": "/plain"}}], "backendRefs": [ref("a", 1)]},
+    ],
+)
+
+
+def test_timeouts_retry_and_mirrors_are_native_on_every_route_of_the_rule() -> None:
+    gen = generation(TIMED)
+    by_name = {r.name: r for r in vhost(gen, 80, "a.example.com").routes}
+    one = by_name["native:ns/t.rule-0:0"].route
+    assert one.timeout.ToMilliseconds() == 1000
+    assert one.retry_policy.per_try_timeout.ToMilliseconds() == 250
+    assert one.retry_policy.num_retries.value == 3
+    assert one.retry_policy.retry_on == f"{envoy.RETRY_ON},retriable-status-codes"
+    assert list(one.retry_policy.retriable_status_codes) == [503, 429]
+    assert one.retry_policy.retry_back_off.base_interval.ToMilliseconds() == 100
+    mirrors = [(p.cluster, p.HasField("runtime_fraction")) for p in one.request_mirror_policies]
+    assert mirrors == [("mirror:ns/c:80", False), ("mirror:ns/b:80", True), ("mirror:ns/b:80", True)]
+    quarter, third = (p.runtime_fraction.default_value for p in one.request_mirror_policies[1:])
+    hundred, million = quarter.HUNDRED, quarter.MILLION
+    assert (quarter.numerator, quarter.denominator) == (25, hundred)
+    assert (third.numerator, third.denominator) == (333_333, million)
+    # A split: the decided routes and the fallback alike (a request ends on one of them, mirrored once).
+    split = [r for n, r in by_name.items() if ":ns/t.rule-1:" in n]
+    assert [r.name.split(":")[0] for r in split] == ["decided", "decided", "fallback"]
+    for r in split:
+        assert r.route.HasField("timeout") and r.route.timeout.ToMilliseconds() == 0  # 0s: no timeout, in Envoy too
+        assert [p.cluster for p in r.route.request_mirror_policies] == ["mirror:ns/c:80"]
+        assert r.route.retry_policy.retry_on == envoy.RETRY_ON  # no retry: only the connect-failure one
+    plain = by_name["native:ns/t.rule-2:0"].route
+    assert not plain.HasField("timeout") and not plain.request_mirror_policies
+    assert plain.retry_policy == envoy.retry_policy()
+
+
+def test_a_mirrors_cluster_is_in_the_generations_resources_once_as_an_eds_cluster() -> None:
+    gen = generation(TIMED)
+    plain = envoy.resources(gen)
+    assert {"mirror:ns/b:80", "mirror:ns/c:80"} <= set(plain.clusters)
+    assert plain.clusters["mirror:ns/c:80"].type == plain.clusters["ns/t.rule-0/a"].type  # EDS, as a backend's
+    packed = envoy.ResourceBuilder().resources(gen)
+    for name in ("mirror:ns/b:80", "mirror:ns/c:80"):
+        assert packed.clusters[name] == _packed(plain.clusters[name])
+        assert packed.endpoints[name] == _packed(plain.endpoints[name])
+
+
+def _packed(m: Any) -> Any:
+    a = any_pb2.Any()
+    a.Pack(m, deterministic=True)
+    return a
+
+
+def test_the_publish_proto_carries_timeouts_retry_and_mirrors_and_refuses_what_the_values_refuse() -> None:
+    gen = generation(TIMED)
+    assert gen.routes is not None
+    mirror = gen.routes.actions[0].mirrors[0]
+    with_endpoints = replace(
+        gen.routes.actions[0],
+        mirrors=(replace(mirror, endpoints=(Endpoint("10.0.0.1", 8080), Endpoint("10.0.0.2", 8080, False))),),
+    )
+    gen = replace(gen, routes=replace(gen.routes, actions=(with_endpoints, *gen.routes.actions[1:])))
+    back = generation_from_proto(generation_to_proto(gen))
+    assert back == gen and back.routes is not None
+    assert back.routes.actions[0].timeouts == RuleTimeouts(request=1000, backend_request=250)
+    assert back.routes.actions[1].timeouts == RuleTimeouts(request=0)  # 0 kept apart from unset
+    assert back.routes.actions[2].timeouts is None and back.routes.actions[2].retry is None
+    msg = generation_to_proto(gen)
+    msg.routes.actions[0].timeouts.backend_request_ms = 5000  # longer than the request timeout
+    msg.routes.actions[0].retry.codes.append(200)
+    msg.routes.actions[0].mirrors[0].numerator = 7  # more than its denominator (1)
+    with pytest.raises(SpecError) as exc:
+        generation_from_proto(msg)
+    text = "; ".join(exc.value.problems)
+    assert "actions[0].timeouts.backendRequest" in text and "actions[0].retry.codes[2]: 200" in text
+    assert "actions[0].mirrors[0].numerator: 7" in text

@@ -286,20 +286,60 @@ class BackendTarget(_message.Message):
     def __init__(self, backend: _Optional[str] = ..., namespace: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., weight: _Optional[int] = ..., filters: _Optional[_Union[Filters, _Mapping]] = ...) -> None: ...
 
 class RuleAction(_message.Message):
-    __slots__ = ("route", "rule", "split", "targets", "error_weight", "filters")
+    __slots__ = ("route", "rule", "split", "targets", "error_weight", "filters", "timeouts", "retry", "mirrors")
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
     SPLIT_FIELD_NUMBER: _ClassVar[int]
     TARGETS_FIELD_NUMBER: _ClassVar[int]
     ERROR_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUTS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FIELD_NUMBER: _ClassVar[int]
+    MIRRORS_FIELD_NUMBER: _ClassVar[int]
     route: str
     rule: int
     split: str
     targets: _containers.RepeatedCompositeFieldContainer[BackendTarget]
     error_weight: int
     filters: Filters
-    def __init__(self, route: _Optional[str] = ..., rule: _Optional[int] = ..., split: _Optional[str] = ..., targets: _Optional[_Iterable[_Union[BackendTarget, _Mapping]]] = ..., error_weight: _Optional[int] = ..., filters: _Optional[_Union[Filters, _Mapping]] = ...) -> None: ...
+    timeouts: RuleTimeouts
+    retry: RuleRetry
+    mirrors: _containers.RepeatedCompositeFieldContainer[RequestMirror]
+    def __init__(self, route: _Optional[str] = ..., rule: _Optional[int] = ..., split: _Optional[str] = ..., targets: _Optional[_Iterable[_Union[BackendTarget, _Mapping]]] = ..., error_weight: _Optional[int] = ..., filters: _Optional[_Union[Filters, _Mapping]] = ..., timeouts: _Optional[_Union[RuleTimeouts, _Mapping]] = ..., retry: _Optional[_Union[RuleRetry, _Mapping]] = ..., mirrors: _Optional[_Iterable[_Union[RequestMirror, _Mapping]]] = ...) -> None: ...
+
+class RuleTimeouts(_message.Message):
+    __slots__ = ("request_ms", "backend_request_ms")
+    REQUEST_MS_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_REQUEST_MS_FIELD_NUMBER: _ClassVar[int]
+    request_ms: int
+    backend_request_ms: int
+    def __init__(self, request_ms: _Optional[int] = ..., backend_request_ms: _Optional[int] = ...) -> None: ...
+
+class RuleRetry(_message.Message):
+    __slots__ = ("attempts", "backoff_ms", "codes")
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_MS_FIELD_NUMBER: _ClassVar[int]
+    CODES_FIELD_NUMBER: _ClassVar[int]
+    attempts: int
+    backoff_ms: int
+    codes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, attempts: _Optional[int] = ..., backoff_ms: _Optional[int] = ..., codes: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class RequestMirror(_message.Message):
+    __slots__ = ("namespace", "service", "port", "numerator", "denominator", "endpoints")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    NUMERATOR_FIELD_NUMBER: _ClassVar[int]
+    DENOMINATOR_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    service: str
+    port: int
+    numerator: int
+    denominator: int
+    endpoints: _containers.RepeatedCompositeFieldContainer[Endpoint]
+    def __init__(self, namespace: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., numerator: _Optional[int] = ..., denominator: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
 
 class GatewayRoutes(_message.Message):
     __slots__ = ("gateway", "listeners", "actions")

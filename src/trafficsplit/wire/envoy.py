@@ -52,8 +52,9 @@ from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 from google.protobuf.message import Message
 
 from trafficsplit.core.decide import disclosure
-from trafficsplit.core.model.compiled import CompiledBackend, CompiledSplit
+from trafficsplit.core.model.compiled import CompiledBackend, CompiledSplit, Endpoint
 from trafficsplit.core.model.cookie import cookie_present_regex
+from trafficsplit.core.model.filters import RequestMirror
 from trafficsplit.core.model.generation import Generation
 from trafficsplit.core.model.hashing import key_hash
 from trafficsplit.wire import gateway_routes  # builds on this module's route parts (a cycle of modules, not names)
@@ -148,8 +149,12 @@ def endpoint_override_policy() -> cluster_pb2.LoadBalancingPolicy:
 
 
 def backend_cluster(backend: CompiledBackend, endpoint_affinity: bool) -> cluster_pb2.Cluster:
+    return _eds_cluster(backend.cluster, endpoint_affinity)
+
+
+def _eds_cluster(name: str, endpoint_affinity: bool) -> cluster_pb2.Cluster:
     c = cluster_pb2.Cluster(
-        name=backend.cluster,
+        name=name,
         type=cluster_pb2.Cluster.EDS,
         connect_timeout=duration_pb2.Duration(seconds=1),
         per_connection_buffer_limit_bytes=wrappers_pb2.UInt32Value(value=BUFFER_LIMIT_BYTES),
@@ -205,8 +210,12 @@ def retry_policy() -> route_components_pb2.RetryPolicy:
 
 def load_assignment(backend: CompiledBackend) -> endpoint_pb2.ClusterLoadAssignment:
     """Ready endpoints only: a not-ready pod gets no traffic, and a backend without any is one core fails over from."""
+    return _assignment(backend.cluster, backend.ready_endpoints)
+
+
+def _assignment(name: str, ready: Sequence[Endpoint]) -> endpoint_pb2.ClusterLoadAssignment:
     return endpoint_pb2.ClusterLoadAssignment(
-        cluster_name=backend.cluster,
+        cluster_name=name,
         endpoints=[
             endpoint_components_pb2.LocalityLbEndpoints(
                 lb_endpoints=[
@@ -217,11 +226,33 @@ def load_assignment(backend: CompiledBackend) -> endpoint_pb2.ClusterLoadAssignm
                             )
                         )
                     )
-                    for e in backend.ready_endpoints
+                    for e in ready
                 ]
             )
         ],
     )
+
+
+def mirror_cluster_name(m: RequestMirror) -> str:
+    """A RequestMirror's cluster: one per Service port (rules mirroring to the same one share it). `mirror:` starts
+    no backend cluster's name (those start with a namespace, a DNS label)."""
+    return f"mirror:{m.namespace}/{m.service}:{m.port}"
+
+
+def mirror_clusters(
+    gen: Generation | None,
+) -> dict[str, tuple[cluster_pb2.Cluster, endpoint_pb2.ClusterLoadAssignment]]:
+    """The clusters a Gateway generation's RequestMirror filters send copies to, with their ready endpoints."""
+    out: dict[str, tuple[cluster_pb2.Cluster, endpoint_pb2.ClusterLoadAssignment]] = {}
+    for a in gen.routes.actions if gen is not None and gen.routes is not None else ():
+        for m in a.mirrors:
+            name = mirror_cluster_name(m)
+            if name not in out:
+                out[name] = (
+                    _eds_cluster(name, endpoint_affinity=False),
+                    _assignment(name, [e for e in m.endpoints if e.ready]),
+                )
+    return out
 
 
 def _meta(key: str) -> str:
@@ -468,6 +499,8 @@ def resources(gen: Generation | None) -> Messages:
         for b in s.backends:
             clusters[b.cluster] = backend_cluster(b, s.endpoint_affinity)
             endpoints[b.cluster] = load_assignment(b)
+    for name, (c, e) in mirror_clusters(gen).items():
+        clusters[name], endpoints[name] = c, e
     return Messages(clusters, endpoints, route_configurations(gen), secrets(gen))
 
 
@@ -637,3 +670,6 @@ class ResourceBuilder:
             for b, c, e in zip(s.backends, built.clusters, built.endpoints, strict=True):
                 clusters[b.cluster] = c
                 endpoints[b.cluster] = e
+        # A Gateway's mirrors: few, built each call (their endpoints are the generation's).
+        for name, (mc, me) in mirror_clusters(gen).items():
+            clusters[name], endpoints[name] = _packed(mc), _packed(me)

@@ -26,6 +26,12 @@ HeaderModifier at the rule (route level) and the backendRef (the weighted cluste
 cluster, rule first: the most specific wins, as the processor applied them), URLRewrite as Envoy Gateway does it
 (`host_rewrite_literal`; ReplaceFullPath a `regex_rewrite` of the whole path; ReplacePrefixMatch a `prefix_rewrite`,
 or a `regex_rewrite` where the replacement or the prefix is `/`, which `prefix_rewrite` would double).
+
+A rule's timeouts, retry and mirrors are native on every route of it that reaches a backend (`rule_policies`):
+`timeouts.request` the route's `timeout` (0: none, as the spec says and Envoy reads it), `backendRequest` the retry
+policy's `per_try_timeout`; `retry.attempts` its `num_retries`, `codes` its `retriable_status_codes`, `backoff` its
+back-off's base interval (on top of the connect-failure retry every backend route has); each RequestMirror a
+`request_mirror_policies` entry to the mirror's cluster (`envoy.mirror_clusters`) with its fraction.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from envoy.config.route.v3 import route_components_pb2 as rc
 from envoy.config.route.v3 import route_pb2
 from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
+from envoy.type.v3 import percent_pb2
 from google.protobuf import any_pb2
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer, RepeatedScalarFieldContainer
 
@@ -251,9 +258,45 @@ def _backend_filters(action: RuleAction, b: CompiledBackend) -> RuleFilters:
     return next(t.filters for t in action.targets if t.backend == b.name)
 
 
+_MILLION = 1_000_000
+
+
+def _fraction(numerator: int, denominator: int) -> percent_pb2.FractionalPercent:
+    """n/d as Envoy's fractional percent: exact per hundred or per million when d divides them, else the nearest
+    millionth (at least one when n > 0: a small mirror never becomes none)."""
+    fp = percent_pb2.FractionalPercent
+    if 100 % denominator == 0:
+        return fp(numerator=numerator * (100 // denominator), denominator=fp.HUNDRED)
+    millionths = (numerator * _MILLION + denominator // 2) // denominator
+    return fp(numerator=max(millionths, 1 if numerator else 0), denominator=fp.MILLION)
+
+
+def rule_policies(act: rc.RouteAction, action: RuleAction) -> None:
+    """The rule's timeouts, retry and mirrors on `act`, which has `envoy.retry_policy()` (the module docstring)."""
+    t, r = action.timeouts, action.retry
+    if t is not None and t.request is not None:
+        act.timeout.FromMilliseconds(t.request)
+    if t is not None and t.backend_request:  # 0: no bound of its own per try
+        act.retry_policy.per_try_timeout.FromMilliseconds(t.backend_request)
+    if r is not None:
+        if r.attempts is not None:
+            act.retry_policy.num_retries.value = r.attempts
+        if r.codes:
+            act.retry_policy.retry_on = ",".join([*act.retry_policy.retry_on.split(","), "retriable-status-codes"])
+            act.retry_policy.retriable_status_codes.extend(r.codes)
+        if r.backoff:
+            act.retry_policy.retry_back_off.base_interval.FromMilliseconds(r.backoff)
+    for m in action.mirrors:
+        policy = rc.RouteAction.RequestMirrorPolicy(cluster=envoy.mirror_cluster_name(m))
+        if m.numerator != m.denominator:
+            policy.runtime_fraction.default_value.CopyFrom(_fraction(m.numerator, m.denominator))
+        act.request_mirror_policies.append(policy)
+
+
 def _one_cluster(action: RuleAction, b: CompiledBackend, m: RouteMatch) -> rc.RouteAction:
     out = rc.RouteAction(cluster=b.cluster, retry_policy=envoy.retry_policy())
     _rewrite(out, action.filters, m)
+    rule_policies(out, action)
     return out
 
 
@@ -318,6 +361,7 @@ def _fallback_routes(
             _add_edits(_edits([bf.request_headers]), cw.request_headers_to_add, cw.request_headers_to_remove)
             _add_edits(_edits([bf.response_headers]), cw.response_headers_to_add, cw.response_headers_to_remove)
         _rewrite(act, f, entry.match)
+        rule_policies(act, action)
         route = rc.Route(
             name=route_name(kind, entry),
             stat_prefix=envoy.FALLBACK_STAT_PREFIX,

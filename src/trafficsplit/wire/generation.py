@@ -9,9 +9,10 @@ generation is refused whole, before Envoy sees any of it. What is left here is t
 checked before anything is built (counts of core/model/limits.py, the gateway's own cluster names).
 
 A Gateway's generation also carries its route table (`GatewayRoutes`: listeners, virtual hosts, match entries, rule
-actions with their filters), rebuilt through the same core values the translation builds (`RouteEntry`, `VirtualHost`,
-`ListenerRoutes`, `RuleAction`, `BackendTarget`, `HeaderModifier`, `RequestRedirect`, `URLRewrite`, `GatewayRoutes`);
-a rule names its split by key, which must be one of the generation's (tests/unit/test_routes_both_paths.py).
+actions with their filters, timeouts, retry and mirrors), rebuilt through the same core values the translation builds
+(`RouteEntry`, `VirtualHost`, `ListenerRoutes`, `RuleAction`, `BackendTarget`, `HeaderModifier`, `RequestRedirect`,
+`URLRewrite`, `RuleTimeouts`, `RuleRetry`, `RequestMirror`, `GatewayRoutes`); a rule names its split by key, which
+must be one of the generation's (tests/unit/test_routes_both_paths.py).
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ from trafficsplit.core.model.cookie import CookieSettings, SameSite
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.filters import (
     MAX_HEADER_CHANGES,
+    MAX_MIRRORS,
     NO_FILTERS,
     HeaderModifier,
     PathModifier,
     PathModifierType,
     RedirectCode,
+    RequestMirror,
     RequestRedirect,
     RuleFilters,
     Scheme,
@@ -48,6 +51,7 @@ from trafficsplit.core.model.filters import (
 from trafficsplit.core.model.generation import Generation
 from trafficsplit.core.model.limits import (
     MAX_BACKENDS,
+    MAX_ENDPOINTS,
     MAX_HOSTS,
     MAX_NAME,
     MAX_NAMESPACE,
@@ -78,6 +82,7 @@ from trafficsplit.core.model.routes import (
     VirtualHost,
 )
 from trafficsplit.core.model.splitspec import BackendSpec, compiled_backends
+from trafficsplit.core.model.timeouts import MAX_RETRY_CODE, MIN_RETRY_CODE, RuleRetry, RuleTimeouts
 from trafficsplit.core.model.tls import Certificate
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.reserved import RESERVED_CLUSTERS
@@ -231,6 +236,27 @@ def routes_to_proto(routes: GatewayRoutes) -> pb.GatewayRoutes:
                 ],
                 error_weight=a.error_weight,
                 filters=_filters_to_proto(a.filters),
+                timeouts=(
+                    None
+                    if a.timeouts is None
+                    else pb.RuleTimeouts(request_ms=a.timeouts.request, backend_request_ms=a.timeouts.backend_request)
+                ),
+                retry=(
+                    None
+                    if a.retry is None
+                    else pb.RuleRetry(attempts=a.retry.attempts, backoff_ms=a.retry.backoff, codes=list(a.retry.codes))
+                ),
+                mirrors=[
+                    pb.RequestMirror(
+                        namespace=m.namespace,
+                        service=m.service,
+                        port=m.port,
+                        numerator=m.numerator,
+                        denominator=m.denominator,
+                        endpoints=[pb.Endpoint(address=e.address, port=e.port, ready=e.ready) for e in m.endpoints],
+                    )
+                    for m in a.mirrors
+                ],
             )
             for a in routes.actions
         ],
@@ -574,12 +600,70 @@ def _routes_from_proto(
             targets=tuple(t for t in targets if t is not None),
             error_weight=a.error_weight,
             filters=_filters_from_proto(a.filters, f"{apath}.filters", problems),
+            timeouts=_timeouts_from_proto(a, f"{apath}.timeouts", problems),
+            retry=_retry_from_proto(a, f"{apath}.retry", problems),
+            mirrors=_mirrors_from_proto(a, f"{apath}.mirrors", problems),
         )
         if action is not None:
             actions.append(action)
     if len(problems) > before:
         return None
     return _build(problems, path, GatewayRoutes, gateway=r.gateway, listeners=tuple(listeners), actions=tuple(actions))
+
+
+def _timeouts_from_proto(a: pb.RuleAction, path: str, problems: list[str]) -> RuleTimeouts | None:
+    if not a.HasField("timeouts"):
+        return None
+    t = a.timeouts
+    request = t.request_ms if t.HasField("request_ms") else None
+    backend = t.backend_request_ms if t.HasField("backend_request_ms") else None
+    return _build(problems, path, RuleTimeouts, request=request, backend_request=backend)
+
+
+def _retry_from_proto(a: pb.RuleAction, path: str, problems: list[str]) -> RuleRetry | None:
+    if not a.HasField("retry"):
+        return None
+    r = a.retry
+    if len(r.codes) > MAX_RETRY_CODE - MIN_RETRY_CODE + 1:  # more than distinct codes there are: refused unread
+        problems.append(f"{path}.codes: {len(r.codes)} codes, at most {MAX_RETRY_CODE - MIN_RETRY_CODE + 1}")
+        return None
+    return _build(
+        problems,
+        path,
+        RuleRetry,
+        attempts=r.attempts if r.HasField("attempts") else None,
+        backoff=r.backoff_ms if r.HasField("backoff_ms") else None,
+        codes=tuple(r.codes),
+    )
+
+
+def _mirrors_from_proto(a: pb.RuleAction, path: str, problems: list[str]) -> tuple[RequestMirror, ...]:
+    if len(a.mirrors) > MAX_MIRRORS:
+        problems.append(f"{path}: {len(a.mirrors)} mirrors, at most {MAX_MIRRORS} are allowed")
+        return ()
+    out = []
+    for i, m in enumerate(a.mirrors):
+        if len(m.endpoints) > MAX_ENDPOINTS:
+            problems.append(f"{path}[{i}].endpoints: {len(m.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed")
+            continue
+        eps = [
+            _build(problems, f"{path}[{i}].endpoints[{j}]", Endpoint, e.address, e.port, e.ready)
+            for j, e in enumerate(m.endpoints)
+        ]
+        mirror = _build(
+            problems,
+            f"{path}[{i}]",
+            RequestMirror,
+            namespace=m.namespace,
+            service=m.service,
+            port=m.port,
+            numerator=m.numerator,
+            denominator=m.denominator,
+            endpoints=tuple(e for e in eps if e is not None),
+        )
+        if mirror is not None:
+            out.append(mirror)
+    return tuple(out)
 
 
 def _entry_from_proto(e: pb.RouteEntry, path: str, problems: list[str]) -> RouteEntry | None:

@@ -1,6 +1,6 @@
 """One HTTPRoute rule → its `RuleAction`: the rule's split, built as a TrafficSplit's is (a `SplitSpec`, compiled by
-`compile_split`, whose values check themselves) so the same checks apply, its 500 share and its filters; and the memo
-that builds only the rules whose inputs changed. Pure."""
+`compile_split`, whose values check themselves) so the same checks apply, its 500 share, its filters, timeouts, retry
+and resolved mirrors; and the memo that builds only the rules whose inputs changed. Pure."""
 
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ from trafficsplit.core.gatewayapi.reading import Meta
 from trafficsplit.core.gatewayapi.sessions import RuleSession, rule_session
 from trafficsplit.core.model.assignment import SlotTable
 from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.filters import RequestMirror
 from trafficsplit.core.model.persistent import StickyMode
 from trafficsplit.core.model.routes import BackendTarget, RuleAction, RuleKey
 from trafficsplit.core.model.rules import Endpoint
 from trafficsplit.core.model.splitspec import BackendSpec, SplitSpec
 
 # What a rule's action is built from: the route's metadata, the rule, its resolved targets, their error weight, each
-# target's endpoints, the attached policy's settings and the rule's previous slot table (`assignment: minimal`).
+# target's endpoints, the attached policy's settings, the rule's previous slot table (`assignment: minimal`) and its
+# resolved mirrors (with their endpoints).
 _ActionKey = tuple[
     Meta,
     RouteRule,
@@ -29,6 +31,7 @@ _ActionKey = tuple[
     tuple[tuple[Endpoint, ...], ...],
     PolicySettings | None,
     SlotTable | None,
+    tuple[RequestMirror, ...],
 ]
 
 
@@ -54,12 +57,21 @@ class ActionMemo:
         *,
         policy: PolicySettings | None = None,
         previous_table: SlotTable | None = None,
+        mirrors: tuple[RequestMirror, ...] = (),
     ) -> tuple[RuleAction | None, list[str]]:
-        key = (route.meta, rule, tuple(t for t, _ in resolved), error_weight, endpoints, policy, previous_table)
+        targets = tuple(t for t, _ in resolved)
+        key = (route.meta, rule, targets, error_weight, endpoints, policy, previous_table, mirrors)
         got = self._used.get(key) or self._last.get(key)
         if got is None:
             action, problems = build_action(
-                route, rule, resolved, error_weight, endpoints, policy=policy, previous_table=previous_table
+                route,
+                rule,
+                resolved,
+                error_weight,
+                endpoints,
+                policy=policy,
+                previous_table=previous_table,
+                mirrors=mirrors,
             )
             got = (action, tuple(problems))
         self._used[key] = got
@@ -79,10 +91,11 @@ def build_action(
     *,
     policy: PolicySettings | None = None,
     previous_table: SlotTable | None = None,
+    mirrors: tuple[RequestMirror, ...] = (),
 ) -> tuple[RuleAction | None, list[str]]:
     """The rule's split, built as a TrafficSplit's is; or the reasons it cannot be (the rule is then dropped).
     `endpoints`: each resolved target's, in order; `policy`: an attached TrafficSplitPolicy's settings, applied over
-    the split's defaults."""
+    the split's defaults; `mirrors`: its RequestMirror filters that resolved (gatewayapi.backends)."""
     session, problems = rule_session(route, rule)
     if problems:
         return None, problems
@@ -95,6 +108,9 @@ def build_action(
             targets=targets,
             error_weight=error_weight,
             filters=rule.filters,
+            timeouts=rule.timeouts,
+            retry=rule.retry,
+            mirrors=mirrors,
         ), []
     by_backend = {t.backend: eps for t, eps in zip(targets, endpoints, strict=True)}
     try:
@@ -113,6 +129,9 @@ def build_action(
         targets=targets,
         error_weight=error_weight,
         filters=rule.filters,
+        timeouts=rule.timeouts,
+        retry=rule.retry,
+        mirrors=mirrors,
     ), []
 
 

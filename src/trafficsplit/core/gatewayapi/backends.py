@@ -1,6 +1,7 @@
 """A rule's backendRefs: which resolve to a Service port (kind, ReferenceGrant, existence, port) and the
 `ResolvedRefs` problems of those that do not, whose weight is the rule's 500 share; the names they have in the rule's
-split, the weights it picks with, and their endpoints. Pure."""
+split, the weights it picks with, and their endpoints. Its RequestMirror backendRefs resolve by the same rules: one
+that does not is a `ResolvedRefs` problem too, and is not mirrored to (the spec: "not configure this backend"). Pure."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from trafficsplit.core.gatewayapi.httproute import BackendRef, HTTPRoute, RouteR
 from trafficsplit.core.gatewayapi.objects import GrantFrom, ReferenceGrant
 from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP
 from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.filters import RequestMirror
 from trafficsplit.core.model.routes import BackendTarget
 from trafficsplit.core.model.rules import Endpoint, is_dns_label
 from trafficsplit.core.model.weights import Weights
@@ -57,6 +59,49 @@ def resolve_refs(
         )
         ok.append((target, svc))
     return ok, problems, error_weight
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedMirrors:
+    """A rule's RequestMirror filters whose backendRef resolves (with their endpoints), and the problems of the rest."""
+
+    mirrors: tuple[RequestMirror, ...] = ()
+    problems: tuple[RefProblem, ...] = ()
+
+
+def resolve_mirrors(
+    route: HTTPRoute,
+    rule: RouteRule,
+    grants: Sequence[ReferenceGrant],
+    services: Mapping[tuple[str, str], ServiceInfo],
+    slices: Mapping[tuple[str, str], Sequence[SliceInfo]],
+    seen: dict[tuple[str, str, int], tuple[Endpoint, ...]],
+) -> ResolvedMirrors:
+    """The rule's mirrors that resolve, in order, each with its Service port's endpoints; `seen` as in
+    `target_endpoints`."""
+    if not rule.mirrors:
+        return ResolvedMirrors()
+    ok: list[RequestMirror] = []
+    problems: list[RefProblem] = []
+    for m in rule.mirrors:
+        svc = services.get((m.ref.namespace, m.ref.name))
+        where = f"rules[{rule.index}].filters[{m.filter_index}].requestMirror.backendRef"
+        problem = _ref_problem(route, where, m.ref, svc, grants)
+        if problem is not None:
+            problems.append(problem)
+            continue
+        assert svc is not None and m.ref.port is not None
+        ok.append(
+            RequestMirror(
+                namespace=m.ref.namespace,
+                service=m.ref.name,
+                port=m.ref.port,
+                numerator=m.numerator,
+                denominator=m.denominator,
+                endpoints=_port_endpoints(svc, m.ref.port, slices, seen),
+            )
+        )
+    return ResolvedMirrors(tuple(ok), tuple(problems))
 
 
 def _ref_problem(
@@ -127,11 +172,19 @@ def target_endpoints(
 ) -> tuple[tuple[Endpoint, ...], ...]:
     """Each resolved target's endpoints, in order; `seen` keeps them per Service port for the translation (1,000
     routes to the same two Services read their slices twice, not 2,000 times)."""
-    out = []
-    for t, svc in resolved:
-        k = (t.namespace, t.service, t.port)
-        if k not in seen:
-            port = next(p for p in svc.ports if p.port == t.port)
-            seen[k] = endpoints_for(svc, port, slices.get((t.namespace, t.service), ()))
-        out.append(seen[k])
-    return tuple(out)
+    return tuple(_port_endpoints(svc, t.port, slices, seen) for t, svc in resolved)
+
+
+def _port_endpoints(
+    svc: ServiceInfo,
+    port: int,
+    slices: Mapping[tuple[str, str], Sequence[SliceInfo]],
+    seen: dict[tuple[str, str, int], tuple[Endpoint, ...]],
+) -> tuple[Endpoint, ...]:
+    """The endpoints of one port of a Service (which has it), read once per translation."""
+    k = (svc.namespace, svc.name, port)
+    if k not in seen:
+        seen[k] = endpoints_for(
+            svc, next(p for p in svc.ports if p.port == port), slices.get((svc.namespace, svc.name), ())
+        )
+    return seen[k]

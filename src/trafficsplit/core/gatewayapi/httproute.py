@@ -1,12 +1,14 @@
 """An HTTPRoute as the core sees it: its parentRefs, hostnames and rules (matches, filters, backendRefs,
-sessionPersistence), parsed once from the raw API body into frozen, bounded values, and `parse_duration` for its
-GEP-2257 durations. Pure.
+sessionPersistence, timeouts, retry), parsed once from the raw API body into frozen, bounded values, and
+`parse_duration` for its GEP-2257 durations. Pure.
 
-A body whose shape is wrong raises `SpecError` (gatewayapi.reading says why the core re-checks it). A well-formed rule
-that uses what this implementation does not support (a RequestMirror or CORS filter, timeouts, a regex over the RE2
-bound, a header value with a control byte) is kept, with its `problems`: the translation drops that rule and says so
-in the route's status (`UnsupportedValue`, `PartiallyInvalid`), as the spec asks, instead of silently ignoring the
-field.
+A body whose shape is wrong raises `SpecError` (gatewayapi.reading says why the core re-checks it): so does what the
+CRD refuses (a duration that is no GEP-2257 one, a backendRequest timeout longer than the request timeout, a retry
+code outside 400-599, a RequestMirror with both percent and fraction). A well-formed rule that uses what this
+implementation does not support (a CORS or ExtensionRef filter, more retry attempts than MAX_RETRY_ATTEMPTS, a regex
+over the RE2 bound, a header value with a control byte) is kept, with its `problems`: the translation drops that rule
+and says so in the route's status (`UnsupportedValue`, `PartiallyInvalid`), as the spec asks, instead of silently
+ignoring the field. A RequestMirror's backendRef is kept as written (`MirrorRef`): the translation resolves it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from trafficsplit.core.model.filters import (
     MAX_FILTER_HEADER_NAME,
     MAX_FILTER_HEADER_VALUE,
     MAX_HEADER_CHANGES,
+    MAX_MIRROR_DENOMINATOR,
+    MAX_MIRROR_PERCENT,
     MAX_PATH_MODIFIER,
     NO_FILTERS,
     HeaderModifier,
@@ -62,6 +66,15 @@ from trafficsplit.core.model.matches import (
     route_match_problems,
 )
 from trafficsplit.core.model.rules import is_token, match_name_problems
+from trafficsplit.core.model.timeouts import (
+    MAX_DURATION_TEXT,
+    MAX_RETRY_ATTEMPTS,
+    MAX_RETRY_CODE,
+    MIN_RETRY_CODE,
+    RuleRetry,
+    RuleTimeouts,
+    parse_duration_ms,
+)
 from trafficsplit.core.model.weights import MAX_WEIGHT
 
 # The upstream CRD's bounds (v1.6.3 standard and experimental channels agree on these); those a route table obeys
@@ -71,7 +84,7 @@ MAX_ROUTE_HOSTNAMES = 16
 MAX_ROUTE_MATCHES = 128  # across all rules of a route (the CRD's CEL rule)
 MAX_FILTERS = 16
 MAX_SESSION_NAME = 128
-MAX_DURATION_TEXT = 32
+_MAX_INT64 = 2**63 - 1  # an integer field the CRD gives no maximum (retry attempts)
 
 
 class SessionType(StrEnum):
@@ -99,6 +112,11 @@ _RULE_FILTER: Mapping[str, Any] = {
     **_BACKEND_FILTER,
     "requestRedirect": {"scheme": None, "hostname": None, "path": _PATH_MOD, "port": None, "statusCode": None},
     "urlRewrite": {"hostname": None, "path": _PATH_MOD},
+    "requestMirror": {
+        "backendRef": {**REF_FIELDS, "port": None},
+        "percent": None,
+        "fraction": {"numerator": None, "denominator": None},
+    },
 }
 SUPPORTED_ROUTE_FIELDS: Mapping[str, Any] = {
     "parentRefs": {**REF_FIELDS, "sectionName": None, "port": None},
@@ -119,6 +137,8 @@ SUPPORTED_ROUTE_FIELDS: Mapping[str, Any] = {
             "type": None,
             "cookieConfig": {"lifetimeType": None},
         },
+        "timeouts": {"request": None, "backendRequest": None},
+        "retry": {"attempts": None, "backoff": None, "codes": None},
     },
 }
 
@@ -158,6 +178,17 @@ class BackendRef:
     filters: RuleFilters = NO_FILTERS  # header modifiers applied to the requests this backend serves
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MirrorRef:
+    """A RequestMirror filter as written: its backendRef (`weight` unused: a mirror gets copies, not a share) and the
+    fraction of requests mirrored (`percent: p` is p/100; neither is all)."""
+
+    ref: BackendRef
+    filter_index: int  # its place in the rule's filters, which the route's status names
+    numerator: int = 1
+    denominator: int = 1
+
+
 @dataclass(frozen=True, slots=True)
 class SessionPersistence:
     type: SessionType
@@ -174,6 +205,9 @@ class RouteRule:
     backend_refs: tuple[BackendRef, ...]
     session: SessionPersistence | None
     filters: RuleFilters = NO_FILTERS
+    mirrors: tuple[MirrorRef, ...] = ()  # its RequestMirror filters, in order
+    timeouts: RuleTimeouts | None = None
+    retry: RuleRetry | None = None
     # Why this rule cannot be served as written (unsupported fields, a regex over the bound); empty when it can.
     problems: tuple[str, ...] = ()
 
@@ -248,7 +282,14 @@ def _rule(index: int, raw: Any, namespace: str, r: Reader) -> RouteRule:
         )
         if ".filters:" not in q and ".filters[" not in q  # _filters reports those
     ]
-    filters = _filters(raw.get("filters"), "filters", r, p, unsupported, backend=False)
+    mirrors: list[MirrorRef] = []
+    filters = _filters(
+        raw.get("filters"), "filters", r, p, unsupported, backend=False, namespace=namespace, mirrors=mirrors
+    )
+    if mirrors and filters.redirect is not None:
+        unsupported.append(
+            "filters: a RequestMirror with a RequestRedirect (the rule answers itself: nothing to mirror)"
+        )
     name = r.text(raw, "name", p, MAX_SECTION_NAME)
     raw_matches = r.items(raw, "matches", p, MAX_RULE_MATCHES) or [{}]
     matches = tuple(_match(f"{p}.matches[{j}]", m, r, unsupported) for j, m in enumerate(raw_matches))
@@ -264,23 +305,9 @@ def _rule(index: int, raw: Any, namespace: str, r: Reader) -> RouteRule:
             r.add(bp, "expected an object")
             continue
         ref_filters = _filters(b.get("filters"), f"backendRefs[{j}].filters", r, p, unsupported, backend=True)
-        ref_name = r.text(b, "name", bp, 253, required=True)
-        group = r.text(b, "group", bp, MAX_GROUP)
-        kind = r.text(b, "kind", bp, MAX_KIND)
-        port = r.integer(b, "port", bp, 1, 65535)
         weight = r.integer(b, "weight", bp, 0, MAX_WEIGHT)
-        ref = BackendRef(
-            group="" if group is None else group,
-            kind=kind or "Service",
-            namespace=r.text(b, "namespace", bp, 63) or namespace,
-            name=ref_name or "",
-            port=port,
-            weight=1 if weight is None else weight,
-            filters=ref_filters,
-        )
-        if ref.group == "" and ref.kind == "Service" and port is None:
-            r.add(f"{bp}.port", "required for a Service")
-        if ref_name is not None:
+        ref = _backend_ref(b, bp, namespace, r, weight=1 if weight is None else weight, filters=ref_filters)
+        if ref is not None:
             refs.append(ref)
     # Present, even `{}`, is persistence (every field is optional; `type` defaults to Cookie); absent is none.
     session = (
@@ -295,8 +322,71 @@ def _rule(index: int, raw: Any, namespace: str, r: Reader) -> RouteRule:
         backend_refs=tuple(refs),
         session=session,
         filters=filters,
+        mirrors=tuple(mirrors),
+        timeouts=_timeouts(r.obj(raw, "timeouts", p), f"{p}.timeouts", r) if "timeouts" in raw else None,
+        retry=_retry(r.obj(raw, "retry", p), f"{p}.retry", r, unsupported) if "retry" in raw else None,
         problems=tuple(unsupported),
     )
+
+
+def _backend_ref(
+    b: Mapping[str, Any], bp: str, namespace: str, r: Reader, *, weight: int, filters: RuleFilters = NO_FILTERS
+) -> BackendRef | None:
+    """A backendRef (a rule's, or a RequestMirror's) with the API server's defaults; None without a name."""
+    ref_name = r.text(b, "name", bp, 253, required=True)
+    group = r.text(b, "group", bp, MAX_GROUP)
+    kind = r.text(b, "kind", bp, MAX_KIND)
+    port = r.integer(b, "port", bp, 1, 65535)
+    ref = BackendRef(
+        group="" if group is None else group,
+        kind=kind or "Service",
+        namespace=r.text(b, "namespace", bp, 63) or namespace,
+        name=ref_name or "",
+        port=port,
+        weight=weight,
+        filters=filters,
+    )
+    if ref.group == "" and ref.kind == "Service" and port is None:
+        r.add(f"{bp}.port", "required for a Service")
+    return ref if ref_name is not None else None
+
+
+def _duration(raw: Mapping[str, Any], key: str, p: str, r: Reader) -> int | None:
+    """A GEP-2257 duration field in milliseconds; None when unset (or not one: the body's problem, as the CRD's
+    pattern refuses it)."""
+    text = r.text(raw, key, p, MAX_DURATION_TEXT)
+    if text is None:
+        return None
+    ms = parse_duration_ms(text)
+    if ms is None:
+        r.add(f"{p}.{key}", f"{text!r} is not a duration such as 1h30m (GEP-2257)")
+    return ms
+
+
+def _timeouts(raw: Mapping[str, Any], p: str, r: Reader) -> RuleTimeouts | None:
+    try:
+        return RuleTimeouts(
+            request=_duration(raw, "request", p, r), backend_request=_duration(raw, "backendRequest", p, r)
+        )
+    except SpecError as exc:  # the CRD's rule (backendRequest within request): the API server refuses it too
+        r.problems.extend(exc.within(p).problems)
+        return None
+
+
+def _retry(raw: Mapping[str, Any], p: str, r: Reader, unsupported: list[str]) -> RuleRetry | None:
+    attempts = r.integer(raw, "attempts", p, 1, _MAX_INT64)
+    if attempts is not None and attempts > MAX_RETRY_ATTEMPTS:
+        unsupported.append(f"retry.attempts: {attempts} retries, this gateway retries at most {MAX_RETRY_ATTEMPTS}")
+        return None
+    codes: list[int] = []
+    for i, c in enumerate(r.items(raw, "codes", p, MAX_RETRY_CODE - MIN_RETRY_CODE + 1)):
+        if isinstance(c, bool) or not isinstance(c, int) or not MIN_RETRY_CODE <= c <= MAX_RETRY_CODE:
+            r.add(f"{p}.codes[{i}]", f"must be an HTTP status code in {MIN_RETRY_CODE}..{MAX_RETRY_CODE}")
+        elif c in codes:
+            r.add(f"{p}.codes[{i}]", f"{c} is listed twice")
+        else:
+            codes.append(c)
+    return RuleRetry(attempts=attempts, backoff=_duration(raw, "backoff", p, r), codes=tuple(codes))
 
 
 # Filter type → its field. The ones this gateway does not serve are reported (the rule is dropped), never ignored.
@@ -311,16 +401,26 @@ _FILTER_FIELD = {
     "ExternalAuth": "externalAuth",
 }
 _FILTER_GAPS = {
-    "RequestMirror": "mirrored requests",
     "CORS": "CORS responses",
     "ExtensionRef": "extension filters",
     "ExternalAuth": "external authorization",
 }
 
 
-def _filters(raw: Any, rel: str, r: Reader, p: str, unsupported: list[str], *, backend: bool) -> RuleFilters:
-    """A rule's (or a backendRef's) filters. The CRD's shape rules are the body's problems; what this gateway does
-    not serve (a filter type, a field, a value it cannot put in a header) the rule's, in `unsupported`."""
+def _filters(
+    raw: Any,
+    rel: str,
+    r: Reader,
+    p: str,
+    unsupported: list[str],
+    *,
+    backend: bool,
+    namespace: str = "",
+    mirrors: list[MirrorRef] | None = None,
+) -> RuleFilters:
+    """A rule's (or a backendRef's) filters; a rule's RequestMirror filters into `mirrors`, in order. The CRD's shape
+    rules are the body's problems; what this gateway does not serve (a filter type, a field, a value it cannot put in
+    a header) the rule's, in `unsupported`."""
     if raw is None:
         return NO_FILTERS
     if not isinstance(raw, list) or len(raw) > MAX_FILTERS:
@@ -355,6 +455,11 @@ def _filters(raw: Any, rel: str, r: Reader, p: str, unsupported: list[str], *, b
             unsupported.append(f"{frel}: {type_} on a backendRef is not supported (header modifiers are)")
             continue
         unsupported += [q.removeprefix(f"{p}.") for q in unsupported_fields(body, supported[key], f"{fp}.{key}")]
+        if key == "requestMirror":
+            mirror = _mirror(body, f"{fp}.{key}", r, namespace, i)
+            if mirror is not None and mirrors is not None:
+                mirrors.append(mirror)
+            continue
         try:
             found[key] = _FILTER_READERS[key](body, f"{fp}.{key}", r)
         except SpecError as exc:
@@ -444,6 +549,32 @@ def _redirect(raw: Mapping[str, Any], p: str, r: Reader) -> RequestRedirect:
     )
 
 
+def _mirror(raw: Mapping[str, Any], p: str, r: Reader, namespace: str, index: int) -> MirrorRef | None:
+    """A RequestMirror filter: its backendRef (defaulted as a rule's is) and its share, `percent` or `fraction`."""
+    ref_raw = raw.get("backendRef")
+    if not isinstance(ref_raw, Mapping):
+        r.add(f"{p}.backendRef", "required (an object)")
+        return None
+    ref = _backend_ref(ref_raw, f"{p}.backendRef", namespace, r, weight=0)
+    percent = r.integer(raw, "percent", p, 0, MAX_MIRROR_PERCENT)
+    numerator, denominator = (1, 1) if percent is None else (percent, 100)
+    if "fraction" in raw:
+        if "percent" in raw:
+            r.add(p, "only one of percent or fraction may be specified")
+        fraction = r.obj(raw, "fraction", p)
+        fp = f"{p}.fraction"
+        num = r.integer(fraction, "numerator", fp, 0, MAX_MIRROR_DENOMINATOR)
+        den = r.integer(fraction, "denominator", fp, 1, MAX_MIRROR_DENOMINATOR)
+        den = 100 if den is None else den  # the CRD's default
+        if num is None:
+            r.add(f"{fp}.numerator", "required")
+        elif num > den:
+            r.add(fp, f"numerator {num} must be less than or equal to denominator {den}")
+        else:
+            numerator, denominator = num, den
+    return None if ref is None else MirrorRef(ref=ref, filter_index=index, numerator=numerator, denominator=denominator)
+
+
 def _rewrite(raw: Mapping[str, Any], p: str, r: Reader) -> URLRewrite:
     return URLRewrite(hostname=r.text(raw, "hostname", p, 253), path=_path_modifier(raw, p, r))
 
@@ -512,43 +643,20 @@ def _value_matches(
 def _session(raw: Mapping[str, Any], p: str, r: Reader, unsupported: list[str]) -> SessionPersistence:
     type_ = r.enum(raw, "type", p, SessionType, SessionType.COOKIE)
     name = r.text(raw, "sessionName", p, MAX_SESSION_NAME)
-    timeout_raw = r.text(raw, "absoluteTimeout", p, MAX_DURATION_TEXT)
-    timeout = None
-    if timeout_raw is not None:
-        timeout = parse_duration(timeout_raw)
-        if timeout is None:
-            r.add(f"{p}.absoluteTimeout", f"{timeout_raw!r} is not a duration such as 1h30m (GEP-2257)")
+    timeout_ms = _duration(raw, "absoluteTimeout", p, r)
+    timeout = None if timeout_ms is None else -(-timeout_ms // 1000)  # whole seconds, rounded up
     cookie = r.obj(raw, "cookieConfig", p)
     lifetime = None
     if "lifetimeType" in cookie:
         lifetime = r.enum(cookie, "lifetimeType", f"{p}.cookieConfig", CookieLifetime, CookieLifetime.SESSION)
     if cookie and type_ is not SessionType.COOKIE:
         r.add(f"{p}.cookieConfig", "can only be set with type Cookie")
-    if lifetime is CookieLifetime.PERMANENT and timeout_raw is None:
+    if lifetime is CookieLifetime.PERMANENT and raw.get("absoluteTimeout") is None:
         r.add(f"{p}.absoluteTimeout", "required when cookieConfig.lifetimeType is Permanent")
     return SessionPersistence(type_, name, timeout, lifetime)
 
 
-_UNITS = {"h": 3_600_000, "m": 60_000, "s": 1000, "ms": 1}
-
-
 def parse_duration(text: str) -> int | None:
     """A GEP-2257 duration (`^([0-9]{1,5}(h|m|s|ms)){1,4}$`) in whole seconds, rounded up; None when invalid."""
-    total_ms = 0
-    parts = 0
-    i = 0
-    while i < len(text):
-        j = i
-        while j < len(text) and text[j].isascii() and text[j].isdigit():
-            j += 1
-        if not 1 <= j - i <= 5:
-            return None
-        unit = "ms" if text.startswith("ms", j) else text[j : j + 1]
-        if unit not in _UNITS:
-            return None
-        total_ms += int(text[i:j]) * _UNITS[unit]
-        parts += 1
-        i = j + len(unit)
-    if not 1 <= parts <= 4:
-        return None
-    return -(-total_ms // 1000)
+    ms = parse_duration_ms(text)
+    return None if ms is None else -(-ms // 1000)

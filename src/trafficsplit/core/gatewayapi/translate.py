@@ -18,8 +18,10 @@ implementation cannot serve is reported there by name, never dropped silently. T
 gateway replicas ACK the generation carrying it (`gatewayapi.status`).
 
 Filters are carried on the rule's action and its targets (core/model/filters.py: header modifiers, a redirect, a
-URL rewrite). What the model lacks, and is therefore reported as UnsupportedValue: RequestMirror, CORS,
-ExtensionRef and ExternalAuth filters (and a redirect or rewrite on a backendRef), timeouts, retries, and a session
+URL rewrite), and so are its timeouts and retry (core/model/timeouts.py) and its RequestMirror filters whose
+backendRef resolves (a mirror's that does not is a ResolvedRefs problem, and that mirror is left out, as the spec
+says). What the model lacks, and is therefore reported as UnsupportedValue: CORS, ExtensionRef and ExternalAuth
+filters (and a redirect, rewrite or mirror on a backendRef), more retry attempts than the model's bound, and a session
 lifetime enforced by the server (absoluteTimeout on a session cookie or a Header session). A route with no hostname
 on a listener with none serves every host: the listener's catch-all virtual host (`*`), which a request takes when no
 exact or `*.` host fits.
@@ -34,7 +36,14 @@ from functools import partial
 from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo
 from trafficsplit.core.gatewayapi.actions import ActionMemo
 from trafficsplit.core.gatewayapi.attachment import Attachment, attach
-from trafficsplit.core.gatewayapi.backends import RefProblem, Resolved, resolve_refs, target_endpoints
+from trafficsplit.core.gatewayapi.backends import (
+    RefProblem,
+    Resolved,
+    ResolvedMirrors,
+    resolve_mirrors,
+    resolve_refs,
+    target_endpoints,
+)
 from trafficsplit.core.gatewayapi.classes import class_statuses
 from trafficsplit.core.gatewayapi.conditions import (
     ClassStatus,
@@ -173,9 +182,16 @@ def _translate_route(state: _Pass, route: HTTPRoute) -> None:
         parents.append((ref, *attach(route, ref, gw, state.views[gw.meta.key], state.labels)))
     # Backend resolution and the rules' own problems do not depend on the parent.
     services = state.inputs.services or {}
-    resolved = {rule.index: resolve_refs(route, rule, state.inputs.grants, services) for rule in route.rules}
-    ref_problems = [p for _, probs, _ in resolved.values() for p in probs]
-    route_actions, dropped = _rule_actions(state, route, resolved, attached=any(c is None for _, c, _ in parents))
+    grants, slices = state.inputs.grants, state.inputs.slices or {}
+    resolved = {rule.index: resolve_refs(route, rule, grants, services) for rule in route.rules}
+    mirrors = {
+        rule.index: resolve_mirrors(route, rule, grants, services, slices, state.seen_endpoints) for rule in route.rules
+    }
+    # Per rule, its backendRefs' problems, then its mirrors'.
+    ref_problems = [p for rule in route.rules for p in (*resolved[rule.index][1], *mirrors[rule.index].problems)]
+    route_actions, dropped = _rule_actions(
+        state, route, resolved, mirrors, attached=any(c is None for _, c, _ in parents)
+    )
     statuses: list[ParentStatus] = []
     # Two parentRefs can reach one listener (the Gateway, and the listener by sectionName): it takes the route once,
     # and counts it once.
@@ -197,7 +213,12 @@ def _translate_route(state: _Pass, route: HTTPRoute) -> None:
 
 
 def _rule_actions(
-    state: _Pass, route: HTTPRoute, resolved: Mapping[int, Resolved], *, attached: bool
+    state: _Pass,
+    route: HTTPRoute,
+    resolved: Mapping[int, Resolved],
+    mirrors: Mapping[int, ResolvedMirrors],
+    *,
+    attached: bool,
 ) -> tuple[list[RuleAction], list[str]]:
     """The actions of the route's rules that can be served (none when no parent accepts the route), each under its
     policy, and the problems of those dropped."""
@@ -214,7 +235,17 @@ def _rule_actions(
         ok, _, error_weight = resolved[rule.index]
         prev = slot_tables.get(RuleKey(route.meta.namespace, route.meta.name, rule.index).text)
         eps = target_endpoints(ok, slices, state.seen_endpoints)
-        builds.append((rule, partial(state.memo.build, route, rule, ok, error_weight, eps, previous_table=prev)))
+        build = partial(
+            state.memo.build,
+            route,
+            rule,
+            ok,
+            error_weight,
+            eps,
+            previous_table=prev,
+            mirrors=mirrors[rule.index].mirrors,
+        )
+        builds.append((rule, build))
     actions: list[RuleAction] = []
     for action, problems in with_policies(route, builds, state.attachment, state.invalid):
         dropped.extend(problems)

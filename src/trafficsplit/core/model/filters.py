@@ -10,6 +10,10 @@ refuses to modify).
 What a filter does is here too, as functions the data plane applies and the tests read: `rewrite_path` (ReplaceFullPath
 and ReplacePrefixMatch, by whole path segments as the spec's table gives), `HeaderModifier.apply`, and
 `redirect_location` (the Location a RequestRedirect answers with, port rules included).
+
+RequestMirror is here as what a rule carries once its backendRef resolved (`RequestMirror`: the Service port, its
+endpoints and the share mirrored); the parser keeps the ref as written, the translation resolves it
+(gatewayapi.backends) and a mirror that does not resolve is reported (ResolvedRefs) and not carried.
 """
 
 from __future__ import annotations
@@ -20,14 +24,19 @@ from enum import IntEnum, StrEnum
 
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.headervalue import is_header_value
-from trafficsplit.core.model.limits import MAX_HOST
-from trafficsplit.core.model.rules import is_host, is_token
+from trafficsplit.core.model.limits import MAX_ENDPOINTS, MAX_HOST
+from trafficsplit.core.model.rules import Endpoint, is_dns_label, is_host, is_token
 
 # The CRD's bounds (HTTPHeaderFilter, HTTPPathModifier).
 MAX_HEADER_CHANGES = 16  # per list: set, add, remove
 MAX_FILTER_HEADER_NAME = 256
 MAX_FILTER_HEADER_VALUE = 4096
 MAX_PATH_MODIFIER = 1024
+# HTTPRequestMirrorFilter's `fraction` is int32 (denominator at least 1, numerator 0..denominator); `percent` 0..100.
+MAX_MIRROR_DENOMINATOR = 2**31 - 1
+MAX_MIRROR_PERCENT = 100
+# Ours (the CRD allows the filter "multiple times" within its 16 filters): one rule's mirrors, each a cluster.
+MAX_MIRRORS = 16
 # The gateway's own headers (the routing and decision headers): no route may set, add or remove them.
 RESERVED_HEADER_PREFIX = "x-trafficsplit-"
 
@@ -217,6 +226,46 @@ def redirect_location(
         authority = f"{authority}:{port}"
     location = f"{out_scheme}://{authority}{out_path}" + (f"?{query}" if query else "")
     return location if is_header_value(location) and " " not in location else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestMirror:
+    """A RequestMirror filter whose backendRef resolved: a copy of `numerator` of every `denominator` requests the
+    rule serves goes to the Service port `namespace/service:port` (its `endpoints`), and its responses are dropped
+    (the client sees only the rule's own backend's). `percent: p` is `p/100`; neither is every request (1/1)."""
+
+    namespace: str
+    service: str
+    port: int
+    numerator: int = 1
+    denominator: int = 1
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"{f}: {v[:64]!r} must be a DNS label"
+            for f, v in (("namespace", self.namespace), ("service", self.service))
+            if not is_dns_label(v)
+        ]
+        if not 1 <= self.port <= 65535:
+            problems.append(f"port: {self.port} is not in 1..65535")
+        if not 1 <= self.denominator <= MAX_MIRROR_DENOMINATOR:
+            problems.append(f"denominator: {self.denominator} is not in 1..{MAX_MIRROR_DENOMINATOR}")
+        elif not 0 <= self.numerator <= self.denominator:
+            problems.append(f"numerator: {self.numerator} is not in 0..{self.denominator} (the denominator)")
+        if len(self.endpoints) > MAX_ENDPOINTS:  # a backend's bound
+            problems.append(f"endpoints: {len(self.endpoints)} endpoints, at most {MAX_ENDPOINTS} are allowed")
+        if problems:
+            raise SpecError(problems)
+
+    def to_dict(self) -> dict[str, object]:
+        """As a golden shows it: the Service port, the fraction mirrored and its endpoints (not-ready ones marked)."""
+        return {
+            "service": f"{self.namespace}/{self.service}",
+            "port": self.port,
+            "fraction": {"numerator": self.numerator, "denominator": self.denominator},
+            "endpoints": [f"{e.host}{'' if e.ready else ' (not ready)'}" for e in self.endpoints],
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

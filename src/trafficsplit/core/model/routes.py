@@ -18,7 +18,7 @@ from types import MappingProxyType
 
 from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.errors import SpecError
-from trafficsplit.core.model.filters import NO_FILTERS, RuleFilters
+from trafficsplit.core.model.filters import MAX_MIRRORS, NO_FILTERS, RequestMirror, RuleFilters
 from trafficsplit.core.model.limits import MAX_SPLITS
 from trafficsplit.core.model.matches import (
     MAX_BACKEND_REFS,
@@ -30,6 +30,7 @@ from trafficsplit.core.model.matches import (
     route_match_problems,
 )
 from trafficsplit.core.model.rules import is_dns_label, is_dns_subdomain, is_host, name_problems
+from trafficsplit.core.model.timeouts import RuleRetry, RuleTimeouts
 from trafficsplit.core.model.tls import Certificate
 from trafficsplit.core.model.weights import MAX_WEIGHT
 
@@ -237,7 +238,11 @@ class RuleAction:
     resolve, as the spec requires); the rest are the split's pick. A picked backend with no ready endpoint fails over
     to the rule's backends that have one, as a TrafficSplit does (the spec says SHOULD answer 503; we keep one pick
     and one failover for both APIs, so a canary scaled to zero does not fail its share of sessions). When no backend
-    of the rule has a ready endpoint, the request answers 503."""
+    of the rule has a ready endpoint, the request answers 503.
+
+    `timeouts` and `retry` (None: the data plane's defaults) bound and repeat the requests to the picked backend;
+    `mirrors` are the RequestMirror filters whose backendRef resolved, each sent a copy of its share of the requests
+    (their answers dropped)."""
 
     route: str  # namespace/name
     rule: int
@@ -245,11 +250,18 @@ class RuleAction:
     targets: tuple[BackendTarget, ...]
     error_weight: int
     filters: RuleFilters = NO_FILTERS
+    timeouts: RuleTimeouts | None = None
+    retry: RuleRetry | None = None
+    mirrors: tuple[RequestMirror, ...] = ()
 
     def __post_init__(self) -> None:
         problems = key_problems("route", self.route)
         if self.filters.redirect is not None and (self.split is not None or self.targets or self.error_weight):
             problems.append("filters: a rule that redirects has no backend (the CRD refuses backendRefs with it)")
+        if self.filters.redirect is not None and self.mirrors:
+            problems.append("mirrors: a rule that redirects answers itself, it has no request to mirror")
+        if len(self.mirrors) > MAX_MIRRORS:
+            problems.append(f"mirrors: {len(self.mirrors)} mirrors, at most {MAX_MIRRORS} are allowed")
         if not 0 <= self.rule < MAX_RULES:
             problems.append(f"rule: {self.rule} is not in 0..{MAX_RULES - 1}")
         if not 0 <= self.error_weight <= MAX_ERROR_WEIGHT:
