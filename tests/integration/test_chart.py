@@ -1006,14 +1006,14 @@ def test_a_provisioned_bootstrap_is_the_charts_with_one_gateway_listener_per_por
     assert [lis["address"]["socket_address"]["port_value"] for lis in listeners] == [10080, 8080]
     hcm = listeners[0]["filter_chains"][0]["filters"][0]["typed_config"]
     chart_hcm = chart_listener["filter_chains"][0]["filters"][0]["typed_config"]
-    # A Gateway listener's own: its port's route configuration, and the Host's port stripped (docs/gateway-api.md).
+    # A Gateway listener's own: its port's route configuration and WebSocket upgrades (docs/gateway-api.md).
     assert hcm["rds"] == {**chart_hcm["rds"], "route_config_name": "trafficsplit_80"}
-    assert hcm["strip_any_host_port"] is True and "strip_any_host_port" not in chart_hcm
+    assert hcm["upgrade_configs"] == [{"upgrade_type": "websocket"}] and "upgrade_configs" not in chart_hcm
     assert hcm == {
         **chart_hcm,
         "http_filters": hcm["http_filters"],
         "rds": hcm["rds"],
-        "strip_any_host_port": True,
+        "upgrade_configs": hcm["upgrade_configs"],
     }
 
 

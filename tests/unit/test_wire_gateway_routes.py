@@ -266,12 +266,16 @@ def test_every_redirect_code_the_spec_allows(code: int) -> None:
 @pytest.mark.parametrize(
     ("redirect", "listener", "port", "scheme"),
     [
-        ({}, "http", 0, ""),  # the listener's port 80, well known for http: not named
-        ({}, "alt", 8081, ""),  # the listener's port
-        ({"scheme": "https"}, "alt", 0, "https"),  # the scheme's well-known port
+        # Named, well-known ports too, unless the filter sets the hostname: Envoy otherwise keeps the port of the
+        # client's Host, which the spec's port rule replaces (a Gateway listener forwards the Host as it came).
+        ({}, "http", 80, ""),  # the listener's port
+        ({}, "alt", 8081, ""),
+        ({"scheme": "https"}, "alt", 443, "https"),  # the scheme's well-known port
         ({"scheme": "https", "port": 8443}, "http", 8443, "https"),
-        ({"port": 80}, "alt", 0, ""),
+        ({"port": 80}, "alt", 80, ""),
         ({"hostname": "new.example.com", "port": 9000}, "http", 9000, ""),
+        ({"hostname": "new.example.com"}, "http", 0, ""),  # the whole authority replaced: port 80 not named
+        ({"hostname": "new.example.com", "scheme": "https"}, "alt", 0, "https"),
     ],
 )
 def test_a_redirects_port_is_the_specs(redirect: dict[str, Any], listener: str, port: int, scheme: str) -> None:
@@ -348,7 +352,10 @@ def test_a_gateway_listener_asks_rds_for_its_ports_routes_and_sends_the_route_na
     (listener,) = bootstrap(opts).static_resources.listeners
     hcm = hcm_pb2.HttpConnectionManager()
     assert listener.filter_chains[0].filters[0].typed_config.Unpack(hcm)
-    assert hcm.rds.route_config_name == "trafficsplit_80" and hcm.strip_any_host_port
+    # The Host is forwarded as the client sent it, port included (Gateway API's HostnameIntersection and
+    # ListenerPortMatching check the backend sees it); WebSocket upgrades are Envoy's.
+    assert hcm.rds.route_config_name == "trafficsplit_80" and not hcm.strip_any_host_port
+    assert [u.upgrade_type for u in hcm.upgrade_configs] == ["websocket"]
     ext = ext_proc_pb2.ExternalProcessor()
     (f, _) = hcm.http_filters
     assert f.name == envoy.EXTPROC_FILTER and f.typed_config.Unpack(ext)

@@ -14,8 +14,8 @@ Choices (docs/dataplane.md says why in full):
   reaches the response through dynamic metadata in our namespace, which must be listed in `receiving_namespaces`.
 - No `strip_any_host_port` on the chart gateway's listener: the route configuration ignores the port when it matches
   hosts and leaves the header as the client sent it, so the processor reads the same bytes the same way
-  (trafficsplit.core.model.host). A Gateway listener strips it: Envoy's routes, not the processor, read its hosts,
-  and a redirect's Location must carry the port the spec gives, not the client's.
+  (trafficsplit.core.model.host). Nor on a Gateway listener: backends see the Host as it came (Gateway API
+  conformance checks it), and a redirect names the spec's port explicitly (`gateway_routes`).
 - An access log line per request (JSON, `ACCESS_LOG_FORMAT`): docs/spec.md §6's disclosure of every decision from the
   processor's dynamic metadata, or from the fallback route's metadata when Envoy decided alone.
 - Edge hardening after Envoy's "Configuring Envoy as an edge proxy" (docs/security.md lists what is adopted and
@@ -473,9 +473,10 @@ def http_listener(opts: BootstrapOptions, gateway: GatewayListener | None = None
         ],
     )
     if gateway is not None:
-        # Envoy matches hosts without their port and the processor no longer reads the host here: a Gateway
-        # listener drops the port, so a redirect's Location names the port the spec gives, never the client's.
-        hcm.strip_any_host_port = True
+        # The Host goes to the backend as the client sent it, port included (route matching ignores the port; a
+        # redirect names the spec's port explicitly: gateway_routes). WebSocket upgrades are Envoy's, as in every
+        # Gateway API implementation on Envoy.
+        hcm.upgrade_configs.append(hcm_pb2.HttpConnectionManager.UpgradeConfig(upgrade_type="websocket"))
     if opts.xff_num_trusted_hops == 0:
         hcm.early_header_mutation_extensions.append(_drop_client_address_headers())
     hcm_filter = listener_components_pb2.Filter(

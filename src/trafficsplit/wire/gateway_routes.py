@@ -191,10 +191,11 @@ def _prefix_rewrite(modifier: PathModifier, m: RouteMatch) -> str | regex_pb2.Re
 
 def _redirect(r: RequestRedirect, m: RouteMatch, listener_port: int, https: bool) -> rc.RedirectAction:
     """Envoy's redirect with the spec's port rule (`model.filters.redirect_location`): the filter's port, else the
-    well-known port of the scheme it sets, else the listener's; left out of the Location when it is the well-known
-    port of the Location's scheme. Envoy writes `port_redirect` even when it is well known, and keeps the request's
-    host as it came, so a well-known port is not named and the Gateway listeners strip the request's port
-    (`bootstrap.http_listener`); a `host_redirect` replaces the whole authority."""
+    well-known port of the scheme it sets, else the listener's. Named in `port_redirect` unless it is the well-known
+    port of the Location's scheme and the filter sets the hostname (`host_redirect` replaces the whole authority):
+    otherwise Envoy would keep the port of the client's Host, which a Gateway listener forwards as it came
+    (conformance checks backends see it), so a well-known port is then named too (`http://h:80/`, which the spec and
+    the suite accept)."""
     out = rc.RedirectAction(response_code=_REDIRECT_CODES[r.status_code])
     scheme = r.scheme if r.scheme is not None else Scheme.HTTPS if https else Scheme.HTTP
     if r.scheme is not None:
@@ -202,7 +203,7 @@ def _redirect(r: RequestRedirect, m: RouteMatch, listener_port: int, https: bool
     if r.hostname is not None:
         out.host_redirect = r.hostname
     port = r.port if r.port is not None else _WELL_KNOWN_PORT[r.scheme] if r.scheme is not None else listener_port
-    if port != _WELL_KNOWN_PORT[scheme]:
+    if port != _WELL_KNOWN_PORT[scheme] or r.hostname is None:
         out.port_redirect = port
     if r.path is not None and r.path.type is PathModifierType.FULL:
         out.path_redirect = r.path.value
