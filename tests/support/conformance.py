@@ -66,6 +66,21 @@ SUPPORTED_FEATURES = (
     "HTTPRoutePortRedirect",
     "HTTPRouteSchemeRedirect",
     "HTTPRouteBackendRequestHeaderModification",
+    "HTTPRoute303RedirectStatusCode",
+    "HTTPRoute307RedirectStatusCode",
+    "HTTPRoute308RedirectStatusCode",
+    "HTTPRouteParentRefPort",
+    "HTTPRouteNamedRouteRule",
+    "HTTPRouteDestinationPortMatching",
+    "GatewayPort8080",
+    "GatewayHTTPListenerIsolation",
+    "HTTPRouteBackendProtocolWebSocket",
+    "HTTPRouteRequestTimeout",
+    "HTTPRouteBackendTimeout",
+    "HTTPRouteRequestMirror",
+    "HTTPRouteRequestMultipleMirrors",
+    "HTTPRouteRequestPercentageMirror",
+    "HTTPRouteRetry",
 )
 # Tests skipped although their features are claimed, each with its reason (docs/gateway-api.md lists them too).
 # Empty: nothing is skipped by hand; a test that fails is reported as failed.
