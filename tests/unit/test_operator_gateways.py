@@ -19,6 +19,7 @@ from trafficsplit.core.control.resolve import SplitObject
 from trafficsplit.core.control.status import StatusResult
 from trafficsplit.core.model.matches import MAX_RULE_MATCHES
 from trafficsplit.core.model.routes import MAX_HOST_ENTRIES
+from trafficsplit.operator import fleet as fleet_module
 from trafficsplit.operator.dataplane_names import publish_service_name
 from trafficsplit.operator.engine import Engine, EngineSettings
 from trafficsplit.operator.fleet import Fleet
@@ -582,9 +583,15 @@ def test_a_gateway_whose_data_plane_cannot_be_provisioned_backs_off_and_says_why
     run(main)
 
 
-def test_an_edited_gateway_is_tried_at_once_and_a_success_clears_the_condition(tmp_path: Any) -> None:
+def test_an_edited_gateway_is_tried_at_once_and_a_success_clears_the_condition(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The backoff is for the same Gateway failing again: an edit (a new generation) may have fixed it, so it is
     tried on the next pass, and once its data plane is provisioned its `Programmed` is no longer False."""
+    # Pauses of 60..120 s, so no backoff try can land inside the test (before, a 0.9-s bound raced a pause of
+    # 0.5..1 s on a loaded machine).
+    monkeypatch.setattr(fleet_module, "REFUSED_MIN", 120.0)
+    monkeypatch.setattr(fleet_module, "REFUSED_MAX", 240.0)
 
     async def main() -> None:
         prov = RefusingProvisioner(ProvisionError("spec.listeners[0].port: listener port 9001"))
@@ -597,7 +604,9 @@ def test_an_edited_gateway_is_tried_at_once_and_a_success_clears_the_condition(t
             body = gateway_body("one")
             body["metadata"]["generation"] = 2
             api.put("gateway", body)
-            await until(lambda: api.programmed("one") == "True", timeout=0.9)  # sooner than the backoff's pause
+            # The backoff's next try is at least 60 s away (its first pause stretched below): success within 20 s
+            # is the edit's own try, however slow the machine.
+            await until(lambda: api.programmed("one") == "True", timeout=20)
             assert len(prov.ensured) == tries + 1 and prov.ensured[-1] == (f"{NS}/one", 2)
 
     run(main)

@@ -169,9 +169,12 @@ class StatusWriter:
             outcome = desired.outcomes.get(obj.key)
             if outcome is None:
                 continue
-            result = compute_status(obj, outcome, view, now)
-            events = tuple(e for e in result.events if self._posting(obj, e) not in self._posted)
             written = self._written.get(obj.key)
+            # Until the watch brings our write back, the object holds the status before it: what we wrote is the
+            # newer, so transitions are timed against it (else a pass a second later restamps and rewrites them).
+            ours = written[1] if written is not None and written[0] == obj.uid else None
+            result = compute_status(obj, outcome, view, now, ours)
+            events = tuple(e for e in result.events if self._posting(obj, e) not in self._posted)
             again = result.status == SplitStatus.from_dict(obj.status) or written == (obj.uid, result.status)
             if again and not events:
                 continue
@@ -187,6 +190,10 @@ class StatusWriter:
             del self._written[gone]
         uids = {o.uid for o in objects}
         self._posted = {p for p in self._posted if p.uid in uids}
+
+    def forget(self) -> None:
+        """What this writer wrote is no longer the newest (another leader may have written since)."""
+        self._written.clear()
 
     @staticmethod
     def _posting(obj: SplitObject, event: EventIntent) -> PostedEvent:
@@ -280,6 +287,8 @@ class Engine:
         # replicas hold (another leader may have published meanwhile).
         self._publishing = Publishing(number=max(self._publishing.number, floor))
         self.numbering.took(self._publishing.number)
+        if self._status is not None:
+            self._status.forget()
         self.leader = True
         log.info("leading: numbering continues above %d", self._publishing.number)
         self.poke()
