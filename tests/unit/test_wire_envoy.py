@@ -26,7 +26,7 @@ from trafficsplit.core.control.spec import parse_split
 from trafficsplit.core.model.compiled import Endpoint
 from trafficsplit.core.model.cookie import read_cookie
 from trafficsplit.core.model.generation import Generation
-from trafficsplit.wire import envoy
+from trafficsplit.wire import envoy, snapshot
 from trafficsplit.wire.bootstrap import (
     EXTPROC_HTTP_PATH,
     EXTPROC_HTTP_URI,
@@ -91,7 +91,7 @@ def check_golden(name: str, text: str) -> None:
 
 
 def test_resources_match_golden() -> None:
-    res = envoy.resources(sample_generation())
+    res = snapshot.resources(sample_generation())
     assert res.routes is not None
     doc = {
         "clusters": _json(dict(res.clusters)),
@@ -114,7 +114,7 @@ def test_bootstrap_matches_golden() -> None:
 
 def test_one_cluster_per_backend_with_ready_endpoints_only() -> None:
     gen = sample_generation()
-    res = envoy.resources(gen)
+    res = snapshot.resources(gen)
     assert set(res.clusters) == set(gen.clusters()) == set(res.endpoints)
     stable = res.endpoints["prod/shop/stable"]
     assert [e.endpoint.address.socket_address.address for e in stable.endpoints[0].lb_endpoints] == ["10.0.0.1"]
@@ -150,7 +150,7 @@ def test_routes_strip_client_routing_headers_and_404_unknown_hosts() -> None:
 
 
 def test_no_generation_gives_only_the_404_host() -> None:
-    res = envoy.resources(None)
+    res = snapshot.resources(None)
     assert not res.clusters and not res.endpoints
     assert res.routes is not None
     assert [v.name for v in res.routes[envoy.ROUTE_CONFIG_NAME].virtual_hosts] == ["no-split"]
@@ -163,13 +163,13 @@ def test_transition_keeps_old_clusters_and_old_routes() -> None:
         {"violet": [Endpoint("10.2.0.1", 80)]},
     )
     new = Generation(8, (new_split,))
-    t = envoy.transition(old, new)
+    t = snapshot.transition(old, new)
     assert set(t.clusters) == set(old.clusters()) | {"prod/api/violet"}
-    assert t.routes == envoy.resources(old).routes
-    assert envoy.transition(None, new).routes is None  # nothing held: routes wait for the swap
+    assert t.routes == snapshot.resources(old).routes
+    assert snapshot.transition(None, new).routes is None  # nothing held: routes wait for the swap
 
 
-def _unpacked(res: envoy.Packed) -> envoy.Messages:
+def _unpacked(res: snapshot.Packed) -> snapshot.Messages:
     """The builder's packed resources as messages, to compare with the golden-checked functions' output."""
 
     def unpack(items: dict[str, any_pb2.Any], cls: type[M]) -> dict[str, M]:
@@ -181,7 +181,7 @@ def _unpacked(res: envoy.Packed) -> envoy.Messages:
         return out
 
     routes = unpack(res.routes, route_pb2.RouteConfiguration) if res.routes is not None else None
-    return envoy.Messages(
+    return snapshot.Messages(
         unpack(res.clusters, cluster_pb2.Cluster), unpack(res.endpoints, endpoint_pb2.ClusterLoadAssignment), routes
     )
 
@@ -199,24 +199,24 @@ def test_resource_builder_reuses_unchanged_splits_and_builds_what_fresh_builds_g
     shop = one.split_for("shop.example")
     assert shop is not None
     two = Generation(2, (shop, api))
-    b = envoy.ResourceBuilder()
-    assert _unpacked(b.transition(None, one)) == envoy.transition(None, one)
+    b = snapshot.ResourceBuilder()
+    assert _unpacked(b.transition(None, one)) == snapshot.transition(None, one)
     first = b.resources(one)
-    assert _unpacked(first) == envoy.resources(one)
+    assert _unpacked(first) == snapshot.resources(one)
     t = b.transition(one, two)
-    assert _unpacked(t) == envoy.transition(one, two)
+    assert _unpacked(t) == snapshot.transition(one, two)
     assert t.routes == first.routes  # the held routes until the swap
-    assert _unpacked(b.serving(two, [one])) == envoy.serving(two, [one])  # one's clusters drain
-    assert _unpacked(b.transition(two, one, [one])) == envoy.transition(two, one, [one])
+    assert _unpacked(b.serving(two, [one])) == snapshot.serving(two, [one])  # one's clusters drain
+    assert _unpacked(b.transition(two, one, [one])) == snapshot.transition(two, one, [one])
     second = b.resources(two)
-    assert _unpacked(second) == envoy.resources(two)
+    assert _unpacked(second) == snapshot.resources(two)
     assert second.clusters["prod/shop/stable"] is first.clusters["prod/shop/stable"]
     assert second.endpoints["prod/shop/canary"] is first.endpoints["prod/shop/canary"]
     assert second.endpoints["prod/api/blue"] is not first.endpoints["prod/api/blue"]
     assert second.endpoints["prod/api/blue"] != first.endpoints["prod/api/blue"]
     b.resources(Generation(3, (api,)))  # shop is in neither of the last call's generations: dropped
     assert b.resources(one).clusters["prod/shop/stable"] is not first.clusters["prod/shop/stable"]
-    assert _unpacked(b.resources(None)) == envoy.resources(None)
+    assert _unpacked(b.resources(None)) == snapshot.resources(None)
 
 
 @pytest.mark.parametrize(
@@ -238,13 +238,13 @@ def test_serving_keeps_draining_clusters_with_the_new_routes() -> None:
         {"violet": [Endpoint("10.2.0.1", 80)]},
     )
     new = Generation(8, (new_split,))
-    s = envoy.serving(new, [old])
+    s = snapshot.serving(new, [old])
     assert set(s.clusters) == set(s.endpoints) == set(old.clusters()) | {"prod/api/violet"}
-    assert s.routes == envoy.resources(new).routes
-    assert envoy.serving(new) == envoy.resources(new)
+    assert s.routes == snapshot.resources(new).routes
+    assert snapshot.serving(new) == snapshot.resources(new)
     # The transition from `new` to a third generation keeps what is still draining.
     third = Generation(9, (old.splits[0],))
-    assert set(envoy.transition(new, third, [old]).clusters) == set(s.clusters)
+    assert set(snapshot.transition(new, third, [old]).clusters) == set(s.clusters)
 
 
 def _fallback_cookie_regex() -> str:
@@ -302,7 +302,7 @@ def test_fallback_routes_disclose_whether_affinity_decided() -> None:
 
 
 def test_every_backend_cluster_ejects_dead_endpoints_and_every_route_retries_unsent_requests() -> None:
-    res = envoy.resources(sample_generation())
+    res = snapshot.resources(sample_generation())
     for c in res.clusters.values():
         od = c.outlier_detection
         assert od.consecutive_gateway_failure.value == envoy.GATEWAY_FAILURES_TO_EJECT
@@ -362,7 +362,7 @@ def test_a_split_carried_on_unchanged_keeps_its_virtual_host_and_discloses_its_f
     assert shop is not None
     held = generation_from_proto(generation_to_proto(one, first={s.key: 1 for s in one.splits}))
     new = generation_from_proto(generation_to_proto(Generation(2, (shop, api)), first={shop.key: 1, api.key: 2}))
-    b = envoy.ResourceBuilder()
+    b = snapshot.ResourceBuilder()
     b.resources(held)
     built: list[str] = []
     real = envoy.virtual_host
@@ -377,7 +377,7 @@ def test_a_split_carried_on_unchanged_keeps_its_virtual_host_and_discloses_its_f
     assert built == ["prod/api@2"]  # shop's virtual host is the one generation 1 built
     routes = _unpacked(res).routes
     assert routes is not None
-    assert routes == envoy.resources(new).routes
+    assert routes == snapshot.resources(new).routes
     fallback = {
         vh.name: [
             r.metadata.filter_metadata["trafficsplit"]["generation"] for r in vh.routes if r.metadata.filter_metadata

@@ -20,7 +20,7 @@ from google.protobuf.message import Message
 from trafficsplit.core.control.reconcile import desired_state
 from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo, SplitObject, slices_by_service
 from trafficsplit.operator.cluster import service_from_body, slice_from_body, split_from_body
-from trafficsplit.wire import envoy
+from trafficsplit.wire import snapshot
 from trafficsplit.wire.generation import generation_to_proto
 
 CASES = Path(__file__).parent / "testdata" / "translate"
@@ -76,7 +76,7 @@ def translate(case: str) -> dict[str, str]:
         for key, o in sorted(desired.outcomes.items())
     }
     generation = json_format.MessageToDict(generation_to_proto(gen, "golden"), preserving_proto_field_name=True)
-    res = envoy.resources(gen)
+    res = snapshot.resources(gen)
     assert res.routes is not None
     resources = {
         "clusters": _messages(dict(res.clusters)),
