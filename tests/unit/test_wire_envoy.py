@@ -1,27 +1,27 @@
 """Envoy resources and bootstrap from a generation, against golden files, plus the rules the goldens encode.
 
-Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/unit/test_wire_envoy.py` and review the diff.
+The goldens are tests/testdata/wire/ (tests/unit/wire_golden.py renders them); regenerate every golden after an
+intended change with `python -m tests.gen_golden` and review the diff.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import urllib.parse
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.route.v3 import route_pb2
-from google.protobuf import any_pb2, json_format
+from google.protobuf import any_pb2
 from google.protobuf.message import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core.control.compiler import assemble_generation, compile_split
+from tests.unit.wire_golden import CASES, render, sample_generation
+from trafficsplit.core.control.compiler import compile_split
 from trafficsplit.core.control.spec import parse_split
 from trafficsplit.core.model.compiled import Endpoint
 from trafficsplit.core.model.cookie import read_cookie
@@ -37,79 +37,24 @@ from trafficsplit.wire.bootstrap import (
 )
 from trafficsplit.wire.reserved import ADS_CLUSTER, EXTPROC_CLUSTER
 
-GOLDEN = Path(__file__).parent / "golden"
 M = TypeVar("M", bound=Message)
 
 
-def sample_generation(number: int = 7) -> Generation:
-    shop = parse_split(
-        "prod",
-        "shop",
-        {
-            "hosts": ["shop.example", "www.shop.example"],
-            "backends": [
-                {"name": "stable", "weight": 90, "port": 8080},
-                {"name": "canary", "weight": 10, "port": 8080},
-            ],
-            "sticky": {"cookie": {"name": "ts", "maxAge": 3600}, "endpointAffinity": True},
-            "debugHeaders": True,
-        },
+def check_golden(name: str) -> None:
+    path = CASES / name
+    assert path.exists(), f"missing golden {path}: run python -m tests.gen_golden"
+    assert render()[name] == path.read_text(encoding="utf-8"), (
+        f"{name} differs from its golden file: if the change is intended, run python -m tests.gen_golden and review "
+        "the diff"
     )
-    api = parse_split(
-        "prod",
-        "api",
-        {"hosts": ["api.example"], "backends": [{"name": "blue", "weight": 1}, {"name": "green", "weight": 0}]},
-    )
-    eps = {
-        "stable": [Endpoint("10.0.0.1", 8080), Endpoint("10.0.0.2", 8080, ready=False)],
-        "canary": [Endpoint("10.0.1.1", 8080, ready=False)],  # no ready endpoint: fails over
-    }
-    gen, rejected = assemble_generation(
-        number,
-        [
-            compile_split(shop, eps),
-            compile_split(api, {"blue": [Endpoint("10.1.0.1", 80)], "green": [Endpoint("10.1.1.1", 80)]}),
-        ],
-    )
-    assert not rejected
-    return gen
-
-
-def _json(resources: dict[str, Message]) -> dict[str, object]:
-    return {
-        name: json_format.MessageToDict(msg, preserving_proto_field_name=True)
-        for name, msg in sorted(resources.items())
-    }
-
-
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert path.exists(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
-    assert text == path.read_text(), f"{name} differs from its golden file (UPDATE_GOLDEN=1 to accept)"
 
 
 def test_resources_match_golden() -> None:
-    res = snapshot.resources(sample_generation())
-    assert res.routes is not None
-    doc = {
-        "clusters": _json(dict(res.clusters)),
-        "endpoints": _json(dict(res.endpoints)),
-        "routes": _json(dict(res.routes)),
-    }
-    check_golden("wire_envoy_resources.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    check_golden("wire_envoy_resources.json")
 
 
 def test_bootstrap_matches_golden() -> None:
-    opts = BootstrapOptions(
-        node_id="gw-0",
-        listen=Address("0.0.0.0", 8080),
-        extproc=Address(path="/run/trafficsplit/extproc.sock"),
-        ads=Address(path="/run/trafficsplit/extproc.sock"),
-        admin=Address("127.0.0.1", 9901),
-    )
-    check_golden("wire_bootstrap.json", bootstrap_json(opts))
+    check_golden("wire_bootstrap.json")
 
 
 def test_one_cluster_per_backend_with_ready_endpoints_only() -> None:
