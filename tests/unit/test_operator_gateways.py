@@ -731,3 +731,59 @@ def test_each_gateways_fleet_reports_the_operators_series_under_its_own_label(tm
             assert "trafficsplit_operator_publish_seconds_count{result=accepted}" in fleet_series(engine, "static")
 
     run(main)
+
+
+def listener_programmed(api: Api, gateway: str) -> dict[str, Any]:
+    listeners = api.objects[("gateway", (NS, gateway))].get("status", {}).get("listeners") or []
+    return next((c for c in listeners[0]["conditions"] if c["type"] == "Programmed"), {}) if listeners else {}
+
+
+def test_a_gateway_of_a_class_with_refused_parameters_is_not_accepted_nor_programmed_and_recovers(
+    tmp_path: Any,
+) -> None:
+    """A GatewayClass whose parametersRef names a GatewayParameters the operator refuses (spec.replicas 0) is
+    `Accepted: False, InvalidParameters`, and nothing is provisioned from it. Before, its Gateway said `Accepted: True`
+    and `Programmed: Unknown` forever (or True, where an earlier data plane still ACKs): `_provision` returned
+    early, and nothing said why. Now the Gateway is `Accepted: False, InvalidParameters` (the Gateway API's reason for
+    invalid parameters) and `Programmed: False, Invalid`, both naming the class and its refusal, at the Gateway's
+    generation; with the parameters fixed it is provisioned, Accepted and Programmed."""
+
+    def params(replicas: int, generation: int) -> dict[str, Any]:
+        return {"metadata": meta("big", None, generation=generation), "spec": {"replicas": replicas}}
+
+    async def main() -> None:
+        prov = FakeProvisioner()
+        async with gateways(tmp_path, "one", provisioner=prov) as p:
+            api = p.api
+            api.put("gatewayparameters", params(0, 1))
+            ref = {"group": "trafficsplit.dev", "kind": "GatewayParameters", "name": "big"}
+            api.put("gatewayclass", {"metadata": meta("ts", None, generation=2),
+                                     "spec": {"controllerName": CONTROLLER, "parametersRef": ref}})  # fmt: skip
+            await p.start()
+            await until(lambda: programmed_condition(api, "one").get("status") == "False")
+            status, reason, generation, message = accepted(api, "one")
+            assert (status, reason, generation) == ("False", "InvalidParameters", 1), message
+            assert "GatewayClass ts" in message and "spec.replicas" in message, message
+            c = programmed_condition(api, "one")
+            assert (c["reason"], c["observedGeneration"]) == ("Invalid", 1), c
+            assert "GatewayClass ts" in c["message"] and "spec.replicas" in c["message"], c
+            lc = listener_programmed(api, "one")
+            assert (lc["status"], lc["reason"], lc["observedGeneration"]) == ("False", "Invalid", 1), lc
+            assert prov.ensured == []  # nothing provisioned from a class the operator refuses
+
+            # Edited meanwhile: the conditions follow the Gateway's generation.
+            body = gateway_body("one")
+            body["metadata"]["generation"] = 2
+            api.put("gateway", body)
+            await until(lambda: accepted(api, "one")[:3] == ("False", "InvalidParameters", 2))
+            await until(lambda: programmed_condition(api, "one").get("observedGeneration") == 2)
+            assert programmed_condition(api, "one")["status"] == "False"
+
+            # The parameters fixed: the class is accepted, the data plane provisioned, the Gateway served.
+            api.put("gatewayparameters", params(2, 2))
+            await until(lambda: api.programmed("one") == "True", timeout=10)
+            assert accepted(api, "one")[:3] == ("True", "Accepted", 2)
+            assert prov.ensured == [(f"{NS}/one", 2)]
+            assert listener_programmed(api, "one")["status"] == "True"
+
+    run(main)

@@ -589,7 +589,9 @@ class GatewayPlane:
 
     def _provision(self, key: Key, p: GatewayPublishing, t: Translation) -> None:
         """Ensure the Gateway's data plane when the Gateway or its class's parameters changed; a class refused
-        (InvalidParameters: no parameters) provisions nothing new, and what exists keeps running."""
+        (InvalidParameters: no parameters) provisions nothing new, and what exists keeps running. Its Gateways say
+        so: the translation makes them `Accepted: False, InvalidParameters` and `Programmed: False, Invalid`, naming
+        the class's refusal (core `classes.refused_by_class`), until the parameters are fixed and ensured here."""
         gw = self.store.gateways.get(key)
         if self._provisioner is None or gw is None or p.provisioning is not None:
             return
