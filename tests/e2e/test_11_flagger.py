@@ -442,6 +442,12 @@ def test_every_dashboard_query_and_alert_expression_returns_series(flagged: Flag
         if prom.query(rule["expr"]):
             firing.append(rule["alert"])
     print(f"\nalert series on the Gateway {NS}/{GATEWAY}'s data plane: {on_dataplane}")
+    # The operator's fleet alerts watch the Gateway's fleet under its own `gateway` label (operator metrics.py).
+    fleet_alerts = ("TrafficsplitPublishLag", "TrafficsplitReplicasBehind", "TrafficsplitNotReadyLoop",
+                    "TrafficsplitGenerationRefused")  # fmt: skip
+    label = f"Gateway/{NS}/{GATEWAY}"
+    unwatched = [a for a in fleet_alerts if not any(m.get("gateway") == label for m in on_dataplane[a])]
+    assert not unwatched, (unwatched, on_dataplane)
     # The per-pod fail-open ratio watches each of the Gateway's data-plane pods on its own.
     fail_open_pods = {m["pod"] for m in on_dataplane["TrafficsplitFailOpen"]}
     assert fail_open_pods == set(flagged.dataplane_pods), on_dataplane["TrafficsplitFailOpen"]

@@ -221,7 +221,7 @@ class Engine:
         self._last_good: dict[str, CompiledSplit] = {}
         self._held = HeldForms()
         self._memo = CompileMemo()  # a pass recompiles only the splits whose spec, endpoints or table changed
-        self.metrics = fleet.metrics
+        self.metrics = fleet.metrics.operator  # the chart's fleet's registry: every fleet's series are in it
         self._status = StatusWriter(status_sink, self._status_failed) if status_sink is not None else None
         self._replicas: tuple[Replica, ...] | None = None
         self._dirty = asyncio.Event()
@@ -377,13 +377,16 @@ class Engine:
             if self._seed(desired):
                 desired = self.compile()
             self._publish(desired)
-        self._export_state()
-        if self._status is not None:
-            await self._status.write(self.store.splits.values(), desired, self.view(), now_rfc3339())
-        if self.gateways is not None:
-            await self.gateways.read_certificates()
-            translation = self.gateways.translate(self.store.services, self.store.slices)
-            await self.gateways.run_pass(translation, self.store.slices, self.numbering, now_rfc3339())
+        try:
+            if self._status is not None:
+                await self._status.write(self.store.splits.values(), desired, self.view(), now_rfc3339())
+            if self.gateways is not None:
+                await self.gateways.read_certificates()
+                translation = self.gateways.translate(self.store.services, self.store.slices)
+                await self.gateways.run_pass(translation, self.store.slices, self.numbering, now_rfc3339())
+        finally:
+            # After the Gateways' pass, so a Gateway deleted in it has no series from now on; even when it raised.
+            self._export_state()
 
     def _export_state(self) -> None:
         """The metrics' view of this pass (every acknowledgement change pokes a pass, so it stays current)."""
@@ -396,6 +399,7 @@ class Engine:
                 refused_splits=sum(len(v) for v in self.fleet.refusals().values()),
                 held_back=len(published.held_back),
                 backends=backend_states(published.content.splits if published.content is not None else ()),
+                gateways=self.gateways.fleet_states() if self.gateways is not None else (),
             )
         )
 

@@ -84,6 +84,7 @@ from trafficsplit.operator.certificates import CertificateReader, CertificateTim
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, publish_service_name
 from trafficsplit.operator.fleet import Backoff, Fleet, Numbering
+from trafficsplit.operator.metrics import FleetState, backend_states, gateway_label
 from trafficsplit.operator.provision import ProvisionError
 from trafficsplit.operator.store import Key, Parse, Refused, WatchStore, object_key
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
@@ -317,7 +318,7 @@ class GatewayPlane:
     def __init__(
         self,
         settings: GatewaySettings,
-        make_fleet: Callable[[], Fleet],
+        make_fleet: Callable[[str], Fleet],
         poke: Callable[[], None],
         *,
         content_for: ContentFor = gateway_content,
@@ -355,6 +356,24 @@ class GatewayPlane:
         self._rebuilt: list[RebuiltTable] = []  # AssignmentRebuilt Events still to post
         self._refusals_said: dict[tuple[str, Key], int] = {}  # the refused generation each Refused Event was for
         self._rng = random.Random()  # provisioning backoff jitter
+
+    def fleet_states(self) -> tuple[tuple[str, FleetState], ...]:
+        """Each Gateway's fleet as the operator's metrics report it, by `gateway` label (metrics.gateway_label): the
+        number its replicas should hold, their ACKs, the rules they refused alone, the backends it published. Nothing
+        is held back per split here: a Gateway's content is translated whole, and one that cannot be numbered keeps
+        what its replicas hold while its status says why."""
+        return tuple(
+            (
+                gateway_label(*key),
+                FleetState(
+                    generation=p.number,
+                    acks=p.fleet.acks(),
+                    refused_splits=sum(len(v) for v in p.fleet.refusals().values()),
+                    backends=backend_states(p.content.splits if p.content is not None else ()),
+                ),
+            )
+            for key, p in sorted(self._gateways.items())
+        )
 
     def fleet(self, key: Key) -> Fleet | None:
         p = self._gateways.get(key)
@@ -493,7 +512,7 @@ class GatewayPlane:
             p = self._gateways.get(key)
             if p is None:
                 p = self._gateways[key] = GatewayPublishing(
-                    fleet=self._make_fleet(), created=loop.time(), uid=self._uid(key)
+                    fleet=self._make_fleet(gateway_label(*key)), created=loop.time(), uid=self._uid(key)
                 )
                 loop.call_later(self.settings.probe_timeout, self._poke)
             replicas = self.replicas(key, slices)
@@ -570,7 +589,9 @@ class GatewayPlane:
 
     def _provision(self, key: Key, p: GatewayPublishing, t: Translation) -> None:
         """Ensure the Gateway's data plane when the Gateway or its class's parameters changed; a class refused
-        (InvalidParameters: no parameters) provisions nothing new, and what exists keeps running."""
+        (InvalidParameters: no parameters) provisions nothing new, and what exists keeps running. Its Gateways say
+        so: the translation makes them `Accepted: False, InvalidParameters` and `Programmed: False, Invalid`, naming
+        the class's refusal (core `classes.refused_by_class`), until the parameters are fixed and ensured here."""
         gw = self.store.gateways.get(key)
         if self._provisioner is None or gw is None or p.provisioning is not None:
             return
@@ -625,6 +646,7 @@ class GatewayPlane:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await p.provisioning
         await p.fleet.close()
+        p.fleet.metrics.remove()  # its series go with it: one `gateway` label per Gateway that exists
         if self._provisioner is not None:
             with _logged(f"removing the data plane of Gateway {key[0]}/{key[1]}"):
                 await self._provisioner.remove_absent(live)
@@ -636,6 +658,9 @@ class GatewayPlane:
             if p.provisioning is not None:
                 p.provisioning.cancel()
             await p.fleet.close()
+            # A standby counts nothing for a fleet, and a Gateway deleted before this process leads again must not
+            # leave series behind; the next leadership's fleet counts from 0 (a counter reset to Prometheus).
+            p.fleet.metrics.remove()
         self._cleaned = False
         self._written.clear()
         if self._certificates is not None:

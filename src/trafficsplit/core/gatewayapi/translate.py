@@ -30,7 +30,7 @@ exact or `*.` host fits.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo
@@ -44,7 +44,7 @@ from trafficsplit.core.gatewayapi.backends import (
     resolve_refs,
     target_endpoints,
 )
-from trafficsplit.core.gatewayapi.classes import class_statuses
+from trafficsplit.core.gatewayapi.classes import class_refusals, class_statuses, refused_by_class
 from trafficsplit.core.gatewayapi.conditions import (
     ClassStatus,
     GatewayStatus,
@@ -159,14 +159,15 @@ def translate(inputs: Inputs, memo: ActionMemo | None = None) -> Translation:
     )
     for route in sorted(inputs.routes, key=lambda r: (r.meta.created, r.meta.key)):
         _translate_route(state, route)
-    listeners, gateway_status, refused = _gateway_outputs(state)
+    classes = class_statuses(inputs.classes, inputs.parameters or {})
+    listeners, gateway_status, refused = _gateway_outputs(state, class_refusals(classes))
     memo.finish()
     return Translation(
         listeners=listeners,
         actions=tuple(state.actions),
         routes=tuple(state.route_status),
         gateways=gateway_status,
-        classes=class_statuses(inputs.classes, inputs.parameters or {}),
+        classes=classes,
         policies=policy_statuses(inputs.policies, state.attachment, state.invalid, state.route_gateways),
         refused=refused,
     )
@@ -308,10 +309,12 @@ def _enter(
 
 
 def _gateway_outputs(
-    state: _Pass,
+    state: _Pass, refused_classes: Mapping[str, str]
 ) -> tuple[tuple[ListenerRoutes, ...], tuple[GatewayStatus, ...], dict[str, tuple[str, ...]]]:
     """Every serving listener's route table, every Gateway's status with its listeners', and the Gateways whose
-    tables break a bound of the model, with why (their tables are left out; the other Gateways' stand)."""
+    tables break a bound of the model, with why (their tables are left out; the other Gateways' stand). A Gateway
+    whose class is not accepted (`refused_classes`: why) is not Accepted nor Programmed (`refused_by_class`); its
+    tables are still built, so a data plane provisioned before keeps getting its routes."""
     listeners: list[ListenerRoutes] = []
     gateway_status: list[GatewayStatus] = []
     refused: dict[str, tuple[str, ...]] = {}
@@ -330,7 +333,15 @@ def _gateway_outputs(
                     refused[key] = tuple(f"listener {v.listener.name}: {p}" for p in exc.problems)
         if key not in refused:
             listeners.extend(tables)
-        gateway_status.append(GatewayStatus(key, gateway_acceptance(gw, state.views[key]), tuple(listener_status)))
+        conditions = gateway_acceptance(gw, state.views[key])
+        if (why := refused_classes.get(gw.class_name)) is not None:
+            g, name = gw.meta.generation, gw.class_name
+            conditions = refused_by_class(conditions, name, why, g, accepted=True)
+            listener_status = [
+                replace(ls, conditions=refused_by_class(ls.conditions, name, why, g, accepted=False))
+                for ls in listener_status
+            ]
+        gateway_status.append(GatewayStatus(key, conditions, tuple(listener_status)))
     return tuple(listeners), tuple(gateway_status), refused
 
 
