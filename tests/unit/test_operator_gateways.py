@@ -333,6 +333,33 @@ def test_an_unreachable_replica_holds_back_only_its_gateways_status(tmp_path: An
     run(main)
 
 
+def test_a_change_on_one_gateway_translates_that_gateway_alone(tmp_path: Any) -> None:
+    """Issue 28: a weight flip on Gateway two waited for the translation of every route of every Gateway. Each
+    Gateway's translation is kept by the inputs it read: the flip translates Gateway two once more and Gateway one
+    never (its routes, Services and status writes are all that pass through it), and one's replica is sent nothing."""
+
+    async def main() -> None:
+        async with gateways(tmp_path, "one", "two") as p:
+            api, one, two = p.api, p.replicas["one"], p.replicas["two"]
+            await p.start()
+            await until(lambda: api.accepted_at("one-route") == 1 and api.accepted_at("two-route") == 1)
+            await until(lambda: api.programmed("one") == "True" and api.programmed("two") == "True")
+            assert p.engine.gateways is not None
+            translated = p.engine.gateways.memo.translated
+            before = dict(translated)
+            assert before == {f"{NS}/one": 1, f"{NS}/two": 1}, before
+            published_one, passes = len(one.published), p.engine.passes
+            api.put("httproute", route_body("two-route", "two", (10, 90), generation=2))
+            await until(lambda: api.accepted_at("two-route") == 2)
+            assert two.held_gen is not None and [b.weight for b in two.held_gen.splits[0].backends] == [10, 90]
+            assert p.engine.passes > passes
+            assert translated[f"{NS}/one"] == 1, "Gateway two's change translated Gateway one's routes"
+            assert translated[f"{NS}/two"] == 2
+            assert len(one.published) == published_one
+
+    run(main)
+
+
 def test_a_gateway_whose_table_breaks_a_bound_is_refused_alone(tmp_path: Any) -> None:
     """Gateway one's host is given more match entries than a virtual host may hold (MAX_HOST_ENTRIES): one keeps its
     last good generation and its status says why, while Gateway two's weight change is published and acknowledged

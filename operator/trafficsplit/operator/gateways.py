@@ -1,8 +1,10 @@
 """Gateway API in the operator: the watched objects kept parsed, one `Fleet` per Gateway of our class, and the
 Gateway API status written after the replicas ACK.
 
-Each pass (the engine's, so one debounce and one store serve both APIs) translates the whole store with the pure
-core (`gatewayapi.translate.translate`), then, per Gateway of our class:
+Each pass (the engine's, so one debounce and one store serve both APIs) translates the store with the pure core
+(`gatewayapi.translate.translate`) one Gateway at a time, through the plane's `TranslationMemo`: a Gateway whose
+inputs (its Gateway and class, its routes and what they name) did not change is not translated again, so one tenant's
+routes never slow another Gateway's change. Then, per Gateway of our class:
 
 - its replicas are the endpoints of its publish Service (`dataplane_names.publish_service_name`, port `publish`) in
   the operator's namespace; each Gateway has a `Fleet` of its own, so one Gateway's stuck or refusing replicas never
@@ -31,7 +33,6 @@ from typing import Any, ClassVar, Protocol
 
 from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo, slices_by_service
 from trafficsplit.core.control.status import EventIntent
-from trafficsplit.core.gatewayapi.actions import ActionMemo
 from trafficsplit.core.gatewayapi.conditions import (
     AncestorStatus,
     GatewayReason,
@@ -72,7 +73,7 @@ from trafficsplit.core.gatewayapi.tables import (
     rebuilt_rule_message,
     route_served_before,
 )
-from trafficsplit.core.gatewayapi.translate import Inputs, Translation, gateway_content, translate
+from trafficsplit.core.gatewayapi.translate import Inputs, Translation, TranslationMemo, gateway_content, translate
 from trafficsplit.core.model.assignment import SlotTable
 from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.errors import SpecError
@@ -346,7 +347,9 @@ class GatewayPlane:
         self._written: dict[tuple[str, Key], tuple[str, Mapping[str, Any]]] = {}
         self._cleaned = False
         self.translation: Translation | None = None
-        self._memo = ActionMemo()  # one patched route among 1,000 builds one rule's split
+        # Each Gateway's translation by the inputs it read: a change on one Gateway translates that Gateway alone, and
+        # one patched route among 1,000 builds one rule's split.
+        self.memo = TranslationMemo()
         self.referenced: frozenset[Key] = frozenset()  # Services the routes name, and the publish Services
         # `assignment: minimal` rules' slot tables as this leadership published them (split key → table): each weight
         # change advances the table last published. A rule this leadership has not published yet continues the table
@@ -424,7 +427,7 @@ class GatewayPlane:
                 # else the one the Gateway's replicas hold: docs/gateway-api.md "Policy")
                 tables=self._tables(),
             ),
-            self._memo,
+            self.memo,
         )
         refs = {(r.namespace, r.name) for route in s.routes.values() for rule in route.rules for r in rule.backend_refs}
         refs.update(self._publish_service(k) for k in s.gateways)
