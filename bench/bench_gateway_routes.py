@@ -23,6 +23,17 @@ backends: one Envoy answering each name with a direct response):
   split-cookie   the product, the same rule with `sessionPersistence: {type: Cookie}`: the processor reads and checks
                  the sealed cookie, or mints and seals one.
 
+Levers (with --configs; the product's single-backend data plane as Envoy received it, read from its admin
+/config_dump and made static: the same listener, connection manager, route configuration and clusters, with the
+backend's cluster STATIC on the same endpoint), to say where a gap to native is:
+
+  single-static             all of it: should measure as `single`.
+  single-static-no-extproc  without the ext_proc HTTP filter (and the routes' per-route ExtProcPerRoute).
+  single-static-no-log      without the access log.
+  single-static-bare        without either.
+  single-static-filter-off  the ext_proc filter `disabled: true` in the chain (created only for routes whose
+                            typed_per_filter_config enables it), the rest as shipped.
+
 Every configuration gets the same requests: wrk (`-t1`) with `bench/wrk_mix.lua`, 90 % carrying a valid sealed
 session cookie (minted by the split-cookie plane before measuring) and every 10th none, so split-cookie mints for
 10 % as in bench_dataplane.py; the other configurations ignore the cookie. Each round runs every configuration,
@@ -39,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import datetime
 import http.client
 import json
@@ -59,6 +71,7 @@ from google.protobuf import json_format
 from tests.support.dataplane import Envoy, NameBackends
 from tests.support.gatewayplane import GatewayPlane
 from trafficsplit.wire.bootstrap import HCM_STAT_PREFIX, access_log
+from trafficsplit.wire.reserved import EXTPROC_CLUSTER
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_dataplane import cpu_seconds, machine  # type: ignore[import-not-found]
@@ -101,6 +114,22 @@ DESCRIPTIONS = {
     "split": "product: HTTPRoute, 90/10, no sessionPersistence (processor picks by request id)",
     "split-cookie": "product: HTTPRoute, 90/10, sessionPersistence Cookie (sealed; 10 % minted)",
 }
+LEVERS: dict[str, tuple[str, ...]] = {
+    "single-static": (),
+    "single-static-no-extproc": ("extproc",),
+    "single-static-no-log": ("log",),
+    "single-static-bare": ("extproc", "log"),
+    "single-static-filter-off": ("filter-off",),
+}
+DESCRIPTIONS.update(
+    {
+        "single-static": "lever: single's Envoy config from its config_dump, made static",
+        "single-static-no-extproc": "lever: single-static without the ext_proc filter",
+        "single-static-no-log": "lever: single-static without the access log",
+        "single-static-bare": "lever: single-static without the ext_proc filter and the access log",
+        "single-static-filter-off": "lever: single-static with the ext_proc filter disabled: true in the chain",
+    }
+)
 
 
 # --- Envoy alone --------------------------------------------------------------------------------------------------
@@ -165,6 +194,65 @@ def native_bootstrap(backend: tuple[str, int], log_path: str | None) -> str:
                 "clusters": [cluster],
             },
         }
+    )
+
+
+def dumped(envoy: Envoy) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]], dict[str, Any]]:
+    """The connection manager, route configuration, clusters (by name) and overload manager Envoy holds."""
+    by = {c["@type"].rsplit(".", 1)[-1]: c for c in json.loads(envoy.admin_get("/config_dump")[1])["configs"]}
+    (listener,) = by["ListenersConfigDump"]["static_listeners"]
+    hcm = listener["listener"]["filter_chains"][0]["filters"][0]["typed_config"]
+    (route,) = by["RoutesConfigDump"]["dynamic_route_configs"]
+    dump = by["ClustersConfigDump"]
+    clusters = {c["cluster"]["name"]: c["cluster"] for c in dump["dynamic_active_clusters"] + dump["static_clusters"]}
+    return hcm, route["route_config"], clusters, by["BootstrapConfigDump"]["bootstrap"]["overload_manager"]
+
+
+def static_product_bootstrap(envoy: Envoy, backend: tuple[str, int], work: Path, drop: tuple[str, ...]) -> str:
+    """The product's single-backend data plane as `envoy` holds it, made static (routes inline, the backend's
+    cluster STATIC on `backend`, ext_proc's cluster a socket nobody serves: the route never calls it), less `drop`."""
+    hcm, route, clusters, overload = copy.deepcopy(dumped(envoy))
+    hcm.pop("rds")
+    route.pop("@type", None)
+    hcm["route_config"] = route
+    hcm["access_log"][0]["typed_config"]["path"] = str(work / "static.access.log")
+    if "log" in drop:
+        hcm.pop("access_log")
+    for f in hcm["http_filters"]:
+        if "ext_proc" in f["name"] and "filter-off" in drop:
+            f["disabled"] = True
+    if "extproc" in drop:
+        hcm["http_filters"] = [f for f in hcm["http_filters"] if "ext_proc" not in f["name"]]
+        for vh in route["virtual_hosts"]:
+            for r in vh["routes"]:
+                r.pop("typed_per_filter_config", None)
+    out = []
+    for c in clusters.values():
+        c.pop("@type")
+        if c["name"] == EXTPROC_CLUSTER:
+            c["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"] = {
+                "pipe": {"path": str(work / "nobody.sock")}
+            }
+        elif c.pop("eds_cluster_config", None) is not None:
+            c["type"] = "STATIC"
+            address = {"socket_address": {"address": backend[0], "port_value": backend[1]}}
+            c["load_assignment"] = {
+                "cluster_name": c["name"],
+                "endpoints": [{"lb_endpoints": [{"endpoint": {"address": address}}]}],
+            }
+        else:
+            continue  # ADS: nothing to subscribe to
+        out.append(c)
+    listener = {
+        "name": "bench",
+        "address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}},
+        "filter_chains": [
+            {"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}
+        ],
+    }
+    admin = {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}}
+    return json.dumps(
+        {"admin": admin, "overload_manager": overload, "static_resources": {"listeners": [listener], "clusters": out}}
     )
 
 
@@ -252,7 +340,7 @@ def check_routing(t: Target, cookie: str) -> None:
         r = get(t.port, c)
         backend = r.getheader("x-backend")
         assert r.status == 200 and backend in BACKENDS, (t.name, r.status, r.getheaders())
-        if t.name in ("native", "native-log", "single"):
+        if t.name in ("native", "native-log", "single", *LEVERS):
             assert backend == "stable", (t.name, backend)
         if t.name == "split-cookie":
             minted = (r.getheader("set-cookie") or "").startswith(f"{SESSION}=")
@@ -271,6 +359,7 @@ class Bench:
     work: Path
     backends: NameBackends
     cleanups: list[Callable[[], object]] = field(default_factory=list)
+    planes: dict[str, Target] = field(default_factory=dict)
 
     def native(self, name: str) -> Target:
         d = self.work / name
@@ -286,13 +375,25 @@ class Bench:
         gp = GatewayPlane.start(d, self.backends, [80])
         self.cleanups.append(gp.stop)
         gp.publish(LISTENERS, [httproute(RULES[name])])
-        return Target(name, gp.ports[80], gp.envoy, [gp.processor.pid])
+        self.planes[name] = Target(name, gp.ports[80], gp.envoy, [gp.processor.pid])
+        return self.planes[name]
+
+    def lever(self, name: str) -> Target:
+        single = self.planes.get("single") or self.product("single")
+        d = self.work / name
+        d.mkdir()
+        config = static_product_bootstrap(single.envoy, self.backends.endpoint("stable"), d, LEVERS[name])
+        e = Envoy(d, config, name=name).start()
+        self.cleanups.append(e.stop)
+        return Target(name, e.listener_port("bench"), e, [])
 
     def target(self, name: str) -> Target:
         if name in ("native", "native-log"):
             return self.native(name)
         if name in RULES:
             return self.product(name)
+        if name in LEVERS:
+            return self.lever(name)
         raise SystemExit(f"unknown configuration {name!r}")
 
 
@@ -355,7 +456,7 @@ def markdown(result: dict[str, Any]) -> str:
     for name, cfg in result["configs"].items():
         m = cfg["median"]
         ratio = cfg.get("rps_ratio_to_native", float("nan"))
-        proc = f"{m['processor_cpu_us_per_request']:.0f}" if not name.startswith("native") else "–"
+        proc = f"{m['processor_cpu_us_per_request']:.0f}" if cfg["processor"] else "–"
         before = BEFORE.get(name, {})
         was = f"{before['rps_ratio']:.2f} of native" if before else "–"
         if "processor_cpu_us" in before:
@@ -402,6 +503,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         result["configs"][name] = {
             "description": DESCRIPTIONS[name],
             "rule": RULES.get(name),
+            "processor": bool(targets[name].processor_pids),
             "median": median_of(runs[name]),
             "runs": [asdict(r) for r in runs[name]],
         }
