@@ -411,6 +411,7 @@ class FakeProvisioner:
     def __init__(self) -> None:
         self.ensured: list[tuple[str, int]] = []
         self.kept: list[list[str]] = []  # each remove_absent call's `live` (Gateway uids)
+        self.removed: list[str] = []  # the Gateways remove_gateway was called for (over their class's caps)
 
     async def ensure(self, gateway: Any, parameters: Any) -> Sequence[Any]:
         self.ensured.append((gateway.meta.key, gateway.meta.generation))
@@ -419,6 +420,13 @@ class FakeProvisioner:
     async def remove_absent(self, live: Iterable[str]) -> Sequence[str]:
         self.kept.append(sorted(live))
         return ()
+
+    async def remove_gateway(self, gateway: Any) -> int:
+        self.removed.append(gateway.meta.key)
+        return 1
+
+    def publish_token(self, uid: str) -> str | None:
+        return None
 
 
 def accepted(api: Api, gateway: str) -> tuple[str, str, int, str]:
