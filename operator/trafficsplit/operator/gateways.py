@@ -674,7 +674,9 @@ class GatewayPlane:
         p = self._gateways.pop(key)
         log.info("Gateway %s/%s gone: its fleet is closed", *key)
         if p.provisioning is not None:
-            p.provisioning.cancel()
+            # Waited for, not cancelled: the ensure runs in a thread a cancel does not stop, and it would go on
+            # applying objects after the removal below (a Gateway admitted by its caps and deleted at once left its
+            # last objects behind). An ensure is a bounded run of API calls.
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await p.provisioning
         await p.fleet.close()
