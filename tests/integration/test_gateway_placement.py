@@ -40,6 +40,8 @@ from tests.support.operator import (
     apply,
     gateway_api_control_plane,
     get_object,
+    operator_kubeconfig,
+    render_operator_rbac,
     routable_gateway,
 )
 from tests.support.provision import settings_doc
@@ -53,6 +55,7 @@ CONTROLLER = "trafficsplit.dev/gateway-controller"
 OPERATOR_NS = "ts-system"
 TENANTS = ("tenant", "quota", "capped", "pub")
 KINDS = "deployments,services,poddisruptionbudgets,networkpolicies,secrets,configmaps"
+RELEASE = "rel"  # settings_doc's Secrets are this release's
 TLS_SECRET = "rel-publish-tls-gateway"  # settings_doc's tlsSecret: the gateways' publish certificate
 SHARED_TOKEN = "s" * 32
 PARAMETERS: dict[str, dict[str, Any]] = {
@@ -95,13 +98,19 @@ def gwkube() -> Iterator[ControlPlane]:
 @pytest.fixture
 def operator(gwkube: ControlPlane, tmp_path: Path) -> Iterator[OperatorProcess]:
     """One operator, provisioning on, GatewayNamespace data planes granted (the chart's
-    gatewayAPI.dataplanes.allowGatewayNamespace), ControllerNamespace the default."""
+    gatewayAPI.dataplanes.allowGatewayNamespace), ControllerNamespace the default, running with exactly the chart's
+    RBAC for that (so a call the role does not grant, a Secret listed in a tenant's namespace, fails the test)."""
+    values = ["gatewayAPI.enabled=true", "gatewayAPI.gatewayClass.create=false",
+              "gatewayAPI.dataplanes.allowGatewayNamespace=true"]  # fmt: skip
+    kubeconfig = operator_kubeconfig(
+        gwkube, OPERATOR_NS, RELEASE, render_operator_rbac(gwkube, OPERATOR_NS, RELEASE, values)
+    )
     token = tmp_path / "token"
     token.write_text(SHARED_TOKEN + "\n")
     settings = tmp_path / "settings.json"
     settings.write_text(json.dumps({**settings_doc(OPERATOR_NS), "gatewayNamespace": True}))
     op = Operators(gwkube, tmp_path).start(
-        gwkube.kubeconfig,
+        kubeconfig,
         args=[
             "--leader-election=false",
             "--gateway-api=true",

@@ -655,3 +655,34 @@ def test_without_a_chart_gateway_gateways_are_served_and_each_split_says_it_is_n
             assert (written[-1][0], published.status, published.reason) == ("default/s", "False", "NoGateway")
 
     run(main)
+
+
+def test_a_gateway_past_its_classs_cap_gets_no_data_plane_and_says_no_resources(tmp_path: Any) -> None:
+    """A class capped at 2 Gateways per namespace: of three created together (ties by name: one, three, two), `two`
+    is never ensured and its `Programmed` is False, NoResources, naming the cap; the others are provisioned. The cap
+    lowered to 1: `three` is refused too and its data plane removed; `one` keeps its own."""
+
+    def capped(generation: int, cap: int) -> dict[str, Any]:
+        return {"metadata": meta("capped", None, generation=generation),
+                "spec": {"limits": {"gatewaysPerNamespace": cap}}}  # fmt: skip
+
+    async def main() -> None:
+        prov = FakeProvisioner()
+        async with gateways(tmp_path, "one", "two", "three", provisioner=prov) as p:
+            api = p.api
+            api.put("gatewayparameters", capped(1, 2))
+            ref = {"group": "trafficsplit.dev", "kind": "GatewayParameters", "name": "capped"}
+            api.put("gatewayclass", {"metadata": meta("ts", None), "spec": {"controllerName": CONTROLLER,
+                                                                            "parametersRef": ref}})  # fmt: skip
+            await p.start()
+            await until(lambda: programmed_condition(api, "two").get("reason") == "NoResources", timeout=30)
+            c = programmed_condition(api, "two")
+            assert c["status"] == "False" and "limits.gatewaysPerNamespace" in c["message"], c
+            await until(lambda: {k for k, _ in prov.ensured} >= {f"{NS}/one", f"{NS}/three"}, timeout=30)
+            assert f"{NS}/two" not in {k for k, _ in prov.ensured} and not prov.removed
+            api.put("gatewayparameters", capped(2, 1))
+            await until(lambda: programmed_condition(api, "three").get("reason") == "NoResources", timeout=30)
+            await until(lambda: prov.removed == [f"{NS}/three"], timeout=30)
+            assert programmed_condition(api, "one").get("reason") != "NoResources"
+
+    run(main)

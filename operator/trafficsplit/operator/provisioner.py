@@ -186,12 +186,13 @@ class Provisioner:
 
     def _labelled_elsewhere(self, selector: str, namespace: str | None) -> list[tuple[str, dict[str, Any]]]:
         """Outside the operator's namespace (one Gateway's, or None: every one the Gateways may be in), every kind
-        but Secrets, which are never listed there."""
+        but Secrets, which are never listed there, and ConfigMaps, which are never made there (the chart grants
+        neither: templates/operator-rbac.yaml)."""
         spaces: tuple[str | None, ...] = (namespace,) if namespace is not None else (self._namespaces or (None,))
         return [
             (kind, o)
             for kind in self._apis
-            if kind != "Secret"
+            if kind not in ("Secret", "ConfigMap")
             for ns in spaces
             for o in self._list(kind, selector, ns)
             # cluster-wide, the operator's own namespace is left to the callers' own listing of it
