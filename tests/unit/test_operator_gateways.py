@@ -686,3 +686,35 @@ def test_a_gateway_past_its_classs_cap_gets_no_data_plane_and_says_no_resources(
             assert programmed_condition(api, "one").get("reason") != "NoResources"
 
     run(main)
+
+
+class BlockedProvisioner(FakeProvisioner):
+    """An ensure that never finishes (an API server that does not answer): the Gateway's own token is never known."""
+
+    async def ensure(self, gateway: Any, parameters: Any) -> Sequence[Any]:
+        await super().ensure(gateway, parameters)
+        await asyncio.Event().wait()
+        return ()
+
+
+def test_a_data_plane_in_the_gateways_namespace_never_gets_the_shared_token(tmp_path: Any) -> None:
+    """Its pods are in the tenant's namespace, where the tenant may change them: before the Gateway's own token is
+    known (its ensure has not finished, as after an operator restart, with the replicas already listed) the fleet
+    sends no token at all, so the replica (which accepts only the shared one here) refuses every call and holds
+    nothing; the shared token never reaches it."""
+
+    async def main() -> None:
+        prov = BlockedProvisioner()
+        async with gateways(tmp_path, "one", provisioner=prov) as p:
+            api, replica = p.api, p.replicas["one"]
+            api.put("gatewayparameters", {"metadata": meta("here", None), "spec": {"placement": "GatewayNamespace"}})
+            ref = {"group": "trafficsplit.dev", "kind": "GatewayParameters", "name": "here"}
+            api.put("gatewayclass", {"metadata": meta("ts", None), "spec": {"controllerName": CONTROLLER,
+                                                                            "parametersRef": ref}})  # fmt: skip
+            p.engine.apply("service", None, service_body(NS, "tsp-one", "publish", 9443))
+            p.engine.apply("endpointslice", None, slice_body(NS, "tsp-one", "publish", replica.port, "127.0.0.1"))
+            await p.start()
+            await until(lambda: replica.bad_tokens >= 2 and bool(prov.ensured), timeout=30)
+            assert replica.held == 0, replica.held  # never authenticated with the shared token
+
+    run(main)

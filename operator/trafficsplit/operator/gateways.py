@@ -384,11 +384,21 @@ class GatewayPlane:
             return None
         return next((c.parameters for c in t.classes if c.name == gw.class_name), None)
 
-    def _publish_service(self, key: Key) -> Key:
+    def _placement(self, key: Key) -> Placement:
         params = self._parameters(key)
-        placement = (params.placement if params is not None else None) or self.settings.placement
-        names = names_for(key[0], key[1], placement, self.settings.namespace)
+        return (params.placement if params is not None else None) or self.settings.placement
+
+    def _publish_service(self, key: Key) -> Key:
+        names = names_for(key[0], key[1], self._placement(key), self.settings.namespace)
         return (names.namespace, names.publish)
+
+    def _guard_token(self, key: Key, p: GatewayPublishing) -> None:
+        """A data plane in the Gateway's own namespace runs pods its tenant may change: its fleet never sends the
+        installation's shared token there, only the Gateway's own (set once an ensure applied it; until then none,
+        and the replicas refuse the call)."""
+        if self._placement(key) is Placement.GATEWAY_NAMESPACE and p.fleet.token is None:
+            own = self._provisioner.publish_token(p.uid) if self._provisioner is not None else None
+            p.fleet.token = own or ""
 
     def replicas(self, key: Key, slices: Mapping[Key, SliceInfo]) -> tuple[Replica, ...]:
         ns, svc = self._publish_service(key)
@@ -523,6 +533,7 @@ class GatewayPlane:
                     fleet=self._make_fleet(), created=loop.time(), uid=self._uid(key)
                 )
                 loop.call_later(self.settings.probe_timeout, self._poke)
+            self._guard_token(key, p)
             replicas = self.replicas(key, slices)
             if replicas and not p.replicas:
                 # Its first replicas (the Service listed none): numbering and the slot tables wait, bounded, for
