@@ -172,3 +172,28 @@ def test_a_token_secret_without_a_valid_token_reads_as_none(data: dict[str, str]
 def test_a_tls_copy_needs_every_key() -> None:
     with pytest.raises(ProvisionError, match=r"no ca\.crt"):
         render(gateway(80), HERE, allowed(), KEYS, token=TOKEN, tls={k: v for k, v in TLS.items() if k != "ca.crt"})
+
+
+OBJ = {"kind": "Deployment", "metadata": {"name": "ts-web", "namespace": "quota"}}
+
+
+def test_a_quota_refusal_is_no_resources_with_the_servers_message() -> None:
+    from trafficsplit.operator.provisioner import QuotaExceeded, apply_refusal
+
+    body = '{"message": "deployments.apps \\"ts-web\\" is forbidden: exceeded quota: dp, requested: x=1"}'
+    refused = apply_refusal(403, body, OBJ)
+    assert isinstance(refused, QuotaExceeded) and refused.reason == "NoResources"
+    assert (
+        str(refused)
+        == 'Deployment quota/ts-web: deployments.apps "ts-web" is forbidden: exceeded quota: dp, requested: x=1'
+    )
+
+
+def test_another_refusal_names_the_object_and_the_message_and_an_outage_is_not_one() -> None:
+    from trafficsplit.operator.provisioner import apply_refusal
+
+    limit = apply_refusal(403, '{"message": "maximum memory usage per Container is 64Mi"}', OBJ)
+    assert limit is not None and limit.reason == "ProvisioningFailed"
+    assert str(limit) == "Deployment quota/ts-web: maximum memory usage per Container is 64Mi"
+    assert str(apply_refusal(422, "not json", OBJ)) == "Deployment quota/ts-web: HTTP 422"
+    assert [apply_refusal(s, "{}", OBJ) for s in (404, 409, 429, 500, 503)] == [None] * 5

@@ -90,17 +90,25 @@ class QuotaExceeded(ProvisionError):
     reason: str = GatewayReason.NO_RESOURCES
 
 
-def _quota_refusal(e: ApiException, obj: dict[str, Any]) -> QuotaExceeded | None:
-    if e.status != 403:
+class ApplyRefused(ProvisionError):
+    """The API server refused one of the data plane's objects for another reason it names (a LimitRange, an
+    admission policy, RBAC): the status says which object and the server's message, not the HTTP exchange."""
+
+    reason: str = GatewayReason.PROVISIONING_FAILED
+
+
+def apply_refusal(status: int, body: str | None, obj: dict[str, Any]) -> ProvisionError | None:
+    """What an API server's answer refusing `obj` means for the Gateway's status; None for an answer that is no
+    refusal of this object (a conflict, an outage: raised as it is, and retried)."""
+    if not 400 <= status < 500 or status in (404, 409, 429):
         return None
     try:
-        message = str(json.loads(e.body or "{}").get("message") or "")
+        message = str(json.loads(body or "{}").get("message") or "")
     except (ValueError, AttributeError):
         message = ""
-    if "exceeded quota" not in message:
-        return None
     meta = obj["metadata"]
-    return QuotaExceeded(f"{obj['kind']} {meta['namespace']}/{meta['name']}: {message[:600]}")
+    what = f"{obj['kind']} {meta['namespace']}/{meta['name']}: {message[:600] or f'HTTP {status}'}"
+    return QuotaExceeded(what) if status == 403 and "exceeded quota" in message else ApplyRefused(what)
 
 
 class Provisioner:
@@ -145,8 +153,8 @@ class Provisioner:
                 _preload_content=False,
             )
         except ApiException as e:
-            if (quota := _quota_refusal(e, obj)) is not None:
-                raise quota from None
+            if (refused := apply_refusal(e.status, e.body, obj)) is not None:
+                raise refused from None
             raise
         return json.loads(resp.data)  # type: ignore[no-any-return]
 
