@@ -69,6 +69,7 @@ from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.processor import Processor
 from trafficsplit.wire import envoy as wire
+from trafficsplit.wire import snapshot
 from trafficsplit.wire.bootstrap import HCM_STAT_PREFIX, Address, ext_proc_filter, grpc_cluster
 from trafficsplit.wire.generation import generation_to_proto
 from trafficsplit.wire.reserved import EXTPROC_CLUSTER
@@ -95,7 +96,7 @@ def static_bootstrap(gen: Generation, extproc: Sequence[Address] = (), message_t
     """An Envoy with the generation's routes and clusters inline (static clusters, the same endpoints). Without
     `extproc` it is plain Envoy (native weighted_clusters); with it, the product's ext_proc filter in front of the
     router and an ext_proc cluster with one endpoint per address."""
-    res = wire.resources(gen)
+    res = snapshot.resources(gen)
     assert res.routes is not None
     clusters = []
     for name, c in res.clusters.items():

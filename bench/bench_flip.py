@@ -19,12 +19,20 @@ replica's Envoy listener for Gateway port 80), status (the route's parent of our
 `observedGeneration`). Flips alternate between the two sides so both see the same load; each side has an operator of
 its own, so neither figure pays for the other side's objects.
 
+`--neighbour-routes N` (with `--routes`) is issue 28's neighbour case: a second Gateway of the same class in the same
+namespace holding N HTTPRoutes of `--neighbour-matches` PathPrefix matches each (61), all on one hostname; its publish
+Service lists no replica, so it costs the operator its translation and its status, nothing else. The flip on the first
+Gateway is then timed beside that neighbour. `--operator-tree DIR` runs the Gateway side's operator from another
+source tree (a `git archive` of an older commit: DIR/src, DIR/operator, DIR/extproc), so one bench times the
+operator before and after a change on the same machine; the JSON names the tree.
+
 Prints p50 / p90 / p99 / max of each (and with routes the HTTPRoute/TrafficSplit ratio of p50 and p99) and writes
 them as JSON (`--out`). `--splits N` first applies N-1 other TrafficSplits (their own hosts, the same two Services), so
 the flip is measured with N splits held by every replica (each publish carries the whole generation). Needs root
 (network namespaces). Nothing is asserted.
 
     python bench/bench_flip.py [--flips 50] [--splits 1000] [--routes 1000] [--out bench/results/DATE-flip-1000.json]
+        [--neighbour-routes 100 [--neighbour-matches 61]] [--operator-tree DIR]
 """
 
 from __future__ import annotations
@@ -153,6 +161,46 @@ def route_manifest(namespace: str, name: str, host: str) -> str:
     )
 
 
+def neighbour_manifests(namespace: str, n: int, matches: int) -> list[str]:
+    """The neighbour Gateway and its `n` routes, every one on one hostname with `matches` distinct PathPrefix matches
+    (issue 28: 100 x 61 made a flip on another Gateway wait 46 s)."""
+    gateway = {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "Gateway",
+        "metadata": {"name": "neighbour", "namespace": namespace},
+        "spec": {
+            "gatewayClassName": "trafficsplit",
+            "listeners": [{"name": "http", "port": GATEWAY_PORT, "protocol": "HTTP"}],
+        },
+    }
+    routes = [
+        {
+            "apiVersion": f"{GROUP}/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": f"neighbour-{i}", "namespace": namespace},
+            "spec": {
+                "parentRefs": [{"name": "neighbour"}],
+                "hostnames": ["shop.example"],
+                "rules": [
+                    {
+                        "matches": [{"path": {"type": "PathPrefix", "value": f"/r{i}/p{j}"}} for j in range(matches)],
+                        "backendRefs": [{"name": "svc-blue", "port": 80}],
+                    }
+                ],
+            },
+        }
+        for i in range(n)
+    ]
+    return [yaml.safe_dump(o) for o in (gateway, *routes)]
+
+
+def neighbour_attached(custom: client.CustomObjectsApi, namespace: str, n: int) -> bool:
+    """The neighbour Gateway's listener counts all `n` routes: the operator has translated them."""
+    o = custom.get_namespaced_custom_object(GROUP, "v1", namespace, "gateways", "neighbour")
+    listeners = (o.get("status") or {}).get("listeners") or []
+    return bool(listeners) and listeners[0].get("attachedRoutes") == n
+
+
 def route_accepted(custom: client.CustomObjectsApi, namespace: str, name: str, generation: int) -> bool:
     """The route's parent entry of ours says Accepted=True at `generation` (written once every replica ACKed it)."""
     o = custom.get_namespaced_custom_object(GROUP, "v1", namespace, "httproutes", name)
@@ -225,6 +273,8 @@ def httproute_side(
     backends: NameBackends,
     n: int,
     debounce: float,
+    neighbour: tuple[int, int] = (0, 0),
+    operator_tree: Path | None = None,
 ) -> Side:
     install_gateway_api_crds(kube)
     ns = kube.create_namespace("bench-gw")
@@ -272,8 +322,14 @@ def httproute_side(
     )
     apply_batched(kube, [route_manifest(ns, f"other-{i}", f"other-{i}.example") for i in range(n - 1)])
     kube.kubectl("apply", "-f", "-", input=route_manifest(ns, "flip", HOST))
+    if neighbour[0]:
+        apply_batched(kube, neighbour_manifests(ns, *neighbour))
+    tree = None
+    if operator_tree is not None:
+        tree = {"PYTHONPATH": os.pathsep.join(str(operator_tree / p) for p in ("src", "operator", "extproc"))}
     ops.start(
         kube.kubeconfig,
+        env=tree,
         identity="op-gw",
         args=[
             "--leader-election=false",
@@ -292,6 +348,8 @@ def httproute_side(
     poll(lambda: route_accepted(custom, ns, "flip", 1), 600, "route flip Accepted", 0.1)
     if n > 1:
         poll(lambda: route_accepted(custom, ns, f"other-{n - 2}", 1), 600, "the last other route Accepted", 0.1)
+    if neighbour[0]:
+        poll(lambda: neighbour_attached(custom, ns, neighbour[0]), 900, "the neighbour's routes attached", 0.5)
 
     def patch(weights: tuple[int, int]) -> int:
         body = {"spec": {"rules": [{"backendRefs": backend_refs(weights)}]}}
@@ -309,6 +367,9 @@ def main() -> int:
     ap.add_argument(
         "--routes", type=int, default=0, help="HTTPRoutes on the Gateway, the flipped one included (0: none)"
     )
+    ap.add_argument("--neighbour-routes", type=int, default=0, help="routes on a neighbour Gateway (with --routes)")
+    ap.add_argument("--neighbour-matches", type=int, default=61, help="PathPrefix matches per neighbour route")
+    ap.add_argument("--operator-tree", type=Path, help="run the Gateway side's operator from this source tree")
     ap.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = ap.parse_args()
     load_start = os.getloadavg()
@@ -325,7 +386,21 @@ def main() -> int:
             sides.append(trafficsplit_side(kube, ops, stack, pods, work, backends, args.splits, args.debounce))
             if args.routes:
                 anchor = tp.start("anchor")
-                sides.append(httproute_side(kube, ops, stack, pods, anchor, work, backends, args.routes, args.debounce))
+                sides.append(
+                    httproute_side(
+                        kube,
+                        ops,
+                        stack,
+                        pods,
+                        anchor,
+                        work,
+                        backends,
+                        args.routes,
+                        args.debounce,
+                        neighbour=(args.neighbour_routes, args.neighbour_matches),
+                        operator_tree=args.operator_tree,
+                    )
+                )
             for _ in range(args.flips):
                 for side in sides:
                     side.flip()
@@ -342,6 +417,8 @@ def main() -> int:
     if args.routes:
         hr = sides[1]
         doc["httproutes"] = args.routes
+        doc["neighbour"] = {"routes": args.neighbour_routes, "matches_per_route": args.neighbour_matches}
+        doc["operator_tree"] = str(args.operator_tree) if args.operator_tree is not None else "this tree"
         doc["httproute_ms"] = {k: summary(xs) for k, xs in hr.series.items()}
         doc["ratio_httproute_over_trafficsplit"] = {
             k: {q: round(doc["httproute_ms"][k][q] / doc["ms"][k][q], 2) for q in ("p50", "p99")} for k in doc["ms"]

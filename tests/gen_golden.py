@@ -1,8 +1,14 @@
-"""Regenerate the Gateway API goldens: `python -m tests.gen_golden` (from the repository root).
+"""Regenerate every golden file: `python -m tests.gen_golden` (from the repository root).
 
-Writes `<case>.model.yaml`, `<case>.status.yaml` and `<case>.envoy.yaml` beside every
-`tests/testdata/gatewayapi/<case>.in.yaml`; review the diff before committing. (The TrafficSplit translation goldens
-are regenerated with `python -m tests.unit.regen_golden`.)
+The goldens are one tree, tests/testdata/, a folder per family, each rendered by its module in tests/unit/:
+- `gatewayapi/` (tests/unit/gatewayapi.py): `<case>.model.yaml`, `<case>.status.yaml` and `<case>.envoy.yaml` beside
+  every `<case>.in.yaml` of Gateway API objects;
+- `translate/` (tests/unit/translate.py): `<case>.generation.yaml` and `<case>.envoy.yaml` beside every
+  `<case>.in.yaml` of TrafficSplits;
+- `wire/` (tests/unit/wire_golden.py): the sample generation's Envoy resources and a data-plane bootstrap.
+
+Every file is written whole from the code, so on an unchanged tree the command leaves `git status` clean; after an
+intended change, review the diff before committing.
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ def main() -> None:
     # This checkout's source roots first, as pytest's `pythonpath` has them, so the goldens come from the code beside
     # them even when an installed `trafficsplit` points elsewhere.
     sys.path[:0] = [str(ROOT / r) for r in ("src", "operator", "extproc")]
-    from tests.unit.gatewayapi import regenerate
+    from tests.unit import gatewayapi, translate, wire_golden
 
-    for path in regenerate():
-        print(path.relative_to(ROOT))
+    for family in (gatewayapi, translate, wire_golden):
+        for path in family.regenerate():
+            print(path.relative_to(ROOT))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """What the e2e files that serve HTTPRoutes share (test_9_gateway_api, test_10_argo_rollouts, test_11_flagger): the
 chart upgraded with the Gateway API enabled, a Gateway of our class waited for until Programmed with its data-plane
-pods Ready, an HTTPRoute's status read back, a client that retries the documented fail-closed 503, and the host PID of
-a data-plane pod's Envoy (to SIGSTOP it)."""
+pods Ready, an HTTPRoute's status read back, a request client (it retries nothing), and the host PID of a data-plane
+pod's Envoy (to SIGSTOP it)."""
 
 from __future__ import annotations
 
@@ -25,19 +25,15 @@ SMALL_REQUESTS = (
     "--set", "gateway.extproc.resources.requests.cpu=10m",
     "--set", "gateway.envoy.resources.requests.cpu=10m",
 )  # fmt: skip
-# A Gateway fails closed: a request whose processor reply misses Envoy's message timeout (200 ms; a loaded 2-core
-# node does that now and then) gets this 503 rather than a native route (docs/gateway-api.md, "Fail closed").
-FAILED_CLOSED = "the gateway's route processor is unavailable"
-RETRIES = 5
 
 
 @dataclass(frozen=True, kw_only=True)
 class Client:
-    """Requests to one address that retry the fail-closed 503 (at most RETRIES times) and count each retry, so a
-    test measures the pick and bounds how often the processor was late."""
+    """Requests to one address, exactly as sent: nothing is retried. (A Gateway used to fail closed with a 503 when
+    its processor was late, and this client retried that answer; every rule now fails open natively, so any answer
+    but the expected one fails the test that sees it.)"""
 
     gateway: Gateway
-    retried: list[str]  # list.append is atomic across the load threads; a Counter's += is not
 
     def request(
         self,
@@ -47,12 +43,7 @@ class Client:
         timeout: float = 10,
         headers: dict[str, str] | None = None,
     ) -> Response:
-        for _ in range(RETRIES):
-            resp = self.gateway.request(host, path=path, cookie=cookie, timeout=timeout, headers=headers)
-            if not (resp.status == 503 and resp.body.strip() == FAILED_CLOSED):
-                return resp
-            self.retried.append(self.gateway.host)
-        return resp
+        return self.gateway.request(host, path=path, cookie=cookie, timeout=timeout, headers=headers)
 
 
 def install_gateway_api(cluster: Cluster, replicas: int, *values: str) -> float:

@@ -25,7 +25,7 @@ def parallel(fn: Callable[[T], R], items: Sequence[T], workers: int = 4) -> list
 
 
 class Requester(Protocol):
-    """A Gateway, or a client in front of one (tests/e2e/gatewayapi.py's retries the fail-closed 503)."""
+    """A Gateway, or a client in front of one (tests/e2e/gatewayapi.py's)."""
 
     def request(self, host: str, *, timeout: float) -> Response: ...
 

@@ -129,7 +129,6 @@ class GatewayAPI:
     cluster: Cluster
     address: str  # the Gateway's status.addresses[0] (its Service's ClusterIP)
     pods: tuple[str, ...]  # the data-plane pods' IPs
-    retried: list[str]  # the data-plane pod IP of each fail-closed 503 retried
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +159,7 @@ def gwapi(cluster: Cluster) -> Iterator[GatewayAPI]:
     )
     assert gw["status"]["addresses"][0].get("type", "IPAddress") == "IPAddress", gw["status"]
     assert address in svc_ips, (address, svc_ips)
-    yield GatewayAPI(cluster=cluster, address=address, pods=pods, retried=[])
+    yield GatewayAPI(cluster=cluster, address=address, pods=pods)
     cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
 
 
@@ -211,8 +210,7 @@ def test_a_70_30_0_route_splits_5000_cookieless_requests(gwapi: GatewayAPI) -> N
     parent, took = _apply_and_wait(cluster, _route("split", host, [("alpha", 70), ("beta", 30), ("gamma", 0)], False))
     print(f"\n70/30/0 route Accepted at generation {parent['_generation']} after {took:.2f}s")
     _assert_parent_status(parent)
-    retried: list[str] = []
-    gw = Client(gateway=Gateway(gwapi.address, LISTENER_PORT), retried=retried)
+    gw = Client(gateway=Gateway(gwapi.address, LISTENER_PORT))
     n = 5000
     t = time.monotonic()
     responses = parallel(lambda _: gw.request(host), range(n))
@@ -224,9 +222,8 @@ def test_a_70_30_0_route_splits_5000_cookieless_requests(gwapi: GatewayAPI) -> N
     assert set(counts) <= {"alpha", "beta"}, counts
     result = chisquare([counts["alpha"], counts["beta"]], [n * 0.7, n * 0.3])
     print(f"70/30/0 over {n} requests to {gwapi.address}:{LISTENER_PORT} in {took:.1f}s: {dict(counts)}, "
-          f"chi-square p={result.pvalue:.3f}; failed closed and retried {len(retried)}")  # fmt: skip
+          f"chi-square p={result.pvalue:.3f}")  # fmt: skip
     assert result.pvalue > P_MIN, (counts, result)
-    assert len(retried) < n // 100, Counter(retried)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -236,7 +233,7 @@ class Session:
 
 
 def _replica(gwapi: GatewayAPI, i: int) -> Client:
-    return Client(gateway=Gateway(gwapi.pods[i % len(gwapi.pods)], POD_PORT), retried=gwapi.retried)
+    return Client(gateway=Gateway(gwapi.pods[i % len(gwapi.pods)], POD_PORT))
 
 
 def _new_session(gwapi: GatewayAPI, host: str, i: int) -> Session:
@@ -339,9 +336,6 @@ def test_removing_the_backendref_moves_its_sessions(gwapi: GatewayAPI, sessions:
           f"{len(alpha_moved)} of {len(on_alpha)} alpha sessions moved")  # fmt: skip
     assert landed == {"alpha": len(on_beta)}, landed
     assert not alpha_moved, alpha_moved[:10]
-    # Every request of the sticky tests, retried ones not counted: bounded below 1%.
-    print(f"failed closed and retried over the file: {dict(Counter(gwapi.retried))}")
-    assert len(gwapi.retried) < 100, Counter(gwapi.retried)
 
 
 def _accepted_generation(cluster: Cluster, name: str) -> int | None:
@@ -359,7 +353,7 @@ def test_a_stopped_replica_holds_back_the_routes_status_while_the_other_serves(g
         pytest.skip(f"{cluster.name}: SIGSTOP needs the container's host PID (the local node's containerd)")
     host = "acked.gw-e2e.test"
     before, _ = _apply_and_wait(cluster, _route("acked", host, [("alpha", 100), ("beta", 0)], False))
-    stopped, serving = gwapi.pods[0], Client(gateway=Gateway(gwapi.pods[1], POD_PORT), retried=gwapi.retried)
+    stopped, serving = gwapi.pods[0], Client(gateway=Gateway(gwapi.pods[1], POD_PORT))
     pid = envoy_pid(cluster, stopped)
     os.kill(pid, signal.SIGSTOP)
     try:
@@ -384,7 +378,7 @@ def test_a_stopped_replica_holds_back_the_routes_status_while_the_other_serves(g
     after = wait_for("route Accepted at its new generation", lambda: _accepted_now(cluster, "acked"), timeout=60)
     print(f"after SIGCONT: Accepted at generation {after['_generation']} in {time.monotonic() - t:.2f}s")
     assert after["_generation"] == before["_generation"] + 1
-    back = Client(gateway=Gateway(stopped, POD_PORT), retried=gwapi.retried)
+    back = Client(gateway=Gateway(stopped, POD_PORT))
     assert Counter(back.request(host).backend for _ in range(20)) == {"beta": 20}
 
 
@@ -435,8 +429,8 @@ def _dataplane_objects(cluster: Cluster, gateway: str) -> list[str]:
 def test_bad_input_is_refused_alone_while_a_steady_route_keeps_serving(gwapi: GatewayAPI) -> None:
     """Issue 20's bad inputs, each on a route (or Gateway) of its own, while cookie-less load runs through the
     Gateway's address to a steady route: the API server refuses what the CRD forbids, naming the field; our status
-    names what we refuse; nothing else is disturbed (every steady request answered 200, but for the documented
-    fail-closed 503 of a processor late under CPU starvation, bounded below 1 %)."""
+    names what we refuse; nothing else is disturbed: every steady request answered 200 (a late processor fails open
+    to the rule's native weights, so there is no 503 to excuse)."""
     cluster = gwapi.cluster
     steady = "steady.gw-e2e.test"
     _apply_and_wait(cluster, _route("steady", steady, [("alpha", 50), ("beta", 50)], False))
@@ -483,7 +477,7 @@ def test_bad_input_is_refused_alone_while_a_steady_route_keeps_serving(gwapi: Ga
         assert "RE2 program size" in got["big-regex"]["PartiallyInvalid"]["message"]
         assert got["dup-newer"]["Conflicted"]["reason"] == "RuleMatchConflict", got["dup-newer"]
         assert "Conflicted" not in got["dup-older"]
-        client = Client(gateway=gw, retried=gwapi.retried)
+        client = Client(gateway=gw)
         statuses = {
             "bad-kind": Counter(client.request("bad-kind.gw-e2e.test").status for _ in range(200)),
             "cross-ns": Counter(client.request("cross-ns.gw-e2e.test").status for _ in range(20)),
@@ -510,7 +504,7 @@ def test_bad_input_is_refused_alone_while_a_steady_route_keeps_serving(gwapi: Ga
         spare_addr = spare_gw["status"]["addresses"][0]["value"]
         # Programmed says every replica holds the configuration ("ready soon", the spec's word); the Service
         # answers once kube-proxy has a Ready pod behind it.
-        spare_client = Client(gateway=Gateway(spare_addr, LISTENER_PORT), retried=gwapi.retried)
+        spare_client = Client(gateway=Gateway(spare_addr, LISTENER_PORT))
         t_ready = time.monotonic()
         first = wait_for("spare's address answers", lambda: _answer(spare_client, "spare.gw-e2e.test"), timeout=60)
         print(f"spare's address answered {time.monotonic() - t_ready:.1f}s after Programmed")
@@ -527,7 +521,7 @@ def test_bad_input_is_refused_alone_while_a_steady_route_keeps_serving(gwapi: Ga
         assert _programmed(cluster) is not None, "edge lost Programmed"
     print(f"steady route under all of it: {load.summary()}")
     assert load.sent > 100, load.summary()
-    assert set(load.errors) <= {"HTTP 503"} and load.failed < load.sent // 100, load.summary()
+    assert load.failed == 0, load.summary()
     assert set(load.backends) == {"alpha", "beta"}, load.backends
 
 

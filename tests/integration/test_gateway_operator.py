@@ -29,6 +29,7 @@ from tests.support.dataplane import NameBackends
 from tests.support.netns import TestPods
 from tests.support.operator import (
     Gateway,
+    OperatorProcess,
     Operators,
     apply,
     gateway_api_control_plane,
@@ -140,8 +141,8 @@ def _gateway(namespace: str, listeners: int = 1) -> str:
     )
 
 
-def _operator(operators: Operators, kube: ControlPlane, unit: Gateway, namespace: str) -> None:
-    operators.start(
+def _operator(operators: Operators, kube: ControlPlane, unit: Gateway, namespace: str) -> OperatorProcess:
+    return operators.start(
         kube.kubeconfig,
         args=[
             "--leader-election=false",
@@ -152,6 +153,7 @@ def _operator(operators: Operators, kube: ControlPlane, unit: Gateway, namespace
             f"--dataplane-namespace={namespace}",
             f"--token-file={unit.token_file}",
             "--publish-timeout=2",
+            "--metrics=127.0.0.1:0",
         ],
     )
 
@@ -177,7 +179,7 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
     )
     apply(kube, _gateway(ns))
     apply(kube, _route(ns, (90, 10)))
-    _operator(operators, kube, unit, ns)
+    op = _operator(operators, kube, unit, ns)
 
     cls = poll(
         lambda: (
@@ -240,6 +242,18 @@ def test_route_accepted_and_gateway_programmed_only_after_the_replica_acks(
     assert listener["attachedRoutes"] == 1
     assert _cond(listener["conditions"], "Programmed")["status"] == "True"  # type: ignore[index]
     print(f"route Accepted {first:.2f}s after the replica's endpoints appeared (replica holds generation {held})")
+    # The operator's metrics report the Gateway's fleet as the chart gateway's, under the Gateway's own label.
+    fleet = frozenset({("gateway", f"Gateway/{ns}/gw")})
+    m = poll(
+        lambda: (m := op.metrics()).get(("trafficsplit_operator_replicas_serving", fleet)) == 1 and m,
+        10,
+        "the Gateway's fleet in the operator's metrics",
+        0.1,
+    )
+    assert m[("trafficsplit_operator_generation", fleet)] == held, m
+    assert m[("trafficsplit_operator_replicas_behind", fleet)] == 0
+    accepted_calls = ("trafficsplit_operator_publish_seconds_count", fleet | {("result", "accepted")})
+    assert m[accepted_calls] >= 1 and m[("trafficsplit_operator_publish_lag_seconds_count", fleet)] >= 1, m
 
     # A TrafficSplitPolicy on the route: the operator watches it, and its ancestor entry (the Gateway) is Accepted
     # once the replica holds the generation carrying it.

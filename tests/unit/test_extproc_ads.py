@@ -27,8 +27,9 @@ from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.extproc.publisher import Publisher
 from trafficsplit.v1alpha1 import publish_pb2 as pb
-from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_CONFIG_NAME, ROUTE_TYPE, resources, transition
+from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_CONFIG_NAME, ROUTE_TYPE
 from trafficsplit.wire.generation import generation_to_proto
+from trafficsplit.wire.snapshot import resources, transition
 
 
 def gen(number: int, backends: dict[str, int]) -> Generation:
@@ -349,7 +350,8 @@ def test_sds_serves_a_listeners_certificate_when_asked_and_waits_only_for_an_env
 
 
 def test_a_trafficsplit_generation_leaves_sds_alone() -> None:
-    from trafficsplit.wire.envoy import SECRET_TYPE, ResourceBuilder
+    from trafficsplit.wire.envoy import SECRET_TYPE
+    from trafficsplit.wire.snapshot import ResourceBuilder
 
     assert SECRET_TYPE not in resources(gen(1, {"a": 1})).by_type()
     assert SECRET_TYPE not in ResourceBuilder().resources(gen(1, {"a": 1})).by_type()

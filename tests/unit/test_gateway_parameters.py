@@ -13,7 +13,7 @@ import yaml
 
 from tests.unit.test_gatewayapi_golden import supported_paths
 from trafficsplit.core.gatewayapi.classes import class_parameters
-from trafficsplit.core.gatewayapi.objects import parse_gateway_class
+from trafficsplit.core.gatewayapi.objects import parse_gateway, parse_gateway_class
 from trafficsplit.core.gatewayapi.parameters import (
     DEFAULT_PARAMETERS,
     DNS_SUBDOMAIN_PATTERN,
@@ -232,6 +232,28 @@ def test_the_translation_writes_the_class_condition_and_carries_the_parameters()
     big = parse_gateway_parameters(body(FULL))
     t = translate(Inputs(classes=(_class(REF),), parameters={"big": big}))
     assert t.classes[0].conditions[0].ok and t.classes[0].parameters is big
+
+
+def test_a_gateway_of_a_refused_class_is_not_accepted_nor_programmed_at_its_generation() -> None:
+    gw = parse_gateway(
+        {
+            "metadata": {"name": "edge", "namespace": "shop", "generation": 7, "uid": "u"},
+            "spec": {"gatewayClassName": "ts", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
+        }
+    )
+    refused = {"big": "spec.replicas: must be 1..100, got 0"}
+    (gs,) = translate(Inputs(classes=(_class(REF),), gateways=(gw,), parameters=refused)).gateways
+    conds = {c.type: (c.status, c.reason, c.observed_generation) for c in gs.conditions}
+    assert conds == {"Accepted": ("False", "InvalidParameters", 7), "Programmed": ("False", "Invalid", 7)}
+    for c in gs.conditions:
+        assert "GatewayClass ts" in c.message and "'big' is invalid: spec.replicas" in c.message, c
+    (ls,) = gs.listeners
+    listener = {c.type: (c.status, c.reason) for c in ls.conditions}
+    assert listener["Programmed"] == ("False", "Invalid") and listener["Accepted"] == ("True", "Accepted")
+    # The same Gateway of an accepted class: Accepted, and Programmed waits for its replicas.
+    (gs,) = translate(Inputs(classes=(_class(None),), gateways=(gw,))).gateways
+    accepted = {c.type: (c.status, c.reason) for c in gs.conditions}
+    assert accepted == {"Accepted": ("True", "Accepted"), "Programmed": ("Unknown", "Pending")}
 
 
 def test_the_crd_joins_no_category_that_names_a_resource() -> None:

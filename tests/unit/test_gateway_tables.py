@@ -188,7 +188,7 @@ def _engine(tmp_path: Any, cluster: Cluster, chart: FakeReplica) -> Engine:
         if engine is not None:
             engine.poke()
 
-    def make_fleet() -> Fleet:
+    def make_fleet(label: str = "") -> Fleet:
         return Fleet(str(token), timeout=1, poll_interval=0.1, changed=changed)
 
     plane = GatewayPlane(

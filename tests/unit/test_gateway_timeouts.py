@@ -10,10 +10,9 @@ import pytest
 
 from tests.unit.test_gateway_translate import CLASS, conditions, gateway, route, run, service
 from trafficsplit.core.control.resolve import SliceEndpoint, SliceInfo
-from trafficsplit.core.gatewayapi.actions import ActionMemo
 from trafficsplit.core.gatewayapi.httproute import parse_httproute
 from trafficsplit.core.gatewayapi.objects import parse_gateway, parse_reference_grant
-from trafficsplit.core.gatewayapi.translate import Inputs, gateway_content, translate
+from trafficsplit.core.gatewayapi.translate import Inputs, TranslationMemo, gateway_content, translate
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.filters import MAX_MIRROR_DENOMINATOR, RequestMirror, RequestRedirect, RuleFilters
 from trafficsplit.core.model.routes import RuleAction
@@ -259,7 +258,7 @@ def _inputs(grant: bool, ready: bool) -> Inputs:
 
 
 def test_a_granted_mirror_carries_its_endpoints_and_a_change_of_them_rebuilds_the_rule() -> None:
-    memo = ActionMemo()
+    memo = TranslationMemo()
     (ready,) = translate(_inputs(grant=True, ready=True), memo).actions
     assert ready.mirrors == (
         RequestMirror(namespace="other", service="audit", port=80, endpoints=(Endpoint("10.9.0.1", 8080, True),)),

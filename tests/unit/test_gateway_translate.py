@@ -17,11 +17,10 @@ from trafficsplit.core.control.spec import parse_split
 from trafficsplit.core.decide.request import Request
 from trafficsplit.core.decide.split import decide
 from trafficsplit.core.gatewayapi import actions as gateway_actions
-from trafficsplit.core.gatewayapi.actions import ActionMemo
 from trafficsplit.core.gatewayapi.attachment import intersect_hostnames
 from trafficsplit.core.gatewayapi.httproute import MAX_ROUTE_HOSTNAMES, parse_duration, parse_httproute
 from trafficsplit.core.gatewayapi.objects import parse_gateway, parse_gateway_class
-from trafficsplit.core.gatewayapi.translate import Inputs, Translation, gateway_content, translate
+from trafficsplit.core.gatewayapi.translate import Inputs, Translation, TranslationMemo, gateway_content, translate
 from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.cookie import AffinityMinter
 from trafficsplit.core.model.errors import SpecError
@@ -738,7 +737,7 @@ def test_the_memo_builds_only_the_rules_whose_inputs_changed(monkeypatch: pytest
             slices=sl,
         )
 
-    memo = ActionMemo()
+    memo = TranslationMemo()
     routes = [weighted(n, 100) for n in ("x", "y", "z")]
     first = translate(inputs(routes, slices("10.0.0.1")), memo)
     assert sorted(compiled) == ["x.rule-0", "y.rule-0", "z.rule-0"]

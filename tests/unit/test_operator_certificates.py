@@ -82,7 +82,7 @@ def test_only_the_secrets_our_listeners_may_use_are_named() -> None:
 
 
 def _plane(api: FakeSecrets, pokes: list[int], seconds: float = 60.0) -> GatewayPlane:
-    def make_fleet() -> Fleet:
+    def make_fleet(label: str) -> Fleet:
         raise AssertionError("no fleet in these tests")
 
     timing = CertificateTiming(refresh_seconds=seconds, retry_seconds=seconds)

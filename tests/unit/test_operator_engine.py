@@ -110,7 +110,9 @@ class FakeReplica(pb_grpc.PublisherServicer):  # type: ignore[misc]
         return Replica(self.name, f"127.0.0.1:{self.port}")
 
 
-async def until(pred: Callable[[], bool], timeout: float = 5.0) -> None:
+async def until(pred: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Wait for `pred`; `timeout` only bounds a failure (a loaded CI machine is slow, never a reason to fail), so it is
+    generous and nothing may rely on it as a measurement."""
     deadline = time.monotonic() + timeout
     while not pred():
         if time.monotonic() > deadline:
@@ -230,9 +232,9 @@ def test_restarted_replica_is_republished_at_once(tmp_path: Any) -> None:
                 await a.stop()
                 # Same address, holds nothing, as a restarted container.
                 async with started(FakeReplica("a"), port=port) as (fresh,):
-                    t0 = time.monotonic()
-                    await until(lambda: fresh.held == 1, timeout=5)
-                    assert time.monotonic() - t0 < 2.0
+                    # At once: on the fleet's next poll, not on the next change or the engine's 60-s resync (no
+                    # change follows; the wait's bound is well inside the resync).
+                    await until(lambda: fresh.held == 1, timeout=20)
 
     run(main)
 

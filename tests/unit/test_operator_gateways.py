@@ -13,16 +13,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.test_operator_engine import TOKEN, FakeReplica, run, started, until
 from trafficsplit.core.control.resolve import SplitObject
 from trafficsplit.core.control.status import StatusResult
 from trafficsplit.core.model.matches import MAX_RULE_MATCHES
 from trafficsplit.core.model.routes import MAX_HOST_ENTRIES
+from trafficsplit.operator import fleet as fleet_module
 from trafficsplit.operator.dataplane_names import publish_service_name
 from trafficsplit.operator.engine import Engine, EngineSettings
 from trafficsplit.operator.fleet import Fleet
 from trafficsplit.operator.gateways import GatewayPlane, GatewaySettings
+from trafficsplit.operator.metrics import OperatorMetrics
 from trafficsplit.operator.ownership import Foreign, NameConflict
 from trafficsplit.operator.provision import ProvisionError
 
@@ -156,8 +160,11 @@ def make(
         if engine is not None:
             engine.poke()
 
-    def make_fleet() -> Fleet:
-        return Fleet(str(token), timeout=1, poll_interval=0.1, changed=changed)
+    # One registry, as the operator's: the chart gateway's fleet and each Gateway's under its own `gateway` label.
+    metrics = OperatorMetrics("static")
+
+    def make_fleet(label: str) -> Fleet:
+        return Fleet(str(token), timeout=1, poll_interval=0.1, changed=changed, metrics=metrics.for_fleet(label))
 
     plane = GatewayPlane(
         GatewaySettings(origin="test", namespace=OPNS, probe_timeout=0.5, reprovision_seconds=reprovision),
@@ -171,7 +178,12 @@ def make(
     settings = EngineSettings(
         origin="test", debounce=0.0, static_replicas=statics, static=True, no_gateway=chart is None
     )
-    engine = Engine(make_fleet(), settings, split_sink, plane)
+    engine = Engine(
+        Fleet(str(token), timeout=1, poll_interval=0.1, changed=changed, metrics=metrics.chart),
+        settings,
+        split_sink,
+        plane,
+    )
     api.engine = engine
     return engine
 
@@ -317,6 +329,33 @@ def test_an_unreachable_replica_holds_back_only_its_gateways_status(tmp_path: An
             async with started(FakeReplica("one"), port=port) as (one2,):
                 await until(lambda: api.accepted_at("one-route") == 2, timeout=10)
                 assert one2.held_gen is not None and [b.weight for b in one2.held_gen.splits[0].backends] == [10, 90]
+
+    run(main)
+
+
+def test_a_change_on_one_gateway_translates_that_gateway_alone(tmp_path: Any) -> None:
+    """Issue 28: a weight flip on Gateway two waited for the translation of every route of every Gateway. Each
+    Gateway's translation is kept by the inputs it read: the flip translates Gateway two once more and Gateway one
+    never (its routes, Services and status writes are all that pass through it), and one's replica is sent nothing."""
+
+    async def main() -> None:
+        async with gateways(tmp_path, "one", "two") as p:
+            api, one, two = p.api, p.replicas["one"], p.replicas["two"]
+            await p.start()
+            await until(lambda: api.accepted_at("one-route") == 1 and api.accepted_at("two-route") == 1)
+            await until(lambda: api.programmed("one") == "True" and api.programmed("two") == "True")
+            assert p.engine.gateways is not None
+            translated = p.engine.gateways.memo.translated
+            before = dict(translated)
+            assert before == {f"{NS}/one": 1, f"{NS}/two": 1}, before
+            published_one, passes = len(one.published), p.engine.passes
+            api.put("httproute", route_body("two-route", "two", (10, 90), generation=2))
+            await until(lambda: api.accepted_at("two-route") == 2)
+            assert two.held_gen is not None and [b.weight for b in two.held_gen.splits[0].backends] == [10, 90]
+            assert p.engine.passes > passes
+            assert translated[f"{NS}/one"] == 1, "Gateway two's change translated Gateway one's routes"
+            assert translated[f"{NS}/two"] == 2
+            assert len(one.published) == published_one
 
     run(main)
 
@@ -590,9 +629,15 @@ def test_a_gateway_whose_data_plane_cannot_be_provisioned_backs_off_and_says_why
     run(main)
 
 
-def test_an_edited_gateway_is_tried_at_once_and_a_success_clears_the_condition(tmp_path: Any) -> None:
+def test_an_edited_gateway_is_tried_at_once_and_a_success_clears_the_condition(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The backoff is for the same Gateway failing again: an edit (a new generation) may have fixed it, so it is
     tried on the next pass, and once its data plane is provisioned its `Programmed` is no longer False."""
+    # Pauses of 60..120 s, so no backoff try can land inside the test (before, a 0.9-s bound raced a pause of
+    # 0.5..1 s on a loaded machine).
+    monkeypatch.setattr(fleet_module, "REFUSED_MIN", 120.0)
+    monkeypatch.setattr(fleet_module, "REFUSED_MAX", 240.0)
 
     async def main() -> None:
         prov = RefusingProvisioner(ProvisionError("spec.listeners[0].port: listener port 9001"))
@@ -605,7 +650,9 @@ def test_an_edited_gateway_is_tried_at_once_and_a_success_clears_the_condition(t
             body = gateway_body("one")
             body["metadata"]["generation"] = 2
             api.put("gateway", body)
-            await until(lambda: api.programmed("one") == "True", timeout=0.9)  # sooner than the backoff's pause
+            # The backoff's next try is at least 60 s away (its first pause stretched below): success within 20 s
+            # is the edit's own try, however slow the machine.
+            await until(lambda: api.programmed("one") == "True", timeout=20)
             assert len(prov.ensured) == tries + 1 and prov.ensured[-1] == (f"{NS}/one", 2)
 
     run(main)
@@ -716,5 +763,134 @@ def test_a_data_plane_in_the_gateways_namespace_never_gets_the_shared_token(tmp_
             await p.start()
             await until(lambda: replica.bad_tokens >= 2 and bool(prov.ensured), timeout=30)
             assert replica.held == 0, replica.held  # never authenticated with the shared token
+
+    run(main)
+
+
+def exposition(engine: Engine) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """The operator's /metrics text as Prometheus reads it: (sample name, labels) → value."""
+    text = generate_latest(engine.metrics.registry).decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def fleet_series(engine: Engine, gateway: str) -> dict[str, float]:
+    """Every sample of the exposition labelled `gateway`, by name and its other labels."""
+    out: dict[str, float] = {}
+    for (name, labels), v in exposition(engine).items():
+        if ("gateway", gateway) in labels:
+            rest = ",".join(f"{k}={val}" for k, val in sorted(labels) if k != "gateway")
+            out[f"{name}{{{rest}}}"] = v
+    return out
+
+
+def test_each_gateways_fleet_reports_the_operators_series_under_its_own_label(tmp_path: Any) -> None:
+    """Before, only the chart gateway's fleet had `gateway`-labelled series: a provisioned Gateway's publishes, ACKs,
+    refusals and generation were in no series, so the dashboard's generation and publish panels and the publish-lag,
+    replicas-behind, NOT_READY and refusal alerts never watched it. Now each Gateway's fleet reports the same series
+    under `gateway="Gateway/NS/NAME"`, its NACKs counted as its own, and a deleted Gateway's series are gone from the
+    next scrape (one label per Gateway that exists); stopping to lead drops them all."""
+
+    async def main() -> None:
+        async with gateways(tmp_path, "one", "two") as p:
+            engine, api, one, two = p.engine, p.api, p.replicas["one"], p.replicas["two"]
+            await p.start()
+            await until(lambda: api.programmed("one") == "True" and api.programmed("two") == "True")
+            g1, g2 = f"Gateway/{NS}/one", f"Gateway/{NS}/two"
+            await until(lambda: fleet_series(engine, g1).get("trafficsplit_operator_replicas_serving{}") == 1)
+            await until(lambda: fleet_series(engine, g2).get("trafficsplit_operator_replicas_serving{}") == 1)
+            for gw, replica in ((g1, one), (g2, two)):
+                s = fleet_series(engine, gw)
+                assert s["trafficsplit_operator_generation{}"] == replica.held > 0, s
+                assert s["trafficsplit_operator_replicas_behind{}"] == 0, s
+                assert s["trafficsplit_operator_refused_splits{}"] == 0, s
+                assert s["trafficsplit_operator_held_back_splits{}"] == 0, s
+                assert s["trafficsplit_operator_publish_seconds_count{result=accepted}"] >= 1, s
+                assert s["trafficsplit_operator_publish_seconds_count{result=not_ready}"] == 0, s  # there at 0
+                assert s["trafficsplit_operator_publish_lag_seconds_count{}"] >= 1, s
+                assert s["trafficsplit_operator_refusals_total{}"] == 0, s
+                rule = f"{NS}/{gw.rsplit('/', 1)[1]}-route.rule-0"
+                assert s[f"trafficsplit_operator_backend_weight_share{{backend=blue,split={rule}}}"] == 0.9, s
+                assert s[f"trafficsplit_operator_backend_endpoints{{backend=green,split={rule}}}"] == 1, s
+            assert fleet_series(engine, "static")["trafficsplit_operator_generation{}"] == p.chart.held
+
+            # Gateway two's replica refuses (an Envoy NACK): counted as two's, and two's replica is behind.
+            two.refuse = True
+            api.put("httproute", route_body("two-route", "two", (50, 50), generation=2))
+            await until(lambda: fleet_series(engine, g2).get("trafficsplit_operator_refusals_total{}", 0) >= 1)
+            await until(lambda: fleet_series(engine, g2).get("trafficsplit_operator_replicas_behind{}") == 1)
+            assert fleet_series(engine, g1)["trafficsplit_operator_refusals_total{}"] == 0
+            assert fleet_series(engine, g1)["trafficsplit_operator_replicas_behind{}"] == 0
+
+            # Gateway two deleted: none of its series in the next scrape, one's unchanged.
+            api.objects.pop(("gateway", (NS, "two")))
+            engine.apply("gateway", "DELETED", {"metadata": meta("two")})
+            await until(lambda: engine.gateways is not None and engine.gateways.fleet((NS, "two")) is None)
+            await until(lambda: not fleet_series(engine, g2))
+            assert fleet_series(engine, g1)["trafficsplit_operator_replicas_serving{}"] == 1
+
+            # A standby speaks for no fleet: every Gateway's series go, the chart's counters stay.
+            await engine.stop_leading()
+            await until(lambda: not fleet_series(engine, g1))
+            assert "trafficsplit_operator_publish_seconds_count{result=accepted}" in fleet_series(engine, "static")
+
+    run(main)
+
+
+def listener_programmed(api: Api, gateway: str) -> dict[str, Any]:
+    listeners = api.objects[("gateway", (NS, gateway))].get("status", {}).get("listeners") or []
+    return next((c for c in listeners[0]["conditions"] if c["type"] == "Programmed"), {}) if listeners else {}
+
+
+def test_a_gateway_of_a_class_with_refused_parameters_is_not_accepted_nor_programmed_and_recovers(
+    tmp_path: Any,
+) -> None:
+    """A GatewayClass whose parametersRef names a GatewayParameters the operator refuses (spec.replicas 0) is
+    `Accepted: False, InvalidParameters`, and nothing is provisioned from it. Before, its Gateway said `Accepted: True`
+    and `Programmed: Unknown` forever (or True, where an earlier data plane still ACKs): `_provision` returned
+    early, and nothing said why. Now the Gateway is `Accepted: False, InvalidParameters` (the Gateway API's reason for
+    invalid parameters) and `Programmed: False, Invalid`, both naming the class and its refusal, at the Gateway's
+    generation; with the parameters fixed it is provisioned, Accepted and Programmed."""
+
+    def params(replicas: int, generation: int) -> dict[str, Any]:
+        return {"metadata": meta("big", None, generation=generation), "spec": {"replicas": replicas}}
+
+    async def main() -> None:
+        prov = FakeProvisioner()
+        async with gateways(tmp_path, "one", provisioner=prov) as p:
+            api = p.api
+            api.put("gatewayparameters", params(0, 1))
+            ref = {"group": "trafficsplit.dev", "kind": "GatewayParameters", "name": "big"}
+            api.put("gatewayclass", {"metadata": meta("ts", None, generation=2),
+                                     "spec": {"controllerName": CONTROLLER, "parametersRef": ref}})  # fmt: skip
+            await p.start()
+            await until(lambda: programmed_condition(api, "one").get("status") == "False")
+            status, reason, generation, message = accepted(api, "one")
+            assert (status, reason, generation) == ("False", "InvalidParameters", 1), message
+            assert "GatewayClass ts" in message and "spec.replicas" in message, message
+            c = programmed_condition(api, "one")
+            assert (c["reason"], c["observedGeneration"]) == ("Invalid", 1), c
+            assert "GatewayClass ts" in c["message"] and "spec.replicas" in c["message"], c
+            lc = listener_programmed(api, "one")
+            assert (lc["status"], lc["reason"], lc["observedGeneration"]) == ("False", "Invalid", 1), lc
+            assert prov.ensured == []  # nothing provisioned from a class the operator refuses
+
+            # Edited meanwhile: the conditions follow the Gateway's generation.
+            body = gateway_body("one")
+            body["metadata"]["generation"] = 2
+            api.put("gateway", body)
+            await until(lambda: accepted(api, "one")[:3] == ("False", "InvalidParameters", 2))
+            await until(lambda: programmed_condition(api, "one").get("observedGeneration") == 2)
+            assert programmed_condition(api, "one")["status"] == "False"
+
+            # The parameters fixed: the class is accepted, the data plane provisioned, the Gateway served.
+            api.put("gatewayparameters", params(2, 2))
+            await until(lambda: api.programmed("one") == "True", timeout=10)
+            assert accepted(api, "one")[:3] == ("True", "Accepted", 2)
+            assert prov.ensured == [(f"{NS}/one", 2)]
+            assert listener_programmed(api, "one")["status"] == "True"
 
     run(main)

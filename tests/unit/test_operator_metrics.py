@@ -52,9 +52,11 @@ def test_the_generation_its_replicas_publish_results_lag_and_backends(tmp_path: 
         assert value(engine, "trafficsplit_operator_publish_lag_seconds_count", gateway=gw) == 2
         assert value(engine, "trafficsplit_operator_reconcile_seconds_count") >= 1
         share = "trafficsplit_operator_backend_weight_share"
-        assert value(engine, share, split="default/s", backend="blue") == pytest.approx(0.8)
-        assert value(engine, share, split="default/s", backend="green") == pytest.approx(0.2)
-        assert value(engine, "trafficsplit_operator_backend_endpoints", split="default/s", backend="blue") == 1
+        assert value(engine, share, gateway=gw, split="default/s", backend="blue") == pytest.approx(0.8)
+        assert value(engine, share, gateway=gw, split="default/s", backend="green") == pytest.approx(0.2)
+        assert (
+            value(engine, "trafficsplit_operator_backend_endpoints", gateway=gw, split="default/s", backend="blue") == 1
+        )
         # Every result and reason is a series from the start (a rate over them is 0, not absent).
         assert value(engine, "trafficsplit_operator_publish_seconds_count", gateway=gw, result="not_ready") == 0
         assert value(engine, "trafficsplit_operator_errors_total", reason="pass_failed") == 0
@@ -68,7 +70,7 @@ def test_the_generation_its_replicas_publish_results_lag_and_backends(tmp_path: 
         assert value(engine, "trafficsplit_operator_publish_lag_seconds_count", gateway=gw) == 4
         # b's lag includes its NOT_READY pause (0.25 s jittered down to half at least).
         assert value(engine, "trafficsplit_operator_publish_lag_seconds_sum", gateway=gw) >= 0.125
-        assert value(engine, share, split="default/s", backend="blue") == 0
+        assert value(engine, share, gateway=gw, split="default/s", backend="blue") == 0
         task.cancel()
         await engine.fleet.close()
         await a.stop()
@@ -133,7 +135,7 @@ def test_a_standby_exports_no_fleet_state(tmp_path: Any) -> None:
         assert reg.get_sample_value("trafficsplit_operator_generation", {"gateway": ""}) is None
         assert (
             reg.get_sample_value(
-                "trafficsplit_operator_backend_weight_share", {"split": "default/s", "backend": "blue"}
+                "trafficsplit_operator_backend_weight_share", {"gateway": "", "split": "default/s", "backend": "blue"}
             )
             is None
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
@@ -11,7 +12,14 @@ import pytest
 from trafficsplit.core.control.reconcile import Verdict, desired_state, seed_last_good
 from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo, SplitObject, resolve, slices_by_service
 from trafficsplit.core.control.spec import parse_split
-from trafficsplit.core.control.status import PublishView, ReplicaAck, compute_status, displacement, published_condition
+from trafficsplit.core.control.status import (
+    PublishView,
+    ReplicaAck,
+    StatusResult,
+    compute_status,
+    displacement,
+    published_condition,
+)
 from trafficsplit.core.model.limits import MAX_ENDPOINTS
 from trafficsplit.core.model.vocabulary import Reason
 from trafficsplit.core.model.weights import parse_weights
@@ -22,7 +30,7 @@ from trafficsplit.operator.cluster import (
     slice_from_body,
     split_from_body,
 )
-from trafficsplit.operator.engine import held_forms
+from trafficsplit.operator.engine import StatusWriter, held_forms
 from trafficsplit.wire.generation import generation_to_proto
 
 NS = "shop"
@@ -435,3 +443,29 @@ def test_a_pass_recompiles_only_the_splits_whose_inputs_changed(monkeypatch: pyt
     )
     desired_state(objs, services, slices, second.last_good, memo=memo)
     assert sorted(compiled) == ["a", "b", "c"]
+
+
+def test_a_pass_before_the_watch_echoes_our_write_writes_nothing_and_keeps_the_transition_time() -> None:
+    """Status is written, and the next pass runs before the watch brings the object back with it (the object still
+    holds the old status): the writer compares with what it wrote, not only with the stale object, so a pass a
+    second later writes nothing, and no condition's lastTransitionTime moves to that second. (Before, it wrote the
+    status again with every transition restamped: tests/unit/test_operator_engine.py's write-on-change test failed
+    under load when its poke's pass fell into the next second.)"""
+    services, slices = full_world()
+    obj = ts("a", spec("stable=95,canary=5", True))
+    desired = desired_state([obj], services, slices, {})
+    view = PublishView(3, (ReplicaAck("gw-a", 3),), {"shop/a": 3})
+    written: list[StatusResult] = []
+
+    async def sink(_: SplitObject, result: StatusResult) -> None:
+        written.append(result)  # the object in the store keeps its old (empty) status, as before the echo
+
+    async def passes() -> None:
+        writer = StatusWriter(sink)
+        await writer.write([obj], desired, view, "2026-01-01T00:00:00Z")
+        await writer.write([obj], desired, view, "2026-01-01T00:00:01Z")
+
+    asyncio.run(passes())
+    assert len(written) == 1, [w.status.to_dict()["conditions"] for w in written]
+    times = {c["lastTransitionTime"] for c in written[0].status.to_dict()["conditions"]}
+    assert times == {"2026-01-01T00:00:00Z"}

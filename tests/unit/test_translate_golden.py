@@ -1,5 +1,5 @@
 """CRD YAML → compiled generation → Envoy resources, against the files beside each input (tests/unit/translate.py).
-After an intended change, regenerate with `python -m tests.unit.regen_golden` and review the diff."""
+After an intended change, regenerate every golden with `python -m tests.gen_golden` and review the diff."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def test_the_cases_set_every_field_of_the_crd() -> None:
 def test_translation_matches_its_golden_files(case: str) -> None:
     for suffix, text in translate(case).items():
         path = CASES / f"{case}.{suffix}"
-        assert path.exists(), f"missing {path.name}: run python -m tests.unit.regen_golden"
+        assert path.exists(), f"missing {path.name}: run python -m tests.gen_golden"
         assert text == path.read_text(encoding="utf-8"), (
-            f"{path.name} differs: if the change is intended, run python -m tests.unit.regen_golden and review the diff"
+            f"{path.name} differs: if the change is intended, run python -m tests.gen_golden and review the diff"
         )

@@ -1,32 +1,32 @@
 """Envoy resources and bootstrap from a generation, against golden files, plus the rules the goldens encode.
 
-Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/unit/test_wire_envoy.py` and review the diff.
+The goldens are tests/testdata/wire/ (tests/unit/wire_golden.py renders them); regenerate every golden after an
+intended change with `python -m tests.gen_golden` and review the diff.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import urllib.parse
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.route.v3 import route_pb2
-from google.protobuf import any_pb2, json_format
+from google.protobuf import any_pb2
 from google.protobuf.message import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafficsplit.core.control.compiler import assemble_generation, compile_split
+from tests.unit.wire_golden import CASES, render, sample_generation
+from trafficsplit.core.control.compiler import compile_split
 from trafficsplit.core.control.spec import parse_split
 from trafficsplit.core.model.compiled import Endpoint
 from trafficsplit.core.model.cookie import read_cookie
 from trafficsplit.core.model.generation import Generation
-from trafficsplit.wire import envoy
+from trafficsplit.wire import envoy, snapshot
 from trafficsplit.wire.bootstrap import (
     EXTPROC_HTTP_PATH,
     EXTPROC_HTTP_URI,
@@ -37,84 +37,29 @@ from trafficsplit.wire.bootstrap import (
 )
 from trafficsplit.wire.reserved import ADS_CLUSTER, EXTPROC_CLUSTER
 
-GOLDEN = Path(__file__).parent / "golden"
 M = TypeVar("M", bound=Message)
 
 
-def sample_generation(number: int = 7) -> Generation:
-    shop = parse_split(
-        "prod",
-        "shop",
-        {
-            "hosts": ["shop.example", "www.shop.example"],
-            "backends": [
-                {"name": "stable", "weight": 90, "port": 8080},
-                {"name": "canary", "weight": 10, "port": 8080},
-            ],
-            "sticky": {"cookie": {"name": "ts", "maxAge": 3600}, "endpointAffinity": True},
-            "debugHeaders": True,
-        },
+def check_golden(name: str) -> None:
+    path = CASES / name
+    assert path.exists(), f"missing golden {path}: run python -m tests.gen_golden"
+    assert render()[name] == path.read_text(encoding="utf-8"), (
+        f"{name} differs from its golden file: if the change is intended, run python -m tests.gen_golden and review "
+        "the diff"
     )
-    api = parse_split(
-        "prod",
-        "api",
-        {"hosts": ["api.example"], "backends": [{"name": "blue", "weight": 1}, {"name": "green", "weight": 0}]},
-    )
-    eps = {
-        "stable": [Endpoint("10.0.0.1", 8080), Endpoint("10.0.0.2", 8080, ready=False)],
-        "canary": [Endpoint("10.0.1.1", 8080, ready=False)],  # no ready endpoint: fails over
-    }
-    gen, rejected = assemble_generation(
-        number,
-        [
-            compile_split(shop, eps),
-            compile_split(api, {"blue": [Endpoint("10.1.0.1", 80)], "green": [Endpoint("10.1.1.1", 80)]}),
-        ],
-    )
-    assert not rejected
-    return gen
-
-
-def _json(resources: dict[str, Message]) -> dict[str, object]:
-    return {
-        name: json_format.MessageToDict(msg, preserving_proto_field_name=True)
-        for name, msg in sorted(resources.items())
-    }
-
-
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert path.exists(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
-    assert text == path.read_text(), f"{name} differs from its golden file (UPDATE_GOLDEN=1 to accept)"
 
 
 def test_resources_match_golden() -> None:
-    res = envoy.resources(sample_generation())
-    assert res.routes is not None
-    doc = {
-        "clusters": _json(dict(res.clusters)),
-        "endpoints": _json(dict(res.endpoints)),
-        "routes": _json(dict(res.routes)),
-    }
-    check_golden("wire_envoy_resources.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    check_golden("wire_envoy_resources.json")
 
 
 def test_bootstrap_matches_golden() -> None:
-    opts = BootstrapOptions(
-        node_id="gw-0",
-        listen=Address("0.0.0.0", 8080),
-        extproc=Address(path="/run/trafficsplit/extproc.sock"),
-        ads=Address(path="/run/trafficsplit/extproc.sock"),
-        admin=Address("127.0.0.1", 9901),
-    )
-    check_golden("wire_bootstrap.json", bootstrap_json(opts))
+    check_golden("wire_bootstrap.json")
 
 
 def test_one_cluster_per_backend_with_ready_endpoints_only() -> None:
     gen = sample_generation()
-    res = envoy.resources(gen)
+    res = snapshot.resources(gen)
     assert set(res.clusters) == set(gen.clusters()) == set(res.endpoints)
     stable = res.endpoints["prod/shop/stable"]
     assert [e.endpoint.address.socket_address.address for e in stable.endpoints[0].lb_endpoints] == ["10.0.0.1"]
@@ -150,7 +95,7 @@ def test_routes_strip_client_routing_headers_and_404_unknown_hosts() -> None:
 
 
 def test_no_generation_gives_only_the_404_host() -> None:
-    res = envoy.resources(None)
+    res = snapshot.resources(None)
     assert not res.clusters and not res.endpoints
     assert res.routes is not None
     assert [v.name for v in res.routes[envoy.ROUTE_CONFIG_NAME].virtual_hosts] == ["no-split"]
@@ -163,13 +108,13 @@ def test_transition_keeps_old_clusters_and_old_routes() -> None:
         {"violet": [Endpoint("10.2.0.1", 80)]},
     )
     new = Generation(8, (new_split,))
-    t = envoy.transition(old, new)
+    t = snapshot.transition(old, new)
     assert set(t.clusters) == set(old.clusters()) | {"prod/api/violet"}
-    assert t.routes == envoy.resources(old).routes
-    assert envoy.transition(None, new).routes is None  # nothing held: routes wait for the swap
+    assert t.routes == snapshot.resources(old).routes
+    assert snapshot.transition(None, new).routes is None  # nothing held: routes wait for the swap
 
 
-def _unpacked(res: envoy.Packed) -> envoy.Messages:
+def _unpacked(res: snapshot.Packed) -> snapshot.Messages:
     """The builder's packed resources as messages, to compare with the golden-checked functions' output."""
 
     def unpack(items: dict[str, any_pb2.Any], cls: type[M]) -> dict[str, M]:
@@ -181,7 +126,7 @@ def _unpacked(res: envoy.Packed) -> envoy.Messages:
         return out
 
     routes = unpack(res.routes, route_pb2.RouteConfiguration) if res.routes is not None else None
-    return envoy.Messages(
+    return snapshot.Messages(
         unpack(res.clusters, cluster_pb2.Cluster), unpack(res.endpoints, endpoint_pb2.ClusterLoadAssignment), routes
     )
 
@@ -199,24 +144,24 @@ def test_resource_builder_reuses_unchanged_splits_and_builds_what_fresh_builds_g
     shop = one.split_for("shop.example")
     assert shop is not None
     two = Generation(2, (shop, api))
-    b = envoy.ResourceBuilder()
-    assert _unpacked(b.transition(None, one)) == envoy.transition(None, one)
+    b = snapshot.ResourceBuilder()
+    assert _unpacked(b.transition(None, one)) == snapshot.transition(None, one)
     first = b.resources(one)
-    assert _unpacked(first) == envoy.resources(one)
+    assert _unpacked(first) == snapshot.resources(one)
     t = b.transition(one, two)
-    assert _unpacked(t) == envoy.transition(one, two)
+    assert _unpacked(t) == snapshot.transition(one, two)
     assert t.routes == first.routes  # the held routes until the swap
-    assert _unpacked(b.serving(two, [one])) == envoy.serving(two, [one])  # one's clusters drain
-    assert _unpacked(b.transition(two, one, [one])) == envoy.transition(two, one, [one])
+    assert _unpacked(b.serving(two, [one])) == snapshot.serving(two, [one])  # one's clusters drain
+    assert _unpacked(b.transition(two, one, [one])) == snapshot.transition(two, one, [one])
     second = b.resources(two)
-    assert _unpacked(second) == envoy.resources(two)
+    assert _unpacked(second) == snapshot.resources(two)
     assert second.clusters["prod/shop/stable"] is first.clusters["prod/shop/stable"]
     assert second.endpoints["prod/shop/canary"] is first.endpoints["prod/shop/canary"]
     assert second.endpoints["prod/api/blue"] is not first.endpoints["prod/api/blue"]
     assert second.endpoints["prod/api/blue"] != first.endpoints["prod/api/blue"]
     b.resources(Generation(3, (api,)))  # shop is in neither of the last call's generations: dropped
     assert b.resources(one).clusters["prod/shop/stable"] is not first.clusters["prod/shop/stable"]
-    assert _unpacked(b.resources(None)) == envoy.resources(None)
+    assert _unpacked(b.resources(None)) == snapshot.resources(None)
 
 
 @pytest.mark.parametrize(
@@ -238,13 +183,13 @@ def test_serving_keeps_draining_clusters_with_the_new_routes() -> None:
         {"violet": [Endpoint("10.2.0.1", 80)]},
     )
     new = Generation(8, (new_split,))
-    s = envoy.serving(new, [old])
+    s = snapshot.serving(new, [old])
     assert set(s.clusters) == set(s.endpoints) == set(old.clusters()) | {"prod/api/violet"}
-    assert s.routes == envoy.resources(new).routes
-    assert envoy.serving(new) == envoy.resources(new)
+    assert s.routes == snapshot.resources(new).routes
+    assert snapshot.serving(new) == snapshot.resources(new)
     # The transition from `new` to a third generation keeps what is still draining.
     third = Generation(9, (old.splits[0],))
-    assert set(envoy.transition(new, third, [old]).clusters) == set(s.clusters)
+    assert set(snapshot.transition(new, third, [old]).clusters) == set(s.clusters)
 
 
 def _fallback_cookie_regex() -> str:
@@ -302,7 +247,7 @@ def test_fallback_routes_disclose_whether_affinity_decided() -> None:
 
 
 def test_every_backend_cluster_ejects_dead_endpoints_and_every_route_retries_unsent_requests() -> None:
-    res = envoy.resources(sample_generation())
+    res = snapshot.resources(sample_generation())
     for c in res.clusters.values():
         od = c.outlier_detection
         assert od.consecutive_gateway_failure.value == envoy.GATEWAY_FAILURES_TO_EJECT
@@ -362,7 +307,7 @@ def test_a_split_carried_on_unchanged_keeps_its_virtual_host_and_discloses_its_f
     assert shop is not None
     held = generation_from_proto(generation_to_proto(one, first={s.key: 1 for s in one.splits}))
     new = generation_from_proto(generation_to_proto(Generation(2, (shop, api)), first={shop.key: 1, api.key: 2}))
-    b = envoy.ResourceBuilder()
+    b = snapshot.ResourceBuilder()
     b.resources(held)
     built: list[str] = []
     real = envoy.virtual_host
@@ -377,7 +322,7 @@ def test_a_split_carried_on_unchanged_keeps_its_virtual_host_and_discloses_its_f
     assert built == ["prod/api@2"]  # shop's virtual host is the one generation 1 built
     routes = _unpacked(res).routes
     assert routes is not None
-    assert routes == envoy.resources(new).routes
+    assert routes == snapshot.resources(new).routes
     fallback = {
         vh.name: [
             r.metadata.filter_metadata["trafficsplit"]["generation"] for r in vh.routes if r.metadata.filter_metadata

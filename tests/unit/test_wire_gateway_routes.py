@@ -25,7 +25,7 @@ from trafficsplit.core.model.matches import PathType, RouteMatch
 from trafficsplit.core.model.routes import RuleKey
 from trafficsplit.core.model.rules import Endpoint
 from trafficsplit.core.model.timeouts import RuleTimeouts
-from trafficsplit.wire import envoy
+from trafficsplit.wire import envoy, snapshot
 from trafficsplit.wire.bootstrap import Address, BootstrapOptions, GatewayListener, bootstrap
 from trafficsplit.wire.gateway_routes import (
     _prefix_rewrite,
@@ -80,7 +80,7 @@ def test_one_route_configuration_per_port_with_its_hosts_and_a_404_everywhere_el
         assert last.match.prefix == "/"
     assert [r.name for r in vhost(gen, 80, "b.example.com").routes] == ["no-route"]
     # Every route configuration routes through Envoy's RDS: the resources carry them beside the splits' one.
-    res = envoy.resources(gen)
+    res = snapshot.resources(gen)
     assert res.routes is not None and set(res.routes) == {envoy.ROUTE_CONFIG_NAME, *configs}
 
 
@@ -331,8 +331,8 @@ def test_route_match_prefix_semantics_are_segment_wise() -> None:
 
 def test_the_packed_builder_gives_the_plain_configurations() -> None:
     gen = generation(FILTERED)
-    packed = envoy.ResourceBuilder().resources(gen)
-    plain = envoy.resources(gen)
+    packed = snapshot.ResourceBuilder().resources(gen)
+    plain = snapshot.resources(gen)
     assert packed.routes is not None and plain.routes is not None and set(packed.routes) == set(plain.routes)
     for name, msg in plain.routes.items():
         got = route_pb2.RouteConfiguration()
@@ -423,10 +423,10 @@ def test_timeouts_retry_and_mirrors_are_native_on_every_route_of_the_rule() -> N
 
 def test_a_mirrors_cluster_is_in_the_generations_resources_once_as_an_eds_cluster() -> None:
     gen = generation(TIMED)
-    plain = envoy.resources(gen)
+    plain = snapshot.resources(gen)
     assert {"mirror:ns/b:80", "mirror:ns/c:80"} <= set(plain.clusters)
     assert plain.clusters["mirror:ns/c:80"].type == plain.clusters["ns/t.rule-0/a"].type  # EDS, as a backend's
-    packed = envoy.ResourceBuilder().resources(gen)
+    packed = snapshot.ResourceBuilder().resources(gen)
     for name in ("mirror:ns/b:80", "mirror:ns/c:80"):
         assert packed.clusters[name] == _packed(plain.clusters[name])
         assert packed.endpoints[name] == _packed(plain.endpoints[name])

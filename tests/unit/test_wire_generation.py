@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_wire_envoy import sample_generation
+from tests.unit.wire_golden import sample_generation
 from trafficsplit.core.control.compiler import assemble_generation, compile_split
 from trafficsplit.core.control.spec import parse_split
 from trafficsplit.core.model.compiled import CompiledSplit, Endpoint

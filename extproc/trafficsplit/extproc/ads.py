@@ -33,7 +33,8 @@ from google.protobuf import any_pb2
 from google.protobuf.message import Message
 
 from trafficsplit.extproc.metrics import Metrics
-from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE, SECRET_TYPE, Messages, Packed
+from trafficsplit.wire.envoy import CLUSTER_TYPE, ENDPOINT_TYPE, ROUTE_TYPE, SECRET_TYPE
+from trafficsplit.wire.snapshot import Messages, Packed
 
 log = logging.getLogger(__name__)
 

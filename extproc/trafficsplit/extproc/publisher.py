@@ -46,8 +46,9 @@ from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
-from trafficsplit.wire.envoy import ROUTE_TYPE, ResourceBuilder
+from trafficsplit.wire.envoy import ROUTE_TYPE
 from trafficsplit.wire.generation import generation_from_proto, split_index
+from trafficsplit.wire.snapshot import ResourceBuilder
 
 log = logging.getLogger(__name__)
 _REPLY_MARGIN = 0.5  # seconds of the caller's deadline kept for the reply to reach it

@@ -169,9 +169,12 @@ class StatusWriter:
             outcome = desired.outcomes.get(obj.key)
             if outcome is None:
                 continue
-            result = compute_status(obj, outcome, view, now)
-            events = tuple(e for e in result.events if self._posting(obj, e) not in self._posted)
             written = self._written.get(obj.key)
+            # Until the watch brings our write back, the object holds the status before it: what we wrote is the
+            # newer, so transitions are timed against it (else a pass a second later restamps and rewrites them).
+            ours = written[1] if written is not None and written[0] == obj.uid else None
+            result = compute_status(obj, outcome, view, now, ours)
+            events = tuple(e for e in result.events if self._posting(obj, e) not in self._posted)
             again = result.status == SplitStatus.from_dict(obj.status) or written == (obj.uid, result.status)
             if again and not events:
                 continue
@@ -187,6 +190,10 @@ class StatusWriter:
             del self._written[gone]
         uids = {o.uid for o in objects}
         self._posted = {p for p in self._posted if p.uid in uids}
+
+    def forget(self) -> None:
+        """What this writer wrote is no longer the newest (another leader may have written since)."""
+        self._written.clear()
 
     @staticmethod
     def _posting(obj: SplitObject, event: EventIntent) -> PostedEvent:
@@ -214,7 +221,7 @@ class Engine:
         self._last_good: dict[str, CompiledSplit] = {}
         self._held = HeldForms()
         self._memo = CompileMemo()  # a pass recompiles only the splits whose spec, endpoints or table changed
-        self.metrics = fleet.metrics
+        self.metrics = fleet.metrics.operator  # the chart's fleet's registry: every fleet's series are in it
         self._status = StatusWriter(status_sink, self._status_failed) if status_sink is not None else None
         self._replicas: tuple[Replica, ...] | None = None
         self._dirty = asyncio.Event()
@@ -280,6 +287,8 @@ class Engine:
         # replicas hold (another leader may have published meanwhile).
         self._publishing = Publishing(number=max(self._publishing.number, floor))
         self.numbering.took(self._publishing.number)
+        if self._status is not None:
+            self._status.forget()
         self.leader = True
         log.info("leading: numbering continues above %d", self._publishing.number)
         self.poke()
@@ -368,13 +377,16 @@ class Engine:
             if self._seed(desired):
                 desired = self.compile()
             self._publish(desired)
-        self._export_state()
-        if self._status is not None:
-            await self._status.write(self.store.splits.values(), desired, self.view(), now_rfc3339())
-        if self.gateways is not None:
-            await self.gateways.read_certificates()
-            translation = self.gateways.translate(self.store.services, self.store.slices)
-            await self.gateways.run_pass(translation, self.store.slices, self.numbering, now_rfc3339())
+        try:
+            if self._status is not None:
+                await self._status.write(self.store.splits.values(), desired, self.view(), now_rfc3339())
+            if self.gateways is not None:
+                await self.gateways.read_certificates()
+                translation = self.gateways.translate(self.store.services, self.store.slices)
+                await self.gateways.run_pass(translation, self.store.slices, self.numbering, now_rfc3339())
+        finally:
+            # After the Gateways' pass, so a Gateway deleted in it has no series from now on; even when it raised.
+            self._export_state()
 
     def _export_state(self) -> None:
         """The metrics' view of this pass (every acknowledgement change pokes a pass, so it stays current)."""
@@ -387,6 +399,7 @@ class Engine:
                 refused_splits=sum(len(v) for v in self.fleet.refusals().values()),
                 held_back=len(published.held_back),
                 backends=backend_states(published.content.splits if published.content is not None else ()),
+                gateways=self.gateways.fleet_states() if self.gateways is not None else (),
             )
         )
 

@@ -30,7 +30,7 @@ from trafficsplit.core.control.status import ReplicaAck
 from trafficsplit.core.decide.sessions import BackendSessions, sum_replicas
 from trafficsplit.core.model.capabilities import Capabilities, SplitRefusal
 from trafficsplit.operator.cluster import Replica
-from trafficsplit.operator.metrics import OperatorMetrics
+from trafficsplit.operator.metrics import FleetMetrics, OperatorMetrics
 from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient, read_token
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import capabilities_from_proto, refusals_from_proto
@@ -274,7 +274,7 @@ class Fleet:
         changed: Callable[[], None],
         tls: ClientTlsFiles | None = None,
         rng: random.Random | None = None,
-        metrics: OperatorMetrics | None = None,
+        metrics: FleetMetrics | None = None,
     ) -> None:
         self.token_file = token_file
         # A token of this fleet's replicas alone (a GatewayNamespace data plane's, set by the Gateway plane), sent
@@ -285,7 +285,7 @@ class Fleet:
         self.poll_interval = poll_interval
         self._changed = changed
         self.rng = rng or random.Random()  # backoff jitter
-        self.metrics = metrics or OperatorMetrics(gateway="")
+        self.metrics = metrics or OperatorMetrics(gateway="").chart  # its counters, under its `gateway` label
         self.target_at = 0.0  # event-loop time the current target was set (publish lag)
         self._target: pb.Generation | None = None
         self._floor = 0  # the highest number any replica ever reported holding

@@ -1,8 +1,10 @@
 """Gateway API in the operator: the watched objects kept parsed, one `Fleet` per Gateway of our class, and the
 Gateway API status written after the replicas ACK.
 
-Each pass (the engine's, so one debounce and one store serve both APIs) translates the whole store with the pure
-core (`gatewayapi.translate.translate`), then, per Gateway of our class:
+Each pass (the engine's, so one debounce and one store serve both APIs) translates the store with the pure core
+(`gatewayapi.translate.translate`) one Gateway at a time, through the plane's `TranslationMemo`: a Gateway whose
+inputs (its Gateway and class, its routes and what they name) did not change is not translated again, so one tenant's
+routes never slow another Gateway's change. Then, per Gateway of our class:
 
 - its replicas are the endpoints of its publish Service (`dataplane_names.names_for`, port `publish`) in the
   operator's namespace or in the Gateway's own, as its class places it (GatewayParameters `placement`); a Gateway
@@ -33,7 +35,6 @@ from typing import Any, ClassVar, Protocol
 
 from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo, slices_by_service
 from trafficsplit.core.control.status import EventIntent
-from trafficsplit.core.gatewayapi.actions import ActionMemo
 from trafficsplit.core.gatewayapi.caps import over_caps
 from trafficsplit.core.gatewayapi.conditions import (
     AncestorStatus,
@@ -75,7 +76,7 @@ from trafficsplit.core.gatewayapi.tables import (
     rebuilt_rule_message,
     route_served_before,
 )
-from trafficsplit.core.gatewayapi.translate import Inputs, Translation, gateway_content, translate
+from trafficsplit.core.gatewayapi.translate import Inputs, Translation, TranslationMemo, gateway_content, translate
 from trafficsplit.core.model.assignment import SlotTable
 from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.errors import SpecError
@@ -87,11 +88,14 @@ from trafficsplit.operator.certificates import CertificateReader, CertificateTim
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, names_for
 from trafficsplit.operator.fleet import Backoff, Fleet, Numbering
+from trafficsplit.operator.metrics import FleetState, backend_states, gateway_label
 from trafficsplit.operator.provision import ProvisionError
 from trafficsplit.operator.store import Key, Parse, Refused, WatchStore, object_key
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 log = logging.getLogger("trafficsplit.operator.gateways")
+
+CLOSE_WAIT_SECONDS = 30.0  # how long a deleted Gateway's close waits for its ensure in flight
 
 GATEWAY_KINDS = (
     "gatewayclass",
@@ -330,7 +334,7 @@ class GatewayPlane:
     def __init__(
         self,
         settings: GatewaySettings,
-        make_fleet: Callable[[], Fleet],
+        make_fleet: Callable[[str], Fleet],
         poke: Callable[[], None],
         *,
         content_for: ContentFor = gateway_content,
@@ -358,7 +362,9 @@ class GatewayPlane:
         self._written: dict[tuple[str, Key], tuple[str, Mapping[str, Any]]] = {}
         self._cleaned = False
         self.translation: Translation | None = None
-        self._memo = ActionMemo()  # one patched route among 1,000 builds one rule's split
+        # Each Gateway's translation by the inputs it read: a change on one Gateway translates that Gateway alone, and
+        # one patched route among 1,000 builds one rule's split.
+        self.memo = TranslationMemo()
         self.referenced: frozenset[Key] = frozenset()  # Services the routes name, and the publish Services
         # `assignment: minimal` rules' slot tables as this leadership published them (split key → table): each weight
         # change advances the table last published. A rule this leadership has not published yet continues the table
@@ -369,6 +375,24 @@ class GatewayPlane:
         self._refusals_said: dict[tuple[str, Key], int] = {}  # the refused generation each Refused Event was for
         self._rng = random.Random()  # provisioning backoff jitter
         self._over_caps: dict[Key, str] = {}  # Gateways their class's caps refuse → why (this pass's)
+
+    def fleet_states(self) -> tuple[tuple[str, FleetState], ...]:
+        """Each Gateway's fleet as the operator's metrics report it, by `gateway` label (metrics.gateway_label): the
+        number its replicas should hold, their ACKs, the rules they refused alone, the backends it published. Nothing
+        is held back per split here: a Gateway's content is translated whole, and one that cannot be numbered keeps
+        what its replicas hold while its status says why."""
+        return tuple(
+            (
+                gateway_label(*key),
+                FleetState(
+                    generation=p.number,
+                    acks=p.fleet.acks(),
+                    refused_splits=sum(len(v) for v in p.fleet.refusals().values()),
+                    backends=backend_states(p.content.splits if p.content is not None else ()),
+                ),
+            )
+            for key, p in sorted(self._gateways.items())
+        )
 
     def fleet(self, key: Key) -> Fleet | None:
         p = self._gateways.get(key)
@@ -439,7 +463,7 @@ class GatewayPlane:
                 # else the one the Gateway's replicas hold: docs/gateway-api.md "Policy")
                 tables=self._tables(),
             ),
-            self._memo,
+            self.memo,
         )
         self.translation = t
         refs = {(r.namespace, r.name) for route in s.routes.values() for rule in route.rules for r in rule.backend_refs}
@@ -530,7 +554,7 @@ class GatewayPlane:
             p = self._gateways.get(key)
             if p is None:
                 p = self._gateways[key] = GatewayPublishing(
-                    fleet=self._make_fleet(), created=loop.time(), uid=self._uid(key)
+                    fleet=self._make_fleet(gateway_label(*key)), created=loop.time(), uid=self._uid(key)
                 )
                 loop.call_later(self.settings.probe_timeout, self._poke)
             self._guard_token(key, p)
@@ -608,7 +632,9 @@ class GatewayPlane:
 
     def _provision(self, key: Key, p: GatewayPublishing, t: Translation) -> None:
         """Ensure the Gateway's data plane when the Gateway or its class's parameters changed; a class refused
-        (InvalidParameters: no parameters) provisions nothing new, and what exists keeps running."""
+        (InvalidParameters: no parameters) provisions nothing new, and what exists keeps running. Its Gateways say
+        so: the translation makes them `Accepted: False, InvalidParameters` and `Programmed: False, Invalid`, naming
+        the class's refusal (core `classes.refused_by_class`), until the parameters are fixed and ensured here."""
         gw = self.store.gateways.get(key)
         if self._provisioner is None or gw is None or p.provisioning is not None:
             return
@@ -685,12 +711,16 @@ class GatewayPlane:
         p = self._gateways.pop(key)
         log.info("Gateway %s/%s gone: its fleet is closed", *key)
         if p.provisioning is not None:
-            # Waited for, not cancelled: the ensure runs in a thread a cancel does not stop, and it would go on
-            # applying objects after the removal below (a Gateway admitted by its caps and deleted at once left its
-            # last objects behind). An ensure is a bounded run of API calls.
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await p.provisioning
+            # Waited for (bounded), not cancelled: the ensure runs in a thread a cancel does not stop, and it would
+            # go on applying objects after the removal below (a Gateway admitted by its caps and deleted at once left
+            # its last objects behind). Past the bound (an API server that does not answer) the pass goes on: a late
+            # object is the next removal's (another Gateway's close, or the next leadership's sweep).
+            _, pending = await asyncio.wait({p.provisioning}, timeout=CLOSE_WAIT_SECONDS)
+            if pending:
+                log.warning("Gateway %s/%s: its data plane's ensure still runs after %ss", *key, CLOSE_WAIT_SECONDS)
+                p.provisioning.cancel()
         await p.fleet.close()
+        p.fleet.metrics.remove()  # its series go with it: one `gateway` label per Gateway that exists
         if self._provisioner is not None:
             with _logged(f"removing the data plane of Gateway {key[0]}/{key[1]}"):
                 await self._provisioner.remove_absent(live)
@@ -702,6 +732,9 @@ class GatewayPlane:
             if p.provisioning is not None:
                 p.provisioning.cancel()
             await p.fleet.close()
+            # A standby counts nothing for a fleet, and a Gateway deleted before this process leads again must not
+            # leave series behind; the next leadership's fleet counts from 0 (a counter reset to Prometheus).
+            p.fleet.metrics.remove()
         self._cleaned = False
         self._written.clear()
         if self._certificates is not None:

@@ -59,11 +59,12 @@ def _engine(
             engine.poke()
 
     metrics = OperatorMetrics(cfg.gateway_label)
-    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls, metrics=metrics)
+    fleet = Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls, metrics=metrics.chart)
 
-    def make_fleet() -> Fleet:
-        # A Gateway's fleet: the operator's metrics describe the chart's gateway only.
-        return Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls)
+    def make_fleet(label: str) -> Fleet:
+        # A Gateway's fleet: the same series as the chart gateway's, under the Gateway's own `gateway` label.
+        m = metrics.for_fleet(label)
+        return Fleet(cfg.token_file, cfg.publish_timeout, cfg.poll_interval, changed, tls=cfg.tls, metrics=m)
 
     gateways = (
         GatewayPlane(

@@ -5,12 +5,17 @@ Events (a pass's compile time, a Publish call, an error) are counted where they 
 `OperatorState` the engine swaps in after every pass, read at scrape time: the scrape runs on the metrics server's
 thread, so it must never iterate the engine's live dicts.
 
-Labels stay bounded: `gateway` (the dataplane fleet this operator publishes to), `result` and `reason` from fixed
-sets, and `split`/`backend` from the TrafficSplits themselves; never a replica address or a session key.
+Every fleet the operator publishes to reports the same series under its own `gateway` label: the chart gateway's
+(`OperatorMetrics.gateway`: its publish Service, `static` or `none`) and each provisioned Gateway's
+(`gateway_label`: `Gateway/NAMESPACE/NAME`, which cannot equal the chart's `NAMESPACE/SERVICE`). Labels stay bounded:
+one `gateway` per fleet this process holds (a deleted Gateway's series are removed with its fleet, `FleetMetrics.
+remove`), `result` and `reason` from fixed sets, and `split`/`backend` from the TrafficSplits and HTTPRoute rules the
+fleets serve; never a replica address or a session key.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -41,11 +46,17 @@ class BackendState:
     endpoints: int  # ready endpoints the published form carries
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OperatorState:
-    """What the operator holds after a pass; replaced whole, never mutated."""
+def gateway_label(namespace: str, name: str) -> str:
+    """A provisioned Gateway's `gateway` label. Three segments, so never the chart gateway's two
+    (`NAMESPACE/SERVICE`): a Gateway named like the chart's publish Service still has series of its own."""
+    return f"Gateway/{namespace}/{name}"
 
-    leader: bool = False
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetState:
+    """What one fleet holds after a pass: the number its replicas should hold, their acknowledgements, what they
+    refused, and the backends of what was published."""
+
     generation: int = 0  # the number the fleet should hold (0: nothing published yet)
     acks: tuple[ReplicaAck, ...] = ()
     refused_splits: int = 0  # (split, replica) pairs a replica refused alone from the generation it holds
@@ -59,6 +70,15 @@ class OperatorState:
     @property
     def behind(self) -> int:
         return len(self.acks) - self.serving
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperatorState(FleetState):
+    """What the operator holds after a pass; replaced whole, never mutated. Its own fields are the chart gateway's
+    fleet; `gateways` each provisioned Gateway's, by `gateway` label."""
+
+    leader: bool = False
+    gateways: tuple[tuple[str, FleetState], ...] = ()
 
 
 def backend_states(splits: tuple[CompiledSplit, ...]) -> tuple[BackendState, ...]:
@@ -75,6 +95,44 @@ def backend_states(splits: tuple[CompiledSplit, ...]) -> tuple[BackendState, ...
                 )
             )
     return tuple(out)
+
+
+class FleetMetrics:
+    """What one fleet counts (Publish results and times, lag, refusals), under its `gateway` label; every `result`
+    present at 0 from the start. `remove` drops the label's series: the fleet is closed for good (its Gateway
+    deleted) or this process stopped leading, so the label set follows the Gateways that exist."""
+
+    __slots__ = ("gateway", "operator")
+
+    def __init__(self, operator: OperatorMetrics, gateway: str) -> None:
+        self.operator = operator
+        self.gateway = gateway
+        for result in PUBLISH_RESULTS:
+            operator.publish_seconds.labels(gateway, result)
+        operator.publish_lag_seconds.labels(gateway)
+        operator.refusals.labels(gateway)
+
+    def observe_publish(self, result: str, seconds: float) -> None:
+        self.operator.publish_seconds.labels(self.gateway, result).observe(seconds)
+        if result == "invalid":
+            self.operator.refusals.labels(self.gateway).inc()
+        elif result == "unreachable":
+            self.operator.errors.labels("replica_unreachable").inc()
+
+    def observe_lag(self, seconds: float) -> None:
+        self.operator.publish_lag_seconds.labels(self.gateway).observe(seconds)
+
+    def error(self, reason: str) -> None:
+        self.operator.error(reason)
+
+    def remove(self) -> None:
+        o = self.operator
+        for result in PUBLISH_RESULTS:
+            with contextlib.suppress(KeyError):
+                o.publish_seconds.remove(self.gateway, result)
+        for metric in (o.publish_lag_seconds, o.refusals):
+            with contextlib.suppress(KeyError):
+                metric.remove(self.gateway)
 
 
 class OperatorMetrics:
@@ -118,12 +176,15 @@ class OperatorMetrics:
         )
         for reason in ERROR_REASONS:
             self.errors.labels(reason)
-        for result in PUBLISH_RESULTS:
-            self.publish_seconds.labels(gateway, result)
-        self.publish_lag_seconds.labels(gateway)
-        self.refusals.labels(gateway)
+        self.chart = FleetMetrics(self, gateway)  # the chart gateway's fleet (or `static`, `none`)
         self._state = OperatorState()
         r.register(_StateCollector(self))
+
+    def for_fleet(self, gateway: str) -> FleetMetrics:
+        """A provisioned Gateway's fleet's counters, under `gateway` (`gateway_label`)."""
+        if gateway == self.gateway:
+            raise ValueError(f"gateway label {gateway!r} is the chart gateway's")
+        return FleetMetrics(self, gateway)
 
     @property
     def state(self) -> OperatorState:
@@ -132,16 +193,6 @@ class OperatorMetrics:
     def set_state(self, state: OperatorState) -> None:
         """One reference swap: a scrape reads either the old state or the new one, never a mix."""
         self._state = state
-
-    def observe_publish(self, result: str, seconds: float) -> None:
-        self.publish_seconds.labels(self.gateway, result).observe(seconds)
-        if result == "invalid":
-            self.refusals.labels(self.gateway).inc()
-        elif result == "unreachable":
-            self.errors.labels("replica_unreachable").inc()
-
-    def observe_lag(self, seconds: float) -> None:
-        self.publish_lag_seconds.labels(self.gateway).observe(seconds)
 
     def error(self, reason: str) -> None:
         if reason not in ERROR_REASONS:
@@ -156,7 +207,6 @@ class _StateCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         m = self._metrics
         s = m.state
-        g = [m.gateway]
         p = "trafficsplit_operator_"
         leader = GaugeMetricFamily(p + "leader", "1 while this operator leads (publishes and writes status)")
         leader.add_metric([], 1.0 if s.leader else 0.0)
@@ -183,21 +233,23 @@ class _StateCollector(Collector):
         )
         weight = GaugeMetricFamily(
             p + "backend_weight_share",
-            "The backend's weight over its split's total in the published generation (0..1)",
-            labels=["split", "backend"],
+            "The backend's weight over its split's total in the generation published to the gateway (0..1)",
+            labels=["gateway", "split", "backend"],
         )
         endpoints = GaugeMetricFamily(
             p + "backend_endpoints",
-            "Ready endpoints of the backend in the published generation",
-            labels=["split", "backend"],
+            "Ready endpoints of the backend in the generation published to the gateway",
+            labels=["gateway", "split", "backend"],
         )
-        if s.leader:  # a standby publishes nothing: only the leader speaks for the fleet
-            generation.add_metric(g, s.generation)
-            serving.add_metric(g, s.serving)
-            behind.add_metric(g, s.behind)
-            refused.add_metric(g, s.refused_splits)
-            held_back.add_metric(g, s.held_back)
-            for b in s.backends:
-                weight.add_metric([b.split, b.backend], b.weight_share)
-                endpoints.add_metric([b.split, b.backend], b.endpoints)
+        if s.leader:  # a standby publishes nothing: only the leader speaks for the fleets
+            for label, f in ((m.gateway, s), *s.gateways):
+                g = [label]
+                generation.add_metric(g, f.generation)
+                serving.add_metric(g, f.serving)
+                behind.add_metric(g, f.behind)
+                refused.add_metric(g, f.refused_splits)
+                held_back.add_metric(g, f.held_back)
+                for b in f.backends:
+                    weight.add_metric([label, b.split, b.backend], b.weight_share)
+                    endpoints.add_metric([label, b.split, b.backend], b.endpoints)
         yield from (leader, generation, serving, behind, refused, held_back, weight, endpoints)

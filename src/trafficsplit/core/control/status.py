@@ -382,9 +382,13 @@ def _previous_weights(status: SplitStatus) -> Weights | None:
         return None
 
 
-def compute_status(obj: SplitObject, outcome: Outcome, view: PublishView, now: str) -> StatusResult:
-    """The full status for one split, and the Events this pass should post (each only on a change)."""
-    prev = SplitStatus.from_dict(obj.status or {})
+def compute_status(
+    obj: SplitObject, outcome: Outcome, view: PublishView, now: str, prev: SplitStatus | None = None
+) -> StatusResult:
+    """The full status for one split, and the Events this pass should post (each only on a change). `prev`: the
+    status the object holds, when newer than `obj.status` (the writer's own last write, not yet echoed back)."""
+    if prev is None:
+        prev = SplitStatus.from_dict(obj.status or {})
     gen = obj.generation
     published = published_condition(outcome, view)
     conditions: tuple[Condition, ...] = (

@@ -3,9 +3,9 @@ Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-from trafficsplit.core.gatewayapi.conditions import ClassStatus, cond
+from trafficsplit.core.gatewayapi.conditions import ClassStatus, GatewayReason, cond
 from trafficsplit.core.gatewayapi.objects import GatewayClass
 from trafficsplit.core.gatewayapi.parameters import (
     DEFAULT_PARAMETERS,
@@ -53,3 +53,31 @@ def class_statuses(
         if c.ours
         for resolved, accepted in [class_parameters(c, available)]
     )
+
+
+def class_refusals(classes: Iterable[ClassStatus]) -> dict[str, str]:
+    """Class name → why it is not accepted (its `Accepted` message), for every class of ours without parameters."""
+    return {
+        c.name: next((x.message for x in c.conditions if x.type == "Accepted"), "")
+        for c in classes
+        if c.parameters is None
+    }
+
+
+def refused_by_class(
+    conditions: Sequence[Condition], class_name: str, why: str, generation: int, *, accepted: bool
+) -> tuple[Condition, ...]:
+    """A Gateway's (`accepted`: its own `Accepted` too) or a listener's conditions when its class is not accepted:
+    no data plane is provisioned from a class the operator refuses, so the Gateway as it is now is not what runs.
+    `Accepted: False, InvalidParameters` (the Gateway API's reason for parameters that are missing, of an
+    unsupported kind or malformed) and `Programmed: False, Invalid`, each naming the class and its refusal, at the
+    Gateway's `generation`; every other condition as it is."""
+    message = f"GatewayClass {class_name} is not accepted, no data plane is provisioned from it: {why}"
+    out: list[Condition] = []
+    for c in conditions:
+        if c.type == "Accepted" and accepted:
+            c = cond("Accepted", False, GatewayReason.INVALID_PARAMETERS, message, generation)
+        elif c.type == "Programmed":
+            c = cond("Programmed", False, GatewayReason.INVALID, message, generation)
+        out.append(c)
+    return tuple(out)

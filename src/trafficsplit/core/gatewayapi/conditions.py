@@ -56,6 +56,8 @@ class GatewayReason(StrEnum):
     LISTENERS_NOT_VALID = "ListenersNotValid"
     UNSUPPORTED_ADDRESS = "UnsupportedAddress"
     UNSUPPORTED_VALUE = "UnsupportedValue"
+    # Accepted: the Gateway's class names parameters the operator refuses (missing, another kind, a refused body)
+    INVALID_PARAMETERS = "InvalidParameters"
     PENDING = "Pending"
     INVALID = "Invalid"  # Programmed: the Gateway's current configuration cannot be served (a bound of the model)
     # Programmed: an object of the name the Gateway's data plane would have belongs to another Gateway (or to none)

@@ -29,11 +29,11 @@ exact or `*.` host fits.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
-from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo
 from trafficsplit.core.gatewayapi.actions import ActionMemo
 from trafficsplit.core.gatewayapi.attachment import Attachment, attach
 from trafficsplit.core.gatewayapi.backends import (
@@ -44,7 +44,7 @@ from trafficsplit.core.gatewayapi.backends import (
     resolve_refs,
     target_endpoints,
 )
-from trafficsplit.core.gatewayapi.classes import class_statuses
+from trafficsplit.core.gatewayapi.classes import class_refusals, class_statuses, refused_by_class
 from trafficsplit.core.gatewayapi.conditions import (
     ClassStatus,
     GatewayStatus,
@@ -56,14 +56,14 @@ from trafficsplit.core.gatewayapi.conditions import (
     cond,
 )
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef, RouteRule
+from trafficsplit.core.gatewayapi.inputs import Inputs as Inputs
+from trafficsplit.core.gatewayapi.inputs import gateway_inputs, our_gateways
 from trafficsplit.core.gatewayapi.listeners import ListenerView, gateway_acceptance, listener_views
-from trafficsplit.core.gatewayapi.objects import Gateway, GatewayClass, Namespace, ReferenceGrant
-from trafficsplit.core.gatewayapi.parameters import GatewayParameters
-from trafficsplit.core.gatewayapi.policy import Policy, Resolution, resolve
+from trafficsplit.core.gatewayapi.objects import Gateway
+from trafficsplit.core.gatewayapi.policy import Resolution, resolve
 from trafficsplit.core.gatewayapi.policy_rules import Build, policy_statuses, with_policies
 from trafficsplit.core.gatewayapi.precedence import precedence, taken_matches
 from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP
-from trafficsplit.core.model.assignment import SlotTable
 from trafficsplit.core.model.condition import Condition
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import GenerationContent
@@ -78,26 +78,6 @@ from trafficsplit.core.model.routes import (
     VirtualHost,
 )
 from trafficsplit.core.model.rules import Endpoint
-from trafficsplit.core.model.tls import TlsSecret
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Inputs:
-    classes: tuple[GatewayClass, ...] = ()
-    gateways: tuple[Gateway, ...] = ()
-    routes: tuple[HTTPRoute, ...] = ()
-    grants: tuple[ReferenceGrant, ...] = ()
-    namespaces: tuple[Namespace, ...] = ()
-    services: Mapping[tuple[str, str], ServiceInfo] | None = None
-    slices: Mapping[tuple[str, str], Sequence[SliceInfo]] | None = None
-    # GatewayParameters by name: the parsed value, or why its body was refused (SpecError's message).
-    parameters: Mapping[str, GatewayParameters | str] | None = None
-    # The Secrets HTTPS listeners name, by (namespace, name): read by the shell, parsed by parse_tls_secret.
-    secrets: Mapping[tuple[str, str], TlsSecret] | None = None
-    # TrafficSplitPolicies (core/gatewayapi/policy.py) and, for rules under `assignment: minimal`, the slot table each
-    # rule's split had (by split key), which the new weights advance; None builds one from the weights alone.
-    policies: tuple[Policy, ...] = ()
-    tables: Mapping[str, SlotTable] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,12 +123,65 @@ class _Pass:
     route_gateways: dict[str, tuple[ParentRef, ...]] = field(default_factory=dict)  # route → our Gateways
 
 
-def translate(inputs: Inputs, memo: ActionMemo | None = None) -> Translation:
-    """The model and the status for everything attached to our Gateways (see the module docstring). `memo`: the
-    operator's, so that rules whose inputs did not change are not built again."""
-    memo = memo if memo is not None else ActionMemo()
-    ours = {c.meta.name for c in inputs.classes if c.ours}
-    gateways = {g.meta.key: g for g in inputs.gateways if g.class_name in ours}
+class TranslationMemo:
+    """Each Gateway's part of the last translation by the inputs it read (`inputs.gateway_inputs`), with the rule
+    memo of its own (`ActionMemo`): a translation translates only the Gateways whose inputs changed, so a weight
+    flip on one Gateway never translates another's routes, and within the Gateway only the changed rules are built.
+    The operator owns one; a Gateway gone is forgotten at the next translation (bounded by the Gateways there are).
+    `translated` counts the translations of each Gateway, for the tests and the log."""
+
+    __slots__ = ("_parts", "translated")
+
+    def __init__(self) -> None:
+        self._parts: dict[str, tuple[Inputs, _Part, ActionMemo]] = {}
+        self.translated: Counter[str] = Counter()
+
+    def parts(self, scoped: Mapping[str, Inputs]) -> list[_Part]:
+        """The part of each Gateway of `scoped` (its key → the inputs it reads), translated again only when those
+        changed."""
+        for gone in [k for k in self._parts if k not in scoped]:
+            del self._parts[gone]
+        out: list[_Part] = []
+        for key, inputs in scoped.items():
+            held = self._parts.get(key)
+            if held is not None and held[0] == inputs:
+                out.append(held[1])
+                continue
+            actions = held[2] if held is not None else ActionMemo()
+            part = _translate_pass(inputs, actions)
+            self.translated[key] += 1
+            self._parts[key] = (inputs, part, actions)
+            out.append(part)
+        return out
+
+
+def translate(inputs: Inputs, memo: TranslationMemo | None = None) -> Translation:
+    """The model and the status for everything attached to our Gateways (see the module docstring), one Gateway at
+    a time: each Gateway's translation reads only its own inputs (`gateway_inputs`), and nothing one Gateway holds
+    changes what another's routes get (a route's matches compete only with those of the listeners it attaches to,
+    which are its Gateway's). `memo`: the operator's, so that Gateways, and rules, whose inputs did not change are not
+    translated again."""
+    memo = memo if memo is not None else TranslationMemo()
+    return _assemble(inputs, memo.parts(gateway_inputs(inputs)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Part:
+    """What one pass over some Gateways (`_translate_pass`) yields: their listeners' tables, the actions of the routes
+    attached there, the routes' parents on them, the Gateways' statuses and those refused, and the policies a rule
+    refuses (`policy_rules.with_policies`)."""
+
+    listeners: tuple[ListenerRoutes, ...]
+    actions: tuple[RuleAction, ...]
+    routes: tuple[RouteStatus, ...]
+    gateways: tuple[GatewayStatus, ...]
+    refused: Mapping[str, tuple[str, ...]]
+    invalid: Mapping[tuple[str, str], tuple[str, ...]]
+
+
+def _translate_pass(inputs: Inputs, memo: ActionMemo) -> _Part:
+    """One pass over every Gateway of `inputs`: the routes walked in precedence order (oldest first)."""
+    gateways = our_gateways(inputs)
     state = _Pass(
         inputs=inputs,
         memo=memo,
@@ -159,17 +192,78 @@ def translate(inputs: Inputs, memo: ActionMemo | None = None) -> Translation:
     )
     for route in sorted(inputs.routes, key=lambda r: (r.meta.created, r.meta.key)):
         _translate_route(state, route)
-    listeners, gateway_status, refused = _gateway_outputs(state)
+    classes = class_statuses(inputs.classes, inputs.parameters or {})
+    listeners, gateway_status, refused = _gateway_outputs(state, class_refusals(classes))
     memo.finish()
-    return Translation(
+    return _Part(
         listeners=listeners,
         actions=tuple(state.actions),
         routes=tuple(state.route_status),
         gateways=gateway_status,
-        classes=class_statuses(inputs.classes, inputs.parameters or {}),
-        policies=policy_statuses(inputs.policies, state.attachment, state.invalid, state.route_gateways),
         refused=refused,
+        invalid={k: tuple(v) for k, v in state.invalid.items()},
     )
+
+
+def _assemble(inputs: Inputs, parts: Sequence[_Part]) -> Translation:
+    """The parts (each over its own Gateways) as one translation, in the order one pass over all of them gives:
+    listeners and Gateways by Gateway, routes oldest first with their parents in the order of their parentRefs, each
+    route's actions once (a route on two Gateways is built the same on both), and the class and policy statuses of
+    the whole store."""
+    order = {r.meta.key: (r.meta.created, r.meta.key) for r in inputs.routes}
+    refs = {r.meta.key: r.parent_refs for r in inputs.routes}
+    parents: dict[str, list[ParentStatus]] = {}
+    actions: dict[str, tuple[RuleAction, ...]] = {}
+    invalid: dict[tuple[str, str], list[str]] = {}
+    for part in parts:
+        for rs in part.routes:
+            parents.setdefault(rs.route, []).extend(rs.parents)
+        by_route: dict[str, list[RuleAction]] = {}
+        for a in part.actions:
+            by_route.setdefault(a.route, []).append(a)
+        for route, got in by_route.items():
+            actions.setdefault(route, tuple(got))
+        for k, why in part.invalid.items():
+            invalid.setdefault(k, list(why))
+    routes = tuple(
+        RouteStatus(key, _in_ref_order(parents[key], refs[key])) for key in sorted(parents, key=order.__getitem__)
+    )
+    route_gateways = {
+        rs.route: tuple(
+            dict.fromkeys(
+                ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace=p.parent.namespace, name=p.parent.name)
+                for p in rs.parents
+            )
+        )
+        for rs in routes
+    }
+    # Policy standing reads only the routes the policies name.
+    named = {f"{p.meta.namespace}/{t.name}" for p in inputs.policies for t in p.targets}
+    attachment = resolve((r for r in inputs.routes if r.meta.key in named), inputs.policies)
+    return Translation(
+        listeners=tuple(lr for part in parts for lr in part.listeners),
+        actions=tuple(a for key in sorted(actions, key=order.__getitem__) for a in actions[key]),
+        routes=routes,
+        gateways=tuple(g for part in parts for g in part.gateways),
+        classes=class_statuses(inputs.classes, inputs.parameters or {}),
+        policies=policy_statuses(inputs.policies, attachment, invalid, route_gateways),
+        refused={k: v for part in parts for k, v in part.refused.items()},
+    )
+
+
+def _in_ref_order(parents: Sequence[ParentStatus], refs: Sequence[ParentRef]) -> tuple[ParentStatus, ...]:
+    """A route's parents gathered from several parts, in the order of its parentRefs (one status per ref of ours;
+    a ref written twice has its two statuses in turn)."""
+    slots: dict[ParentRef, list[int]] = {}
+    for i, ref in enumerate(refs):
+        slots.setdefault(ref, []).append(i)
+    taken: dict[ParentRef, int] = {}
+    placed: list[tuple[int, ParentStatus]] = []
+    for ps in parents:
+        n = taken.get(ps.parent, 0)
+        taken[ps.parent] = n + 1
+        placed.append((slots[ps.parent][n], ps))
+    return tuple(ps for _, ps in sorted(placed, key=lambda x: x[0]))
 
 
 def _translate_route(state: _Pass, route: HTTPRoute) -> None:
@@ -308,10 +402,12 @@ def _enter(
 
 
 def _gateway_outputs(
-    state: _Pass,
+    state: _Pass, refused_classes: Mapping[str, str]
 ) -> tuple[tuple[ListenerRoutes, ...], tuple[GatewayStatus, ...], dict[str, tuple[str, ...]]]:
     """Every serving listener's route table, every Gateway's status with its listeners', and the Gateways whose
-    tables break a bound of the model, with why (their tables are left out; the other Gateways' stand)."""
+    tables break a bound of the model, with why (their tables are left out; the other Gateways' stand). A Gateway
+    whose class is not accepted (`refused_classes`: why) is not Accepted nor Programmed (`refused_by_class`); its
+    tables are still built, so a data plane provisioned before keeps getting its routes."""
     listeners: list[ListenerRoutes] = []
     gateway_status: list[GatewayStatus] = []
     refused: dict[str, tuple[str, ...]] = {}
@@ -330,7 +426,15 @@ def _gateway_outputs(
                     refused[key] = tuple(f"listener {v.listener.name}: {p}" for p in exc.problems)
         if key not in refused:
             listeners.extend(tables)
-        gateway_status.append(GatewayStatus(key, gateway_acceptance(gw, state.views[key]), tuple(listener_status)))
+        conditions = gateway_acceptance(gw, state.views[key])
+        if (why := refused_classes.get(gw.class_name)) is not None:
+            g, name = gw.meta.generation, gw.class_name
+            conditions = refused_by_class(conditions, name, why, g, accepted=True)
+            listener_status = [
+                replace(ls, conditions=refused_by_class(ls.conditions, name, why, g, accepted=False))
+                for ls in listener_status
+            ]
+        gateway_status.append(GatewayStatus(key, conditions, tuple(listener_status)))
     return tuple(listeners), tuple(gateway_status), refused
 
 

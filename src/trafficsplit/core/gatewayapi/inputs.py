@@ -1,0 +1,101 @@
+"""What a translation reads (`Inputs`), and the part of it one Gateway's translation reads (`gateway_inputs`). Pure.
+
+A Gateway's translation depends on its own objects only: the Gateway, its class and the GatewayParameters the class
+names (a class refused for them refuses its Gateways), the HTTPRoutes with a parentRef naming it, and what those
+name: the Services (and their EndpointSlices) of their backendRefs and mirrors, the
+ReferenceGrants of the namespaces those refs and the listeners' certificateRefs point into (a grant lives beside what
+it grants), the listeners' Secrets, the Namespaces of the routes (a listener's `allowedRoutes` selector reads their
+labels), the TrafficSplitPolicies naming the routes and the rules' previous slot tables. `gateway_inputs` cuts the
+store down to exactly that, so a translation of the cut reads nothing else: the operator keeps each Gateway's
+translation by its cut (`translate.TranslationMemo`), and a change on one Gateway never translates another's routes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo
+from trafficsplit.core.gatewayapi.httproute import HTTPRoute
+from trafficsplit.core.gatewayapi.objects import Gateway, GatewayClass, Namespace, ReferenceGrant
+from trafficsplit.core.gatewayapi.parameters import GatewayParameters
+from trafficsplit.core.gatewayapi.policy import Policy
+from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP
+from trafficsplit.core.model.assignment import SlotTable
+from trafficsplit.core.model.routes import RuleKey
+from trafficsplit.core.model.tls import TlsSecret
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Inputs:
+    classes: tuple[GatewayClass, ...] = ()
+    gateways: tuple[Gateway, ...] = ()
+    routes: tuple[HTTPRoute, ...] = ()
+    grants: tuple[ReferenceGrant, ...] = ()
+    namespaces: tuple[Namespace, ...] = ()
+    services: Mapping[tuple[str, str], ServiceInfo] | None = None
+    slices: Mapping[tuple[str, str], Sequence[SliceInfo]] | None = None
+    # GatewayParameters by name: the parsed value, or why its body was refused (SpecError's message).
+    parameters: Mapping[str, GatewayParameters | str] | None = None
+    # The Secrets HTTPS listeners name, by (namespace, name): read by the shell, parsed by parse_tls_secret.
+    secrets: Mapping[tuple[str, str], TlsSecret] | None = None
+    # TrafficSplitPolicies (core/gatewayapi/policy.py) and, for rules under `assignment: minimal`, the slot table each
+    # rule's split had (by split key), which the new weights advance; None builds one from the weights alone.
+    policies: tuple[Policy, ...] = ()
+    tables: Mapping[str, SlotTable] | None = None
+
+
+def our_gateways(inputs: Inputs) -> dict[str, Gateway]:
+    """The Gateways of our classes by `namespace/name` (a later object under one name replaces an earlier one)."""
+    ours = {c.meta.name for c in inputs.classes if c.ours}
+    return {g.meta.key: g for g in inputs.gateways if g.class_name in ours}
+
+
+def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
+    """Per Gateway of ours (`namespace/name`, sorted), the inputs its translation reads (see the module docstring).
+    Of the parameters, only what its class's parametersRef names: a class refused for them refuses its Gateways."""
+    routes_of: dict[str, list[HTTPRoute]] = {}
+    for route in inputs.routes:
+        gateway_refs = (r for r in route.parent_refs if (r.group, r.kind) == (GATEWAY_GROUP, "Gateway"))
+        for key in dict.fromkeys(f"{r.namespace}/{r.name}" for r in gateway_refs):
+            routes_of.setdefault(key, []).append(route)
+    policies_of: dict[str, list[Policy]] = {}
+    for pol in inputs.policies:
+        for route_key in dict.fromkeys(f"{pol.meta.namespace}/{t.name}" for t in pol.targets):
+            policies_of.setdefault(route_key, []).append(pol)
+    services, slices = inputs.services or {}, inputs.slices or {}
+    secrets, tables = inputs.secrets or {}, inputs.tables or {}
+    out: dict[str, Inputs] = {}
+    parameters = inputs.parameters or {}
+    for key, gw in sorted(our_gateways(inputs).items()):
+        classes = tuple(c for c in inputs.classes if c.meta.name == gw.class_name)
+        named = {c.parameters_ref.name for c in classes if c.parameters_ref is not None}
+        routes = tuple(routes_of.get(key, ()))
+        refs = dict.fromkeys(
+            (ref.namespace, ref.name)
+            for route in routes
+            for rule in route.rules
+            for ref in (*rule.backend_refs, *(m.ref for m in rule.mirrors))
+        )
+        certificates = dict.fromkeys(
+            (c.namespace, c.name) for lis in gw.listeners if lis.tls is not None for c in lis.tls.certificate_refs
+        )
+        granting = {ns for ns, _ in refs} | {ns for ns, _ in certificates}
+        route_namespaces = {r.meta.namespace for r in routes}
+        route_keys = {r.meta.key for r in routes}
+        policies = {p.key for k in route_keys for p in policies_of.get(k, ())}
+        split_keys = (RuleKey(r.meta.namespace, r.meta.name, rule.index).text for r in routes for rule in r.rules)
+        out[key] = Inputs(
+            classes=classes,
+            gateways=(gw,),
+            routes=routes,
+            grants=tuple(g for g in inputs.grants if g.meta.namespace in granting),
+            namespaces=tuple(n for n in inputs.namespaces if n.name in route_namespaces),
+            services={k: services[k] for k in refs if k in services},
+            slices={k: slices[k] for k in refs if k in slices},
+            secrets={k: secrets[k] for k in certificates if k in secrets},
+            policies=tuple(p for p in inputs.policies if p.key in policies),
+            tables={k: tables[k] for k in split_keys if k in tables},
+            parameters={k: parameters[k] for k in named if k in parameters},
+        )
+    return out
