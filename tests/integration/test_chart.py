@@ -911,6 +911,46 @@ def test_gateway_api_renders_the_class_the_rbac_and_the_operators_settings(helm:
     assert annotations["checksum/dataplane"] != pod["metadata"]["annotations"]["checksum/dataplane"]
 
 
+def _settings(docs: Docs) -> Any:
+    from trafficsplit.operator.provision import parse_settings
+
+    return parse_settings(find(docs, "ConfigMap", "rel-operator-dataplane")["data"]["settings.json"])
+
+
+def test_gateway_namespace_data_planes_get_their_rbac_and_no_more(helm: Helm) -> None:
+    """gatewayAPI.dataplanes: off by default (no role for the Gateways' namespaces, ControllerNamespace); allowed,
+    a ClusterRole with the data plane's kinds and Secrets by name only (no list or watch), no ConfigMaps, bound
+    cluster-wide or in each watched namespace; the settings carry the default placement and the grant."""
+    from trafficsplit.core.gatewayapi.parameters import Placement
+
+    default = render_gateway_api(helm)
+    assert not [d for d in default if d["metadata"]["name"].endswith("-dataplanes-gateway-namespaces")]
+    s = _settings(default)
+    assert (s.placement, s.gateway_namespace_allowed) == (Placement.CONTROLLER_NAMESPACE, False)
+
+    allowed = render_gateway_api(helm, "gatewayAPI.dataplanes.allowGatewayNamespace=true")
+    rules = find(allowed, "ClusterRole", "rel-operator-dataplanes-gateway-namespaces")["rules"]
+    granted = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    assert {v for g, r, v in granted if r == "secrets"} == {"get", "create", "patch", "delete"}
+    assert not [x for x in granted if x[1] == "configmaps" or x[2] in ("watch", "update", "deletecollection")]
+    kinds = {("apps", "deployments"), ("", "services"), ("", "secrets"), ("policy", "poddisruptionbudgets"),
+             ("networking.k8s.io", "networkpolicies")}  # fmt: skip
+    assert {(g, r) for g, r, _ in granted} == kinds
+    binding = find(allowed, "ClusterRoleBinding", "rel-operator-dataplanes-gateway-namespaces")
+    assert binding["subjects"][0]["name"] == "rel-operator"
+    s = _settings(allowed)
+    assert (s.placement, s.gateway_namespace_allowed) == (Placement.CONTROLLER_NAMESPACE, True)
+
+    placed = render_gateway_api(helm, "gatewayAPI.dataplanes.placement=GatewayNamespace", "watchNamespaces={a,b}")
+    bindings = [d for d in placed if d["kind"] == "RoleBinding"
+                and d["metadata"]["name"] == "rel-operator-dataplanes-gateway-namespaces"]  # fmt: skip
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["a", "b"]
+    assert not [d for d in placed if d["kind"] == "ClusterRoleBinding"
+                and d["metadata"]["name"] == "rel-operator-dataplanes-gateway-namespaces"]  # fmt: skip
+    s = _settings(placed)
+    assert (s.placement, s.gateway_namespace_allowed) == (Placement.GATEWAY_NAMESPACE, True)
+
+
 VALUE_SETS = [
     (),
     ("gateway.extproc.transport=http", "publish.tls.enabled=false", "gateway.extproc.cookieKeysSecret=keys",

@@ -53,6 +53,13 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
     ("cpu-over-limits", {"envoy": {"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "500m"}}}},
      ["spec.envoy.resources", "requests.cpu must not exceed limits.cpu"]),
     ("unknown-field", {"envoy": {"image": "evil/envoy"}}, ['unknown field "spec.envoy.image"']),
+    ("placement", {"placement": "Elsewhere"}, ["spec.placement", "Unsupported value"]),
+    ("gateways-per-namespace-0", {"limits": {"gatewaysPerNamespace": 0}},
+     ["spec.limits.gatewaysPerNamespace", "greater than or equal to 1"]),
+    ("replicas-per-namespace-big", {"limits": {"replicasPerNamespace": 100001}},
+     ["spec.limits.replicasPerNamespace", "less than or equal to 100000"]),
+    ("replica-cap-under-replicas", {"replicas": 3, "limits": {"replicasPerNamespace": 2}},
+     ["spec.limits.replicasPerNamespace", "limits.replicasPerNamespace must be at least replicas"]),
 ]  # fmt: skip
 
 
@@ -82,6 +89,9 @@ VALID: list[tuple[str, dict[str, Any]]] = [
         "extproc": {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}},
     }),
     ("requests-only", {"envoy": {"resources": {"requests": {"cpu": "4"}}}}),
+    ("placed-and-capped", {"placement": "GatewayNamespace", "replicas": 2,
+                           "limits": {"gatewaysPerNamespace": 10000, "replicasPerNamespace": 2}}),
+    ("cap-without-replicas", {"placement": "ControllerNamespace", "limits": {"replicasPerNamespace": 1}}),
 ]  # fmt: skip
 
 

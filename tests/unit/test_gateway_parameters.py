@@ -20,15 +20,18 @@ from trafficsplit.core.gatewayapi.parameters import (
     MAX_ANNOTATIONS,
     MAX_CONCURRENCY,
     MAX_CONNECTIONS,
+    MAX_GATEWAYS_PER_NAMESPACE,
     MAX_MESSAGE_TIMEOUT_MS,
     MAX_OBJECT_NAME,
     MAX_PRESTOP_SECONDS,
     MAX_REPLICAS,
+    MAX_REPLICAS_PER_NAMESPACE,
     MAX_XFF_HOPS,
     MIN_HEAP_BYTES,
     PARAMETERS_FIELDS,
     QUANTITY_PATTERN,
     EnvoyLogLevel,
+    Placement,
     Resources,
     ServiceType,
     TrafficPolicy,
@@ -56,6 +59,8 @@ FULL = {
               "preStopSleepSeconds": 7, "resources": {"requests": {"cpu": "500m", "memory": "128Mi"},
                                                       "limits": {"cpu": 2, "memory": "512Mi"}}},
     "extproc": {"resources": {"requests": {"cpu": "1", "memory": "256Mi"}}, "cookieKeysSecret": "edge-keys"},
+    "placement": "GatewayNamespace",
+    "limits": {"gatewaysPerNamespace": 4, "replicasPerNamespace": 9},
 }  # fmt: skip
 
 
@@ -70,6 +75,8 @@ def test_every_field_is_read() -> None:
     assert p.envoy_resources == Resources("500m", "128Mi", "2", "512Mi")
     assert p.extproc_resources == Resources("1", "256Mi", None, None)
     assert p.cookie_keys_secret == "edge-keys"
+    assert p.placement is Placement.GATEWAY_NAMESPACE
+    assert (p.gateways_per_namespace, p.replicas_per_namespace) == (4, 9)
 
 
 def test_an_empty_spec_is_the_operators_defaults() -> None:
@@ -100,6 +107,12 @@ BAD = [
     ({"extproc": {"cookieKeysSecret": "Not_A_Name"}}, "spec.extproc.cookieKeysSecret: 'Not_A_Name' is not an object"),
     ({"extproc": {"cookieKeysSecret": "a" * 254}}, "spec.extproc.cookieKeysSecret"),
     ({"extproc": {"cookieKeysSecret": 7}}, "spec.extproc.cookieKeysSecret"),
+    ({"placement": "Elsewhere"}, "spec.placement: 'Elsewhere' must be one of GatewayNamespace, ControllerNamespace"),
+    ({"limits": {"gatewaysPerNamespace": 0}}, "spec.limits.gatewaysPerNamespace: must be 1..10000"),
+    ({"limits": {"replicasPerNamespace": MAX_REPLICAS_PER_NAMESPACE + 1}}, "spec.limits.replicasPerNamespace"),
+    ({"limits": {"pods": 3}}, "spec.limits.pods: unknown field"),
+    ({"replicas": 3, "limits": {"replicasPerNamespace": 2}},
+     "spec.limits.replicasPerNamespace: must be at least spec.replicas"),
     ({"envoy": {"resources": {"requests": {"cpu": "1.5"}, "limits": {"cpu": "1"}}}},
      "spec.envoy.resources: requests.cpu must not exceed limits.cpu"),
     ({"extproc": {"resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1000Mi"}}}},
@@ -166,6 +179,13 @@ def test_the_crds_bounds_are_the_parsers() -> None:
     assert cpu["pattern"] == QUANTITY_PATTERN
     keys = spec["extproc"]["properties"]["cookieKeysSecret"]
     assert (keys["pattern"], keys["maxLength"]) == (DNS_SUBDOMAIN_PATTERN, MAX_OBJECT_NAME)
+    assert spec["placement"]["enum"] == [x.value for x in Placement]
+    limits = spec["limits"]["properties"]
+    assert (limits["gatewaysPerNamespace"]["minimum"], limits["gatewaysPerNamespace"]["maximum"]) == (
+        1,
+        MAX_GATEWAYS_PER_NAMESPACE,
+    )
+    assert limits["replicasPerNamespace"]["maximum"] == MAX_REPLICAS_PER_NAMESPACE
 
 
 def _class(ref: dict[str, Any] | None) -> Any:

@@ -450,6 +450,7 @@ class FakeProvisioner:
     def __init__(self) -> None:
         self.ensured: list[tuple[str, int]] = []
         self.kept: list[list[str]] = []  # each remove_absent call's `live` (Gateway uids)
+        self.removed: list[str] = []  # the Gateways remove_gateway was called for (over their class's caps)
 
     async def ensure(self, gateway: Any, parameters: Any) -> Sequence[Any]:
         self.ensured.append((gateway.meta.key, gateway.meta.generation))
@@ -458,6 +459,13 @@ class FakeProvisioner:
     async def remove_absent(self, live: Iterable[str]) -> Sequence[str]:
         self.kept.append(sorted(live))
         return ()
+
+    async def remove_gateway(self, gateway: Any) -> int:
+        self.removed.append(gateway.meta.key)
+        return 1
+
+    def publish_token(self, uid: str) -> str | None:
+        return None
 
 
 def accepted(api: Api, gateway: str) -> tuple[str, str, int, str]:
@@ -692,6 +700,69 @@ def test_without_a_chart_gateway_gateways_are_served_and_each_split_says_it_is_n
             assert p.chart.published == [] and p.engine.number == 0
             published = {c.type: c for c in written[-1][1].status.conditions}["Published"]
             assert (written[-1][0], published.status, published.reason) == ("default/s", "False", "NoGateway")
+
+    run(main)
+
+
+def test_a_gateway_past_its_classs_cap_gets_no_data_plane_and_says_no_resources(tmp_path: Any) -> None:
+    """A class capped at 2 Gateways per namespace: of three created together (ties by name: one, three, two), `two`
+    is never ensured and its `Programmed` is False, NoResources, naming the cap; the others are provisioned. The cap
+    lowered to 1: `three` is refused too and its data plane removed; `one` keeps its own."""
+
+    def capped(generation: int, cap: int) -> dict[str, Any]:
+        return {"metadata": meta("capped", None, generation=generation),
+                "spec": {"limits": {"gatewaysPerNamespace": cap}}}  # fmt: skip
+
+    async def main() -> None:
+        prov = FakeProvisioner()
+        async with gateways(tmp_path, "one", "two", "three", provisioner=prov) as p:
+            api = p.api
+            api.put("gatewayparameters", capped(1, 2))
+            ref = {"group": "trafficsplit.dev", "kind": "GatewayParameters", "name": "capped"}
+            api.put("gatewayclass", {"metadata": meta("ts", None), "spec": {"controllerName": CONTROLLER,
+                                                                            "parametersRef": ref}})  # fmt: skip
+            await p.start()
+            await until(lambda: programmed_condition(api, "two").get("reason") == "NoResources", timeout=30)
+            c = programmed_condition(api, "two")
+            assert c["status"] == "False" and "limits.gatewaysPerNamespace" in c["message"], c
+            await until(lambda: {k for k, _ in prov.ensured} >= {f"{NS}/one", f"{NS}/three"}, timeout=30)
+            assert f"{NS}/two" not in {k for k, _ in prov.ensured} and not prov.removed
+            api.put("gatewayparameters", capped(2, 1))
+            await until(lambda: programmed_condition(api, "three").get("reason") == "NoResources", timeout=30)
+            await until(lambda: prov.removed == [f"{NS}/three"], timeout=30)
+            assert programmed_condition(api, "one").get("reason") != "NoResources"
+
+    run(main)
+
+
+class BlockedProvisioner(FakeProvisioner):
+    """An ensure that never finishes (an API server that does not answer): the Gateway's own token is never known."""
+
+    async def ensure(self, gateway: Any, parameters: Any) -> Sequence[Any]:
+        await super().ensure(gateway, parameters)
+        await asyncio.Event().wait()
+        return ()
+
+
+def test_a_data_plane_in_the_gateways_namespace_never_gets_the_shared_token(tmp_path: Any) -> None:
+    """Its pods are in the tenant's namespace, where the tenant may change them: before the Gateway's own token is
+    known (its ensure has not finished, as after an operator restart, with the replicas already listed) the fleet
+    sends no token at all, so the replica (which accepts only the shared one here) refuses every call and holds
+    nothing; the shared token never reaches it."""
+
+    async def main() -> None:
+        prov = BlockedProvisioner()
+        async with gateways(tmp_path, "one", provisioner=prov) as p:
+            api, replica = p.api, p.replicas["one"]
+            api.put("gatewayparameters", {"metadata": meta("here", None), "spec": {"placement": "GatewayNamespace"}})
+            ref = {"group": "trafficsplit.dev", "kind": "GatewayParameters", "name": "here"}
+            api.put("gatewayclass", {"metadata": meta("ts", None), "spec": {"controllerName": CONTROLLER,
+                                                                            "parametersRef": ref}})  # fmt: skip
+            p.engine.apply("service", None, service_body(NS, "tsp-one", "publish", 9443))
+            p.engine.apply("endpointslice", None, slice_body(NS, "tsp-one", "publish", replica.port, "127.0.0.1"))
+            await p.start()
+            await until(lambda: replica.bad_tokens >= 2 and bool(prov.ensured), timeout=30)
+            assert replica.held == 0, replica.held  # never authenticated with the shared token
 
     run(main)
 

@@ -145,3 +145,12 @@ podAntiAffinity:
 {{- define "trafficsplit.tlsDir" -}}
 /var/run/secrets/trafficsplit.dev/publish-tls
 {{- end }}
+
+{{/*
+"true" when the operator may place Gateways' data planes in their own namespaces (gatewayAPI.dataplanes): the RBAC
+of templates/operator-rbac.yaml's -dataplanes-gateway-namespaces rules and the operator's settings follow it.
+*/}}
+{{- define "trafficsplit.gatewayNamespaceDataplanes" -}}
+{{- $d := .Values.gatewayAPI.dataplanes -}}
+{{- or $d.allowGatewayNamespace (eq $d.placement "GatewayNamespace") -}}
+{{- end }}

@@ -31,7 +31,7 @@ from trafficsplit.core.decide.sessions import BackendSessions, sum_replicas
 from trafficsplit.core.model.capabilities import Capabilities, SplitRefusal
 from trafficsplit.operator.cluster import Replica
 from trafficsplit.operator.metrics import FleetMetrics, OperatorMetrics
-from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient
+from trafficsplit.operator.publisher import ClientTlsFiles, PublisherClient, read_token
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.generation import capabilities_from_proto, refusals_from_proto
 
@@ -94,7 +94,7 @@ class _Worker:
         self.refusals: tuple[SplitRefusal, ...] = ()  # the splits of the generation it holds that it does not serve
         self.sessions: list[BackendSessions] = []  # its live sessions of persistent splits, from its last GetHeld
         self.wake = asyncio.Event()
-        self.client = PublisherClient(replica.address, fleet.token_file, fleet.timeout, fleet.tls)
+        self.client = PublisherClient(replica.address, fleet.token_file, fleet.timeout, fleet.tls, fleet.current_token)
         self.task = asyncio.create_task(self._run(), name=f"publish:{replica.address}")
 
     def _set(self, acked: int, name: str | None) -> None:
@@ -277,6 +277,9 @@ class Fleet:
         metrics: FleetMetrics | None = None,
     ) -> None:
         self.token_file = token_file
+        # A token of this fleet's replicas alone (a GatewayNamespace data plane's, set by the Gateway plane), sent
+        # instead of the one `token_file` holds; None: the file's.
+        self.token: str | None = None
         self.tls = tls
         self.timeout = timeout
         self.poll_interval = poll_interval
@@ -290,6 +293,9 @@ class Fleet:
         # every replica restarted and holds nothing, or runs a version without HeldReply.generation).
         self._held: pb.Generation | None = None
         self._workers: dict[str, _Worker] = {}
+
+    def current_token(self) -> str | None:
+        return self.token if self.token is not None else read_token(self.token_file)
 
     @property
     def target(self) -> pb.Generation | None:

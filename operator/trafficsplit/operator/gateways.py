@@ -6,9 +6,11 @@ Each pass (the engine's, so one debounce and one store serve both APIs) translat
 inputs (its Gateway and class, its routes and what they name) did not change is not translated again, so one tenant's
 routes never slow another Gateway's change. Then, per Gateway of our class:
 
-- its replicas are the endpoints of its publish Service (`dataplane_names.publish_service_name`, port `publish`) in
-  the operator's namespace; each Gateway has a `Fleet` of its own, so one Gateway's stuck or refusing replicas never
-  hold back another's (a fleet is one worker per replica, and nothing here waits on a worker);
+- its replicas are the endpoints of its publish Service (`dataplane_names.names_for`, port `publish`) in the
+  operator's namespace or in the Gateway's own, as its class places it (GatewayParameters `placement`); a Gateway
+  its class's caps refuse (`core.gatewayapi.caps`) gets no data plane and says `Programmed` False, NoResources;
+  each Gateway has a `Fleet` of its own, so one Gateway's stuck or refusing replicas never hold back another's
+  (a fleet is one worker per replica, and nothing here waits on a worker);
 - its content (`ContentFor`: the route tables and rule splits it serves) is numbered from the engine's one counter
   and published only when it changed, or when a replica reports holding a higher number than this Gateway's;
 - `since` keeps, per object (the Gateway, each route with a parent on it), the `metadata.generation` last translated
@@ -33,6 +35,7 @@ from typing import Any, ClassVar, Protocol
 
 from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo, slices_by_service
 from trafficsplit.core.control.status import EventIntent
+from trafficsplit.core.gatewayapi.caps import over_caps
 from trafficsplit.core.gatewayapi.conditions import (
     AncestorStatus,
     GatewayReason,
@@ -52,7 +55,7 @@ from trafficsplit.core.gatewayapi.objects import (
     parse_namespace,
     parse_reference_grant,
 )
-from trafficsplit.core.gatewayapi.parameters import GatewayParameters, parameters_or_refusal
+from trafficsplit.core.gatewayapi.parameters import GatewayParameters, Placement, parameters_or_refusal
 from trafficsplit.core.gatewayapi.policy import Policy, parse_policy
 from trafficsplit.core.gatewayapi.reading import CONTROLLER_NAME, GATEWAY_GROUP
 from trafficsplit.core.gatewayapi.status import (
@@ -83,7 +86,7 @@ from trafficsplit.core.model.tls import TlsSecret
 from trafficsplit.core.model.vocabulary import EventReason, EventType
 from trafficsplit.operator.certificates import CertificateReader, CertificateTiming, SecretGetter
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
-from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, publish_service_name
+from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, names_for
 from trafficsplit.operator.fleet import Backoff, Fleet, Numbering
 from trafficsplit.operator.metrics import FleetState, backend_states, gateway_label
 from trafficsplit.operator.provision import ProvisionError
@@ -91,6 +94,8 @@ from trafficsplit.operator.store import Key, Parse, Refused, WatchStore, object_
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
 log = logging.getLogger("trafficsplit.operator.gateways")
+
+CLOSE_WAIT_SECONDS = 30.0  # how long a deleted Gateway's close waits for its ensure in flight
 
 GATEWAY_KINDS = (
     "gatewayclass",
@@ -158,6 +163,12 @@ class Provisioner(Protocol):
     async def ensure(self, gateway: Gateway, parameters: GatewayParameters) -> Sequence[Address]: ...
 
     async def remove_absent(self, live: Iterable[str]) -> Sequence[str]: ...
+
+    async def remove_gateway(self, gateway: Gateway) -> int: ...
+
+    def publish_token(self, uid: str) -> str | None:
+        """The Gateway's own publish token when its replicas have one (None: the installation's shared token)."""
+        ...
 
 
 class GatewayEventSink(Protocol):
@@ -305,7 +316,11 @@ class GatewayPublishing:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GatewaySettings:
     origin: str
-    namespace: str  # the operator's: every Gateway's data plane (and its publish Service) lives there
+    namespace: str  # the operator's: where ControllerNamespace data planes (and their publish Services) live
+    # Where a Gateway's data plane lives when its class's parameters do not say (the provisioner's settings), and
+    # the replicas a data plane runs when they do not say (for the caps).
+    placement: Placement = Placement.CONTROLLER_NAMESPACE
+    default_replicas: int = 2
     probe_timeout: float = 3.0
     port_name: str = PUBLISH_PORT_NAME
     # Every Gateway's data plane is ensured again this often even when nothing changed: the cookie keys' rotation is
@@ -359,6 +374,7 @@ class GatewayPlane:
         self._rebuilt: list[RebuiltTable] = []  # AssignmentRebuilt Events still to post
         self._refusals_said: dict[tuple[str, Key], int] = {}  # the refused generation each Refused Event was for
         self._rng = random.Random()  # provisioning backoff jitter
+        self._over_caps: dict[Key, str] = {}  # Gateways their class's caps refuse → why (this pass's)
 
     def fleet_states(self) -> tuple[tuple[str, FleetState], ...]:
         """Each Gateway's fleet as the operator's metrics report it, by `gateway` label (metrics.gateway_label): the
@@ -385,8 +401,28 @@ class GatewayPlane:
     def publishing(self, key: Key) -> GatewayPublishing | None:
         return self._gateways.get(key)
 
+    def _parameters(self, key: Key) -> GatewayParameters | None:
+        gw = self.store.gateways.get(key)
+        t = self.translation
+        if gw is None or t is None:
+            return None
+        return next((c.parameters for c in t.classes if c.name == gw.class_name), None)
+
+    def _placement(self, key: Key) -> Placement:
+        params = self._parameters(key)
+        return (params.placement if params is not None else None) or self.settings.placement
+
     def _publish_service(self, key: Key) -> Key:
-        return (self.settings.namespace, publish_service_name(*key))
+        names = names_for(key[0], key[1], self._placement(key), self.settings.namespace)
+        return (names.namespace, names.publish)
+
+    def _guard_token(self, key: Key, p: GatewayPublishing) -> None:
+        """A data plane in the Gateway's own namespace runs pods its tenant may change: its fleet never sends the
+        installation's shared token there, only the Gateway's own (set once an ensure applied it; until then none,
+        and the replicas refuse the call)."""
+        if self._placement(key) is Placement.GATEWAY_NAMESPACE and p.fleet.token is None:
+            own = self._provisioner.publish_token(p.uid) if self._provisioner is not None else None
+            p.fleet.token = own or ""
 
     def replicas(self, key: Key, slices: Mapping[Key, SliceInfo]) -> tuple[Replica, ...]:
         ns, svc = self._publish_service(key)
@@ -429,10 +465,10 @@ class GatewayPlane:
             ),
             self.memo,
         )
+        self.translation = t
         refs = {(r.namespace, r.name) for route in s.routes.values() for rule in route.rules for r in rule.backend_refs}
         refs.update(self._publish_service(k) for k in s.gateways)
         self.referenced = frozenset(refs)
-        self.translation = t
         return t
 
     def _tables(self) -> dict[str, SlotTable]:
@@ -506,6 +542,9 @@ class GatewayPlane:
         now: str,
     ) -> None:
         ours = {_key(g.gateway): g for g in translation.gateways}
+        params = {c.name: c.parameters for c in translation.classes if c.parameters is not None}
+        members = (gw for k in ours if (gw := self.store.gateways.get(k)) is not None)
+        self._over_caps = {k: c.message for k, c in over_caps(members, params, self.settings.default_replicas).items()}
         # A Gateway deleted and created again under its name between two passes is another Gateway (another uid):
         # the old one's fleet and data plane go, or the new one would find its objects' names taken.
         for gone in [k for k, p in self._gateways.items() if k not in ours or p.uid != self._uid(k)]:
@@ -518,6 +557,7 @@ class GatewayPlane:
                     fleet=self._make_fleet(gateway_label(*key)), created=loop.time(), uid=self._uid(key)
                 )
                 loop.call_later(self.settings.probe_timeout, self._poke)
+            self._guard_token(key, p)
             replicas = self.replicas(key, slices)
             if replicas and not p.replicas:
                 # Its first replicas (the Service listed none): numbering and the slot tables wait, bounded, for
@@ -599,6 +639,20 @@ class GatewayPlane:
         if self._provisioner is None or gw is None or p.provisioning is not None:
             return
         params = next((c.parameters for c in t.classes if c.name == gw.class_name), None)
+        if (cap := self._over_caps.get(key)) is not None:
+            # Over its class's caps: no data plane (one it had is removed), and the status says which cap.
+            p.unprovisioned = NotProvisioned(GatewayReason.NO_RESOURCES, cap)
+            p.failed_for = None
+            if p.provisioned is not None:
+                p.provisioned, p.addresses = None, None
+                p.provisioning = asyncio.create_task(self._remove(p, gw), name=f"unprovision:{key[0]}/{key[1]}")
+            return
+        if (
+            p.unprovisioned is not None
+            and p.unprovisioned.reason == GatewayReason.NO_RESOURCES
+            and p.failed_for is None
+        ):
+            p.unprovisioned = None  # admitted now (an older Gateway went, or the cap rose)
         now = asyncio.get_running_loop().time()
         fresh = now < p.ensured_at + self.settings.reprovision_seconds
         if params is None or (p.provisioned == (gw.meta.generation, params) and fresh):
@@ -607,12 +661,24 @@ class GatewayPlane:
             return  # the same Gateway failed: its backoff's pass tries again (an edit tries at once)
         p.provisioning = asyncio.create_task(self._ensure(key, p, gw, params), name=f"provision:{key[0]}/{key[1]}")
 
+    async def _remove(self, p: GatewayPublishing, gw: Gateway) -> None:
+        assert self._provisioner is not None
+        try:
+            with _logged(f"removing the data plane of Gateway {gw.meta.key}, over its class's caps"):
+                removed = await self._provisioner.remove_gateway(gw)
+                log.warning("Gateway %s: over its class's caps: %d data-plane objects removed", gw.meta.key, removed)
+        finally:
+            p.provisioning = None
+            self._poke()
+
     async def _ensure(self, key: Key, p: GatewayPublishing, gw: Gateway, params: GatewayParameters) -> None:
         assert self._provisioner is not None
         loop = asyncio.get_running_loop()
         tried = (gw.meta.generation, params)
         try:
             addresses = await self._provisioner.ensure(gw, params)
+            # Its replicas' own token when they have one (GatewayNamespace), else the installation's (None).
+            p.fleet.token = self._provisioner.publish_token(gw.meta.uid)
             p.addresses = tuple({"type": a.type, "value": a.value} for a in addresses)
             p.provisioned, p.ensured_at = tried, loop.time()
             p.unprovisioned, p.failed_for = None, None
@@ -645,9 +711,14 @@ class GatewayPlane:
         p = self._gateways.pop(key)
         log.info("Gateway %s/%s gone: its fleet is closed", *key)
         if p.provisioning is not None:
-            p.provisioning.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await p.provisioning
+            # Waited for (bounded), not cancelled: the ensure runs in a thread a cancel does not stop, and it would
+            # go on applying objects after the removal below (a Gateway admitted by its caps and deleted at once left
+            # its last objects behind). Past the bound (an API server that does not answer) the pass goes on: a late
+            # object is the next removal's (another Gateway's close, or the next leadership's sweep).
+            _, pending = await asyncio.wait({p.provisioning}, timeout=CLOSE_WAIT_SECONDS)
+            if pending:
+                log.warning("Gateway %s/%s: its data plane's ensure still runs after %ss", *key, CLOSE_WAIT_SECONDS)
+                p.provisioning.cancel()
         await p.fleet.close()
         p.fleet.metrics.remove()  # its series go with it: one `gateway` label per Gateway that exists
         if self._provisioner is not None:

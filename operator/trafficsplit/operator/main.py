@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import start_http_server
 
+from trafficsplit.core.gatewayapi.parameters import Placement
 from trafficsplit.operator.certificates import SecretGetter
 from trafficsplit.operator.config import Config, parse_config
 from trafficsplit.operator.engine import Engine, EngineSettings, StatusSink
@@ -47,6 +48,8 @@ def _engine(
     provisioner: Provisioner | None = None,
     dataplane_namespace: str = "default",
     secret_getter: SecretGetter | None = None,
+    placement: Placement = Placement.CONTROLLER_NAMESPACE,
+    default_replicas: int = 2,
 ) -> Engine:
     """`gateway_sink` given: Gateway API is on (one fleet per Gateway, numbered from the engine's counter)."""
     engine: Engine | None = None
@@ -65,7 +68,9 @@ def _engine(
 
     gateways = (
         GatewayPlane(
-            GatewaySettings(origin=origin, namespace=dataplane_namespace),
+            GatewaySettings(
+                origin=origin, namespace=dataplane_namespace, placement=placement, default_replicas=default_replicas
+            ),
             make_fleet,
             changed,
             status_sink=gateway_sink,
@@ -170,13 +175,15 @@ async def run_kubernetes(cfg: Config) -> bool:
         log.info("no gateway for TrafficSplits (--no-gateway): none is published, each says Published=False, NoGateway")
     provisioner: Provisioner | None = None
     dataplane_namespace = cfg.dataplane_namespace
+    placement, default_replicas = Placement.CONTROLLER_NAMESPACE, 2
     if gateway_api and cfg.dataplane_settings:
         from trafficsplit.operator.provisioner import Provisioner as ApiProvisioner
         from trafficsplit.operator.provisioner import load_settings
 
         settings = load_settings(cfg.dataplane_settings)
-        provisioner = ApiProvisioner(api, settings)
+        provisioner = ApiProvisioner(api, settings, namespaces=cfg.namespaces)
         dataplane_namespace = settings.namespace
+        placement, default_replicas = settings.placement, int(settings.gateway["replicas"])
     elif gateway_api:
         log.warning("Gateways' data planes are not provisioned (no --dataplane-settings): their publish Services "
                     "in %s must be made otherwise", dataplane_namespace)  # fmt: skip
@@ -189,6 +196,8 @@ async def run_kubernetes(cfg: Config) -> bool:
         provisioner=provisioner,
         dataplane_namespace=dataplane_namespace,
         secret_getter=kube.read_secret if gateway_api else None,
+        placement=placement,
+        default_replicas=default_replicas,
     )
     try:
         with _metrics_server(cfg, engine.metrics):

@@ -15,9 +15,18 @@ emptyDir Envoy reads. The operator writes flags, never Envoy configuration (.imp
 bootstrap is always the one of the extproc version it runs beside. An HTTPS port's flag names its hostnames only: the
 certificates reach Envoy over SDS from the processor.
 
-Every object lives in the operator's namespace and carries `dataplane_names.selector_labels` and the Gateway's uid
-(`GATEWAY_UID_LABEL`): owner references cannot cross namespaces, so cleanup finds a deleted Gateway's objects by
-label, and the provisioner touches an object only when its uid is the Gateway's (ownership.py).
+Placement (the class's `spec.placement`, else the installation's `placement`): every object lives in the operator's
+namespace (ControllerNamespace) or in the Gateway's own (GatewayNamespace), named by `dataplane_names.names_for`,
+and carries the selector labels and the Gateway's uid (`GATEWAY_UID_LABEL`): cleanup finds a deleted Gateway's
+objects by label, and the provisioner touches an object only when its uid is the Gateway's (ownership.py). In the
+Gateway's namespace the objects also name the Gateway as their owner (the garbage collector removes them with it),
+and the pods cannot mount the operator's namespace's Secrets, so that data plane has Secrets of its own there: a
+publish token made for this Gateway alone (`render_publish_token`; the installation's shared token is never copied
+into a tenant's namespace, so a tenant who reads its Secrets can publish to no other Gateway's replicas) and, with
+TLS, a copy of the gateways' publish certificate (`render_publish_tls`), and the NetworkPolicy admits the publish
+port from the operator's pods by their namespace too. An installation that did not grant the RBAC GatewayNamespace
+needs (`gateway_namespace_allowed`, the chart's `gatewayAPI.dataplanes.allowGatewayNamespace`) refuses that placement
+with `ProvisionError` naming `spec.placement`, rather than meeting a Forbidden per object.
 
 Cookie keys: each Gateway's data plane seals Cookie sessionPersistence (sticky.mode persistent) with HMAC keys of its
 own, in a Secret beside the rest of its data plane (`cookie_keys_secret_name`), which the extproc mounts as
@@ -48,7 +57,7 @@ from typing import Any, TypeVar
 
 from trafficsplit.core.gatewayapi.conditions import GatewayReason
 from trafficsplit.core.gatewayapi.objects import Gateway
-from trafficsplit.core.gatewayapi.parameters import GatewayParameters, Resources
+from trafficsplit.core.gatewayapi.parameters import GatewayParameters, Placement, Resources
 from trafficsplit.core.model.persistent import MIN_KEY_BYTES
 from trafficsplit.operator.dataplane_names import (
     COMPONENT,
@@ -58,9 +67,9 @@ from trafficsplit.operator.dataplane_names import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     PUBLISH_PORT_NAME,
+    DataplaneNames,
     dataplane_name,
-    publish_service_name,
-    selector_labels,
+    names_for,
 )
 
 # Pod-internal addresses, fixed as in the chart (templates/gateway-deployment.yaml) and the bootstrap it ships.
@@ -116,6 +125,12 @@ class DataplaneSettings:
     labels: Mapping[str, str] = field(default_factory=dict)  # extra labels on every object (the chart's part-of)
     # monitoring.scrapeAnnotations: the prometheus.io/* annotations on the pods, as the chart's gateway pods have them
     scrape_annotations: bool = False
+    # Where a Gateway's data plane lives when its class's parameters do not say, and whether the operator was granted
+    # what the Gateways' own namespaces need (the chart's gatewayAPI.dataplanes values).
+    placement: Placement = Placement.CONTROLLER_NAMESPACE
+    gateway_namespace_allowed: bool = False
+    # Set by `merge` for one Gateway: where its objects live and their names (None: the ControllerNamespace names).
+    names: DataplaneNames | None = None
 
     @property
     def transport(self) -> str:
@@ -143,6 +158,10 @@ def parse_settings(text: str) -> DataplaneSettings:
         _need(gw, key, dict, "gateway.")
     sc = _need(doc, "securityContext", dict, "")
     tls = doc.get("tlsSecret")
+    placement = doc.get("placement", Placement.CONTROLLER_NAMESPACE.value)
+    if placement not in tuple(Placement):
+        raise ValueError(f"dataplane settings: placement {str(placement)[:64]!r} is not one of {', '.join(Placement)}")
+    allowed = doc.get("gatewayNamespace") is True or placement == Placement.GATEWAY_NAMESPACE
     settings = DataplaneSettings(
         namespace=_need(doc, "namespace", str, ""),
         gateway=gw,
@@ -160,6 +179,8 @@ def parse_settings(text: str) -> DataplaneSettings:
         operator_labels={str(k): str(v) for k, v in _need(doc, "operatorLabels", dict, "").items()},
         labels={str(k): str(v) for k, v in (doc.get("labels") or {}).items()},
         scrape_annotations=doc.get("scrapeAnnotations") is True,
+        placement=Placement(placement),
+        gateway_namespace_allowed=allowed,
     )
     return settings
 
@@ -168,7 +189,17 @@ def parse_settings(text: str) -> DataplaneSettings:
 
 
 def cookie_keys_secret_name(namespace: str, name: str) -> str:
+    """The keys Secret of a data plane in the operator's namespace (`DataplaneNames.cookie_keys` for either)."""
     return f"{dataplane_name(namespace, name)}-cookie-keys"
+
+
+def placement_of(params: GatewayParameters, settings: DataplaneSettings) -> Placement:
+    return params.placement or settings.placement
+
+
+def names_of(gateway: Gateway, params: GatewayParameters, settings: DataplaneSettings) -> DataplaneNames:
+    """Where the Gateway's data plane lives under its class's parameters, and its objects' names."""
+    return names_for(gateway.meta.namespace, gateway.meta.name, placement_of(params, settings), settings.namespace)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -243,7 +274,7 @@ def parse_cookie_keys(secret: Mapping[str, Any] | None) -> CookieKeys | None:
 
 
 def render_cookie_keys(gateway: Gateway, settings: DataplaneSettings, keys: CookieKeys) -> dict[str, Any]:
-    meta = _meta(cookie_keys_secret_name(gateway.meta.namespace, gateway.meta.name), gateway, settings)
+    meta = _meta(_names(gateway, settings).cookie_keys, gateway, settings)
     meta["annotations"][COOKIE_KEYS_SINCE_ANNOTATION] = str(keys.since)
     fields = {"current": keys.current, "previous": keys.previous, "staged": keys.staged, COOKIE_KEYS_FILE: None}
     text = {k: v for k, v in fields.items() if v is not None}
@@ -255,6 +286,52 @@ def render_cookie_keys(gateway: Gateway, settings: DataplaneSettings, keys: Cook
         "type": COOKIE_KEYS_TYPE,
         # `data`, as the API returns it (not `stringData`, which it never returns): a re-apply is a no-op.
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in text.items()},
+    }
+
+
+PUBLISH_TOKEN_TYPE = "trafficsplit.dev/publish-token"
+PUBLISH_TOKEN_BYTES = 32
+_HEX_TOKEN = re.compile(r"[0-9a-f]{64}")
+PUBLISH_TLS_KEYS = ("tls.crt", "tls.key", "ca.crt")  # the gateways' publish Secret: its certificate, key, client CA
+
+
+def parse_publish_token(secret: Mapping[str, Any] | None) -> str | None:
+    """The token a publish-token Secret the provisioner wrote holds; None when absent or not one of ours (a new one
+    is made: the replicas re-read their token file, the operator publishes with the new one)."""
+    if not secret:
+        return None
+    try:
+        token = base64.b64decode((secret.get("data") or {}).get("token") or "", validate=True).decode("ascii")
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        return None
+    return token if _HEX_TOKEN.fullmatch(token) else None
+
+
+def render_publish_token(gateway: Gateway, settings: DataplaneSettings, token: str) -> dict[str, Any]:
+    """GatewayNamespace: this Gateway's own publish token, the one its replicas accept and its fleet sends."""
+    if not _HEX_TOKEN.fullmatch(token):
+        raise ValueError("publish token: not 64 lowercase hex characters")
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(_names(gateway, settings).publish_token, gateway, settings),
+        "type": PUBLISH_TOKEN_TYPE,
+        "data": {"token": base64.b64encode(token.encode()).decode()},
+    }
+
+
+def render_publish_tls(gateway: Gateway, settings: DataplaneSettings, data: Mapping[str, str]) -> dict[str, Any]:
+    """GatewayNamespace with TLS: the gateways' publish certificate, key and client CA, copied from the operator's
+    namespace (`data` as the API returns it, base64), so this Gateway's pods can mount them."""
+    missing = [k for k in PUBLISH_TLS_KEYS if not data.get(k)]
+    if missing:
+        raise ProvisionError(f"publish TLS Secret {settings.tls_secret}: no {', '.join(missing)}")
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(_names(gateway, settings).publish_tls, gateway, settings),
+        "type": "kubernetes.io/tls",
+        "data": {k: data[k] for k in PUBLISH_TLS_KEYS},
     }
 
 
@@ -410,20 +487,18 @@ def merge(gateway: Gateway, params: GatewayParameters, settings: DataplaneSettin
     overload["maxConnections"] = _pick(params.max_connections, overload["maxConnections"])
     envoy["resources"] = _resources(params.envoy_resources, envoy["resources"])
     ext["resources"] = _resources(params.extproc_resources, ext["resources"])
-    ext["cookieKeysSecret"] = params.cookie_keys_secret or cookie_keys_secret_name(
-        gateway.meta.namespace, gateway.meta.name
-    )
-    return dataclasses.replace(settings, gateway=g)
+    names = names_of(gateway, params, settings)
+    ext["cookieKeysSecret"] = params.cookie_keys_secret or names.cookie_keys
+    return dataclasses.replace(settings, gateway=g, names=names)
 
 
 # --- naming and labels ------------------------------------------------------------------------------------------------
 
 
 def object_labels(gateway: Gateway, settings: DataplaneSettings) -> dict[str, str]:
-    ns, name = gateway.meta.namespace, gateway.meta.name
     # The uid says whose the object is (ownership.py): never the selector, a Deployment's selector cannot change.
     owner = {GATEWAY_UID_LABEL: gateway.meta.uid}
-    return {**settings.labels, **selector_labels(ns, name), MANAGED_BY_LABEL: MANAGED_BY, **owner}
+    return {**settings.labels, **_names(gateway, settings).selector, MANAGED_BY_LABEL: MANAGED_BY, **owner}
 
 
 def _meta(
@@ -435,20 +510,39 @@ def _meta(
         GATEWAY_NAMESPACE_ANNOTATION: gateway.meta.namespace,
         GATEWAY_NAME_ANNOTATION: gateway.meta.name,
     }
-    return {
+    names = _names(gateway, settings)
+    meta: dict[str, Any] = {
         "name": name,
-        "namespace": settings.namespace,
+        "namespace": names.namespace,
         "labels": object_labels(gateway, settings),
         "annotations": annotations,
     }
+    if names.placement is Placement.GATEWAY_NAMESPACE and gateway.meta.uid:
+        # Same namespace as the Gateway: the garbage collector removes the data plane with it, even while no operator
+        # runs. Not a controller reference, no blockOwnerDeletion (that would need the Gateways' finalizers).
+        meta["ownerReferences"] = [
+            {"apiVersion": GATEWAY_API_VERSION, "kind": "Gateway", "name": gateway.meta.name, "uid": gateway.meta.uid}
+        ]
+    return meta
 
 
-def _name(gateway: Gateway) -> str:
-    return dataplane_name(gateway.meta.namespace, gateway.meta.name)
+GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
 
 
-def _selector(gateway: Gateway) -> dict[str, str]:
-    return dict(selector_labels(gateway.meta.namespace, gateway.meta.name))
+def _names(gateway: Gateway, settings: DataplaneSettings) -> DataplaneNames:
+    """The names `merge` chose, else the ControllerNamespace ones (a caller rendering one object with the chart's
+    settings as they are)."""
+    if settings.names is not None:
+        return settings.names
+    return names_for(gateway.meta.namespace, gateway.meta.name, Placement.CONTROLLER_NAMESPACE, settings.namespace)
+
+
+def _name(gateway: Gateway, settings: DataplaneSettings) -> str:
+    return _names(gateway, settings).base
+
+
+def _selector(gateway: Gateway, settings: DataplaneSettings) -> dict[str, str]:
+    return _names(gateway, settings).selector
 
 
 # --- the containers ---------------------------------------------------------------------------------------------------
@@ -585,16 +679,16 @@ def pod_spec(gateway: Gateway, settings: DataplaneSettings, ports: Mapping[int, 
     volumes: list[dict[str, Any]] = [
         # Written by the init container, read by Envoy (mounted read-only there).
         {"name": "bootstrap", "emptyDir": {"sizeLimit": BOOTSTRAP_SIZE_LIMIT}},
-        {"name": "publish-token", "secret": {"secretName": settings.token_secret, "defaultMode": 0o440}},
+        {"name": "publish-token", "secret": {"secretName": _token_secret(gateway, settings), "defaultMode": 0o440}},
     ]
-    if settings.tls_secret is not None:
-        volumes.append({"name": "publish-tls", "secret": {"secretName": settings.tls_secret, "defaultMode": 0o440}})
+    if (tls_secret := _tls_secret(gateway, settings)) is not None:
+        volumes.append({"name": "publish-tls", "secret": {"secretName": tls_secret, "defaultMode": 0o440}})
     cookie_keys = g["extproc"].get("cookieKeysSecret")
     if cookie_keys:
         volumes.append({"name": "cookie-keys", "secret": {"secretName": cookie_keys, "defaultMode": 0o440}})
     volumes.append({"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}})
     pod: dict[str, Any] = {
-        "serviceAccountName": settings.service_account,
+        "serviceAccountName": _service_account(gateway, settings),
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": g["terminationGracePeriodSeconds"],
@@ -606,7 +700,7 @@ def pod_spec(gateway: Gateway, settings: DataplaneSettings, ports: Mapping[int, 
                         "weight": 100,
                         "podAffinityTerm": {
                             "topologyKey": "kubernetes.io/hostname",
-                            "labelSelector": {"matchLabels": _selector(gateway)},
+                            "labelSelector": {"matchLabels": _selector(gateway, settings)},
                         },
                     }
                 ]
@@ -622,6 +716,27 @@ def pod_spec(gateway: Gateway, settings: DataplaneSettings, ports: Mapping[int, 
         if g.get(key):
             pod[key] = copy.deepcopy(g[key])
     return pod
+
+
+def _in_gateway_namespace(gateway: Gateway, settings: DataplaneSettings) -> bool:
+    return _names(gateway, settings).placement is Placement.GATEWAY_NAMESPACE
+
+
+def _token_secret(gateway: Gateway, settings: DataplaneSettings) -> str:
+    names = _names(gateway, settings)
+    return names.publish_token if _in_gateway_namespace(gateway, settings) else settings.token_secret
+
+
+def _tls_secret(gateway: Gateway, settings: DataplaneSettings) -> str | None:
+    if settings.tls_secret is None:
+        return None
+    return _names(gateway, settings).publish_tls if _in_gateway_namespace(gateway, settings) else settings.tls_secret
+
+
+def _service_account(gateway: Gateway, settings: DataplaneSettings) -> str:
+    # The chart's gateway ServiceAccount is in the operator's namespace; in the Gateway's, the namespace's own
+    # `default` (no token is mounted either way: the pods need no API access).
+    return "default" if _in_gateway_namespace(gateway, settings) else settings.service_account
 
 
 def pod_annotations(settings: DataplaneSettings) -> dict[str, str]:
@@ -645,11 +760,11 @@ def render_deployment(gateway: Gateway, settings: DataplaneSettings, ports: Mapp
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(_name(gateway), gateway, settings),
+        "metadata": _meta(_name(gateway, settings), gateway, settings),
         "spec": {
             "replicas": g["replicas"],
             "revisionHistoryLimit": 5,
-            "selector": {"matchLabels": _selector(gateway)},
+            "selector": {"matchLabels": _selector(gateway, settings)},
             # A new pod must hold a generation (be ready) before an old one goes: capacity never drops in a rollout.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
             "template": {
@@ -668,7 +783,7 @@ def render_service(gateway: Gateway, settings: DataplaneSettings, ports: Mapping
     svc = settings.gateway["service"]
     spec: dict[str, Any] = {
         "type": svc["type"],
-        "selector": _selector(gateway),
+        "selector": _selector(gateway, settings),
         "ports": [
             {"name": port_name(p), "port": p, "targetPort": port_name(p), "protocol": "TCP", "appProtocol": "http"}
             for p in ports
@@ -676,7 +791,7 @@ def render_service(gateway: Gateway, settings: DataplaneSettings, ports: Mapping
     }
     if svc["type"] != "ClusterIP" and svc["externalTrafficPolicy"]:
         spec["externalTrafficPolicy"] = svc["externalTrafficPolicy"]
-    name = _name(gateway)
+    name = _name(gateway, settings)
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -689,14 +804,14 @@ def render_publish_service(gateway: Gateway, settings: DataplaneSettings) -> dic
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(publish_service_name(gateway.meta.namespace, gateway.meta.name), gateway, settings),
+        "metadata": _meta(_names(gateway, settings).publish, gateway, settings),
         "spec": {
             # Headless, not-ready pods included: the operator publishes to every replica, and a replica is not
             # ready until it holds its first generation (the chart's gateway-publish-service.yaml says the same).
             "type": "ClusterIP",
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": _selector(gateway),
+            "selector": _selector(gateway, settings),
             "ports": [
                 {
                     "name": PUBLISH_PORT_NAME,
@@ -716,10 +831,10 @@ def render_pod_disruption_budget(gateway: Gateway, settings: DataplaneSettings) 
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": _meta(_name(gateway), gateway, settings),
+        "metadata": _meta(_name(gateway, settings), gateway, settings),
         # maxUnavailable 1 whatever the replica count: n-1 pods through a drain, and a single replica never blocks
         # one (a minAvailable 1 would, and the replica count here changes per class).
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector(gateway)}},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector(gateway, settings)}},
     }
 
 
@@ -736,10 +851,7 @@ def render_network_policy(
         http_rule["from"] = copy.deepcopy(list(np["httpFrom"]))
     ingress = [
         http_rule,
-        {
-            "ports": [{"port": PUBLISH_PORT_NAME, "protocol": "TCP"}],
-            "from": [{"podSelector": {"matchLabels": dict(settings.operator_labels)}}],
-        },
+        {"ports": [{"port": PUBLISH_PORT_NAME, "protocol": "TCP"}], "from": [_operator_peer(gateway, settings)]},
     ]
     if np.get("metricsFrom"):
         ingress.append(
@@ -748,9 +860,22 @@ def render_network_policy(
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": _meta(_name(gateway), gateway, settings),
-        "spec": {"podSelector": {"matchLabels": _selector(gateway)}, "policyTypes": ["Ingress"], "ingress": ingress},
+        "metadata": _meta(_name(gateway, settings), gateway, settings),
+        "spec": {
+            "podSelector": {"matchLabels": _selector(gateway, settings)},
+            "policyTypes": ["Ingress"],
+            "ingress": ingress,
+        },
     }
+
+
+def _operator_peer(gateway: Gateway, settings: DataplaneSettings) -> dict[str, Any]:
+    """The operator's pods as a NetworkPolicy peer: a bare podSelector is the policy's own namespace, so in the
+    Gateway's namespace the operator's namespace is named too."""
+    peer: dict[str, Any] = {"podSelector": {"matchLabels": dict(settings.operator_labels)}}
+    if _in_gateway_namespace(gateway, settings):
+        peer["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": settings.namespace}}
+    return peer
 
 
 @dataclass(frozen=True, slots=True)
@@ -759,22 +884,41 @@ class Rendered:
 
     name: str
     objects: tuple[dict[str, Any], ...]
+    names: DataplaneNames | None = None
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [o for o in self.objects if o["kind"] == kind]
 
 
 def render(
-    gateway: Gateway, params: GatewayParameters, settings: DataplaneSettings, keys: CookieKeys | None = None
+    gateway: Gateway,
+    params: GatewayParameters,
+    settings: DataplaneSettings,
+    keys: CookieKeys | None = None,
+    *,
+    token: str | None = None,
+    tls: Mapping[str, str] | None = None,
 ) -> Rendered:
     """Every object of the Gateway's data plane (see the module docstring). The pods always mount the Gateway's cookie
     keys Secret; `keys` is its content (None: the Secret is left out of the objects, for a caller that only looks).
-    A class whose parameters name a `cookieKeysSecret` of the user's mounts that one instead, and renders none."""
+    A class whose parameters name a `cookieKeysSecret` of the user's mounts that one instead, and renders none.
+    In the Gateway's namespace, `token` and `tls` (the operator's namespace's publish certificate Secret's data) are
+    the contents of its publish Secrets, left out likewise while None."""
+    if placement_of(params, settings) is Placement.GATEWAY_NAMESPACE and not settings.gateway_namespace_allowed:
+        raise ProvisionError(
+            "spec.placement: GatewayNamespace, but this installation did not grant the operator the Gateways' "
+            "namespaces (the chart's gatewayAPI.dataplanes.allowGatewayNamespace)"
+        )
     ports = _container_ports(gateway, settings)
     merged = merge(gateway, params, settings)
     own_keys = (
-        [render_cookie_keys(gateway, settings, keys)] if keys is not None and params.cookie_keys_secret is None else []
+        [render_cookie_keys(gateway, merged, keys)] if keys is not None and params.cookie_keys_secret is None else []
     )
+    if _in_gateway_namespace(gateway, merged):
+        if token is not None:
+            own_keys.append(render_publish_token(gateway, merged, token))
+        if tls is not None and settings.tls_secret is not None:
+            own_keys.append(render_publish_tls(gateway, merged, tls))
     optional = (render_pod_disruption_budget(gateway, merged), render_network_policy(gateway, merged, ports))
     objects = [
         *own_keys,
@@ -783,7 +927,7 @@ def render(
         render_publish_service(gateway, merged),
         *(o for o in optional if o is not None),
     ]
-    return Rendered(_name(gateway), tuple(objects))
+    return Rendered(_name(gateway, merged), tuple(objects), merged.names)
 
 
 @dataclass(frozen=True, slots=True)

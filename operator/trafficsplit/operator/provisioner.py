@@ -10,7 +10,15 @@ labelled object whose uid is no live Gateway's, which is what makes a restarted 
 deleted while it was down. Only objects carrying both the data-plane component label and the operator's managed-by
 label are ever deleted.
 
-Every call here needs a verb in charts/trafficsplit/templates/operator-rbac.yaml (the `-dataplanes` Role).
+Placement (provision.py): a data plane lives in the operator's namespace or in its Gateway's. In the Gateway's
+namespace, Secrets are never listed (a list returns every Secret's bytes, and the chart grants no cluster-wide
+`list` on Secrets): the provisioner knows their names (`DataplaneNames`), reads each by name and checks its uid
+before deleting it; the other kinds are listed by label. When a class moves its data planes, `ensure` deletes this
+Gateway's objects (by uid) from the place it no longer uses. A quota refusal (403, exceeded quota) is a
+`ProvisionError` with reason NoResources naming the object and the quota's message.
+
+Every call here needs a verb in charts/trafficsplit/templates/operator-rbac.yaml (the `-dataplanes` Role, and with
+gatewayAPI.dataplanes.allowGatewayNamespace the `-dataplanes-gateway-namespaces` ClusterRole).
 The `kubernetes` client is synchronous, so each public call runs in a thread.
 
 Cookie keys: `ensure` reads the Gateway's keys Secret back (with the ownership check) before rendering (never
@@ -33,21 +41,29 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from trafficsplit.core.gatewayapi.conditions import GatewayReason
 from trafficsplit.core.gatewayapi.objects import Gateway
-from trafficsplit.core.gatewayapi.parameters import GatewayParameters
-from trafficsplit.operator.dataplane_names import GATEWAY_UID_LABEL
+from trafficsplit.core.gatewayapi.parameters import GatewayParameters, Placement
+from trafficsplit.operator.dataplane_names import (
+    GATEWAY_NAME_ANNOTATION,
+    GATEWAY_UID_LABEL,
+    DataplaneNames,
+    names_for,
+)
 from trafficsplit.operator.ownership import NameConflict, foreign, orphaned, owner_text, owner_uid
 from trafficsplit.operator.provision import (
     COMPONENT_SELECTOR,
     COOKIE_KEY_BYTES,
     MAX_SETTINGS_BYTES,
+    PUBLISH_TOKEN_BYTES,
     CookieKeys,
     DataplaneSettings,
     GatewayAddress,
     ProvisionError,
-    cookie_keys_secret_name,
     cookie_keys_step,
+    names_of,
     parse_cookie_keys,
+    parse_publish_token,
     parse_settings,
     render,
     service_addresses,
@@ -68,6 +84,33 @@ def load_settings(settings_file: str) -> DataplaneSettings:
     return parse_settings(path.read_text(encoding="utf-8"))
 
 
+class QuotaExceeded(ProvisionError):
+    """A ResourceQuota of the data plane's namespace refused one of its objects (the API server's 403)."""
+
+    reason: str = GatewayReason.NO_RESOURCES
+
+
+class ApplyRefused(ProvisionError):
+    """The API server refused one of the data plane's objects for another reason it names (a LimitRange, an
+    admission policy, RBAC): the status says which object and the server's message, not the HTTP exchange."""
+
+    reason: str = GatewayReason.PROVISIONING_FAILED
+
+
+def apply_refusal(status: int, body: str | None, obj: dict[str, Any]) -> ProvisionError | None:
+    """What an API server's answer refusing `obj` means for the Gateway's status; None for an answer that is no
+    refusal of this object (a conflict, an outage: raised as it is, and retried)."""
+    if not 400 <= status < 500 or status in (404, 409, 429):
+        return None
+    try:
+        message = str(json.loads(body or "{}").get("message") or "")
+    except (ValueError, AttributeError):
+        message = ""
+    meta = obj["metadata"]
+    what = f"{obj['kind']} {meta['namespace']}/{meta['name']}: {message[:600] or f'HTTP {status}'}"
+    return QuotaExceeded(what) if status == 403 and "exceeded quota" in message else ApplyRefused(what)
+
+
 class Provisioner:
     def __init__(
         self,
@@ -75,11 +118,15 @@ class Provisioner:
         settings: DataplaneSettings,
         field_manager: str = FIELD_MANAGER,
         clock: Callable[[], float] = time.time,
+        namespaces: Iterable[str] = (),
     ) -> None:
         self.settings = settings
         self.namespace = settings.namespace
         self.field_manager = field_manager
         self._clock = clock  # wall-clock seconds: the keys' rotation stamps outlive the process
+        # The namespaces Gateways are watched in (empty: every namespace): where GatewayNamespace data planes may be.
+        self._namespaces = tuple(namespaces)
+        self._tokens: dict[str, str] = {}  # Gateway uid → its own publish token (GatewayNamespace data planes)
         core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
         # kind → (typed API, the method suffix): the kinds a data plane consists of (provision.KINDS).
         self._apis: dict[str, tuple[Any, str]] = {
@@ -95,50 +142,78 @@ class Provisioner:
 
     def _apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         api, suffix = self._apis[obj["kind"]]
-        resp = getattr(api, f"patch_{suffix}")(
-            obj["metadata"]["name"],
-            self.namespace,
-            obj,
-            field_manager=self.field_manager,
-            force=True,  # the operator is the only writer of these objects; take over fields from a manual edit
-            _content_type=APPLY,
-            _preload_content=False,
-        )
+        try:
+            resp = getattr(api, f"patch_{suffix}")(
+                obj["metadata"]["name"],
+                obj["metadata"]["namespace"],
+                obj,
+                field_manager=self.field_manager,
+                force=True,  # the operator is the only writer of these objects; take over fields from a manual edit
+                _content_type=APPLY,
+                _preload_content=False,
+            )
+        except ApiException as e:
+            if (refused := apply_refusal(e.status, e.body, obj)) is not None:
+                raise refused from None
+            raise
         return json.loads(resp.data)  # type: ignore[no-any-return]
 
-    def _list(self, kind: str, selector: str) -> list[dict[str, Any]]:
+    def _list(self, kind: str, selector: str, namespace: str | None) -> list[dict[str, Any]]:
+        """`namespace` None: every namespace (GatewayNamespace data planes, watched cluster-wide)."""
         api, suffix = self._apis[kind]
-        resp = getattr(api, f"list_{suffix}")(self.namespace, label_selector=selector, _preload_content=False)
+        if namespace is None:
+            resp = getattr(api, f"list_{suffix}_for_all_namespaces".replace("_namespaced", ""))(
+                label_selector=selector, _preload_content=False
+            )
+        else:
+            resp = getattr(api, f"list_{suffix}")(namespace, label_selector=selector, _preload_content=False)
         return json.loads(resp.data).get("items") or []
 
-    def _delete(self, kind: str, name: str) -> bool:
+    def _delete(self, kind: str, name: str, namespace: str) -> bool:
         api, suffix = self._apis[kind]
         try:
-            getattr(api, f"delete_{suffix}")(name, self.namespace, propagation_policy="Background")
+            getattr(api, f"delete_{suffix}")(name, namespace, propagation_policy="Background")
         except ApiException as e:
             if e.status == 404:  # already gone: what we wanted
                 return False
             raise
         return True
 
-    def _read(self, kind: str, name: str) -> dict[str, Any] | None:
+    def _read(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
         api, suffix = self._apis[kind]
         try:
-            resp = getattr(api, f"read_{suffix}")(name, self.namespace, _preload_content=False)
+            resp = getattr(api, f"read_{suffix}")(name, namespace, _preload_content=False)
         except ApiException as e:
             if e.status == 404:
                 return None
             raise
         return json.loads(resp.data)  # type: ignore[no-any-return]
 
-    def _labelled(self, selector: str) -> list[tuple[str, dict[str, Any]]]:
-        return [(kind, o) for kind in self._apis for o in self._list(kind, selector)]
+    def _labelled(self, selector: str, namespace: str) -> list[tuple[str, dict[str, Any]]]:
+        return [(kind, o) for kind in self._apis for o in self._list(kind, selector, namespace)]
+
+    def _labelled_elsewhere(self, selector: str, namespace: str | None) -> list[tuple[str, dict[str, Any]]]:
+        """Outside the operator's namespace (one Gateway's, or None: every one the Gateways may be in), every kind
+        but Secrets, which are never listed there, and ConfigMaps, which are never made there (the chart grants
+        neither: templates/operator-rbac.yaml)."""
+        spaces: tuple[str | None, ...] = (namespace,) if namespace is not None else (self._namespaces or (None,))
+        return [
+            (kind, o)
+            for kind in self._apis
+            if kind not in ("Secret", "ConfigMap")
+            for ns in spaces
+            for o in self._list(kind, selector, ns)
+            # cluster-wide, the operator's own namespace is left to the callers' own listing of it
+            if namespace is not None or (o.get("metadata") or {}).get("namespace") != self.namespace
+        ]
+
+    def _secrets_of(self, names: DataplaneNames) -> tuple[str, ...]:
+        return (names.cookie_keys, names.publish_token, names.publish_tls)
 
     # --- the operations -------------------------------------------------------------------------------------------
 
-    def _cookie_keys(self, gateway: Gateway, stored: dict[str, Any] | None) -> CookieKeys:
+    def _cookie_keys(self, gateway: Gateway, stored: dict[str, Any] | None, name: str) -> CookieKeys:
         """The Gateway's keys as they should be now: those `stored` holds, stepped when a rotation step is due."""
-        name = cookie_keys_secret_name(gateway.meta.namespace, gateway.meta.name)
         existing = parse_cookie_keys(stored)
         if stored is not None and existing is None:
             log.warning("gateway %s: Secret %s holds no valid cookie keys: new keys", gateway.meta.key, name)
@@ -154,55 +229,144 @@ class Provisioner:
         uid = gateway.meta.uid
         if not uid:
             raise ProvisionError("metadata.uid: empty, and a data plane's objects are known by their Gateway's uid")
-        # Rendered first without keys: a Gateway the renderer refuses is refused before anything is read, and this
-        # names every object the data plane needs. The user's Secret (the class's parameters) wins: ours is then not
-        # rendered, so the sweep below deletes it.
+        # Rendered first without Secrets' contents: a Gateway the renderer refuses is refused before anything is read,
+        # and this names every object the data plane needs. The user's keys Secret (the class's parameters) wins:
+        # ours is then not rendered, so the sweep below deletes it.
+        names = names_of(gateway, parameters, self.settings)
+        ns = names.namespace
+        elsewhere = names.placement is Placement.GATEWAY_NAMESPACE
         own_keys = parameters.cookie_keys_secret is None
         needed = [(o["kind"], o["metadata"]["name"]) for o in render(gateway, parameters, self.settings).objects]
-        keys_name = cookie_keys_secret_name(gateway.meta.namespace, gateway.meta.name)
         if own_keys:
-            needed.append(("Secret", keys_name))
+            needed.append(("Secret", names.cookie_keys))
+        if elsewhere:
+            needed.append(("Secret", names.publish_token))
+            if self.settings.tls_secret is not None:
+                needed.append(("Secret", names.publish_tls))
         # Read by name before anything is written: an object of one of these names that is not this Gateway's
         # (ownership.py) stops the whole data plane, so nothing of another Gateway's is ever applied over.
-        existing = {(kind, name): obj for kind, name in needed if (obj := self._read(kind, name)) is not None}
+        existing = {(kind, name): obj for kind, name in needed if (obj := self._read(kind, name, ns)) is not None}
         if taken := foreign(uid, ((kind, obj) for (kind, _), obj in existing.items())):
-            raise NameConflict(self.namespace, taken)
-        keys = self._cookie_keys(gateway, existing.get(("Secret", keys_name))) if own_keys else None
-        rendered = render(gateway, parameters, self.settings, keys)
+            raise NameConflict(ns, taken)
+        keys = self._cookie_keys(gateway, existing.get(("Secret", names.cookie_keys)), names.cookie_keys)
+        token: str | None = None
+        tls: dict[str, str] | None = None
+        if elsewhere:
+            token = parse_publish_token(existing.get(("Secret", names.publish_token)))
+            token = token or secrets.token_hex(PUBLISH_TOKEN_BYTES)
+            if self.settings.tls_secret is not None:
+                source = self._read("Secret", self.settings.tls_secret, self.namespace)
+                if source is None:
+                    raise ProvisionError(f"publish TLS Secret {self.namespace}/{self.settings.tls_secret}: not found")
+                tls = dict(source.get("data") or {})
+        rendered = render(gateway, parameters, self.settings, keys if own_keys else None, token=token, tls=tls)
         addresses: tuple[GatewayAddress, ...] = ()
         for obj in rendered.objects:
             applied = self._apply(obj)
             if obj["kind"] == "Service" and obj["metadata"]["name"] == rendered.name:
                 addresses = service_addresses(applied)
+        if token is not None:
+            self._tokens[uid] = token
+        else:
+            self._tokens.pop(uid, None)
         wanted = {(o["kind"], o["metadata"]["name"]) for o in rendered.objects}
-        for kind, obj in self._owned(uid):
-            if (kind, obj["metadata"]["name"]) not in wanted:
-                log.info(
-                    "gateway %s: deleting %s/%s, no longer rendered", gateway.meta.key, kind, obj["metadata"]["name"]
-                )
-                self._delete(kind, obj["metadata"]["name"])
+        for kind, obj in self._owned(uid, names):
+            name = obj["metadata"]["name"]
+            if obj["metadata"].get("namespace") == ns and (kind, name) not in wanted:
+                log.info("gateway %s: deleting %s %s/%s, no longer rendered", gateway.meta.key, kind, ns, name)
+                self._delete(kind, name, ns)
+        # The place this class does not use (any more): this Gateway's objects there go.
+        other = self._other_place(gateway, names)
+        for kind, obj in self._owned(uid, other) if other is not None else ():
+            name, where = obj["metadata"]["name"], obj["metadata"]["namespace"]
+            if where == ns and (kind, name) in wanted:
+                continue  # a Gateway in the operator's own namespace: both places are one
+            log.info(
+                "gateway %s: deleting %s %s/%s, its data plane moved to %s", gateway.meta.key, kind, where, name, ns
+            )
+            self._delete(kind, name, where)
         return addresses
 
-    def _owned(self, uid: str) -> list[tuple[str, dict[str, Any]]]:
-        """The objects carrying the Gateway uid `uid` (and our component and managed-by labels)."""
-        return [
-            (k, o) for k, o in self._labelled(f"{COMPONENT_SELECTOR},{GATEWAY_UID_LABEL}={uid}") if owner_uid(o) == uid
-        ]
+    def _other_place(self, gateway: Gateway, names: DataplaneNames) -> DataplaneNames | None:
+        """The names the Gateway's data plane would have in the place it is not in; None when the operator may not
+        touch that place (GatewayNamespace not granted)."""
+        if names.placement is Placement.GATEWAY_NAMESPACE:
+            placement = Placement.CONTROLLER_NAMESPACE
+        elif self.settings.gateway_namespace_allowed:
+            placement = Placement.GATEWAY_NAMESPACE
+        else:
+            return None
+        return names_for(gateway.meta.namespace, gateway.meta.name, placement, self.namespace)
+
+    def publish_token(self, uid: str) -> str | None:
+        """The token the replicas of the Gateway `uid` accept when it is their own (GatewayNamespace), as last
+        applied; None: the installation's shared token (`--token-file`)."""
+        return self._tokens.get(uid)
+
+    def _owned(self, uid: str, names: DataplaneNames | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """The objects carrying the Gateway uid `uid` (and our component and managed-by labels), in the place
+        `names` says (None: the operator's namespace). In a Gateway's namespace, its Secrets are read by name."""
+        selector = f"{COMPONENT_SELECTOR},{GATEWAY_UID_LABEL}={uid}"
+        if names is None or names.placement is Placement.CONTROLLER_NAMESPACE:
+            found = self._labelled(selector, self.namespace)
+        else:
+            found = self._labelled_elsewhere(selector, names.namespace) + [
+                ("Secret", o)
+                for name in self._secrets_of(names)
+                if (o := self._read("Secret", name, names.namespace)) is not None
+            ]
+        return [(k, o) for k, o in found if owner_uid(o) == uid]
 
     def remove_sync(self, uid: str) -> int:
         if not uid:
             return 0
-        return sum(self._delete(kind, obj["metadata"]["name"]) for kind, obj in self._owned(uid))
+        return sum(
+            self._delete(kind, obj["metadata"]["name"], obj["metadata"]["namespace"]) for kind, obj in self._owned(uid)
+        )
+
+    def remove_gateway_sync(self, gateway: Gateway) -> int:
+        """Every object of this Gateway's data plane, in both places (a Gateway over its class's caps)."""
+        uid = gateway.meta.uid
+        if not uid:
+            return 0
+        found = self._owned(uid)
+        if self.settings.gateway_namespace_allowed:
+            ns, name = gateway.meta.namespace, gateway.meta.name
+            found += self._owned(uid, names_for(ns, name, Placement.GATEWAY_NAMESPACE, self.namespace))
+        self._tokens.pop(uid, None)
+        return sum(self._delete(kind, o["metadata"]["name"], o["metadata"]["namespace"]) for kind, o in found)
 
     def remove_absent_sync(self, live: Iterable[str]) -> tuple[str, ...]:
         keep = frozenset(live)
         removed: set[str] = set()
-        for kind, obj in self._labelled(COMPONENT_SELECTOR):
+        found = self._labelled(COMPONENT_SELECTOR, self.namespace)
+        if self.settings.gateway_namespace_allowed:
+            # In the Gateways' namespaces: listed by label but Secrets, which are read by the names their Gateway's
+            # data plane has (the Gateway's name is on every object's annotations). The garbage collector removes
+            # them too (owner references); this is for a cluster whose collector has not yet, or a moved class.
+            others = self._labelled_elsewhere(COMPONENT_SELECTOR, None)
+            gone = {
+                (o["metadata"]["namespace"], (o["metadata"].get("annotations") or {}).get(GATEWAY_NAME_ANNOTATION))
+                for _, o in others
+                if orphaned(o, keep)
+            }
+            found += others
+            for ns, name in gone:
+                if not isinstance(name, str) or not name:
+                    continue
+                names = names_for(ns, name, Placement.GATEWAY_NAMESPACE, self.namespace)
+                found += [
+                    ("Secret", o) for n in self._secrets_of(names) if (o := self._read("Secret", n, ns)) is not None
+                ]
+        for kind, obj in found:
             if not orphaned(obj, keep):
                 continue
+            if not owner_uid(obj) and obj["metadata"].get("namespace") != self.namespace:
+                continue  # objects without a uid label are swept in the operator's namespace only (ownership.py)
             owner = owner_text(obj)
-            if self._delete(kind, obj["metadata"]["name"]):
-                log.info("gateway %s is gone: deleted %s/%s", owner, kind, obj["metadata"]["name"])
+            meta = obj["metadata"]
+            if self._delete(kind, meta["name"], meta["namespace"]):
+                log.info("gateway %s is gone: deleted %s %s/%s", owner, kind, meta["namespace"], meta["name"])
             removed.add(owner)
         return tuple(sorted(removed))
 
@@ -211,8 +375,12 @@ class Provisioner:
         return await asyncio.to_thread(self.ensure_sync, gateway, parameters)
 
     async def remove(self, uid: str) -> int:
-        """Delete every object of the Gateway whose uid is `uid`; how many there were."""
+        """Delete every object of the Gateway whose uid is `uid` in the operator's namespace; how many there were."""
         return await asyncio.to_thread(self.remove_sync, uid)
+
+    async def remove_gateway(self, gateway: Gateway) -> int:
+        """Delete this Gateway's data plane wherever it is (its uid's objects); how many objects there were."""
+        return await asyncio.to_thread(self.remove_gateway_sync, gateway)
 
     async def remove_absent(self, live: Iterable[str]) -> tuple[str, ...]:
         """Delete the data plane of every Gateway whose uid is not in `live` (ownership.orphaned); who they were."""

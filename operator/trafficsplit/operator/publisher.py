@@ -7,6 +7,7 @@ Thin on purpose: retries, backoff and bookkeeping live in `fleet`, so this modul
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,9 +64,17 @@ class PublisherClient:
     """Publish and GetHeld against one replica. With TLS, a changed certificate file (a renewed Secret) opens a new
     channel on the next call, so rotation needs no restart."""
 
-    def __init__(self, target: str, token_file: str | None, timeout: float, tls: ClientTlsFiles | None = None) -> None:
+    def __init__(
+        self,
+        target: str,
+        token_file: str | None,
+        timeout: float,
+        tls: ClientTlsFiles | None = None,
+        token: Callable[[], str | None] | None = None,
+    ) -> None:
         self.target = target
         self._token_file = token_file
+        self._token = token  # where the token comes from, when not (only) the file: read on every call as the file is
         self._timeout = timeout
         self._tls = tls
         self._stamp = tls.stamp() if tls is not None else ()
@@ -91,7 +100,7 @@ class PublisherClient:
         return self._stub
 
     def _metadata(self) -> tuple[tuple[str, str], ...]:
-        token = read_token(self._token_file)
+        token = self._token() if self._token is not None else read_token(self._token_file)
         return (("authorization", f"Bearer {token}"),) if token else ()
 
     async def publish(self, generation: pb.Generation) -> pb.PublishReply:

@@ -63,6 +63,8 @@ class GatewayReason(StrEnum):
     # Programmed: an object of the name the Gateway's data plane would have belongs to another Gateway (or to none)
     NAME_CONFLICT = "NameConflict"
     PROVISIONING_FAILED = "ProvisioningFailed"  # Programmed: the API server refused or failed a data-plane object
+    # Programmed (Gateway API's own reason): no data plane for want of resources, a class's cap or a namespace's quota
+    NO_RESOURCES = "NoResources"
 
 
 # Programmed is the data plane's to say, after its replicas ACK (the operator's gateways module): until then Unknown.

@@ -8,6 +8,11 @@ re-checks a TrafficSplit: a data plane must never rest on the API server having 
 
 Cluster-scoped, as the GatewayClass that names it: only whoever may write cluster-scoped objects chooses how a
 class's data planes run, and a `parametersRef` needs no namespace.
+
+`placement` says where each Gateway's data plane lives: in the Gateway's own namespace (its ResourceQuota,
+LimitRange and RBAC apply to it) or in the operator's (absent: the installation's default, the chart's
+`gatewayAPI.dataplanes.placement`). `limits` caps what the Gateways of one namespace may run (Gateways, replicas):
+the quota of a data plane that lives in the operator's namespace is not the tenant's, so the class's caps are.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ MAX_HEAP_BYTES = 2**40
 MAX_CONNECTIONS = 10_000_000
 MAX_PRESTOP_SECONDS = 300
 MAX_QUANTITY = 32
+MAX_GATEWAYS_PER_NAMESPACE = 10_000
+MAX_REPLICAS_PER_NAMESPACE = 100_000
 
 # The chart's quantity pattern (values.schema.json): a plain decimal with an optional SI or binary suffix.
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$"
@@ -64,6 +71,13 @@ class ServiceType(StrEnum):
 class TrafficPolicy(StrEnum):
     CLUSTER = "Cluster"
     LOCAL = "Local"
+
+
+class Placement(StrEnum):
+    """Where a Gateway's data plane objects live (the names are Envoy Gateway's for the same choice)."""
+
+    GATEWAY_NAMESPACE = "GatewayNamespace"  # the Gateway's own: its quota, LimitRange and RBAC count them
+    CONTROLLER_NAMESPACE = "ControllerNamespace"  # the operator's (the default: every data plane in one place)
 
 
 class EnvoyLogLevel(StrEnum):
@@ -108,6 +122,10 @@ class GatewayParameters:
     # A Secret of the user's (key `keys`, in the data planes' namespace) instead of the keys the operator makes and
     # rotates per Gateway: the HMAC keys of Cookie sessionPersistence.
     cookie_keys_secret: str | None = None
+    placement: Placement | None = None  # None: the installation's default
+    # Caps per namespace on the Gateways of the class and on the replicas their data planes run (None: no cap).
+    gateways_per_namespace: int | None = None
+    replicas_per_namespace: int | None = None
 
 
 DEFAULT_PARAMETERS = GatewayParameters()
@@ -235,6 +253,8 @@ PARAMETERS_FIELDS: Mapping[str, Any] = {
         "resources": _RESOURCES,
     },
     "extproc": {"resources": _RESOURCES, "cookieKeysSecret": None},
+    "placement": None,
+    "limits": {"gatewaysPerNamespace": None, "replicasPerNamespace": None},
 }
 
 
@@ -274,6 +294,7 @@ def parse_gateway_parameters(body: Mapping[str, Any]) -> GatewayParameters:
     envoy = r.obj(spec, "envoy", "spec")
     overload = r.obj(envoy, "overload", "spec.envoy")
     extproc = r.obj(spec, "extproc", "spec")
+    limits = r.obj(spec, "limits", "spec")
     service_type = r.enum(service, "type", "spec.service", ServiceType)
     policy = r.enum(service, "externalTrafficPolicy", "spec.service", TrafficPolicy)
     if policy is TrafficPolicy.LOCAL and service_type in (None, ServiceType.CLUSTER_IP):
@@ -296,7 +317,13 @@ def parse_gateway_parameters(body: Mapping[str, Any]) -> GatewayParameters:
         envoy_resources=r.resources(r.obj(envoy, "resources", "spec.envoy"), "spec.envoy.resources"),
         extproc_resources=r.resources(r.obj(extproc, "resources", "spec.extproc"), "spec.extproc.resources"),
         cookie_keys_secret=r.name(extproc, "cookieKeysSecret", "spec.extproc"),
+        placement=r.enum(spec, "placement", "spec", Placement),
+        gateways_per_namespace=r.integer(limits, "gatewaysPerNamespace", "spec.limits", 1, MAX_GATEWAYS_PER_NAMESPACE),
+        replicas_per_namespace=r.integer(limits, "replicasPerNamespace", "spec.limits", 1, MAX_REPLICAS_PER_NAMESPACE),
     )
+    if params.replicas is not None and (cap := params.replicas_per_namespace) is not None and cap < params.replicas:
+        # The CRD's CEL rule, the same message: no Gateway of the class could ever be given a data plane.
+        r.problems.append("spec.limits.replicasPerNamespace: must be at least spec.replicas (one Gateway's data plane)")
     if r.problems:
         raise SpecError(r.problems)
     return params
