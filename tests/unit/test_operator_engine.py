@@ -140,7 +140,8 @@ def body(name: str, weights: tuple[int, int], generation: int = 1) -> dict[str, 
 
 
 def run(coro_fn: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(coro_fn(), 30))
+    """A test's coroutine, bounded well above its `until` waits (a bound for a hang, not a measurement)."""
+    asyncio.run(asyncio.wait_for(coro_fn(), 120))
 
 
 @contextlib.asynccontextmanager
@@ -604,5 +605,47 @@ def test_a_replica_not_ready_is_retried_with_the_same_generation_and_one_that_re
                 # INVALID is retried, slowly: 1 s doubling, jittered down to half (retries at >= 0.5 s, >= 1.5 s,
                 # >= 3.5 s).
                 assert set(refusing.published) == {1} and 2 <= len(refusing.published) <= 4, refusing.published
+
+    run(main)
+
+
+async def _cancelled_within(task: asyncio.Task[Any], seconds: float) -> bool:
+    """Whether `task` ends cancelled within `seconds` of this call (it has been cancelled already)."""
+    try:
+        await asyncio.wait_for(asyncio.shield(task), seconds)
+    except asyncio.CancelledError:
+        return True
+    except TimeoutError:
+        task.cancel()  # once more, so the loop can close: the first one was lost
+        return False
+    return False
+
+
+def test_a_cancel_that_arrives_with_a_wake_up_stops_the_loops(tmp_path: Any) -> None:
+    """The engine's loop and a replica worker wait for a wake-up with a timeout. A cancel that lands in the loop
+    iteration where the wake-up fires must still stop them: Python 3.11's asyncio.wait_for returns the inner result
+    then and drops the cancel (CPython gh-86296), so the engine ran on and the operator's shutdown (and a test's
+    cleanup, seen here under load) waited forever."""
+
+    async def main() -> None:
+        engine = make_engine(tmp_path, [])
+        engine.mark_ready()
+        task = asyncio.create_task(engine.run(resync=60.0), name="engine")
+        await asyncio.sleep(0.05)  # the loop waits for a poke
+        engine.poke()
+        await asyncio.sleep(0)  # the poke wakes the wait, and the cancel arrives in that same iteration
+        task.cancel()
+        assert await _cancelled_within(task, 2.0), "the engine's loop swallowed its cancel"
+
+        async with started(FakeReplica("a")) as (a,):
+            engine = make_engine(tmp_path, [a])
+            await engine.become_leader(probe_timeout=3.0)
+            worker = next(iter(engine.fleet._workers.values()))
+            await asyncio.sleep(0.3)  # idle between polls
+            worker.wake.set()
+            await asyncio.sleep(0)
+            worker.task.cancel()
+            assert await _cancelled_within(worker.task, 2.0), "the replica worker swallowed its cancel"
+            await engine.fleet.close()
 
     run(main)

@@ -307,8 +307,10 @@ class Engine:
         while True:
             # A pass at least every `resync` seconds even without events: a failed status write is retried and
             # anything a lost event left stale is recomputed (level-triggered).
+            # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel that lands as the wait ends.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), resync)
+                async with asyncio.timeout(resync):
+                    await self._dirty.wait()
             self._dirty.clear()
             if self.settings.debounce > 0:
                 await asyncio.sleep(self.settings.debounce)

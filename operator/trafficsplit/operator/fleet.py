@@ -140,8 +140,9 @@ class _Worker:
     async def _pause(self, seconds: float) -> None:
         """Sleep `seconds` (jittered down to half), or less if woken (a new target, the replica re-discovered)."""
         self.wake.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.wake.wait(), seconds * self.fleet.rng.uniform(0.5, 1.0))
+        with contextlib.suppress(TimeoutError):  # asyncio.timeout keeps a cancel that 3.11's wait_for can drop
+            async with asyncio.timeout(seconds * self.fleet.rng.uniform(0.5, 1.0)):
+                await self.wake.wait()
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -188,8 +189,9 @@ class _Worker:
                 if waiting:
                     idle = min(idle, max(0.0, self.retry_at - loop.time()))
                 self.wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), idle)
+                with contextlib.suppress(TimeoutError):  # (asyncio.timeout: see _pause)
+                    async with asyncio.timeout(idle):
+                        await self.wake.wait()
                     continue
                 held = await self.client.get_held()
                 self._note_replica(held, refused=True)
