@@ -13,6 +13,8 @@ EndpointSlice made by hand for the Gateway's provisioned publish Service.
   `Programmed: False`, `NameConflict`, naming it, nothing of either Gateway applied over or deleted.
 - Ten Gateways on listener port 9001 (the extproc's own port in the pod): tried a handful of times in 30 s (the
   publish refusal's backoff), not 33 times a second each, and `Programmed: False` names the field.
+- A Gateway edited to 65 `matchLabels` (over the operator's bound of 64): `Accepted: False` names the field, its data
+  plane and cookie keys stay the same objects with the same bytes, and the body restored changes nothing.
 """
 
 from __future__ import annotations
@@ -296,3 +298,62 @@ def test_gateways_the_renderer_refuses_back_off_and_name_the_field(
     assert not [n for n in made if n.startswith("bad-")]  # nothing half-provisioned
     for name in names:
         kube.kubectl("delete", "gateway", name, "-n", "edge")
+
+
+def _condition(kube: ControlPlane, namespace: str, name: str, kind: str) -> dict[str, Any]:
+    conds = (get_object(kube, "gateway", name, namespace).get("status") or {}).get("conditions") or []
+    return next((c for c in conds if c.get("type") == kind), {})
+
+
+def test_a_gateway_over_the_operators_bounds_keeps_its_data_plane_and_its_keys(
+    gwkube: ControlPlane, operator: OperatorProcess
+) -> None:
+    """A Gateway edited to 65 `matchLabels` (the CRD takes it, the operator reads at most 64) keeps its data plane:
+    before, the body was "left out as if absent" and its Deployment and cookie keys were deleted within 8 s while its
+    status still said Programmed at the old generation; restoring it re-keyed every persistent session. Now its
+    `Accepted` is False at the refused generation naming the field, every object stays (the keys Secret the same
+    object with the same bytes), and the body restored changes nothing."""
+    kube, name = gwkube, "labels"
+
+    def body(count: int) -> str:
+        doc = yaml.safe_load(gateway_yaml("edge", name))
+        selector = {"matchLabels": {f"k{i}": "v" for i in range(count)}}
+        doc["spec"]["listeners"][0]["allowedRoutes"] = {"namespaces": {"from": "Selector", "selector": selector}}
+        return yaml.safe_dump(doc)
+
+    def objects() -> dict[str, dict[str, Any]]:
+        return {k: o for k, o in provisioned(kube).items()
+                if o["metadata"].get("annotations", {}).get(GATEWAY_NAME_ANNOTATION) == name
+                and o["metadata"]["annotations"].get(GATEWAY_NAMESPACE_ANNOTATION) == "edge"}  # fmt: skip
+
+    def identity(objs: dict[str, dict[str, Any]]) -> dict[str, tuple[str, Any]]:
+        # The uid says the object was never deleted and made again; a Secret's data says its keys are the same.
+        return {k: (o["metadata"]["uid"], o.get("data") if k.startswith("Secret/") else None) for k, o in objs.items()}
+
+    def accepted(status: str, generation: int) -> Callable[[], bool | None]:
+        def check() -> bool | None:
+            c = _condition(kube, "edge", name, "Accepted")
+            return (c.get("status") == status and c.get("observedGeneration") == generation) or None
+
+        return check
+
+    apply(kube, body(2))
+    poll(lambda: any(k.startswith("Secret/") and "cookie-keys" in k for k in objects()) or None, 30, "keys Secret")
+    poll(lambda: any(k.startswith("Deployment/") for k in objects()) or None, 30, "its Deployment")
+    poll(accepted("True", 1), 30, "Accepted at generation 1")
+    before = identity(objects())
+    print(f"provisioned: {sorted(before)}")
+
+    apply(kube, body(65))
+    poll(accepted("False", 2), 30, "Accepted False at generation 2")
+    c = _condition(kube, "edge", name, "Accepted")
+    assert "matchLabels" in c["message"] and "64" in c["message"], c
+    print(f"65 labels: Accepted {c['status']} {c['reason']} (generation {c['observedGeneration']}): {c['message']}")
+    time.sleep(10)  # the old code had deleted the data plane within 8 s of the edit
+    assert identity(objects()) == before
+
+    apply(kube, body(2))
+    poll(accepted("True", 3), 30, "Accepted again at generation 3")
+    time.sleep(3)
+    assert identity(objects()) == before
+    kube.kubectl("delete", "gateway", name, "-n", "edge")
