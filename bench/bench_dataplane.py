@@ -54,7 +54,7 @@ import timeit
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ep
@@ -200,9 +200,11 @@ class Run:
     fail_open: int
     envoy_cpu_us: float
     processor_cpu_us: float
+    processor_calls: int = 0  # ext_proc streams Envoy started (bench_gateway_routes counts them; 0 when not read)
 
 
-def wrk(port: int, connections: int, duration: float) -> dict[str, Any]:
+def wrk(port: int, connections: int, duration: float, cookie: str = COOKIE) -> dict[str, Any]:
+    """wrk -t1 with bench/wrk_mix.lua: every MINT_EVERY-th request without `cookie`, the rest with it."""
     out = subprocess.run(
         [
             "wrk",
@@ -214,7 +216,7 @@ def wrk(port: int, connections: int, duration: float) -> dict[str, Any]:
             f"http://127.0.0.1:{port}/",
             "--",
             HOST,
-            COOKIE,
+            cookie,
             str(MINT_EVERY),
         ],
         check=True,
@@ -227,14 +229,32 @@ def wrk(port: int, connections: int, duration: float) -> dict[str, Any]:
     return result
 
 
-def measure(t: Target, connections: int, duration: float) -> Run:
-    fail0 = t.envoy.stat(FAIL_OPEN_STAT) if t.processor_pids else 0
+class Measured(Protocol):
+    """What a run is measured on: one Envoy on `port`, and the processors in front of which it runs (none: native)."""
+
+    port: int
+    envoy: Envoy
+    processor_pids: list[int]
+
+    @property
+    def envoy_pid(self) -> int: ...
+
+
+def measure(
+    t: Measured, connections: int, duration: float, cookie: str = COOKIE, streams_stat: str | None = None
+) -> Run:
+    """One wrk run on `t`: rates and latencies, and CPU per request of Envoy and of the processors (utime+stime in
+    /proc/<pid>/stat over the run); with `streams_stat`, the ext_proc streams Envoy started over it."""
+    counted = bool(t.processor_pids)
+    fail0 = t.envoy.stat(FAIL_OPEN_STAT) if counted else 0
+    s0 = t.envoy.stat(streams_stat) if counted and streams_stat else 0
     e0 = cpu_seconds(t.envoy_pid)
     p0 = sum(cpu_seconds(p) for p in t.processor_pids)
-    r = wrk(t.port, connections, duration)
+    r = wrk(t.port, connections, duration, cookie)
     e1 = cpu_seconds(t.envoy_pid)
     p1 = sum(cpu_seconds(p) for p in t.processor_pids)
-    fail1 = t.envoy.stat(FAIL_OPEN_STAT) if t.processor_pids else 0
+    fail1 = t.envoy.stat(FAIL_OPEN_STAT) if counted else 0
+    s1 = t.envoy.stat(streams_stat) if counted and streams_stat else 0
     n = max(r["requests"], 1)
     return Run(
         rps=r["requests"] / (r["duration_us"] / 1e6),
@@ -246,6 +266,7 @@ def measure(t: Target, connections: int, duration: float) -> Run:
         fail_open=fail1 - fail0,
         envoy_cpu_us=(e1 - e0) / n * 1e6,
         processor_cpu_us=(p1 - p0) / n * 1e6,
+        processor_calls=s1 - s0,
     )
 
 
@@ -450,7 +471,7 @@ def bench_setup(message_timeout_ms: int) -> Iterator[Bench]:
 # --- results ------------------------------------------------------------------------------------------------------
 
 
-def median_of(runs: list[Run]) -> dict[str, float | int]:
+def median_of(runs: Sequence[Run]) -> dict[str, float | int]:
     return {
         "rps": round(statistics.median(r.rps for r in runs), 1),
         "p50_ms": round(statistics.median(r.p50_ms for r in runs), 3),
@@ -458,6 +479,9 @@ def median_of(runs: list[Run]) -> dict[str, float | int]:
         "p999_ms": round(statistics.median(r.p999_ms for r in runs), 3),
         "envoy_cpu_us_per_request": round(statistics.median(r.envoy_cpu_us for r in runs), 1),
         "processor_cpu_us_per_request": round(statistics.median(r.processor_cpu_us for r in runs), 1),
+        "processor_calls_per_request": round(
+            sum(r.processor_calls for r in runs) / max(sum(r.requests for r in runs), 1), 3
+        ),
         "requests": sum(r.requests for r in runs),
         "errors": sum(r.errors for r in runs),
         "failed_open": sum(r.fail_open for r in runs),

@@ -161,18 +161,23 @@ def route_manifest(namespace: str, name: str, host: str) -> str:
     )
 
 
-def neighbour_manifests(namespace: str, n: int, matches: int) -> list[str]:
-    """The neighbour Gateway and its `n` routes, every one on one hostname with `matches` distinct PathPrefix matches
-    (issue 28: 100 x 61 made a flip on another Gateway wait 46 s)."""
-    gateway = {
+def gateway_manifest(namespace: str, name: str) -> dict[str, Any]:
+    """A Gateway of the trafficsplit class with one HTTP listener on GATEWAY_PORT."""
+    return {
         "apiVersion": f"{GROUP}/v1",
         "kind": "Gateway",
-        "metadata": {"name": "neighbour", "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "gatewayClassName": "trafficsplit",
             "listeners": [{"name": "http", "port": GATEWAY_PORT, "protocol": "HTTP"}],
         },
     }
+
+
+def neighbour_manifests(namespace: str, n: int, matches: int) -> list[str]:
+    """The neighbour Gateway and its `n` routes, every one on one hostname with `matches` distinct PathPrefix matches
+    (issue 28: 100 x 61 made a flip on another Gateway wait 46 s)."""
+    gateway = gateway_manifest(namespace, "neighbour")
     routes = [
         {
             "apiVersion": f"{GROUP}/v1",
@@ -308,15 +313,7 @@ def httproute_side(
                     "metadata": {"name": "trafficsplit"},
                     "spec": {"controllerName": CONTROLLER_NAME},
                 },
-                {
-                    "apiVersion": f"{GROUP}/v1",
-                    "kind": "Gateway",
-                    "metadata": {"name": "gw", "namespace": ns},
-                    "spec": {
-                        "gatewayClassName": "trafficsplit",
-                        "listeners": [{"name": "http", "port": GATEWAY_PORT, "protocol": "HTTP"}],
-                    },
-                },
+                gateway_manifest(ns, "gw"),
             ]
         ),
     )

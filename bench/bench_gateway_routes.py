@@ -55,13 +55,10 @@ import datetime
 import http.client
 import json
 import os
-import re
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,7 +71,7 @@ from trafficsplit.wire.bootstrap import HCM_STAT_PREFIX, access_log
 from trafficsplit.wire.reserved import EXTPROC_CLUSTER
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_dataplane import cpu_seconds, machine  # type: ignore[import-not-found]
+from bench_dataplane import Run, machine, measure, median_of, wrk  # type: ignore[import-not-found]
 
 HERE = Path(__file__).resolve().parent
 HOST = "shop.example"
@@ -83,7 +80,6 @@ MINT_EVERY = 10  # every 10th request carries no cookie: the split-cookie rule m
 BACKENDS = ("stable", "canary")
 LISTENERS = [{"name": "http", "port": 80, "protocol": "HTTP"}]
 STREAMS_STAT = f"http.{HCM_STAT_PREFIX}.ext_proc.trafficsplit.streams_started"
-FAIL_OPEN_STAT = f"http.{HCM_STAT_PREFIX}.ext_proc.trafficsplit.failure_mode_allowed"
 # The figures before the native compile (same shape: Envoy --concurrency 1, wrk c=32, alternating).
 BEFORE = {"single": {"rps_ratio": 0.23, "processor_cpu_us": 728.0}, "split-cookie": {"rps_ratio": 0.15}}
 
@@ -272,53 +268,6 @@ class Target:
         return self.envoy.proc.pid
 
 
-@dataclass
-class Run:
-    rps: float
-    p50_ms: float
-    p99_ms: float
-    p999_ms: float
-    requests: int
-    errors: int
-    fail_open: int
-    processor_calls: int
-    envoy_cpu_us: float
-    processor_cpu_us: float
-
-
-def wrk(port: int, connections: int, duration: float, cookie: str) -> dict[str, Any]:
-    argv = ["wrk", "-t1", f"-c{connections}", f"-d{duration:g}s", "-s", str(HERE / "wrk_mix.lua")]
-    argv += [f"http://127.0.0.1:{port}/", "--", HOST, cookie, str(MINT_EVERY)]
-    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
-    m = re.search(r"^RESULT (\{.*\})$", out, re.M)
-    assert m, out
-    result: dict[str, Any] = json.loads(m.group(1))
-    return result
-
-
-def measure(t: Target, connections: int, duration: float, cookie: str) -> Run:
-    s0, f0 = t.envoy.stat(STREAMS_STAT), t.envoy.stat(FAIL_OPEN_STAT)
-    e0 = cpu_seconds(t.envoy_pid)
-    p0 = sum(cpu_seconds(p) for p in t.processor_pids)
-    r = wrk(t.port, connections, duration, cookie)
-    e1 = cpu_seconds(t.envoy_pid)
-    p1 = sum(cpu_seconds(p) for p in t.processor_pids)
-    s1, f1 = t.envoy.stat(STREAMS_STAT), t.envoy.stat(FAIL_OPEN_STAT)
-    n = max(r["requests"], 1)
-    return Run(
-        rps=r["requests"] / (r["duration_us"] / 1e6),
-        p50_ms=r["p50_us"] / 1e3,
-        p99_ms=r["p99_us"] / 1e3,
-        p999_ms=r["p999_us"] / 1e3,
-        requests=r["requests"],
-        errors=sum(r["errors"].values()),
-        fail_open=f1 - f0,
-        processor_calls=s1 - s0,
-        envoy_cpu_us=(e1 - e0) / n * 1e6,
-        processor_cpu_us=(p1 - p0) / n * 1e6,
-    )
-
-
 def get(port: int, cookie: str | None) -> http.client.HTTPResponse:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
@@ -429,23 +378,6 @@ def fallback_cookie(b: Bench) -> str:
 # --- results ------------------------------------------------------------------------------------------------------
 
 
-def median_of(runs: Sequence[Run]) -> dict[str, float | int]:
-    return {
-        "rps": round(statistics.median(r.rps for r in runs), 1),
-        "p50_ms": round(statistics.median(r.p50_ms for r in runs), 3),
-        "p99_ms": round(statistics.median(r.p99_ms for r in runs), 3),
-        "p999_ms": round(statistics.median(r.p999_ms for r in runs), 3),
-        "envoy_cpu_us_per_request": round(statistics.median(r.envoy_cpu_us for r in runs), 1),
-        "processor_cpu_us_per_request": round(statistics.median(r.processor_cpu_us for r in runs), 1),
-        "processor_calls_per_request": round(
-            sum(r.processor_calls for r in runs) / max(sum(r.requests for r in runs), 1), 3
-        ),
-        "requests": sum(r.requests for r in runs),
-        "errors": sum(r.errors for r in runs),
-        "failed_open": sum(r.fail_open for r in runs),
-    }
-
-
 def markdown(result: dict[str, Any]) -> str:
     c = result["concurrency"]
     lines = [
@@ -488,7 +420,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
             wrk(t.port, args.concurrency, 1.0, cookie)  # warm-up: connections, code paths, caches
         for rnd in range(args.rounds):
             for name in configs if rnd % 2 == 0 else list(reversed(configs)):
-                runs.setdefault(name, []).append(measure(targets[name], args.concurrency, args.duration, cookie))
+                runs.setdefault(name, []).append(
+                    measure(targets[name], args.concurrency, args.duration, cookie, STREAMS_STAT)
+                )
     result: dict[str, Any] = {
         "benchmark": "gateway-routes",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
