@@ -41,6 +41,7 @@ from tests.support.operator import (
     gateway_api_control_plane,
     get_object,
     operator_kubeconfig,
+    provisioned_objects,
     render_operator_rbac,
     routable_gateway,
 )
@@ -54,7 +55,6 @@ pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 CONTROLLER = "trafficsplit.dev/gateway-controller"
 OPERATOR_NS = "ts-system"
 TENANTS = ("tenant", "quota", "capped", "pub")
-KINDS = "deployments,services,poddisruptionbudgets,networkpolicies,secrets,configmaps"
 RELEASE = "rel"  # settings_doc's Secrets are this release's
 TLS_SECRET = "rel-publish-tls-gateway"  # settings_doc's tlsSecret: the gateways' publish certificate
 SHARED_TOKEN = "s" * 32
@@ -105,22 +105,8 @@ def operator(gwkube: ControlPlane, tmp_path: Path) -> Iterator[OperatorProcess]:
     kubeconfig = operator_kubeconfig(
         gwkube, OPERATOR_NS, RELEASE, render_operator_rbac(gwkube, OPERATOR_NS, RELEASE, values)
     )
-    token = tmp_path / "token"
-    token.write_text(SHARED_TOKEN + "\n")
-    settings = tmp_path / "settings.json"
-    settings.write_text(json.dumps({**settings_doc(OPERATOR_NS), "gatewayNamespace": True}))
-    op = Operators(gwkube, tmp_path).start(
-        kubeconfig,
-        args=[
-            "--leader-election=false",
-            "--gateway-api=true",
-            "--gateway-service=no-chart-gateway",
-            f"--gateway-namespace={OPERATOR_NS}",
-            f"--dataplane-settings={settings}",
-            f"--token-file={token}",
-            "--publish-timeout=2",
-        ],
-    )
+    settings = {**settings_doc(OPERATOR_NS), "gatewayNamespace": True}
+    op = Operators(gwkube, tmp_path).start_provisioning(kubeconfig, OPERATOR_NS, settings, SHARED_TOKEN)
     try:
         yield op
     finally:
@@ -141,8 +127,7 @@ def make_gateway(kube: ControlPlane, namespace: str, name: str, cls: str) -> str
 
 def objects(kube: ControlPlane, namespace: str) -> dict[str, dict[str, Any]]:
     """kind/name → object, for every object in `namespace` with the data-plane labels."""
-    out = kube.kubectl("get", KINDS, "-n", namespace, "-l", COMPONENT_SELECTOR, "-o", "json").stdout
-    return {f"{o['kind']}/{o['metadata']['name']}": o for o in json.loads(out)["items"]}
+    return provisioned_objects(kube, namespace, COMPONENT_SELECTOR)
 
 
 def of(kube: ControlPlane, uid: str) -> dict[str, set[str]]:

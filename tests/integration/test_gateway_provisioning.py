@@ -19,7 +19,6 @@ EndpointSlice made by hand for the Gateway's provisioned publish Service.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -40,6 +39,7 @@ from tests.support.operator import (
     apply,
     gateway_api_control_plane,
     get_object,
+    provisioned_objects,
     routable_gateway,
 )
 from tests.support.provision import settings_doc
@@ -58,7 +58,6 @@ pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 
 CONTROLLER = "trafficsplit.dev/gateway-controller"
 OPERATOR_NS = "ts-system"
-KINDS = "deployments,services,poddisruptionbudgets,networkpolicies,secrets,configmaps"
 COLLIDING = [
     ("shop", "storefront-public-gateway-production-eu-west"),
     ("shop-storefront", "public-gateway-production-eu-west-canary-blue-a-70cvbmc"),
@@ -80,29 +79,14 @@ def gwkube() -> Iterator[ControlPlane]:
         yield cp
 
 
-def start_operator(kube: ControlPlane, tmp_path: Path, token: Path) -> OperatorProcess:
+def start_operator(kube: ControlPlane, tmp_path: Path, token: str) -> OperatorProcess:
     """One operator, provisioning on, its data planes in OPERATOR_NS (the chart's settings file, its defaults)."""
-    settings = tmp_path / "settings.json"
-    settings.write_text(json.dumps(settings_doc(OPERATOR_NS)))
-    return Operators(kube, tmp_path).start(
-        kube.kubeconfig,
-        args=[
-            "--leader-election=false",
-            "--gateway-api=true",
-            "--gateway-service=no-chart-gateway",
-            f"--gateway-namespace={OPERATOR_NS}",
-            f"--dataplane-settings={settings}",
-            f"--token-file={token}",
-            "--publish-timeout=2",
-        ],
-    )
+    return Operators(kube, tmp_path).start_provisioning(kube.kubeconfig, OPERATOR_NS, settings_doc(OPERATOR_NS), token)
 
 
 @pytest.fixture
 def operator(gwkube: ControlPlane, tmp_path: Path) -> Iterator[OperatorProcess]:
-    token = tmp_path / "token"
-    token.write_text("t" * 32 + "\n")
-    op = start_operator(gwkube, tmp_path, token)
+    op = start_operator(gwkube, tmp_path, "t" * 32)
     try:
         yield op
     finally:
@@ -121,8 +105,7 @@ def gateway_yaml(namespace: str, name: str, port: int = 80) -> str:
 
 def provisioned(kube: ControlPlane) -> dict[str, dict[str, Any]]:
     """kind/name → object, for every object in the operator's namespace with the data-plane labels."""
-    out = kube.kubectl("get", KINDS, "-n", OPERATOR_NS, "-l", COMPONENT_SELECTOR, "-o", "json").stdout
-    return {f"{o['kind']}/{o['metadata']['name']}": o for o in json.loads(out)["items"]}
+    return provisioned_objects(kube, OPERATOR_NS, COMPONENT_SELECTOR)
 
 
 def programmed(kube: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
@@ -167,7 +150,7 @@ def test_gateways_whose_names_collided_get_their_own_objects(
     for ns, name in PAIRS:
         apply(kube, gateway_yaml(ns, name))
     uids = {(ns, name): get_object(kube, "gateway", name, ns)["metadata"]["uid"] for ns, name in PAIRS}
-    op = start_operator(gwkube, tmp_path, replicas.token_file)
+    op = start_operator(gwkube, tmp_path, replicas.token)
 
     def each_has_six() -> dict[str, dict[str, Any]] | None:
         objs = provisioned(kube)

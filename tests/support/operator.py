@@ -463,6 +463,26 @@ class Operators:
         self.started.append(op)
         return op
 
+    def start_provisioning(
+        self, kubeconfig: Path, operator_namespace: str, settings: Mapping[str, Any], token: str
+    ) -> OperatorProcess:
+        """One operator as the chart runs it with the provisioner on: Gateway API, no chart gateway, its data planes
+        per the settings file (`settings`, tests.support.provision.settings_doc), publishing with `token`."""
+        settings_file = self.workdir / "settings.json"
+        settings_file.write_text(json.dumps(dict(settings)))
+        token_file = self.workdir / "token"
+        token_file.write_text(token + "\n")
+        args = [
+            "--leader-election=false",
+            "--gateway-api=true",
+            "--gateway-service=no-chart-gateway",
+            f"--gateway-namespace={operator_namespace}",
+            f"--dataplane-settings={settings_file}",
+            f"--token-file={token_file}",
+            "--publish-timeout=2",
+        ]
+        return self.start(kubeconfig, args=args)
+
     def stop_all(self) -> None:
         for op in self.started:
             op.stop()
@@ -477,3 +497,13 @@ def operators(kube: ControlPlane, tmp_path: Path) -> Iterator[Operators]:
         yield ops
     finally:
         ops.stop_all()
+
+
+DATAPLANE_KINDS = "deployments,services,poddisruptionbudgets,networkpolicies,secrets,configmaps"
+
+
+def provisioned_objects(kube: ControlPlane, namespace: str, selector: str) -> dict[str, dict[str, Any]]:
+    """kind/name → object, for every object of a provisioned data plane's kinds in `namespace` matching `selector`
+    (trafficsplit.operator.provision.COMPONENT_SELECTOR)."""
+    out = kube.kubectl("get", DATAPLANE_KINDS, "-n", namespace, "-l", selector, "-o", "json").stdout
+    return {f"{o['kind']}/{o['metadata']['name']}": o for o in json.loads(out)["items"]}
