@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,6 +187,18 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float = 120.0, interv
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+
+
+def probe_failures(cluster: Cluster, namespace: str) -> Counter[str]:
+    """Per pod of `namespace`, the probe failures the kubelet has reported so far (Events with reason Unhealthy, their
+    counts). A readiness failure takes the pod's endpoint out: a split then fails over (docs/spec.md §6), which a
+    ratio measured across it shows as bias; the ratio tests diff this around their run to say so."""
+    out: Counter[str] = Counter()
+    for ev in cluster.get("events", "-n", namespace)["items"]:
+        if ev.get("reason") == "Unhealthy" and ev.get("involvedObject", {}).get("kind") == "Pod":
+            count = (ev.get("series") or {}).get("count") or ev.get("count") or 1
+            out[ev["involvedObject"]["name"]] += int(count)
+    return out
 
 
 def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:

@@ -36,7 +36,7 @@ import pytest
 import yaml
 from scipy.stats import chisquare
 
-from tests.e2e.cluster import Cluster, Gateway, Response, condition, plugin_command, wait_for
+from tests.e2e.cluster import Cluster, Gateway, Response, condition, plugin_command, probe_failures, wait_for
 from tests.e2e.gatewayapi import (
     CLASS,
     CONTROLLER,
@@ -104,7 +104,15 @@ def _backend_docs() -> list[dict[str, Any]]:
                                     "image": "IMAGE",
                                     "args": ["-listen=:8080", f"-text={name}"],
                                     "ports": [{"name": "http", "containerPort": 8080}],
-                                    "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 2},
+                                    # One CI run measured the 70/30 as 72.5/27.5. The mechanism found that biases it:
+                                    # a pod whose probe (default timeout 1 s) fails on the saturated 2-core node
+                                    # leaves its endpoints and its keys fail over (docs/spec.md §6). The probe
+                                    # proves readiness, not speed; the ratio test reports any probe failure too.
+                                    "readinessProbe": {
+                                        "httpGet": {"path": "/", "port": "http"},
+                                        "periodSeconds": 2,
+                                        "timeoutSeconds": 5,
+                                    },
                                     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
                                 }
                             ],
@@ -212,9 +220,11 @@ def test_a_70_30_0_route_splits_5000_cookieless_requests(gwapi: GatewayAPI) -> N
     _assert_parent_status(parent)
     gw = Client(gateway=Gateway(gwapi.address, LISTENER_PORT))
     n = 5000
+    probes = probe_failures(cluster, NS)
     t = time.monotonic()
     responses = parallel(lambda _: gw.request(host), range(n))
     took = time.monotonic() - t
+    flapped = probe_failures(cluster, NS) - probes
     statuses = Counter(r.status for r in responses)
     assert statuses == {200: n}, statuses
     counts = Counter(r.backend for r in responses)
@@ -222,7 +232,10 @@ def test_a_70_30_0_route_splits_5000_cookieless_requests(gwapi: GatewayAPI) -> N
     assert set(counts) <= {"alpha", "beta"}, counts
     result = chisquare([counts["alpha"], counts["beta"]], [n * 0.7, n * 0.3])
     print(f"70/30/0 over {n} requests to {gwapi.address}:{LISTENER_PORT} in {took:.1f}s: {dict(counts)}, "
-          f"chi-square p={result.pvalue:.3f}")  # fmt: skip
+          f"chi-square p={result.pvalue:.3f}, backend probe failures during the run: {dict(flapped)}")  # fmt: skip
+    # A backend whose readiness probe failed lost its endpoint for a while, and its keys failed over (docs/spec.md
+    # §6): correct behaviour, but not the 70/30 this measures. Said as such rather than as a biased ratio.
+    assert not flapped, f"backend pods failed readiness probes during the run, so the split failed over: {flapped}"
     assert result.pvalue > P_MIN, (counts, result)
 
 
