@@ -971,7 +971,7 @@ def test_a_provisioned_data_plane_runs_the_charts_gateway_containers(helm: Helm,
     env, probes, resources, security contexts, mounts), the same pod settings and volumes. Only what is per Gateway
     differs: Envoy's ports are the listener ports (named `http-<port>`) and its readiness probe the first of them;
     the bootstrap is the pod's own, written into an emptyDir by its init container (the extproc's image); the
-    extproc is told which Gateway it serves (`--gateway`)."""
+    extproc is told which Gateway it serves (`--gateway`); its cookie keys and publish token are the Gateway's own."""
     docs = render_gateway_api(helm, *sets)
     _, rendered = _provisioned(docs, 8080)
     chart = find(docs, "Deployment", "rel-gateway")["spec"]["template"]["spec"]
@@ -1004,8 +1004,15 @@ def test_a_provisioned_data_plane_runs_the_charts_gateway_containers(helm: Helm,
     [written] = [v for v in mine["volumes"] if v["name"] == "bootstrap"]
     assert "emptyDir" in written and [c["name"] for c in mine["initContainers"]] == ["bootstrap"]
     assert "initContainers" not in chart
-    chart_volumes = [written if v["name"] == "bootstrap" else v for v in chart["volumes"] if v["name"] != "cookie-keys"]
-    assert [v for v in mine["volumes"] if v["name"] != "cookie-keys"] == chart_volumes
+    # The publish token is the Gateway's own Secret, never the chart's shared one (docs/security.md).
+    token = next(v for v in mine["volumes"] if v["name"] == "publish-token")
+    assert token["secret"]["secretName"] == f"{rendered.name}-publish-token"
+    chart_token = next(v for v in chart["volumes"] if v["name"] == "publish-token")
+    assert token["secret"]["secretName"] != chart_token["secret"]["secretName"]
+    own = {"cookie-keys", "publish-token"}
+    chart_volumes = [written if v["name"] == "bootstrap" else v for v in chart["volumes"] if v["name"] not in own]
+    assert [v for v in mine["volumes"] if v["name"] not in own] == chart_volumes
+    assert {**token["secret"], "secretName": ""} == {**chart_token["secret"], "secretName": ""}
 
 
 def _without_cookie_keys(container: dict[str, Any]) -> dict[str, Any]:

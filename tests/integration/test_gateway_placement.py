@@ -5,9 +5,9 @@ operator's own), and a ResourceQuota's status is written by hand, as the quota c
 
 - Both placements: a class with `placement: GatewayNamespace` puts all eight objects of a Gateway's data plane in
   the Gateway's namespace (owned by the Gateway, its own publish token, a copy of the publish certificate, nothing
-  in the operator's namespace); the default class keeps its six there, nothing in the Gateway's. A class moved from
-  one placement to the other moves its data planes (nothing left behind), and a deleted Gateway's objects go from
-  either place.
+  in the operator's namespace); the default class keeps its seven there (its own publish token among them), nothing
+  in the Gateway's. A class moved from one placement to the other moves its data planes (nothing left behind), and a
+  deleted Gateway's objects go from either place.
 - A ResourceQuota of 0 Deployments in the Gateway's namespace refuses its data plane: `Programmed: False`,
   `NoResources`, the quota's message; nothing made in the operator's namespace. The quota raised, it is provisioned.
 - Caps (ControllerNamespace): a class allowing 2 Gateways per namespace refuses the third (`NoResources`, naming
@@ -184,9 +184,9 @@ def test_both_placements_create_move_and_remove_the_objects_in_their_namespace(
     where = poll(placed(kube, here, "tenant", 8), 60, "web's eight objects in tenant", 0.2)
     took = time.monotonic() - t0
     assert where["tenant"] == GATEWAY_NAMESPACE_OBJECTS, where
-    theirs = poll(placed(kube, there, OPERATOR_NS, 6), 60, "web2's six objects in the operator's namespace", 0.2)
+    theirs = poll(placed(kube, there, OPERATOR_NS, 7), 60, "web2's seven objects in the operator's namespace", 0.2)
     assert all(dataplane_name("tenant", "web2") in k for k in theirs[OPERATOR_NS]), theirs
-    print(f"GatewayNamespace: 8 objects in tenant, ControllerNamespace: 6 in {OPERATOR_NS}, both in {took:.1f}s")
+    print(f"GatewayNamespace: 8 objects in tenant, ControllerNamespace: 7 in {OPERATOR_NS}, both in {took:.1f}s")
 
     tenant = objects(kube, "tenant")
     for key, obj in tenant.items():
@@ -208,14 +208,14 @@ def test_both_placements_create_move_and_remove_the_objects_in_their_namespace(
 
     # A class moved: its data plane moves, nothing is left where it was.
     mover = make_gateway(kube, "tenant", "moving", "mover")
-    poll(placed(kube, mover, OPERATOR_NS, 6), 60, "moving's objects in the operator's namespace", 0.2)
+    poll(placed(kube, mover, OPERATOR_NS, 7), 60, "moving's objects in the operator's namespace", 0.2)
     t1 = time.monotonic()
     set_parameters(kube, "mover", {"placement": "GatewayNamespace"})
     moved = poll(placed(kube, mover, "tenant", 8), 60, "moving's objects moved to tenant, none left behind", 0.2)
     print(f"class moved to GatewayNamespace: {len(moved['tenant'])} objects in tenant, 0 left in {OPERATOR_NS}, "
           f"{time.monotonic() - t1:.1f}s")  # fmt: skip
     set_parameters(kube, "mover", {"placement": "ControllerNamespace"})
-    poll(placed(kube, mover, OPERATOR_NS, 6), 60, "moved back, none left in tenant", 0.2)
+    poll(placed(kube, mover, OPERATOR_NS, 7), 60, "moved back, none left in tenant", 0.2)
 
     t2 = time.monotonic()
     for name in ("web", "web2", "moving"):
@@ -268,7 +268,7 @@ def test_the_caps_refuse_the_gateway_past_them_and_admit_it_when_one_goes(
     kube = gwkube
     uids = [make_gateway(kube, "capped", f"c-{i}", "there") for i in range(3)]
     for uid in uids[:2]:
-        poll(placed(kube, uid, OPERATOR_NS, 6), 60, "the first two Gateways' data planes", 0.2)
+        poll(placed(kube, uid, OPERATOR_NS, 7), 60, "the first two Gateways' data planes", 0.2)
     c = poll(reason_is(kube, "capped", "c-2", "NoResources"), 60, "c-2 Programmed False, NoResources", 0.2)
     assert c["status"] == "False" and "limits.gatewaysPerNamespace" in c["message"], c
     assert "at most 2 Gateways per namespace" in c["message"], c
@@ -278,13 +278,13 @@ def test_the_caps_refuse_the_gateway_past_them_and_admit_it_when_one_goes(
     assert all(programmed(kube, "capped", f"c-{i}").get("status") != "False" for i in range(2))
     t0 = time.monotonic()
     kube.kubectl("delete", "gateway", "c-0", "-n", "capped")
-    poll(placed(kube, uids[2], OPERATOR_NS, 6), 60, "c-2 admitted once c-0 is gone", 0.2)
+    poll(placed(kube, uids[2], OPERATOR_NS, 7), 60, "c-2 admitted once c-0 is gone", 0.2)
     poll(lambda: not of(kube, uids[0]) or None, 60, "c-0's data plane removed", 0.2)
     print(f"c-0 deleted: c-2 provisioned {time.monotonic() - t0:.1f}s later")
 
     # The replica cap: 3 replicas per namespace, 2 per data plane: one Gateway fits.
     thin = [make_gateway(kube, "capped", f"r-{i}", "thin") for i in range(2)]
-    poll(placed(kube, thin[0], OPERATOR_NS, 6), 60, "r-0's data plane", 0.2)
+    poll(placed(kube, thin[0], OPERATOR_NS, 7), 60, "r-0's data plane", 0.2)
     c = poll(reason_is(kube, "capped", "r-1", "NoResources"), 60, "r-1 Programmed False, NoResources", 0.2)
     assert "limits.replicasPerNamespace" in c["message"] and "may run 3 data-plane replicas" in c["message"], c
     print(f"capped/r-1: {c['reason']}: {c['message']}")

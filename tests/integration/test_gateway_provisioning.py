@@ -19,6 +19,7 @@ EndpointSlice made by hand for the Gateway's provisioned publish Service.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import time
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import yaml
 
@@ -53,6 +55,7 @@ from trafficsplit.operator.dataplane_names import (
     publish_service_name,
 )
 from trafficsplit.operator.provision import COMPONENT_SELECTOR
+from trafficsplit.v1alpha1 import publish_pb2 as pb
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 
@@ -130,37 +133,34 @@ def publish_slice(kube: ControlPlane, service: str, host: str, port: int) -> Non
 
 
 PAIRS = COLLIDING + BIRTHDAY
+SHARED_TOKEN = "t" * 32  # the installation's: the chart gateway's, which no provisioned replica accepts
 
 
-@pytest.fixture
-def replicas(name_backends: NameBackends, testpods: TestPods) -> Iterator[Gateway]:
-    """One extproc + Envoy replica per Gateway of PAIRS, each told which Gateway it serves (`--gateway`, as a
-    provisioned replica is): it refuses any other Gateway's generation."""
-    extra = [[f"--gateway={ns}/{name}"] for ns, name in PAIRS]
-    with routable_gateway(name_backends, testpods, n=len(PAIRS), unit_extra=extra) as gw:
-        yield gw
+def own_token(objs: dict[str, dict[str, Any]], namespace: str, name: str) -> str:
+    secret = objs[f"Secret/{dataplane_name(namespace, name)}-publish-token"]
+    return base64.b64decode(secret["data"]["token"]).decode()
 
 
 @pytest.mark.envoy
 @pytest.mark.netns
 def test_gateways_whose_names_collided_get_their_own_objects(
-    gwkube: ControlPlane, replicas: Gateway, tmp_path: Path
+    gwkube: ControlPlane, name_backends: NameBackends, testpods: TestPods, tmp_path: Path
 ) -> None:
     kube = gwkube
     for ns, name in PAIRS:
         apply(kube, gateway_yaml(ns, name))
     uids = {(ns, name): get_object(kube, "gateway", name, ns)["metadata"]["uid"] for ns, name in PAIRS}
-    op = start_operator(gwkube, tmp_path, replicas.token)
+    op = start_operator(gwkube, tmp_path, SHARED_TOKEN)
 
-    def each_has_six() -> dict[str, dict[str, Any]] | None:
+    def each_has_seven() -> dict[str, dict[str, Any]] | None:
         objs = provisioned(kube)
         counts = [
             sum(o["metadata"]["labels"].get(GATEWAY_UID_LABEL) == u for o in objs.values()) for u in uids.values()
         ]
-        return objs if counts == [6] * len(PAIRS) else None
+        return objs if counts == [7] * len(PAIRS) else None
 
     try:
-        objs = poll(each_has_six, 60, "six objects per Gateway", 0.2)
+        objs = poll(each_has_seven, 60, "seven objects per Gateway", 0.2)
         names = {dataplane_name(ns, name) for ns, name in PAIRS}
         assert len(names) == 4, names  # the prefixes are still alike: only the 128-bit digest tells them apart
         by_uid = {u: k for k, u in uids.items()}
@@ -173,27 +173,17 @@ def test_gateways_whose_names_collided_get_their_own_objects(
             assert meta["labels"][GATEWAY_LABEL] == dataplane_name(*owner), key
             assert meta["name"].startswith(dataplane_name(*owner)), key
             assert len(meta["name"]) <= 63 or obj["kind"] == "Secret", key
-        # Each Gateway's replica is the one endpoint of its own publish Service; a replica refuses any other
-        # Gateway's generation, so Programmed True means each Gateway was published to through its own objects.
-        for i, (ns, name) in enumerate(PAIRS):
-            publish_slice(kube, publish_service_name(ns, name), replicas.publish_host,
-                          replicas.units[i].processor.ports["publish"])  # fmt: skip
-        for ns, name in PAIRS:
-            svc = objs[f"Service/{dataplane_name(ns, name)}"]
-            poll(is_programmed(kube, ns, name, "True"), 60, f"{ns}/{name} Programmed", 0.2)
-            status = get_object(kube, "gateway", name, ns)["status"]
-            assert status["addresses"] == [{"type": "IPAddress", "value": svc["spec"]["clusterIP"]}], (ns, name)
-        held = replicas.held()
-        assert all(h >= 1 for h in held), held
-        refused = re.findall(r"refused generation \d+ .*this replica serves Gateway", op.log())
-        print(
-            f"4 Gateways Programmed, each by its own replica; replicas hold {held}; refusals in the log: {len(refused)}"
-        )
-        # Nothing rewrote anything: the same versions a few passes later, and no generation ping-pong.
-        versions = {k: o["metadata"]["resourceVersion"] for k, o in objs.items()}
-        time.sleep(3)
-        assert {k: o["metadata"]["resourceVersion"] for k, o in provisioned(kube).items() if k in versions} == versions
-        assert replicas.held() == held and not refused
+        # Each data plane's own publish token, as its pods mount it: four distinct, none the installation's.
+        tokens = [own_token(objs, ns, name) for ns, name in PAIRS]
+        assert len(set(tokens)) == 4 and SHARED_TOKEN not in tokens, tokens
+        extra = []
+        for i, ((ns, name), token) in enumerate(zip(PAIRS, tokens, strict=True)):
+            (tmp_path / f"token-{i}").write_text(token + "\n")
+            extra.append([f"--token-file={tmp_path / f'token-{i}'}", f"--gateway={ns}/{name}"])
+        # One extproc + Envoy replica per Gateway standing in for its pod: its Gateway's token only (the last
+        # --token-file wins), its Gateway only (`--gateway`, as a provisioned replica is told).
+        with routable_gateway(name_backends, testpods, n=len(PAIRS), unit_extra=extra) as replicas:
+            _each_served_by_its_own(kube, op, replicas, objs, tokens)
         for ns, name in PAIRS:
             kube.kubectl("delete", "gateway", name, "-n", ns)
         poll(lambda: not any(o["metadata"]["labels"].get(GATEWAY_UID_LABEL) in by_uid
@@ -204,6 +194,53 @@ def test_gateways_whose_names_collided_get_their_own_objects(
         print(op.log_tail(40))
 
 
+def _each_served_by_its_own(
+    kube: ControlPlane, op: OperatorProcess, replicas: Gateway, objs: dict[str, dict[str, Any]], tokens: list[str]
+) -> None:
+    # Each Gateway's replica is the one endpoint of its own publish Service; a replica refuses any other Gateway's
+    # generation and token, so Programmed True means each Gateway was published to through its own objects.
+    for i, (ns, name) in enumerate(PAIRS):
+        publish_slice(kube, publish_service_name(ns, name), replicas.publish_host,
+                      replicas.units[i].processor.ports["publish"])  # fmt: skip
+    for ns, name in PAIRS:
+        svc = objs[f"Service/{dataplane_name(ns, name)}"]
+        poll(is_programmed(kube, ns, name, "True"), 60, f"{ns}/{name} Programmed", 0.2)
+        status = get_object(kube, "gateway", name, ns)["status"]
+        assert status["addresses"] == [{"type": "IPAddress", "value": svc["spec"]["clusterIP"]}], (ns, name)
+    held = replicas.held(tokens)
+    assert all(h >= 1 for h in held), held
+    refused = re.findall(r"refused generation \d+ .*this replica serves Gateway", op.log())
+    print(f"4 Gateways Programmed, each by its own replica; replicas hold {held}; refusals in the log: {len(refused)}")
+
+    # A generation for B (the colliding pair's second) sent to A's replica: with B's token, refused as
+    # unauthenticated; with A's, refused as another Gateway's. A holds what it held.
+    b = PAIRS[1]
+    other = pb.Generation(number=max(held) + 1, origin="gateway B's fleet")
+    other.routes.gateway = f"{b[0]}/{b[1]}"
+    with pytest.raises(grpc.RpcError) as refused_b:
+        replicas.publish(0, other, tokens[1])
+    assert refused_b.value.code() is grpc.StatusCode.UNAUTHENTICATED, refused_b.value
+    with_a = replicas.publish(0, other, tokens[0])
+    assert with_a.result == pb.PublishReply.INVALID and "this replica serves Gateway" in with_a.message, with_a
+    with pytest.raises(grpc.RpcError) as refused_shared:
+        replicas.publish(0, other, SHARED_TOKEN)
+    assert refused_shared.value.code() is grpc.StatusCode.UNAUTHENTICATED, refused_shared.value
+    assert replicas.held(tokens)[0] == held[0]
+    print(
+        f"B's generation to A's replica: with B's token {refused_b.value.code().name}, with A's "
+        f"{pb.PublishReply.Result.Name(with_a.result)} ({with_a.message!r}), with the shared token "
+        f"{refused_shared.value.code().name}; A still holds {held[0]}"
+    )
+
+    # Nothing rewrote anything: the same versions a few passes later, and no generation ping-pong.
+    versions = {k: o["metadata"]["resourceVersion"] for k, o in objs.items()}
+    time.sleep(3)
+    assert {k: o["metadata"]["resourceVersion"] for k, o in provisioned(kube).items() if k in versions} == versions
+    assert replicas.held(tokens) == held and not re.findall(
+        r"refused generation \d+ .*this replica serves Gateway", op.log()
+    )
+
+
 def test_an_object_of_the_derived_name_that_is_another_gateways_is_left_alone(
     gwkube: ControlPlane, operator: OperatorProcess
 ) -> None:
@@ -211,7 +248,7 @@ def test_an_object_of_the_derived_name_that_is_another_gateways_is_left_alone(
     apply(kube, gateway_yaml("edge", "owner"))
     owner_uid = get_object(kube, "gateway", "owner", "edge")["metadata"]["uid"]
     poll(lambda: len([o for o in provisioned(kube).values()
-                      if o["metadata"]["labels"].get(GATEWAY_UID_LABEL) == owner_uid]) == 6 or None,
+                      if o["metadata"]["labels"].get(GATEWAY_UID_LABEL) == owner_uid]) == 7 or None,
          60, "the owner's data plane", 0.2)  # fmt: skip
     # By hand: a Service under the name the Gateway edge/victim's data plane will need, carrying edge/owner's uid
     # (what a name collision would look like).
@@ -238,7 +275,7 @@ def test_an_object_of_the_derived_name_that_is_another_gateways_is_left_alone(
     # The administrator removes the hand-made object: the victim gets its data plane (at its next backoff try).
     kube.kubectl("delete", "service", taken, "-n", OPERATOR_NS)
     poll(lambda: len([o for o in provisioned(kube).values()
-                      if o["metadata"]["labels"].get(GATEWAY_UID_LABEL) == victim_uid]) == 6 or None,
+                      if o["metadata"]["labels"].get(GATEWAY_UID_LABEL) == victim_uid]) == 7 or None,
          60, "the victim's data plane once the name is free", 0.2)  # fmt: skip
     assert programmed(kube, "edge", "victim").get("status") != "False"
     for name in ("owner", "victim"):

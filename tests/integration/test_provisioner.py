@@ -58,6 +58,7 @@ def test_a_gateway_gets_its_data_plane_and_loses_all_of_it_on_delete(
     assert sorted(got) == sorted([
         f"Deployment/{base}", f"Service/{base}", f"Service/{base}-publish",
         f"PodDisruptionBudget/{base}", f"NetworkPolicy/{base}", f"Secret/{base}-cookie-keys",
+        f"Secret/{base}-publish-token",
     ])  # fmt: skip
     svc = got[f"Service/{base}"]
     assert [p["port"] for p in svc["spec"]["ports"]] == [80, 8080]
@@ -67,7 +68,7 @@ def test_a_gateway_gets_its_data_plane_and_loses_all_of_it_on_delete(
         managers == {FIELD_MANAGER}
         and got[f"Deployment/{base}"]["metadata"]["managedFields"][0]["operation"] == "Apply"
     )
-    assert len(of(kube, namespace, "shop", "b")) == 6
+    assert len(of(kube, namespace, "shop", "b")) == 7
     before_b = {k: o["metadata"]["resourceVersion"] for k, o in of(kube, namespace, "shop", "b").items()}
 
     # Applying the same rendering again changes nothing (server-side apply of identical fields is a no-op).
@@ -75,7 +76,7 @@ def test_a_gateway_gets_its_data_plane_and_loses_all_of_it_on_delete(
     asyncio.run(provisioner.ensure(a, DEFAULT_PARAMETERS))
     assert {k: o["metadata"]["resourceVersion"] for k, o in of(kube, namespace, "shop", "a").items()} == versions
 
-    assert asyncio.run(provisioner.remove(a.meta.uid)) == 6
+    assert asyncio.run(provisioner.remove(a.meta.uid)) == 7
     assert of(kube, namespace, "shop", "a") == {}
     assert {k: o["metadata"]["resourceVersion"] for k, o in of(kube, namespace, "shop", "b").items()} == before_b
     assert asyncio.run(provisioner.remove(a.meta.uid)) == 0  # nothing left: a second delete is harmless
@@ -100,7 +101,7 @@ def test_parameters_change_the_data_plane_and_what_is_no_longer_rendered_goes(
     )
     asyncio.run(off.ensure(gw, big))
     assert sorted(k.split("/")[0] for k in of(kube, namespace, "shop", "web")) == [
-        "Deployment", "Secret", "Service", "Service"
+        "Deployment", "Secret", "Secret", "Service", "Service"
     ]  # fmt: skip
 
 
@@ -237,4 +238,4 @@ def test_an_object_of_a_name_the_data_plane_needs_that_is_not_its_own_stops_it_w
         asyncio.run(provisioner.ensure(gw, DEFAULT_PARAMETERS))
     kube.kubectl("delete", "secret", name, "-n", namespace)
     asyncio.run(provisioner.ensure(gw, DEFAULT_PARAMETERS))
-    assert len(of(kube, namespace, "shop", "wanted")) == 6
+    assert len(of(kube, namespace, "shop", "wanted")) == 7

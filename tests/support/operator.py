@@ -254,19 +254,29 @@ class Gateway:
     def dataplane_args(self) -> list[str]:
         return [f"--dataplane={u.processor.replica}={self.address(i)}" for i, u in enumerate(self.units)]
 
-    def held(self) -> list[int]:
-        """Each unit's held generation number (-1: unreachable), asked over the publish API with the token."""
+    def held(self, tokens: Sequence[str] | None = None) -> list[int]:
+        """Each unit's held generation number (-1: unreachable), asked over the publish API with the token (`tokens`:
+        each unit's own, as provisioned replicas have)."""
         out = []
         for i in range(len(self.units)):
+            token = self.token if tokens is None else tokens[i]
             try:
                 with grpc.insecure_channel(self.address(i)) as ch:
                     reply = pb_grpc.PublisherStub(ch).GetHeld(
-                        pb.GetHeldRequest(), metadata=[("authorization", f"Bearer {self.token}")], timeout=5
+                        pb.GetHeldRequest(), metadata=[("authorization", f"Bearer {token}")], timeout=5
                     )
                 out.append(int(reply.held_number))
             except grpc.RpcError:
                 out.append(-1)
         return out
+
+    def publish(self, i: int, gen: pb.Generation, token: str) -> pb.PublishReply:
+        """`gen` published to unit `i` with `token`, over the address an operator reaches it on (raises RpcError)."""
+        with grpc.insecure_channel(self.address(i)) as ch:
+            reply: pb.PublishReply = pb_grpc.PublisherStub(ch).Publish(
+                pb.PublishRequest(generation=gen), metadata=[("authorization", f"Bearer {token}")], timeout=5
+            )
+            return reply
 
     def kill_processor(self, i: int) -> None:
         """SIGKILL the unit's extproc (the crash case); `start_processor` brings it back on the same port."""

@@ -38,7 +38,6 @@ def settings_doc(namespace: str = "ts-system", **gateway_changes: Any) -> dict[s
         "extprocImage": "ghcr.io/trafficsplit/extproc:0.1.0",
         "envoyImage": "envoyproxy/envoy:distroless-v1.40.0",
         "publishPort": values["publish"]["port"],
-        "tokenSecret": "rel-publish-token",
         "tlsSecret": "rel-publish-tls-gateway",
         "serviceAccount": "rel-gateway",
         "securityContext": values["securityContext"],

@@ -5,6 +5,7 @@ installation's consent to that placement. Pure: provision.render and dataplane_n
 from __future__ import annotations
 
 import base64
+import hashlib
 import itertools
 import re
 from typing import Any
@@ -21,6 +22,7 @@ from trafficsplit.operator.dataplane_names import (
     names_for,
 )
 from trafficsplit.operator.provision import (
+    PUBLISH_TOKEN_DIGEST_ANNOTATION,
     CookieKeys,
     ProvisionError,
     Rendered,
@@ -89,19 +91,38 @@ def test_the_pods_mount_the_gateways_own_token_and_certificate_copy_and_need_no_
     assert tls["data"] == TLS
 
 
-def test_the_shared_token_stays_in_the_operators_namespace() -> None:
-    """Controller placement mounts the installation's token Secret; the Gateway's namespace never gets it."""
-    shared = settings().token_secret
-    r = render(gateway(80), HERE, allowed(), KEYS, token=TOKEN, tls=TLS)
-    mounted = {
-        v.get("secret", {}).get("secretName") for v in r.of_kind("Deployment")[0]["spec"]["template"]["spec"]["volumes"]
-    }
-    assert shared not in mounted
-    ctl = render(gateway(80), DEFAULT_PARAMETERS, settings(), KEYS)
-    assert shared in {
-        v.get("secret", {}).get("secretName")
-        for v in ctl.of_kind("Deployment")[0]["spec"]["template"]["spec"]["volumes"]
-    }
+@pytest.mark.parametrize("place", ["ControllerNamespace", "GatewayNamespace"])
+def test_in_either_place_the_pods_mount_their_gateways_own_token_never_the_shared_one(place: str) -> None:
+    """Before, ControllerNamespace pods mounted the installation's token Secret: every Gateway's replicas accepted
+    the token every Gateway's fleet sent."""
+    here = place == "GatewayNamespace"
+    r = render(gateway(80), HERE if here else DEFAULT_PARAMETERS, allowed() if here else settings(), KEYS, token=TOKEN)
+    pod = r.of_kind("Deployment")[0]["spec"]["template"]["spec"]
+    vols = {v["name"]: v.get("secret", {}).get("secretName") for v in pod["volumes"]}
+    token = next(o for o in r.of_kind("Secret") if o["metadata"]["name"] == vols["publish-token"])
+    assert token["metadata"]["namespace"] == ("shop" if here else "ts-system")
+    assert token["metadata"]["labels"][GATEWAY_UID_LABEL] == gateway(80).meta.uid
+    assert parse_publish_token(token) == TOKEN
+    assert vols["publish-token"] == (
+        "ts-web-publish-token" if here else f"{dataplane_name('shop', 'web')}-publish-token"
+    )
+
+
+def test_a_new_publish_token_rolls_the_pods_the_same_one_does_not() -> None:
+    """The extproc reads its token file once: a token Secret lost or rewritten gets a new token, which the pods only
+    accept once they restart, so its digest is on the pod template."""
+
+    def template(token: str) -> dict[str, Any]:
+        r = render(gateway(80), DEFAULT_PARAMETERS, settings(), KEYS, token=token)
+        out: dict[str, Any] = r.of_kind("Deployment")[0]["spec"]["template"]
+        return out
+
+    assert template(TOKEN) == template(TOKEN)
+    other = template("f" * 64)
+    assert other != template(TOKEN)
+    assert (
+        other["metadata"]["annotations"][PUBLISH_TOKEN_DIGEST_ANNOTATION] == hashlib.sha256(b"f" * 64).hexdigest()[:16]
+    )
 
 
 def test_the_publish_port_admits_the_operators_pods_by_their_namespace_too() -> None:

@@ -465,7 +465,7 @@ class FakeProvisioner:
         return 1
 
     def publish_token(self, uid: str) -> str | None:
-        return None
+        return TOKEN  # the Gateway's own, played by the one these tests' replicas accept
 
 
 def accepted(api: Api, gateway: str) -> tuple[str, str, int, str]:
@@ -743,23 +743,29 @@ class BlockedProvisioner(FakeProvisioner):
         await asyncio.Event().wait()
         return ()
 
+    def publish_token(self, uid: str) -> str | None:
+        return None
 
-def test_a_data_plane_in_the_gateways_namespace_never_gets_the_shared_token(tmp_path: Any) -> None:
-    """Its pods are in the tenant's namespace, where the tenant may change them: before the Gateway's own token is
-    known (its ensure has not finished, as after an operator restart, with the replicas already listed) the fleet
-    sends no token at all, so the replica (which accepts only the shared one here) refuses every call and holds
-    nothing; the shared token never reaches it."""
+
+@pytest.mark.parametrize("placement", ["ControllerNamespace", "GatewayNamespace"])
+def test_a_provisioned_data_plane_never_gets_the_shared_token(tmp_path: Any, placement: str) -> None:
+    """In either place, before the Gateway's own token is known (its ensure has not finished, as after an operator
+    restart, with the replicas already listed) the fleet sends no token at all, so the replica (which accepts only
+    the shared one here) refuses every call and holds nothing; the shared token never reaches it. (Before, a
+    ControllerNamespace data plane's replicas accepted, and its fleet sent, the installation's shared token: one
+    Gateway's fleet could publish to every other's replicas.)"""
 
     async def main() -> None:
         prov = BlockedProvisioner()
         async with gateways(tmp_path, "one", provisioner=prov) as p:
             api, replica = p.api, p.replicas["one"]
-            api.put("gatewayparameters", {"metadata": meta("here", None), "spec": {"placement": "GatewayNamespace"}})
-            ref = {"group": "trafficsplit.dev", "kind": "GatewayParameters", "name": "here"}
-            api.put("gatewayclass", {"metadata": meta("ts", None), "spec": {"controllerName": CONTROLLER,
-                                                                            "parametersRef": ref}})  # fmt: skip
-            p.engine.apply("service", None, service_body(NS, "tsp-one", "publish", 9443))
-            p.engine.apply("endpointslice", None, slice_body(NS, "tsp-one", "publish", replica.port, "127.0.0.1"))
+            if placement == "GatewayNamespace":
+                api.put("gatewayparameters", {"metadata": meta("here", None), "spec": {"placement": placement}})
+                ref = {"group": "trafficsplit.dev", "kind": "GatewayParameters", "name": "here"}
+                api.put("gatewayclass", {"metadata": meta("ts", None), "spec": {"controllerName": CONTROLLER,
+                                                                                "parametersRef": ref}})  # fmt: skip
+                p.engine.apply("service", None, service_body(NS, "tsp-one", "publish", 9443))
+                p.engine.apply("endpointslice", None, slice_body(NS, "tsp-one", "publish", replica.port, "127.0.0.1"))
             await p.start()
             await until(lambda: replica.bad_tokens >= 2 and bool(prov.ensured), timeout=30)
             assert replica.held == 0, replica.held  # never authenticated with the shared token

@@ -279,8 +279,8 @@ class Fleet:
         metrics: FleetMetrics | None = None,
     ) -> None:
         self.token_file = token_file
-        # A token of this fleet's replicas alone (a GatewayNamespace data plane's, set by the Gateway plane), sent
-        # instead of the one `token_file` holds; None: the file's.
+        # A token of this fleet's replicas alone (a provisioned data plane's, set by the Gateway plane), sent
+        # instead of the one `token_file` holds; None: the file's (the chart gateway's fleet).
         self.token: str | None = None
         self.tls = tls
         self.timeout = timeout

@@ -167,7 +167,7 @@ class Provisioner(Protocol):
     async def remove_gateway(self, gateway: Gateway) -> int: ...
 
     def publish_token(self, uid: str) -> str | None:
-        """The Gateway's own publish token when its replicas have one (None: the installation's shared token)."""
+        """The Gateway's own publish token, the only one its replicas accept (None: not applied yet)."""
         ...
 
 
@@ -416,13 +416,12 @@ class GatewayPlane:
         names = names_for(key[0], key[1], self._placement(key), self.settings.namespace)
         return (names.namespace, names.publish)
 
-    def _guard_token(self, key: Key, p: GatewayPublishing) -> None:
-        """A data plane in the Gateway's own namespace runs pods its tenant may change: its fleet never sends the
-        installation's shared token there, only the Gateway's own (set once an ensure applied it; until then none,
-        and the replicas refuse the call)."""
-        if self._placement(key) is Placement.GATEWAY_NAMESPACE and p.fleet.token is None:
-            own = self._provisioner.publish_token(p.uid) if self._provisioner is not None else None
-            p.fleet.token = own or ""
+    def _guard_token(self, p: GatewayPublishing) -> None:
+        """A provisioned data plane accepts only its Gateway's own token, and one in the Gateway's namespace runs pods
+        its tenant may change: its fleet never sends the installation's shared token, only the Gateway's own (set
+        once an ensure applied it; until then none, and the replicas refuse the call)."""
+        if self._provisioner is not None and p.fleet.token is None:
+            p.fleet.token = self._provisioner.publish_token(p.uid) or ""
 
     def replicas(self, key: Key, slices: Mapping[Key, SliceInfo]) -> tuple[Replica, ...]:
         ns, svc = self._publish_service(key)
@@ -557,7 +556,7 @@ class GatewayPlane:
                     fleet=self._make_fleet(gateway_label(*key)), created=loop.time(), uid=self._uid(key)
                 )
                 loop.call_later(self.settings.probe_timeout, self._poke)
-            self._guard_token(key, p)
+            self._guard_token(p)
             replicas = self.replicas(key, slices)
             if replicas and not p.replicas:
                 # Its first replicas (the Service listed none): numbering and the slot tables wait, bounded, for
@@ -677,8 +676,8 @@ class GatewayPlane:
         tried = (gw.meta.generation, params)
         try:
             addresses = await self._provisioner.ensure(gw, params)
-            # Its replicas' own token when they have one (GatewayNamespace), else the installation's (None).
-            p.fleet.token = self._provisioner.publish_token(gw.meta.uid)
+            # Its replicas' own token, the only one they accept.
+            p.fleet.token = self._provisioner.publish_token(gw.meta.uid) or ""
             p.addresses = tuple({"type": a.type, "value": a.value} for a in addresses)
             p.provisioned, p.ensured_at = tried, loop.time()
             p.unprovisioned, p.failed_for = None, None

@@ -19,12 +19,13 @@ Placement (the class's `spec.placement`, else the installation's `placement`): e
 namespace (ControllerNamespace) or in the Gateway's own (GatewayNamespace), named by `dataplane_names.names_for`,
 and carries the selector labels and the Gateway's uid (`GATEWAY_UID_LABEL`): cleanup finds a deleted Gateway's
 objects by label, and the provisioner touches an object only when its uid is the Gateway's (ownership.py). In the
-Gateway's namespace the objects also name the Gateway as their owner (the garbage collector removes them with it),
-and the pods cannot mount the operator's namespace's Secrets, so that data plane has Secrets of its own there: a
-publish token made for this Gateway alone (`render_publish_token`; the installation's shared token is never copied
-into a tenant's namespace, so a tenant who reads its Secrets can publish to no other Gateway's replicas) and, with
-TLS, a copy of the gateways' publish certificate (`render_publish_tls`), and the NetworkPolicy admits the publish
-port from the operator's pods by their namespace too. An installation that did not grant the RBAC GatewayNamespace
+Gateway's namespace the objects also name the Gateway as their owner (the garbage collector removes them with it).
+In either place each data plane has a publish token made for its Gateway alone (`render_publish_token`), the only
+one its replicas accept: the installation's shared token is never mounted into a provisioned pod, so no Gateway's
+fleet (or tenant who reads its own token) can publish to another Gateway's replicas. In the Gateway's namespace the
+pods cannot mount the operator's namespace's Secrets, so with TLS they get a copy of the gateways' publish
+certificate there (`render_publish_tls`), and the NetworkPolicy admits the publish port from the operator's pods by
+their namespace too. An installation that did not grant the RBAC GatewayNamespace
 needs (`gateway_namespace_allowed`, the chart's `gatewayAPI.dataplanes.allowGatewayNamespace`) refuses that placement
 with `ProvisionError` naming `spec.placement`, rather than meeting a Forbidden per object.
 
@@ -49,6 +50,7 @@ import base64
 import binascii
 import copy
 import dataclasses
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -89,6 +91,9 @@ MAX_SETTINGS_BYTES = 1 << 20
 COOKIE_KEYS_TYPE = "trafficsplit.dev/cookie-keys"  # not kubernetes.io/tls: the operator's TLS Secret watch drops it
 COOKIE_KEYS_FILE = "keys"  # what the extproc reads: the signing key, then the other accepted one
 COOKIE_KEYS_SINCE_ANNOTATION = "trafficsplit.dev/cookie-keys-since"  # unix seconds of the last rotation step
+# On the pod template: the first 16 hex digits of the SHA-256 of the Gateway's publish token. The extproc reads its
+# token file once, at start; a new token (its Secret lost or rewritten) so rolls the pods, which then accept it.
+PUBLISH_TOKEN_DIGEST_ANNOTATION = "trafficsplit.dev/publish-token-sha256"
 COOKIE_KEY_BYTES = 32
 KEY_ROTATION_SECONDS = 7 * 24 * 3600  # a key signs for a week, then verifies for another
 # Between staging a key and signing with it: the kubelet's Secret volume sync (about a minute by default), the
@@ -113,7 +118,6 @@ class DataplaneSettings:
     extproc_image: str
     envoy_image: str
     publish_port: int
-    token_secret: str
     tls_secret: str | None  # None: plaintext publish (--insecure-publish)
     service_account: str
     pod_security_context: Mapping[str, Any]
@@ -168,7 +172,6 @@ def parse_settings(text: str) -> DataplaneSettings:
         extproc_image=_need(doc, "extprocImage", str, ""),
         envoy_image=_need(doc, "envoyImage", str, ""),
         publish_port=_need(doc, "publishPort", int, ""),
-        token_secret=_need(doc, "tokenSecret", str, ""),
         tls_secret=tls if isinstance(tls, str) and tls else None,
         service_account=_need(doc, "serviceAccount", str, ""),
         pod_security_context=_need(sc, "pod", dict, "securityContext."),
@@ -297,7 +300,7 @@ PUBLISH_TLS_KEYS = ("tls.crt", "tls.key", "ca.crt")  # the gateways' publish Sec
 
 def parse_publish_token(secret: Mapping[str, Any] | None) -> str | None:
     """The token a publish-token Secret the provisioner wrote holds; None when absent or not one of ours (a new one
-    is made: the replicas re-read their token file, the operator publishes with the new one)."""
+    is made: its digest on the pod template rolls the replicas onto it, the operator publishes with it)."""
     if not secret:
         return None
     try:
@@ -308,7 +311,7 @@ def parse_publish_token(secret: Mapping[str, Any] | None) -> str | None:
 
 
 def render_publish_token(gateway: Gateway, settings: DataplaneSettings, token: str) -> dict[str, Any]:
-    """GatewayNamespace: this Gateway's own publish token, the one its replicas accept and its fleet sends."""
+    """This Gateway's own publish token (in either placement), the one its replicas accept and its fleet sends."""
     if not _HEX_TOKEN.fullmatch(token):
         raise ValueError("publish token: not 64 lowercase hex characters")
     return {
@@ -679,7 +682,10 @@ def pod_spec(gateway: Gateway, settings: DataplaneSettings, ports: Mapping[int, 
     volumes: list[dict[str, Any]] = [
         # Written by the init container, read by Envoy (mounted read-only there).
         {"name": "bootstrap", "emptyDir": {"sizeLimit": BOOTSTRAP_SIZE_LIMIT}},
-        {"name": "publish-token", "secret": {"secretName": _token_secret(gateway, settings), "defaultMode": 0o440}},
+        {
+            "name": "publish-token",
+            "secret": {"secretName": _names(gateway, settings).publish_token, "defaultMode": 0o440},
+        },
     ]
     if (tls_secret := _tls_secret(gateway, settings)) is not None:
         volumes.append({"name": "publish-tls", "secret": {"secretName": tls_secret, "defaultMode": 0o440}})
@@ -722,11 +728,6 @@ def _in_gateway_namespace(gateway: Gateway, settings: DataplaneSettings) -> bool
     return _names(gateway, settings).placement is Placement.GATEWAY_NAMESPACE
 
 
-def _token_secret(gateway: Gateway, settings: DataplaneSettings) -> str:
-    names = _names(gateway, settings)
-    return names.publish_token if _in_gateway_namespace(gateway, settings) else settings.token_secret
-
-
 def _tls_secret(gateway: Gateway, settings: DataplaneSettings) -> str | None:
     if settings.tls_secret is None:
         return None
@@ -754,9 +755,15 @@ def pod_annotations(settings: DataplaneSettings) -> dict[str, str]:
     return out
 
 
-def render_deployment(gateway: Gateway, settings: DataplaneSettings, ports: Mapping[int, int]) -> dict[str, Any]:
-    # The bootstrap's flags are in the pod template: a changed bootstrap (a listener port, a parameter) rolls the pods.
+def render_deployment(
+    gateway: Gateway, settings: DataplaneSettings, ports: Mapping[int, int], token: str | None = None
+) -> dict[str, Any]:
+    # The bootstrap's flags are in the pod template: a changed bootstrap (a listener port, a parameter) rolls the pods;
+    # so does a new publish token (`token`, None: a caller that only looks), by its digest.
     g = settings.gateway
+    annotations = pod_annotations(settings)
+    if token is not None:
+        annotations[PUBLISH_TOKEN_DIGEST_ANNOTATION] = hashlib.sha256(token.encode()).hexdigest()[:16]
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -770,7 +777,7 @@ def render_deployment(gateway: Gateway, settings: DataplaneSettings, ports: Mapp
             "template": {
                 "metadata": {
                     "labels": object_labels(gateway, settings),
-                    "annotations": pod_annotations(settings),
+                    "annotations": annotations,
                 },
                 "spec": pod_spec(gateway, settings, ports),
             },
@@ -902,8 +909,8 @@ def render(
     """Every object of the Gateway's data plane (see the module docstring). The pods always mount the Gateway's cookie
     keys Secret; `keys` is its content (None: the Secret is left out of the objects, for a caller that only looks).
     A class whose parameters name a `cookieKeysSecret` of the user's mounts that one instead, and renders none.
-    In the Gateway's namespace, `token` and `tls` (the operator's namespace's publish certificate Secret's data) are
-    the contents of its publish Secrets, left out likewise while None."""
+    `token` is the Gateway's own publish token and, in the Gateway's namespace, `tls` the operator's namespace's
+    publish certificate Secret's data: the contents of its publish Secrets, left out likewise while None."""
     if placement_of(params, settings) is Placement.GATEWAY_NAMESPACE and not settings.gateway_namespace_allowed:
         raise ProvisionError(
             "spec.placement: GatewayNamespace, but this installation did not grant the operator the Gateways' "
@@ -914,15 +921,14 @@ def render(
     own_keys = (
         [render_cookie_keys(gateway, merged, keys)] if keys is not None and params.cookie_keys_secret is None else []
     )
-    if _in_gateway_namespace(gateway, merged):
-        if token is not None:
-            own_keys.append(render_publish_token(gateway, merged, token))
-        if tls is not None and settings.tls_secret is not None:
-            own_keys.append(render_publish_tls(gateway, merged, tls))
+    if token is not None:
+        own_keys.append(render_publish_token(gateway, merged, token))
+    if _in_gateway_namespace(gateway, merged) and tls is not None and settings.tls_secret is not None:
+        own_keys.append(render_publish_tls(gateway, merged, tls))
     optional = (render_pod_disruption_budget(gateway, merged), render_network_policy(gateway, merged, ports))
     objects = [
         *own_keys,
-        render_deployment(gateway, merged, ports),
+        render_deployment(gateway, merged, ports, token),
         render_service(gateway, merged, ports),
         render_publish_service(gateway, merged),
         *(o for o in optional if o is not None),

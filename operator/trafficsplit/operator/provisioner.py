@@ -126,7 +126,7 @@ class Provisioner:
         self._clock = clock  # wall-clock seconds: the keys' rotation stamps outlive the process
         # The namespaces Gateways are watched in (empty: every namespace): where GatewayNamespace data planes may be.
         self._namespaces = tuple(namespaces)
-        self._tokens: dict[str, str] = {}  # Gateway uid → its own publish token (GatewayNamespace data planes)
+        self._tokens: dict[str, str] = {}  # Gateway uid → its own publish token, as last applied
         core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
         # kind → (typed API, the method suffix): the kinds a data plane consists of (provision.KINDS).
         self._apis: dict[str, tuple[Any, str]] = {
@@ -239,36 +239,30 @@ class Provisioner:
         needed = [(o["kind"], o["metadata"]["name"]) for o in render(gateway, parameters, self.settings).objects]
         if own_keys:
             needed.append(("Secret", names.cookie_keys))
-        if elsewhere:
-            needed.append(("Secret", names.publish_token))
-            if self.settings.tls_secret is not None:
-                needed.append(("Secret", names.publish_tls))
+        needed.append(("Secret", names.publish_token))
+        if elsewhere and self.settings.tls_secret is not None:
+            needed.append(("Secret", names.publish_tls))
         # Read by name before anything is written: an object of one of these names that is not this Gateway's
         # (ownership.py) stops the whole data plane, so nothing of another Gateway's is ever applied over.
         existing = {(kind, name): obj for kind, name in needed if (obj := self._read(kind, name, ns)) is not None}
         if taken := foreign(uid, ((kind, obj) for (kind, _), obj in existing.items())):
             raise NameConflict(ns, taken)
         keys = self._cookie_keys(gateway, existing.get(("Secret", names.cookie_keys)), names.cookie_keys)
-        token: str | None = None
+        token = parse_publish_token(existing.get(("Secret", names.publish_token)))
+        token = token or secrets.token_hex(PUBLISH_TOKEN_BYTES)
         tls: dict[str, str] | None = None
-        if elsewhere:
-            token = parse_publish_token(existing.get(("Secret", names.publish_token)))
-            token = token or secrets.token_hex(PUBLISH_TOKEN_BYTES)
-            if self.settings.tls_secret is not None:
-                source = self._read("Secret", self.settings.tls_secret, self.namespace)
-                if source is None:
-                    raise ProvisionError(f"publish TLS Secret {self.namespace}/{self.settings.tls_secret}: not found")
-                tls = dict(source.get("data") or {})
+        if elsewhere and self.settings.tls_secret is not None:
+            source = self._read("Secret", self.settings.tls_secret, self.namespace)
+            if source is None:
+                raise ProvisionError(f"publish TLS Secret {self.namespace}/{self.settings.tls_secret}: not found")
+            tls = dict(source.get("data") or {})
         rendered = render(gateway, parameters, self.settings, keys if own_keys else None, token=token, tls=tls)
         addresses: tuple[GatewayAddress, ...] = ()
         for obj in rendered.objects:
             applied = self._apply(obj)
             if obj["kind"] == "Service" and obj["metadata"]["name"] == rendered.name:
                 addresses = service_addresses(applied)
-        if token is not None:
-            self._tokens[uid] = token
-        else:
-            self._tokens.pop(uid, None)
+        self._tokens[uid] = token
         wanted = {(o["kind"], o["metadata"]["name"]) for o in rendered.objects}
         for kind, obj in self._owned(uid, names):
             name = obj["metadata"]["name"]
@@ -299,8 +293,8 @@ class Provisioner:
         return names_for(gateway.meta.namespace, gateway.meta.name, placement, self.namespace)
 
     def publish_token(self, uid: str) -> str | None:
-        """The token the replicas of the Gateway `uid` accept when it is their own (GatewayNamespace), as last
-        applied; None: the installation's shared token (`--token-file`)."""
+        """The Gateway `uid`'s own publish token, the only one its replicas accept, as last applied; None until an
+        ensure has applied it (after a restart: then its fleet sends none)."""
         return self._tokens.get(uid)
 
     def _owned(self, uid: str, names: DataplaneNames | None = None) -> list[tuple[str, dict[str, Any]]]:
