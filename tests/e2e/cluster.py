@@ -135,8 +135,9 @@ class Cluster:
 
 @dataclass(frozen=True)
 class Gateway:
-    """HTTP to the gateway Service. A new connection per request, so kube-proxy spreads requests over every gateway
-    replica (stickiness must hold across them)."""
+    """HTTP to the gateway Service (or one data-plane pod). A new connection per request, so kube-proxy spreads
+    requests over every gateway replica (stickiness must hold across them). Nothing is retried: every rule fails open
+    natively, so any answer but the expected one fails the test that sees it."""
 
     host: str
     port: int

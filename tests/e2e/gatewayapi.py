@@ -1,16 +1,15 @@
 """What the e2e files that serve HTTPRoutes share (test_9_gateway_api, test_10_argo_rollouts, test_11_flagger): the
 chart upgraded with the Gateway API enabled, a Gateway of our class waited for until Programmed with its data-plane
-pods Ready, an HTTPRoute's status read back, a request client (it retries nothing), and the host PID of a data-plane
-pod's Envoy (to SIGSTOP it)."""
+pods Ready, an HTTPRoute's status read back, and the host PID of a data-plane pod's Envoy (to SIGSTOP it). Requests
+go through tests/e2e/cluster.py's `Gateway`, which retries nothing."""
 
 from __future__ import annotations
 
 import subprocess
 import time
-from dataclasses import dataclass
 from typing import Any
 
-from tests.e2e.cluster import CHART, Cluster, Gateway, Response, condition
+from tests.e2e.cluster import CHART, Cluster, condition
 
 CONTROLLER = "trafficsplit.dev/gateway-controller"
 CLASS = "trafficsplit"
@@ -25,25 +24,6 @@ SMALL_REQUESTS = (
     "--set", "gateway.extproc.resources.requests.cpu=10m",
     "--set", "gateway.envoy.resources.requests.cpu=10m",
 )  # fmt: skip
-
-
-@dataclass(frozen=True, kw_only=True)
-class Client:
-    """Requests to one address, exactly as sent: nothing is retried. (A Gateway used to fail closed with a 503 when
-    its processor was late, and this client retried that answer; every rule now fails open natively, so any answer
-    but the expected one fails the test that sees it.)"""
-
-    gateway: Gateway
-
-    def request(
-        self,
-        host: str,
-        cookie: str | None = None,
-        path: str = "/",
-        timeout: float = 10,
-        headers: dict[str, str] | None = None,
-    ) -> Response:
-        return self.gateway.request(host, path=path, cookie=cookie, timeout=timeout, headers=headers)
 
 
 def install_gateway_api(cluster: Cluster, replicas: int, *values: str) -> float:

@@ -51,7 +51,6 @@ from tests.e2e.gatewayapi import (
     CONTROLLER,
     LISTENER_PORT,
     POD_PORT,
-    Client,
     container_pid,
     dataplane_pod_ips,
     envoy_pid,
@@ -362,7 +361,7 @@ def _diagnose_a_failure(request: pytest.FixtureRequest, argo: Argo) -> Iterator[
         _diagnose(argo.cluster)
 
 
-def _count(client: Client, n: int = REQUESTS, headers: dict[str, str] | None = None) -> Counter[str]:
+def _count(client: Gateway, n: int = REQUESTS, headers: dict[str, str] | None = None) -> Counter[str]:
     responses = parallel(lambda _: client.request(HOST, headers=headers), range(n))
     statuses = Counter(r.status for r in responses)
     assert statuses == {200: n}, statuses
@@ -385,7 +384,7 @@ class Session:
     version: str
 
 
-def _new_session(client: Client, host: str = HOST, cookie: str = COOKIE) -> Session:
+def _new_session(client: Gateway, host: str = HOST, cookie: str = COOKIE) -> Session:
     first = client.request(host)
     value = first.cookie(cookie)
     assert first.status == 200 and value, first
@@ -428,9 +427,9 @@ def test_the_stock_controller_downloaded_our_plugin_and_checked_its_sha256(argo:
 
 def test_a_rollout_ramps_10_50_100_verified_at_every_replica(argo: Argo) -> None:
     cluster = argo.cluster
-    client = Client(gateway=Gateway(argo.address, LISTENER_PORT))
+    client = Gateway(argo.address, LISTENER_PORT)
     assert _count(client, 200) == {"v1": 200}
-    never_stopped = Client(gateway=Gateway(argo.pods[1], POD_PORT))
+    never_stopped = Gateway(argo.pods[1], POD_PORT)
     with steady_load(never_stopped, HOST, workers=1, interval=0.05, max_seconds=900, max_requests=20_000) as load:
         # setWeight 10, pause.
         _set_text(cluster, "v2")
@@ -523,7 +522,7 @@ def test_a_rollout_ramps_10_50_100_verified_at_every_replica(argo: Argo) -> None
 
 def test_an_abort_returns_new_traffic_to_stable(argo: Argo) -> None:
     cluster = argo.cluster
-    client = Client(gateway=Gateway(argo.address, LISTENER_PORT))
+    client = Gateway(argo.address, LISTENER_PORT)
     _set_text(cluster, "v3")
     _wait_paused(cluster, PAUSE_10, "v2 -> v3 paused at 10 %")
     _share("v2 -> v3 at 10 %", _count(client), "v3", 10)
@@ -567,7 +566,7 @@ def test_a_rollout_on_a_minimal_trafficsplit_moves_each_session_once(argo: Argo,
     v1 to v2 allows is one per session (each starts on v1 and ends on v2); with `assignment: minimal` that is what
     happens: a step from weight a to b moves (b - a) % of them, from v1 to v2, and the header step moves none."""
     cluster = store
-    client = Client(gateway=cluster.client())
+    client = cluster.client()
     sessions = parallel(lambda _: _new_session(client, STORE_HOST, STORE_COOKIE), range(SESSIONS))
     assert Counter(s.version for s in sessions) == {"v1": SESSIONS}
 
@@ -663,7 +662,7 @@ def test_a_wrong_sha256_is_refused_and_nothing_is_routed(argo: Argo, store: Clus
     before = state()
     _set_text(cluster, "v3", STORE)
     changed = time.monotonic()
-    client = Client(gateway=cluster.client())
+    client = cluster.client()
     samples = []
     while time.monotonic() - changed < 20:  # a working controller paused at setWeight 10 about 2 s after the change
         samples.append(state() == before)

@@ -39,7 +39,7 @@ from scipy.stats import chisquare
 
 from tests.e2e import incluster_prometheus
 from tests.e2e.cluster import REPO_ROOT, Cluster, Gateway, Response, published, wait_for
-from tests.e2e.gatewayapi import LISTENER_PORT, Client, accepted_now, dataplane_pod_ips, install_gateway_api, programmed
+from tests.e2e.gatewayapi import LISTENER_PORT, accepted_now, dataplane_pod_ips, install_gateway_api, programmed
 from tests.e2e.load import parallel
 from tests.support.prometheus import PrometheusApi, alert_rules, dashboard_queries, with_bool
 
@@ -62,7 +62,7 @@ P_MIN = 0.001
 @dataclass(frozen=True, kw_only=True)
 class Flagged:
     cluster: Cluster
-    client: Client  # the Gateway's address
+    client: Gateway  # the Gateway's address
     prom: PrometheusApi
     dataplane_pods: tuple[str, ...]  # the Gateway's data-plane pods' names
 
@@ -154,7 +154,7 @@ def flagged(cluster: Cluster) -> Iterator[Flagged]:
             f"targets exactly the {len(scraped)} annotated pods, each up: {targets}; Flagger up and Canary "
             f"Initialized {time.monotonic() - t0:.1f}s after the chart"
         )
-        client = Client(gateway=Gateway(address, LISTENER_PORT))
+        client = Gateway(address, LISTENER_PORT)
         yield Flagged(cluster=cluster, client=client, prom=prom, dataplane_pods=pods)
     finally:
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
@@ -209,7 +209,7 @@ class Watched:
     stopped or ``max_seconds``."""
 
     cluster: Cluster
-    client: Client
+    client: Gateway
     max_seconds: float
     states: list[tuple[float, str, int]] = field(default_factory=list)
     most_failed_checks: int = 0

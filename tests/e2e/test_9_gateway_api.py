@@ -42,7 +42,6 @@ from tests.e2e.gatewayapi import (
     CONTROLLER,
     LISTENER_PORT,
     POD_PORT,
-    Client,
     accepted_now,
     dataplane_pod_ips,
     envoy_pid,
@@ -218,7 +217,7 @@ def test_a_70_30_0_route_splits_5000_cookieless_requests(gwapi: GatewayAPI) -> N
     parent, took = _apply_and_wait(cluster, _route("split", host, [("alpha", 70), ("beta", 30), ("gamma", 0)], False))
     print(f"\n70/30/0 route Accepted at generation {parent['_generation']} after {took:.2f}s")
     _assert_parent_status(parent)
-    gw = Client(gateway=Gateway(gwapi.address, LISTENER_PORT))
+    gw = Gateway(gwapi.address, LISTENER_PORT)
     n = 5000
     probes = probe_failures(cluster, NS)
     t = time.monotonic()
@@ -245,8 +244,8 @@ class Session:
     backend: str
 
 
-def _replica(gwapi: GatewayAPI, i: int) -> Client:
-    return Client(gateway=Gateway(gwapi.pods[i % len(gwapi.pods)], POD_PORT))
+def _replica(gwapi: GatewayAPI, i: int) -> Gateway:
+    return Gateway(gwapi.pods[i % len(gwapi.pods)], POD_PORT)
 
 
 def _new_session(gwapi: GatewayAPI, host: str, i: int) -> Session:
@@ -366,7 +365,7 @@ def test_a_stopped_replica_holds_back_the_routes_status_while_the_other_serves(g
         pytest.skip(f"{cluster.name}: SIGSTOP needs the container's host PID (the local node's containerd)")
     host = "acked.gw-e2e.test"
     before, _ = _apply_and_wait(cluster, _route("acked", host, [("alpha", 100), ("beta", 0)], False))
-    stopped, serving = gwapi.pods[0], Client(gateway=Gateway(gwapi.pods[1], POD_PORT))
+    stopped, serving = gwapi.pods[0], Gateway(gwapi.pods[1], POD_PORT)
     pid = envoy_pid(cluster, stopped)
     os.kill(pid, signal.SIGSTOP)
     try:
@@ -391,7 +390,7 @@ def test_a_stopped_replica_holds_back_the_routes_status_while_the_other_serves(g
     after = wait_for("route Accepted at its new generation", lambda: _accepted_now(cluster, "acked"), timeout=60)
     print(f"after SIGCONT: Accepted at generation {after['_generation']} in {time.monotonic() - t:.2f}s")
     assert after["_generation"] == before["_generation"] + 1
-    back = Client(gateway=Gateway(stopped, POD_PORT))
+    back = Gateway(stopped, POD_PORT)
     assert Counter(back.request(host).backend for _ in range(20)) == {"beta": 20}
 
 
@@ -422,7 +421,7 @@ def _route_doc(name: str, host: str, rules: list[dict[str, Any]], parent: str = 
     }
 
 
-def _answer(client: Client, host: str) -> Response | None:
+def _answer(client: Gateway, host: str) -> Response | None:
     """The response, or None while the address refuses connections (no Ready endpoint behind it yet)."""
     try:
         return client.request(host)
@@ -490,7 +489,7 @@ def test_bad_input_is_refused_alone_while_a_steady_route_keeps_serving(gwapi: Ga
         assert "RE2 program size" in got["big-regex"]["PartiallyInvalid"]["message"]
         assert got["dup-newer"]["Conflicted"]["reason"] == "RuleMatchConflict", got["dup-newer"]
         assert "Conflicted" not in got["dup-older"]
-        client = Client(gateway=gw)
+        client = gw
         statuses = {
             "bad-kind": Counter(client.request("bad-kind.gw-e2e.test").status for _ in range(200)),
             "cross-ns": Counter(client.request("cross-ns.gw-e2e.test").status for _ in range(20)),
@@ -517,7 +516,7 @@ def test_bad_input_is_refused_alone_while_a_steady_route_keeps_serving(gwapi: Ga
         spare_addr = spare_gw["status"]["addresses"][0]["value"]
         # Programmed says every replica holds the configuration ("ready soon", the spec's word); the Service
         # answers once kube-proxy has a Ready pod behind it.
-        spare_client = Client(gateway=Gateway(spare_addr, LISTENER_PORT))
+        spare_client = Gateway(spare_addr, LISTENER_PORT)
         t_ready = time.monotonic()
         first = wait_for("spare's address answers", lambda: _answer(spare_client, "spare.gw-e2e.test"), timeout=60)
         print(f"spare's address answered {time.monotonic() - t_ready:.1f}s after Programmed")

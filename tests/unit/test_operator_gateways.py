@@ -773,6 +773,63 @@ def test_a_provisioned_data_plane_never_gets_the_shared_token(tmp_path: Any, pla
     run(main)
 
 
+class SlowEnsure(FakeProvisioner):
+    """Gateway `slow`'s ensure waits for `release` (an API server answering slowly); the others' return at once."""
+
+    def __init__(self, slow: str) -> None:
+        super().__init__()
+        self.slow = slow
+        self.release = asyncio.Event()
+        self.cancelled = False
+        self.finished = False
+        self.removals: list[tuple[bool, list[str]]] = []  # each remove_absent: was slow's ensure finished, `live`
+
+    async def ensure(self, gateway: Any, parameters: Any) -> Sequence[Any]:
+        await super().ensure(gateway, parameters)
+        if gateway.meta.name == self.slow:
+            try:
+                await self.release.wait()
+            except asyncio.CancelledError:
+                self.cancelled = True
+                raise
+            self.finished = True
+        return ()
+
+    async def remove_absent(self, live: Iterable[str]) -> Sequence[str]:
+        self.removals.append((self.finished, sorted(live)))
+        return await super().remove_absent(live)
+
+
+def test_a_gateway_deleted_during_its_ensure_stalls_no_other_gateways_publishing(tmp_path: Any) -> None:
+    """Gateway one is deleted while its ensure is in flight. Its removal waits for that ensure (or the ensure would
+    go on applying objects after it), but in a task of its own: Gateway two's weight change is published and
+    accepted meanwhile. (Before, the pass itself waited, up to 30 s, then cancelled the ensure: every Gateway's
+    publishing stalled on one tenant's deletion.)"""
+
+    async def main() -> None:
+        prov = SlowEnsure("one")
+        async with gateways(tmp_path, "one", "two", provisioner=prov) as p:
+            api, two = p.api, p.replicas["two"]
+            await p.start()
+            await until(lambda: api.accepted_at("two-route") == 1 and (f"{NS}/one", 1) in prov.ensured)
+            api.objects.pop(("gateway", (NS, "one")))
+            p.engine.apply("gateway", "DELETED", {"metadata": meta("one")})
+            api.put("httproute", route_body("two-route", "two", (10, 90), generation=2))
+            await until(lambda: api.accepted_at("two-route") == 2, timeout=20)
+            assert two.held_gen is not None and [b.weight for b in two.held_gen.splits[0].backends] == [10, 90]
+            # Published while one's ensure still runs: nothing waited for it, nothing cancelled it.
+            assert not prov.finished and not prov.cancelled
+            gone = f"uid-{NS}-one"
+            assert all(gone in live for _, live in prov.removals), prov.removals  # its removal waits for the ensure
+            prov.release.set()
+            await until(lambda: any(gone not in live for done, live in prov.removals if done), timeout=10)
+            assert all(done for done, live in prov.removals if gone not in live and f"uid-{NS}-two" in live), (
+                prov.removals
+            )
+
+    run(main)
+
+
 def exposition(engine: Engine) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     """The operator's /metrics text as Prometheus reads it: (sample name, labels) → value."""
     text = generate_latest(engine.metrics.registry).decode()

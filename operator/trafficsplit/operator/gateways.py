@@ -357,6 +357,7 @@ class GatewayPlane:
             else None
         )
         self._gateways: dict[Key, GatewayPublishing] = {}
+        self._removals: set[asyncio.Task[None]] = set()  # deleted Gateways' data planes being removed
         # what was last written to each object, by uid: a route deleted and created again under its name within the
         # second would otherwise match the old one's body and never get a status
         self._written: dict[tuple[str, Key], tuple[str, Mapping[str, Any]]] = {}
@@ -547,7 +548,7 @@ class GatewayPlane:
         # A Gateway deleted and created again under its name between two passes is another Gateway (another uid):
         # the old one's fleet and data plane go, or the new one would find its objects' names taken.
         for gone in [k for k, p in self._gateways.items() if k not in ours or p.uid != self._uid(k)]:
-            await self._close(gone, self._live_uids(ours))
+            await self._close(gone)
         loop = asyncio.get_running_loop()
         for key in ours:
             p = self._gateways.get(key)
@@ -704,28 +705,42 @@ class GatewayPlane:
         """The uids of these Gateways of ours: cleanup removes the data plane of every other uid (ownership.py)."""
         return frozenset(uid for k in keys if (uid := self._uid(k)))
 
-    async def _close(self, key: Key, live: frozenset[str]) -> None:
-        """The Gateway `key` gone (or another under its name): its fleet closed, and the data plane of every Gateway
-        whose uid is not `live` removed."""
+    async def _close(self, key: Key) -> None:
+        """The Gateway `key` gone (or another under its name): its fleet closed, its data plane removed in a task of
+        its own (`_remove_data_plane`), so one Gateway's deletion stalls no other Gateway's publishing."""
         p = self._gateways.pop(key)
         log.info("Gateway %s/%s gone: its fleet is closed", *key)
-        if p.provisioning is not None:
-            # Waited for (bounded), not cancelled: the ensure runs in a thread a cancel does not stop, and it would
-            # go on applying objects after the removal below (a Gateway admitted by its caps and deleted at once left
-            # its last objects behind). Past the bound (an API server that does not answer) the pass goes on: a late
-            # object is the next removal's (another Gateway's close, or the next leadership's sweep).
-            _, pending = await asyncio.wait({p.provisioning}, timeout=CLOSE_WAIT_SECONDS)
-            if pending:
-                log.warning("Gateway %s/%s: its data plane's ensure still runs after %ss", *key, CLOSE_WAIT_SECONDS)
-                p.provisioning.cancel()
         await p.fleet.close()
         p.fleet.metrics.remove()  # its series go with it: one `gateway` label per Gateway that exists
         if self._provisioner is not None:
-            with _logged(f"removing the data plane of Gateway {key[0]}/{key[1]}"):
-                await self._provisioner.remove_absent(live)
+            task = asyncio.create_task(
+                self._remove_data_plane(key, p.provisioning), name=f"unprovision-gone:{key[0]}/{key[1]}"
+            )
+            self._removals.add(task)
+            task.add_done_callback(self._removals.discard)
+
+    async def _remove_data_plane(self, key: Key, provisioning: asyncio.Task[None] | None) -> None:
+        assert self._provisioner is not None
+        if provisioning is not None:
+            # Waited for (bounded), not cancelled: the ensure runs in a thread a cancel does not stop, and it would
+            # go on applying objects after the removal below (a Gateway admitted by its caps and deleted at once left
+            # its last objects behind). Past the bound (an API server that does not answer) the removal goes on: a
+            # late object is the next removal's (another Gateway's close, or the next leadership's sweep).
+            _, pending = await asyncio.wait({provisioning}, timeout=CLOSE_WAIT_SECONDS)
+            if pending:
+                log.warning("Gateway %s/%s: its data plane's ensure still runs after %ss", *key, CLOSE_WAIT_SECONDS)
+                provisioning.cancel()
+        # The Gateways tracked now, not when it was deleted: one created meanwhile (and provisioned) is not swept.
+        live = frozenset(p.uid for p in self._gateways.values() if p.uid)
+        with _logged(f"removing the data plane of Gateway {key[0]}/{key[1]}"):
+            await self._provisioner.remove_absent(live)
 
     async def close(self) -> None:
         """Leadership lost or the process stops: every fleet closed (the data planes keep serving)."""
+        for task in list(self._removals):
+            # A removal's `live` would be this plane's Gateways, none once closed: the next leadership's sweep
+            # removes what a deleted Gateway left.
+            task.cancel()
         for key in list(self._gateways):
             p = self._gateways.pop(key)
             if p.provisioning is not None:
