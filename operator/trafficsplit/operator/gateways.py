@@ -575,7 +575,7 @@ class GatewayPlane:
         if self._provisioner is not None and not self._cleaned:
             # Once per leadership: what a Gateway deleted while no operator led left behind.
             with _logged("removing the data planes of deleted Gateways"):
-                await self._provisioner.remove_absent(self._live_uids(ours))
+                await self._provisioner.remove_absent(self._live_uids())
                 self._cleaned = True
         if self._sink is not None:
             await self._write_status(translation, ours, now)
@@ -701,9 +701,10 @@ class GatewayPlane:
         gw = self.store.gateways.get(key)
         return gw.meta.uid if gw is not None else ""
 
-    def _live_uids(self, keys: Iterable[Key]) -> frozenset[str]:
-        """The uids of these Gateways of ours: cleanup removes the data plane of every other uid (ownership.py)."""
-        return frozenset(uid for k in keys if (uid := self._uid(k)))
+    def _live_uids(self) -> frozenset[str]:
+        """The uids of the Gateways of ours this plane tracks now (after a pass: exactly that pass's, each closed one
+        gone and each new one added): cleanup removes the data plane of every other uid (ownership.py)."""
+        return frozenset(p.uid for p in self._gateways.values() if p.uid)
 
     async def _close(self, key: Key) -> None:
         """The Gateway `key` gone (or another under its name): its fleet closed, its data plane removed in a task of
@@ -731,9 +732,8 @@ class GatewayPlane:
                 log.warning("Gateway %s/%s: its data plane's ensure still runs after %ss", *key, CLOSE_WAIT_SECONDS)
                 provisioning.cancel()
         # The Gateways tracked now, not when it was deleted: one created meanwhile (and provisioned) is not swept.
-        live = frozenset(p.uid for p in self._gateways.values() if p.uid)
         with _logged(f"removing the data plane of Gateway {key[0]}/{key[1]}"):
-            await self._provisioner.remove_absent(live)
+            await self._provisioner.remove_absent(self._live_uids())
 
     async def close(self) -> None:
         """Leadership lost or the process stops: every fleet closed (the data planes keep serving)."""
