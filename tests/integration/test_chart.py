@@ -22,6 +22,7 @@ import yaml
 
 from tests.support.controlplane import ControlPlane, ensure_binaries
 from tests.support.doccommands import load_examples, notes_commands, split_problems, words
+from trafficsplit.operator.dataplane_names import GATEWAY_UID_LABEL
 from trafficsplit.wire.reserved import EXTPROC_CLUSTER
 
 pytestmark = pytest.mark.k8s
@@ -987,10 +988,14 @@ def test_a_provisioned_data_plane_runs_the_charts_gateway_containers(helm: Helm,
     ]
     # Which Gateway its replicas serve (they refuse any other's generation): per Gateway, the chart's has none.
     meta = rendered.of_kind("Deployment")[0]["metadata"]["annotations"]
-    identity = f"--gateway={meta['trafficsplit.dev/gateway-namespace']}/{meta['trafficsplit.dev/gateway-name']}"
-    assert [a for a in extproc["args"] if a.startswith("--gateway=")] == [identity]
-    assert not [a for a in chart["containers"][0]["args"] if a.startswith("--gateway=")]
-    extproc = {**extproc, "args": [a for a in extproc["args"] if a != identity]}
+    uid = rendered.of_kind("Deployment")[0]["metadata"]["labels"][GATEWAY_UID_LABEL]
+    identity = [
+        f"--gateway={meta['trafficsplit.dev/gateway-namespace']}/{meta['trafficsplit.dev/gateway-name']}",
+        f"--gateway-uid={uid}",
+    ]
+    assert [a for a in extproc["args"] if a.startswith("--gateway")] == identity
+    assert not [a for a in chart["containers"][0]["args"] if a.startswith("--gateway")]
+    extproc = {**extproc, "args": [a for a in extproc["args"] if a not in identity]}
     assert _without_cookie_keys(extproc) == _without_cookie_keys(chart["containers"][0])
     assert envoy["ports"] == [{"name": "http-8080", "containerPort": 8080, "protocol": "TCP"}]
     assert envoy["readinessProbe"]["tcpSocket"] == {"port": "http-8080"}

@@ -23,6 +23,7 @@ import base64
 import os
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -179,9 +180,12 @@ def test_gateways_whose_names_collided_get_their_own_objects(
         extra = []
         for i, ((ns, name), token) in enumerate(zip(PAIRS, tokens, strict=True)):
             (tmp_path / f"token-{i}").write_text(token + "\n")
-            extra.append([f"--token-file={tmp_path / f'token-{i}'}", f"--gateway={ns}/{name}"])
+            identity = _identity_args(objs, ns, name)
+            assert identity == [f"--gateway={ns}/{name}", f"--gateway-uid={uids[(ns, name)]}"], identity
+            extra.append([f"--token-file={tmp_path / f'token-{i}'}", *identity])
         # One extproc + Envoy replica per Gateway standing in for its pod: its Gateway's token only (the last
-        # --token-file wins), its Gateway only (`--gateway`, as a provisioned replica is told).
+        # --token-file wins), its Gateway only (`--gateway` and `--gateway-uid`, from its Deployment's args): each
+        # Programmed True below is then also proof that the operator stamped its generations with the Gateway's uid.
         with routable_gateway(name_backends, testpods, n=len(PAIRS), unit_extra=extra) as replicas:
             _each_served_by_its_own(kube, op, replicas, objs, tokens)
         for ns, name in PAIRS:
@@ -192,6 +196,13 @@ def test_gateways_whose_names_collided_get_their_own_objects(
     finally:
         op.stop()
         print(op.log_tail(40))
+
+
+def _identity_args(objs: dict[str, dict[str, Any]], ns: str, name: str) -> list[str]:
+    """The `--gateway*` args of the provisioned Deployment's extproc: which Gateway its pods serve."""
+    pod = objs[f"Deployment/{dataplane_name(ns, name)}"]["spec"]["template"]["spec"]
+    (extproc,) = [c for c in pod["containers"] if c["name"] == "extproc"]
+    return [a for a in extproc["args"] if a.startswith("--gateway")]
 
 
 def _each_served_by_its_own(
@@ -225,11 +236,17 @@ def _each_served_by_its_own(
     with pytest.raises(grpc.RpcError) as refused_shared:
         replicas.publish(0, other, SHARED_TOKEN)
     assert refused_shared.value.code() is grpc.StatusCode.UNAUTHENTICATED, refused_shared.value
+    # A's name under another uid (A deleted and created again, its successor's fleet, A's token still mounted).
+    successor = pb.Generation(number=max(held) + 1, origin="a successor of gateway A")
+    successor.routes.gateway, successor.routes.gateway_uid = f"{PAIRS[0][0]}/{PAIRS[0][1]}", str(uuid.uuid4())
+    other_uid = replicas.publish(0, successor, tokens[0])
+    assert other_uid.result == pb.PublishReply.INVALID and "this replica serves uid" in other_uid.message, other_uid
     assert replicas.held(tokens)[0] == held[0]
     print(
         f"B's generation to A's replica: with B's token {refused_b.value.code().name}, with A's "
         f"{pb.PublishReply.Result.Name(with_a.result)} ({with_a.message!r}), with the shared token "
-        f"{refused_shared.value.code().name}; A still holds {held[0]}"
+        f"{refused_shared.value.code().name}; A's name under another uid with A's token "
+        f"{pb.PublishReply.Result.Name(other_uid.result)}; A still holds {held[0]}"
     )
 
     # Nothing rewrote anything: the same versions a few passes later, and no generation ping-pong.

@@ -61,6 +61,7 @@ class GatewayPlane:
     number: int = 0
     translation: Translation | None = field(default=None)
     service_port: int = 80  # the port of every backend's Service (the backendRefs name it)
+    uid: str = ""  # the Gateway's metadata.uid, stamped on its generations (a replica told `--gateway-uid` compares it)
 
     def compile(
         self,
@@ -71,7 +72,7 @@ class GatewayPlane:
     ) -> Generation:
         """Gateway `ns/gw` with these listeners and HTTPRoutes, translated by the core: its data plane's generation."""
         gw = {
-            "metadata": {"name": GATEWAY, "namespace": NAMESPACE},
+            "metadata": {"name": GATEWAY, "namespace": NAMESPACE, "uid": self.uid},
             "spec": {"gatewayClassName": "ts", "listeners": list(listeners)},
         }
         svcs, slices = services(self.backends, list(self.backends.ports), self.service_port)
@@ -85,7 +86,7 @@ class GatewayPlane:
                 secrets={t.key: t for t in map(parse_tls_secret, secrets)},
             )
         )
-        return gateway_content(self.translation, f"{NAMESPACE}/{GATEWAY}").stamp(number or self.number + 1)
+        return gateway_content(self.translation, f"{NAMESPACE}/{GATEWAY}", self.uid).stamp(number or self.number + 1)
 
     def publish(
         self,

@@ -362,14 +362,14 @@ def test_a_trafficsplit_generation_leaves_sds_alone() -> None:
     }
 
 
-def _weighted_gateway_gen(number: int, a: int) -> Generation:
+def _weighted_gateway_gen(number: int, a: int, uid: str = "") -> Generation:
     """A Gateway's generation with one HTTPRoute rule over Services a and b at a/100-a: a weight lives in the
-    processor's split only, so two such generations install the same Envoy resources."""
+    processor's split only, so two such generations install the same Envoy resources. `uid`: the Gateway's."""
     from tests.unit.test_gateway_translate import route, run
     from trafficsplit.core.gatewayapi.translate import gateway_content
 
     refs = [{"name": "a", "port": 80, "weight": a}, {"name": "b", "port": 80, "weight": 100 - a}]
-    return gateway_content(run(route(rules=[{"backendRefs": refs}])), "ns/gw").stamp(number)
+    return gateway_content(run(route(rules=[{"backendRefs": refs}])), "ns/gw", uid).stamp(number)
 
 
 def test_a_generation_that_changes_nothing_in_envoy_still_waits_for_envoys_ack_of_its_number() -> None:

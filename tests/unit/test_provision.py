@@ -94,9 +94,12 @@ def test_two_gateways_share_no_object_name_or_selector() -> None:
     b = render(gateway(80, name="web", namespace="other"), DEFAULT_PARAMETERS, settings())
     assert not {o["metadata"]["name"] for o in a.objects} & {o["metadata"]["name"] for o in b.objects}
     assert one(a, "Deployment")["spec"]["selector"] != one(b, "Deployment")["spec"]["selector"]
-    # Each one's replicas refuse the other's generations (the extproc's --gateway).
-    assert "--gateway=shop/web" in container(a, "extproc")["args"]
-    assert "--gateway=other/web" in container(b, "extproc")["args"]
+    # Each one's replicas refuse the other's generations (the extproc's --gateway), and those of a Gateway created
+    # again under its name (--gateway-uid).
+    ga, gb = gateway(80, name="web"), gateway(80, name="web", namespace="other")
+    assert ga.meta.uid != gb.meta.uid
+    assert {"--gateway=shop/web", f"--gateway-uid={ga.meta.uid}"} <= set(container(a, "extproc")["args"])
+    assert {"--gateway=other/web", f"--gateway-uid={gb.meta.uid}"} <= set(container(b, "extproc")["args"])
 
 
 def test_service_ports_are_the_listener_ports_served_on_unprivileged_ports_in_the_pod(tmp_path: Path) -> None:

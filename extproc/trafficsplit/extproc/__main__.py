@@ -21,7 +21,7 @@ from typing import Any
 
 from trafficsplit.core.decide.sessions import DEFAULT_IDLE_SECONDS
 from trafficsplit.core.model.errors import SpecError
-from trafficsplit.core.model.routes import key_problems
+from trafficsplit.core.model.identity import GatewayIdentity
 from trafficsplit.extproc.cookiekeys import CookieKeyFile
 from trafficsplit.extproc.httpservice import require_httptools
 from trafficsplit.extproc.server import DataplaneProcessor, Settings
@@ -98,6 +98,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--gateway",
         help="namespace/name of the Gateway this data plane serves: a generation for any other is refused "
         "(the operator passes it to the data planes it provisions; the chart's gateway has none)",
+    )
+    p.add_argument(
+        "--gateway-uid",
+        default="",
+        help="with --gateway: that Gateway's metadata.uid; a generation stamped with another uid is refused (the same "
+        "name deleted and created again is another Gateway). Without it, the name alone is compared",
     )
     p.add_argument("--ack-timeout", type=float, default=5.0, help="seconds to wait for Envoy's ACK on publish")
     p.add_argument(
@@ -233,8 +239,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.token_file is None:
         print("--token-file is required: the publish API refuses unauthenticated callers", file=sys.stderr)
         return 2
-    if args.gateway is not None and (problems := key_problems("--gateway", args.gateway)):
-        print("; ".join(problems), file=sys.stderr)
+    gateway = None
+    if args.gateway is not None:
+        try:
+            gateway = GatewayIdentity(args.gateway, args.gateway_uid)
+        except SpecError as exc:
+            print(f"--gateway/--gateway-uid: {exc}", file=sys.stderr)
+            return 2
+    elif args.gateway_uid:
+        print("--gateway-uid goes with --gateway", file=sys.stderr)
         return 2
     token = args.token_file.read_bytes().strip()
     if not token:
@@ -253,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         metrics=args.metrics,
         token=token,
         replica=args.replica,
-        gateway=args.gateway,
+        gateway=gateway,
         ack_timeout=args.ack_timeout,
         cluster_drain=args.cluster_drain_seconds,
         drain_seconds=args.drain_seconds,

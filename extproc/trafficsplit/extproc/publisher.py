@@ -1,9 +1,10 @@
 """The publish API (`trafficsplit.v1alpha1.Publisher`): take a generation whole, make before break, or refuse it.
 
 Order for an offered generation N (under one lock, so publishes never interleave):
-0. A replica of a Gateway (`--gateway namespace/name`) refuses, INVALID and not held, a generation whose
-   `routes.gateway` names another Gateway or that carries no route table: one Gateway's publisher cannot program
-   another's data plane. The chart's gateway (no `--gateway`) takes any generation, as before.
+0. A replica of a Gateway (`--gateway namespace/name`, `--gateway-uid`) refuses, INVALID and not held, a generation
+   whose `routes.gateway` names another Gateway, whose `routes.gateway_uid` is not its Gateway's, or that carries no
+   route table: one Gateway's publisher cannot program another's data plane (core/model/identity.py). The chart's
+   gateway (no `--gateway`) takes any generation, as before.
 1. N <= held → STALE (nothing changes). N more than MAX_GENERATION_STEP above held → INVALID (not adopted: numbers
    advance by one, and one publish must not bring them to their ceiling). A proto the core cannot accept → INVALID.
    A split this replica cannot serve (core/model/capabilities.py: sticky.mode persistent without cookie keys) is refused
@@ -41,6 +42,7 @@ from trafficsplit.core.decide.sessions import LiveSessions
 from trafficsplit.core.model.capabilities import Capabilities, SplitRefusal, number_refusal, refusal, without_splits
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import Generation
+from trafficsplit.core.model.identity import GatewayIdentity
 from trafficsplit.extproc.ads import AckError, AdsServer, Nacked
 from trafficsplit.extproc.held import HeldGeneration
 from trafficsplit.extproc.metrics import Metrics
@@ -76,10 +78,10 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
         ack_timeout: float,
         cluster_drain: float = 5.0,
         on_first_generation: Callable[[], Awaitable[None]] | None = None,
-        gateway: str | None = None,
+        gateway: GatewayIdentity | None = None,
     ) -> None:
         self._held = held
-        self._gateway = gateway  # namespace/name of the Gateway this replica serves (None: the chart's gateway)
+        self._gateway = gateway  # the Gateway this replica serves (None: the chart's gateway)
         self._ads = ads
         self._metrics = metrics
         self._expected = b"Bearer " + token
@@ -277,13 +279,10 @@ def _refusal_pb(r: SplitRefusal) -> pb.SplitRefusal:
     return pb.SplitRefusal(split=r.split, reason=r.reason, message=r.message)
 
 
-def gateway_refusal(gateway: str | None, msg: pb.Generation) -> str | None:
+def gateway_refusal(gateway: GatewayIdentity | None, msg: pb.Generation) -> str | None:
     """Why a replica of `gateway` (None: the chart's gateway, which takes any) must not hold `msg`."""
     if gateway is None:
         return None
     if not msg.HasField("routes"):
-        return f"generation {msg.number} carries no Gateway's routes; this replica serves Gateway {gateway} only"
-    if msg.routes.gateway != gateway:
-        named = msg.routes.gateway[:300]
-        return f"generation {msg.number} is for Gateway {named!r}; this replica serves Gateway {gateway} only"
-    return None
+        return gateway.refusal(msg.number, None)
+    return gateway.refusal(msg.number, msg.routes.gateway, msg.routes.gateway_uid)

@@ -30,6 +30,7 @@ from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined
 from prometheus_client import start_http_server
 
 from trafficsplit.core.decide.sessions import DEFAULT_IDLE_SECONDS, LiveSessions
+from trafficsplit.core.model.identity import GatewayIdentity
 from trafficsplit.core.model.persistent import CookieSigner
 from trafficsplit.extproc.ads import AdsServer
 from trafficsplit.extproc.cookiekeys import CookieKeyFile
@@ -56,7 +57,7 @@ class Settings:
     metrics: str  # HOST:PORT
     token: bytes
     replica: str
-    gateway: str | None = None  # namespace/name: a Gateway's replica takes that Gateway's generations only
+    gateway: GatewayIdentity | None = None  # a Gateway's replica takes that Gateway's generations only
     ack_timeout: float = 5.0
     cluster_drain: float = 5.0  # seconds a replaced generation's clusters stay in Envoy after the swap
     drain_seconds: float = 5.0

@@ -144,7 +144,7 @@ _PARSERS: Mapping[str, Parse] = {
 _STATUS_KINDS = frozenset({"gatewayclass", "gateway", "httproute", "trafficsplitpolicy"})
 
 # What a Gateway serves, from the translation: its route tables and rule splits (`gateway_content`).
-ContentFor = Callable[[Translation, str], GenerationContent]
+ContentFor = Callable[[Translation, str, str], GenerationContent]
 
 
 class Address(Protocol):
@@ -589,7 +589,7 @@ class GatewayPlane:
         try:
             # A table that breaks a bound of the model (its content) or the generation's (stamp) is this Gateway's
             # alone: it keeps what its replicas hold and its status says why; the other Gateways are published.
-            content = self._content_for(t, f"{key[0]}/{key[1]}")
+            content = self._content_for(t, f"{key[0]}/{key[1]}", p.uid)
             if content == p.content and fleet.highest_held <= p.number:
                 return
             number = numbering.next(max(p.number, fleet.highest_held))

@@ -598,8 +598,10 @@ def extproc_container(settings: DataplaneSettings, gateway: Gateway | None = Non
     if ext.get("cookieKeysSecret"):
         args.append(f"--cookie-key-file={COOKIE_KEYS_DIR}/keys")
     args.append(f"--log-level={ext['logLevel']}")
-    if gateway is not None:  # its replicas refuse any other Gateway's generation
+    if gateway is not None:  # its replicas refuse any other Gateway's generation (core/model/identity.py)
         args.append(f"--gateway={gateway.meta.namespace}/{gateway.meta.name}")
+        if gateway.meta.uid:
+            args.append(f"--gateway-uid={gateway.meta.uid}")
     args += [str(a) for a in ext.get("extraArgs") or ()]
     mounts: list[dict[str, Any]] = [{"name": "publish-token", "mountPath": TOKEN_DIR, "readOnly": True}]
     if tls:

@@ -342,14 +342,16 @@ class RequestMirror(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., numerator: _Optional[int] = ..., denominator: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
 
 class GatewayRoutes(_message.Message):
-    __slots__ = ("gateway", "listeners", "actions")
+    __slots__ = ("gateway", "listeners", "actions", "gateway_uid")
     GATEWAY_FIELD_NUMBER: _ClassVar[int]
     LISTENERS_FIELD_NUMBER: _ClassVar[int]
     ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    GATEWAY_UID_FIELD_NUMBER: _ClassVar[int]
     gateway: str
     listeners: _containers.RepeatedCompositeFieldContainer[ListenerRoutes]
     actions: _containers.RepeatedCompositeFieldContainer[RuleAction]
-    def __init__(self, gateway: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[ListenerRoutes, _Mapping]]] = ..., actions: _Optional[_Iterable[_Union[RuleAction, _Mapping]]] = ...) -> None: ...
+    gateway_uid: str
+    def __init__(self, gateway: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[ListenerRoutes, _Mapping]]] = ..., actions: _Optional[_Iterable[_Union[RuleAction, _Mapping]]] = ..., gateway_uid: _Optional[str] = ...) -> None: ...
 
 class Generation(_message.Message):
     __slots__ = ("number", "splits", "origin", "routes")

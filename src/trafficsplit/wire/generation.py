@@ -193,6 +193,7 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
 def routes_to_proto(routes: GatewayRoutes) -> pb.GatewayRoutes:
     return pb.GatewayRoutes(
         gateway=routes.gateway,
+        gateway_uid=routes.gateway_uid,
         listeners=[
             pb.ListenerRoutes(
                 listener=lr.listener,
@@ -608,7 +609,15 @@ def _routes_from_proto(
             actions.append(action)
     if len(problems) > before:
         return None
-    return _build(problems, path, GatewayRoutes, gateway=r.gateway, listeners=tuple(listeners), actions=tuple(actions))
+    return _build(
+        problems,
+        path,
+        GatewayRoutes,
+        gateway=r.gateway,
+        gateway_uid=r.gateway_uid,
+        listeners=tuple(listeners),
+        actions=tuple(actions),
+    )
 
 
 def _timeouts_from_proto(a: pb.RuleAction, path: str, problems: list[str]) -> RuleTimeouts | None:

@@ -20,7 +20,6 @@ gatewayapi.httproute.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -28,7 +27,7 @@ from typing import Any, TypeVar
 
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.fields import unknown_fields
-from trafficsplit.core.model.rules import is_dns_label, is_dns_subdomain, is_host
+from trafficsplit.core.model.rules import is_dns_label, is_dns_subdomain, is_host, uid_problems
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 # The GatewayClass controllerName this implementation answers to.
@@ -146,9 +145,6 @@ class Meta:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
 
-_UID = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
-
-
 def read_meta(body: Mapping[str, Any], r: Reader, namespaced: bool = True) -> Meta:
     """An object's metadata: its name (a DNS subdomain), its namespace (a DNS label) when the kind is namespaced."""
     if not isinstance(body, Mapping):
@@ -163,8 +159,7 @@ def read_meta(body: Mapping[str, Any], r: Reader, namespaced: bool = True) -> Me
     generation = r.integer(m, "generation", "metadata", 0, 2**63 - 1) or 0
     created = r.text(m, "creationTimestamp", "metadata", 64) or ""
     uid = r.text(m, "uid", "metadata", 63) or ""
-    if uid and not _UID.fullmatch(uid):
-        r.add("metadata.uid", f"{uid[:64]!r} must be letters, digits and dashes")
+    r.problems += uid_problems("metadata.uid", uid)
     return Meta(namespace=ns, name=name, generation=generation, created=created, uid=uid)
 
 

@@ -451,9 +451,10 @@ def _listener_routes(
     )
 
 
-def gateway_content(translation: Translation, gateway: str) -> GenerationContent:
+def gateway_content(translation: Translation, gateway: str, uid: str = "") -> GenerationContent:
     """What Gateway `gateway` (`namespace/name`)'s data plane serves: its listeners' route tables, and the split of
-    every rule they refer to (host-less, selected by the table). TrafficSplits are not in it: the chart's shared
+    every rule they refer to (host-less, selected by the table), stamped with the Gateway's metadata.uid `uid`, which
+    its replicas compare (core/model/identity.py). TrafficSplits are not in it: the chart's shared
     gateway keeps serving those. A Gateway with no route attached has an empty table, not None, so its data plane
     serves the spec's 404 for every request rather than TrafficSplits. Raises `SpecError` for a Gateway whose table
     breaks a bound of the model (`Translation.refused`, or the bounds across its listeners): that Gateway alone
@@ -465,5 +466,5 @@ def gateway_content(translation: Translation, gateway: str) -> GenerationContent
     actions = tuple(a for a in translation.actions if a.key in used)
     return GenerationContent(
         splits=tuple(a.split for a in actions if a.split is not None),
-        routes=GatewayRoutes(gateway=gateway, listeners=listeners, actions=actions),
+        routes=GatewayRoutes(gateway=gateway, gateway_uid=uid, listeners=listeners, actions=actions),
     )

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.generation import Generation
 from trafficsplit.core.model.limits import MAX_GENERATION, MAX_GENERATION_STEP, MAX_REFUSAL_MESSAGE
-from trafficsplit.core.model.routes import GatewayRoutes
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +84,8 @@ def without_splits(gen: Generation, refused: Set[str]) -> Generation:
     its requests to a less specific rule, a backend the route never chose for them."""
     routes = gen.routes
     if routes is not None and any(a.split is not None and a.key in refused for a in routes.actions):
-        routes = GatewayRoutes(
-            gateway=routes.gateway,
-            listeners=routes.listeners,
+        routes = dataclasses.replace(
+            routes,
             actions=tuple(
                 dataclasses.replace(a, split=None) if a.split is not None and a.key in refused else a
                 for a in routes.actions

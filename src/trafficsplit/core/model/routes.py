@@ -29,7 +29,7 @@ from trafficsplit.core.model.matches import (
     RouteMatch,
     route_match_problems,
 )
-from trafficsplit.core.model.rules import is_dns_label, is_dns_subdomain, is_host, name_problems
+from trafficsplit.core.model.rules import is_dns_label, is_dns_subdomain, is_host, name_problems, uid_problems
 from trafficsplit.core.model.timeouts import RuleRetry, RuleTimeouts
 from trafficsplit.core.model.tls import Certificate
 from trafficsplit.core.model.weights import MAX_WEIGHT
@@ -299,10 +299,11 @@ class GatewayRoutes:
     gateway: str  # namespace/name
     listeners: tuple[ListenerRoutes, ...] = ()
     actions: tuple[RuleAction, ...] = ()
+    gateway_uid: str = ""  # the Gateway's metadata.uid (core/model/identity.py); empty: not known
     by_rule: Mapping[str, RuleAction] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        problems = key_problems("gateway", self.gateway)
+        problems = key_problems("gateway", self.gateway) + uid_problems("gateway_uid", self.gateway_uid)
         if len(self.listeners) > MAX_LISTENERS:
             problems.append(f"listeners: {len(self.listeners)} listeners, at most {MAX_LISTENERS} are allowed")
         if len(self.actions) > MAX_SPLITS:

@@ -34,6 +34,8 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 _HOST = re.compile(r"(\*\.)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 # RFC 7230 token characters, which RFC 6265 uses for cookie names (and HTTP for header names).
+# A Kubernetes metadata.uid as a label value carries it (provisioned objects do): at most 63 of [A-Za-z0-9-].
+_UID = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 _TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
@@ -64,6 +66,13 @@ def name_problems(namespace: str, name: str) -> list[str]:
     if not is_dns_subdomain(name):
         problems.append(f"name: {name[:64]!r} must be a DNS subdomain (lowercase letters, digits, '-', '.')")
     return problems
+
+
+def uid_problems(field_: str, uid: str) -> list[str]:
+    """An object's metadata.uid, empty when not known. It reaches a label value and the extproc's `--gateway-uid`."""
+    if uid and not _UID.fullmatch(uid):
+        return [f"{field_}: {uid[:64]!r} must be letters, digits and dashes"]
+    return []
 
 
 def cluster_problems(cluster: str) -> list[str]:
