@@ -8,7 +8,8 @@ EndpointSlice made by hand for the Gateway's provisioned publish Service.
   eu-west` and `shop-storefront/public-gateway-production-eu-west-canary-blue-a-70cvbmc`, found by a 2^32 search)
   and a birthday pair: distinct objects, each carrying its own Gateway's uid and identity; each Gateway
   `Programmed: True` through its own publish Service and its own replica (which refuses any other Gateway's
-  generation), its address its own Service's, nothing rewritten, no generation renumbered.
+  generation), its address its own Service's, nothing rewritten, no generation renumbered; each Gateway's host
+  answered by its own backend only (200 of 200 requests), and 404 on every other Gateway's replica.
 - An object of a Gateway's derived name that carries another Gateway's uid: left untouched, the Gateway
   `Programmed: False`, `NameConflict`, naming it, nothing of either Gateway applied over or deleted.
 - Ten Gateways on listener port 9001 (the extproc's own port in the pod): tried a handful of times in 30 s (the
@@ -20,10 +21,12 @@ EndpointSlice made by hand for the Gateway's provisioned publish Service.
 from __future__ import annotations
 
 import base64
+import http.client
 import os
 import re
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +47,7 @@ from tests.support.operator import (
     get_object,
     provisioned_objects,
     routable_gateway,
+    service_with_slice,
 )
 from tests.support.provision import settings_doc
 from tests.support.waiting import poll
@@ -186,8 +190,9 @@ def test_gateways_whose_names_collided_get_their_own_objects(
         # One extproc + Envoy replica per Gateway standing in for its pod: its Gateway's token only (the last
         # --token-file wins), its Gateway only (`--gateway` and `--gateway-uid`, from its Deployment's args): each
         # Programmed True below is then also proof that the operator stamped its generations with the Gateway's uid.
-        with routable_gateway(name_backends, testpods, n=len(PAIRS), unit_extra=extra) as replicas:
+        with routable_gateway(name_backends, testpods, n=len(PAIRS), unit_extra=extra, gateway_ports=(80,)) as replicas:
             _each_served_by_its_own(kube, op, replicas, objs, tokens)
+            _each_host_answered_by_its_own_backend(kube, replicas, testpods)
         for ns, name in PAIRS:
             kube.kubectl("delete", "gateway", name, "-n", ns)
         poll(lambda: not any(o["metadata"]["labels"].get(GATEWAY_UID_LABEL) in by_uid
@@ -196,6 +201,55 @@ def test_gateways_whose_names_collided_get_their_own_objects(
     finally:
         op.stop()
         print(op.log_tail(40))
+
+
+def _answers(replicas: Gateway, i: int, host: str, n: int) -> Counter[str]:
+    """`n` requests for `host` on one keep-alive connection to replica `i`'s Gateway listener: "<status> <backend>"."""
+    conn = http.client.HTTPConnection("127.0.0.1", replicas.units[i].listener_ports[80], timeout=10)
+    out: Counter[str] = Counter()
+    try:
+        for _ in range(n):
+            conn.request("GET", "/", headers={"Host": host})
+            r = conn.getresponse()
+            body = r.read().decode(errors="replace")
+            out[f"{r.status} {body if r.status == 200 else ''}".strip()] += 1
+    finally:
+        conn.close()
+    return out
+
+
+def _each_host_answered_by_its_own_backend(kube: ControlPlane, replicas: Gateway, testpods: TestPods) -> None:
+    """Each Gateway an HTTPRoute for a host of its own to a backend of its own: through its replica, 200 requests for
+    its host are all its backend's; every other Gateway's replica has no route for that host (404)."""
+    for i, (ns, name) in enumerate(PAIRS):
+        pod = testpods.start(f"own-{i}")
+        service_with_slice(kube, ns, f"own-{i}", [pod.ip], target_port=pod.port)
+        apply(kube, yaml.safe_dump({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": f"own-{i}", "namespace": ns},
+            "spec": {"parentRefs": [{"name": name}], "hostnames": [f"g{i}.example"],
+                     "rules": [{"backendRefs": [{"name": f"own-{i}", "port": 80}]}]},
+        }))  # fmt: skip
+    for i, (ns, _) in enumerate(PAIRS):
+        poll(_route_accepted(kube, ns, f"own-{i}"), 60, f"own-{i} Accepted", 0.2)
+    for i in range(len(PAIRS)):
+        own = _answers(replicas, i, f"g{i}.example", 200)
+        assert own == Counter({f"200 own-{i}": 200}), (i, own)
+        for j in range(len(PAIRS)):
+            if j != i:
+                foreign = _answers(replicas, j, f"g{i}.example", 20)
+                assert foreign == Counter({"404": 20}), (i, j, foreign)
+    print(f"each Gateway's host through its own replica: 200 of 200 from its own backend, x{len(PAIRS)}; "
+          "through each other Gateway's replica: 404 (20 of 20)")  # fmt: skip
+
+
+def _route_accepted(kube: ControlPlane, ns: str, name: str) -> Callable[[], bool | None]:
+    def accepted() -> bool | None:
+        parents = (get_object(kube, "httproute", name, ns).get("status") or {}).get("parents") or []
+        conds = [c for p in parents if p.get("controllerName") == CONTROLLER for c in p.get("conditions") or []]
+        return any(c["type"] == "Accepted" and c["status"] == "True" for c in conds) or None
+
+    return accepted
 
 
 def _identity_args(objs: dict[str, dict[str, Any]], ns: str, name: str) -> list[str]:
