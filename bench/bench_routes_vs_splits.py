@@ -85,7 +85,9 @@ def cluster_objects(n: int) -> tuple[dict[tuple[str, str], ServiceInfo], dict[tu
     for i in range(n):
         for j, role in enumerate(("stable", "canary")):
             name = f"app{i}-{role}"
-            services[(NAMESPACE, name)] = ServiceInfo(NAMESPACE, name, (ServicePort("http", 80, 8080),))
+            services[(NAMESPACE, name)] = ServiceInfo(
+                NAMESPACE, name, (ServicePort(name="http", port=80, target_port=8080),)
+            )
             address = f"10.{(i >> 8) & 255}.{i & 255}.{j + 1}"
             slices[(NAMESPACE, name)] = [
                 SliceInfo(

@@ -112,7 +112,9 @@ def whole(memo: ActionMemo) -> Callable[[Inputs], Translation]:
 
 
 def inputs(routes: tuple[HTTPRoute, ...], gateways: tuple[Gateway, ...] = ()) -> Inputs:
-    services = {(NAMESPACE, "app"): ServiceInfo(NAMESPACE, "app", (ServicePort("http", 80, 8080),))}
+    services = {
+        (NAMESPACE, "app"): ServiceInfo(NAMESPACE, "app", (ServicePort(name="http", port=80, target_port=8080),))
+    }
     slices = {
         (NAMESPACE, "app"): [
             SliceInfo(

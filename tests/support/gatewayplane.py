@@ -38,7 +38,7 @@ def services(
     slices: dict[Any, list[SliceInfo]] = {}
     for n in names:
         host, loopback = backends.endpoint(n)
-        svcs[(NAMESPACE, n)] = ServiceInfo(NAMESPACE, n, (ServicePort("http", port, "http"),))
+        svcs[(NAMESPACE, n)] = ServiceInfo(NAMESPACE, n, (ServicePort(name="http", port=port, target_port="http"),))
         slices[(NAMESPACE, n)] = [
             SliceInfo(
                 namespace=NAMESPACE,

@@ -335,7 +335,9 @@ GATEWAY = parse_gateway(
         "spec": {"gatewayClassName": "ts", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
     }
 )
-SERVICES = {("ns", s): ServiceInfo("ns", s, (ServicePort("http", 80, 8080),)) for s in ("a", "b", "c")}
+SERVICES = {
+    ("ns", s): ServiceInfo("ns", s, (ServicePort(name="http", port=80, target_port=8080),)) for s in ("a", "b", "c")
+}
 
 
 def run(routes: list[dict[str, Any]], policies: list[dict[str, Any]], tables: Any = None) -> Translation:

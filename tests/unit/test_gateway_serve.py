@@ -54,7 +54,10 @@ def served(*routes: dict[str, Any], services: tuple[str, ...] = ("a", "b", "c"))
             classes=(CLASS,),
             gateways=(parse_gateway(gw),),
             routes=tuple(parse_httproute(r) for r in routes),
-            services={("ns", s): ServiceInfo("ns", s, (ServicePort("http", 80, 8080),)) for s in services},
+            services={
+                ("ns", s): ServiceInfo("ns", s, (ServicePort(name="http", port=80, target_port=8080),))
+                for s in services
+            },
         )
     )
     return ServedRoutes(t.listeners, t.actions), t

@@ -46,7 +46,7 @@ def route(name: str = "r", created: str = "2026-01-01T00:00:00Z", **spec: Any) -
 
 
 def service(name: str, namespace: str = "ns") -> ServiceInfo:
-    return ServiceInfo(namespace, name, (ServicePort("http", 80, 8080),))
+    return ServiceInfo(namespace, name, (ServicePort(name="http", port=80, target_port=8080),))
 
 
 def run(

@@ -320,8 +320,8 @@ def _gateway_generation(number: int) -> pb.Generation:
             },
         }
     )  # fmt: skip
-    t = translate(Inputs(classes=(cls,), gateways=(gw,), routes=(route,),
-                         services={("ns", "a"): ServiceInfo("ns", "a", (ServicePort("http", 80, 8080),))}))  # fmt: skip
+    svc = ServiceInfo("ns", "a", (ServicePort(name="http", port=80, target_port=8080),))
+    t = translate(Inputs(classes=(cls,), gateways=(gw,), routes=(route,), services={("ns", "a"): svc}))
     return generation_to_proto(gateway_content(t, "ns/gw").stamp(number), origin="op")
 
 

@@ -42,6 +42,7 @@ def service_from_body(body: Mapping[str, Any]) -> ServiceInfo:
                 port=int(p.get("port") or 0),
                 target_port=target if isinstance(target, int | str) else None,
                 protocol=str(p.get("protocol") or "TCP"),
+                app_protocol=str(p.get("appProtocol") or "")[:256],
             )
         )
     return ServiceInfo(str(meta.get("namespace") or ""), str(meta.get("name") or ""), tuple(ports))

@@ -18,7 +18,7 @@ class Endpoint(_message.Message):
     def __init__(self, address: _Optional[str] = ..., port: _Optional[int] = ..., ready: _Optional[bool] = ...) -> None: ...
 
 class Backend(_message.Message):
-    __slots__ = ("name", "weight", "cluster", "service", "port", "endpoints", "drain")
+    __slots__ = ("name", "weight", "cluster", "service", "port", "endpoints", "drain", "h2c")
     NAME_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,7 @@ class Backend(_message.Message):
     PORT_FIELD_NUMBER: _ClassVar[int]
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
+    H2C_FIELD_NUMBER: _ClassVar[int]
     name: str
     weight: int
     cluster: str
@@ -33,7 +34,8 @@ class Backend(_message.Message):
     port: int
     endpoints: _containers.RepeatedCompositeFieldContainer[Endpoint]
     drain: bool
-    def __init__(self, name: _Optional[str] = ..., weight: _Optional[int] = ..., cluster: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ..., drain: _Optional[bool] = ...) -> None: ...
+    h2c: bool
+    def __init__(self, name: _Optional[str] = ..., weight: _Optional[int] = ..., cluster: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ..., drain: _Optional[bool] = ..., h2c: _Optional[bool] = ...) -> None: ...
 
 class Cookie(_message.Message):
     __slots__ = ("name", "path", "max_age", "domain", "secure", "http_only", "same_site", "partitioned")

@@ -62,7 +62,6 @@ from envoy.extensions.http.early_header_mutation.header_mutation.v3 import heade
 from envoy.extensions.resource_monitors.downstream_connections.v3 import downstream_connections_pb2
 from envoy.extensions.resource_monitors.fixed_heap.v3 import fixed_heap_pb2
 from envoy.extensions.transport_sockets.tls.v3 import secret_pb2, tls_pb2
-from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from google.protobuf import any_pb2, duration_pb2, json_format, struct_pb2, wrappers_pb2
 
@@ -76,6 +75,7 @@ from trafficsplit.wire.envoy import (
     ROUTE_CONFIG_NAME,
     ads_source,
     secret_name,
+    speak_http2,
 )
 from trafficsplit.wire.gateway_routes import route_config_name
 from trafficsplit.wire.reserved import ADS_CLUSTER, EXTPROC_CLUSTER
@@ -325,12 +325,7 @@ def _local_cluster(name: str, addr: Address, *, http2: bool) -> cluster_pb2.Clus
         ),
     )
     if http2:
-        opts = http_protocol_options_pb2.HttpProtocolOptions(
-            explicit_http_config=http_protocol_options_pb2.HttpProtocolOptions.ExplicitHttpConfig(
-                http2_protocol_options=protocol_pb2.Http2ProtocolOptions()
-            )
-        )
-        c.typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].Pack(opts)
+        speak_http2(c)
     return c
 
 

@@ -40,12 +40,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2, outlier_detection_pb2
-from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2, extension_pb2
+from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2, extension_pb2, protocol_pb2
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 from envoy.config.route.v3 import route_components_pb2, route_pb2
 from envoy.extensions.load_balancing_policies.override_host.v3 import override_host_pb2
 from envoy.extensions.load_balancing_policies.ring_hash.v3 import ring_hash_pb2
 from envoy.extensions.retry.host.previous_hosts.v3 import previous_hosts_pb2
+from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from envoy.type.metadata.v3 import metadata_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
@@ -82,6 +83,9 @@ SECRET_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Sec
 # An HTTPS listener's certificate over SDS: one secret per listener port and hostname (`*`: the listener without
 # one), the name the bootstrap's filter chain for that hostname asks for.
 SECRET_PREFIX = "trafficsplit_tls_"
+
+
+HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"  # a cluster's upstream HTTP options
 
 
 def secret_name(port: int, hostname: str | None) -> str:
@@ -145,7 +149,20 @@ def endpoint_override_policy() -> cluster_pb2.LoadBalancingPolicy:
 
 
 def backend_cluster(backend: CompiledBackend, endpoint_affinity: bool) -> cluster_pb2.Cluster:
-    return _eds_cluster(backend.cluster, endpoint_affinity)
+    c = _eds_cluster(backend.cluster, endpoint_affinity)
+    if backend.h2c:
+        speak_http2(c)
+    return c
+
+
+def speak_http2(c: cluster_pb2.Cluster) -> None:
+    """Envoy speaks HTTP/2 to the cluster's endpoints (prior knowledge, no TLS: h2c); HTTP/1.1 is its default."""
+    opts = http_protocol_options_pb2.HttpProtocolOptions(
+        explicit_http_config=http_protocol_options_pb2.HttpProtocolOptions.ExplicitHttpConfig(
+            http2_protocol_options=protocol_pb2.Http2ProtocolOptions()
+        )
+    )
+    c.typed_extension_protocol_options[HTTP_PROTOCOL_OPTIONS].Pack(opts)
 
 
 def _eds_cluster(name: str, endpoint_affinity: bool) -> cluster_pb2.Cluster:

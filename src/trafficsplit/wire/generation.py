@@ -145,6 +145,7 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
                 port=b.port,
                 endpoints=[pb.Endpoint(address=e.address, port=e.port, ready=e.ready) for e in b.endpoints],
                 drain=b.drain,
+                h2c=b.h2c,
             )
             for b in split.backends
         ],
@@ -403,6 +404,7 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
                 port=b.port,
                 endpoints=tuple(e for e in endpoints if e is not None),
                 drain=b.drain,
+                h2c=b.h2c,
             )
         )
     cookie = _cookie_from_proto(s.cookie, f"{path}.cookie", problems) if s.HasField("cookie") else None

@@ -18,13 +18,21 @@ from trafficsplit.core.model.rules import Endpoint
 from trafficsplit.core.model.splitspec import SplitSpec
 from trafficsplit.core.model.vocabulary import Reason
 
+# The standard appProtocol (KEP-3726) of a port that speaks HTTP/2 without TLS, with prior knowledge.
+H2C_APP_PROTOCOL = "kubernetes.io/h2c"
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ServicePort:
     name: str
     port: int
     target_port: int | str | None
     protocol: str = "TCP"
+    app_protocol: str = ""  # spec.ports[].appProtocol: kubernetes.io/h2c makes Envoy speak HTTP/2 to it (H2C)
+
+    @property
+    def h2c(self) -> bool:
+        return self.app_protocol == H2C_APP_PROTOCOL
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +40,10 @@ class ServiceInfo:
     namespace: str
     name: str
     ports: tuple[ServicePort, ...]
+
+    def h2c(self, port: int) -> bool:
+        """Whether Service port `port` is HTTP/2 over cleartext (appProtocol kubernetes.io/h2c)."""
+        return any(p.port == port and p.h2c for p in self.ports)
 
     @property
     def key(self) -> str:

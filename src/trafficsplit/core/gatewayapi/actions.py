@@ -20,13 +20,15 @@ from trafficsplit.core.model.routes import BackendTarget, RuleAction, RuleKey
 from trafficsplit.core.model.rules import Endpoint
 from trafficsplit.core.model.splitspec import BackendSpec, SplitSpec
 
-# What a rule's action is built from: the route's metadata, the rule, its resolved targets, their error weight, each
+# What a rule's action is built from: the route's metadata, the rule, its resolved targets (and whether each one's
+# Service port is H2C), their error weight, each
 # target's endpoints, the attached policy's settings, the rule's previous slot table (`assignment: minimal`) and its
 # resolved mirrors (with their endpoints).
 _ActionKey = tuple[
     Meta,
     RouteRule,
     tuple[BackendTarget, ...],
+    tuple[bool, ...],
     int,
     tuple[tuple[Endpoint, ...], ...],
     PolicySettings | None,
@@ -60,7 +62,8 @@ class ActionMemo:
         mirrors: tuple[RequestMirror, ...] = (),
     ) -> tuple[RuleAction | None, list[str]]:
         targets = tuple(t for t, _ in resolved)
-        key = (route.meta, rule, targets, error_weight, endpoints, policy, previous_table, mirrors)
+        h2c = tuple(svc.h2c(t.port) for t, svc in resolved)  # the Service ports' appProtocol, which the split reads
+        key = (route.meta, rule, targets, h2c, error_weight, endpoints, policy, previous_table, mirrors)
         got = self._used.get(key) or self._last.get(key)
         if got is None:
             action, problems = build_action(
@@ -114,7 +117,9 @@ def build_action(
         ), []
     by_backend = {t.backend: eps for t, eps in zip(targets, endpoints, strict=True)}
     try:
-        spec = rule_spec(route, rule, targets, session)
+        spec = rule_spec(
+            route, rule, targets, session, h2c=frozenset(t.backend for t, svc in resolved if svc.h2c(t.port))
+        )
         if policy is not None:  # the policy hook: core/gatewayapi/policy.py
             spec = policy.apply(spec)
         split = compile_split(
@@ -135,7 +140,14 @@ def build_action(
     ), []
 
 
-def rule_spec(route: HTTPRoute, rule: RouteRule, targets: Sequence[BackendTarget], session: RuleSession) -> SplitSpec:
+def rule_spec(
+    route: HTTPRoute,
+    rule: RouteRule,
+    targets: Sequence[BackendTarget],
+    session: RuleSession,
+    *,
+    h2c: frozenset[str] = frozenset(),
+) -> SplitSpec:
     """The rule's split as a TrafficSplit would say it (host-less: the route table selects the rule). A session is
     the sealed persistent one (core/model/persistent.py): its cookie (or its header) carries the backend, so a weight
     change moves no existing session; the Gateway's data plane holds the keys (provisioned per Gateway)."""
@@ -149,7 +161,12 @@ def rule_spec(route: HTTPRoute, rule: RouteRule, targets: Sequence[BackendTarget
             # GEP-1619: a session keeps its backend even at weight 0, so a weight-0 backend drains (only new
             # sessions follow the weights); a backendRef removed from the rule moves its sessions.
             BackendSpec(
-                name=t.backend, service=t.service, port=t.port, weight=t.weight, drain=persistent and t.weight == 0
+                name=t.backend,
+                service=t.service,
+                port=t.port,
+                weight=t.weight,
+                drain=persistent and t.weight == 0,
+                h2c=t.backend in h2c,  # `h2c`: the backends whose Service port is kubernetes.io/h2c
             )
             for t in targets
         ),

@@ -83,6 +83,7 @@ class CompiledBackend:
     port: int
     endpoints: tuple[Endpoint, ...] = ()
     drain: bool = False  # sticky.mode persistent, weight 0: its sessions stay while it has ready endpoints
+    h2c: bool = False  # Envoy speaks HTTP/2 over cleartext to it (its Service port's appProtocol kubernetes.io/h2c)
     # docs/spec.md §6: a backend with no ready endpoint is not eligible. Derived once here, not per request: decide()
     # reads it for every failover check and every matching rule.
     eligible: bool = field(init=False, repr=False, compare=False)

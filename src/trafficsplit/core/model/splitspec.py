@@ -31,6 +31,7 @@ class BackendSpec:
     weight: int
     endpoints: tuple[Endpoint, ...] = ()  # local mode only; in Kubernetes, endpoints come from EndpointSlices
     drain: bool = False  # sticky.mode persistent: at weight 0, keep its sessions until they go idle
+    h2c: bool = False  # its Service port's appProtocol is kubernetes.io/h2c (a Gateway API backendRef's)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,6 +76,7 @@ def compiled_backends(backends: Sequence[BackendSpec], clusters: Sequence[str]) 
                     port=b.port,
                     endpoints=b.endpoints,
                     drain=b.drain,
+                    h2c=b.h2c,
                 )
             )
         except SpecError as exc:
