@@ -8,7 +8,8 @@
 # conformance suite".
 #
 # Usage: hack/conformance.sh                 the whole GATEWAY-HTTP profile
-#        hack/conformance.sh --quick         HTTPRouteWeight and one test of every group (what `make test` runs)
+#        hack/conformance.sh --quick         HTTPRouteWeight and one test of every group (a quick look; `make test`
+#                                            runs the whole profile in its e2e tier)
 #        hack/conformance.sh --tests A,B     only these tests
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

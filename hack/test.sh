@@ -92,7 +92,7 @@ fi
 
 step "gateway API (CRDs checked against v1.6.3, the conformance binary and echo-basic)"
 # Built (cached) so tests/integration/test_gateway_api_binaries.py runs them rather than skipping, and the e2e tier's
-# tests/e2e/test_8_conformance.py runs the suite's quick list (the whole profile: `make conformance`).
+# tests/e2e/test_8_conformance.py runs the suite's whole GATEWAY-HTTP profile (as `make conformance` does).
 bash hack/build-gateway-api.sh >/dev/null
 
 step "progressive delivery CRDs and RBAC checked against their modules (Argo Rollouts, Flagger)"

@@ -1,10 +1,15 @@
-"""HTTPRoute timeouts and RequestMirror served by real Envoy (wire/gateway_routes.py `rule_policies`): a rule with
-`timeouts.request: 1s` in front of a backend that answers after 3 s answers 504 within about a second, and a mirror's
-backend receives a copy of each request while the client sees only the primary's answers."""
+"""HTTPRoute timeouts, retries and RequestMirror served by real Envoy (wire/gateway_routes.py `rule_policies`): a rule
+with `timeouts.request: 1s` in front of a backend that answers after 3 s answers 504 within about a second; a rule
+with a `retry` stanza is retried when the backend resets the connection after taking the request
+(HTTPRouteRetryConnectionError) and when an attempt outlives `timeouts.backendRequest` (HTTPRouteRetryBackendTimeout),
+while a rule without one is not; and a mirror's backend receives a copy of each request while the client sees only
+the primary's answers."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import tempfile
 import threading
 import time
@@ -32,8 +37,14 @@ class _Recorder(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         server: _Backend = self.server  # type: ignore[assignment]
         with server.lock:
+            first = all(p != self.path for p, _ in server.seen)
             server.seen.append((self.path, self.headers.get("host", "")))
-        time.sleep(server.delay)
+        if first and "/first-reset/" in self.path:  # the request taken, then the connection reset (RST), no answer
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            self.close_connection = True
+            return
+        time.sleep(SLOW_SECONDS if first and "/first-hang/" in self.path else server.delay)
         body = server.label.encode()
         try:
             self.send_response(200)
@@ -64,7 +75,11 @@ class _Backend(ThreadingHTTPServer):
 
 @pytest.fixture
 def backends() -> Iterator[dict[str, _Backend]]:
-    servers = {"slow": _Backend("slow", SLOW_SECONDS), "shadow": _Backend("shadow", 0.0)}
+    servers = {
+        "slow": _Backend("slow", SLOW_SECONDS),
+        "shadow": _Backend("shadow", 0.0),
+        "flaky": _Backend("flaky", 0.0),
+    }
     threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers.values()]
     for t in threads:
         t.start()
@@ -104,6 +119,16 @@ ROUTES = [
                 "backendRefs": [{"name": "slow", "port": 80}],
             },
             {
+                "matches": [{"path": {"type": "PathPrefix", "value": "/retried"}}],
+                "timeouts": {"backendRequest": "500ms"},
+                "retry": {"attempts": 2, "backoff": "10ms"},
+                "backendRefs": [{"name": "flaky", "port": 80}],
+            },
+            {
+                "matches": [{"path": {"type": "PathPrefix", "value": "/not-retried"}}],
+                "backendRefs": [{"name": "flaky", "port": 80}],
+            },
+            {
                 "matches": [{"path": {"type": "PathPrefix", "value": "/mirrored"}}],
                 "filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "shadow", "port": 80}}}],
                 "backendRefs": [{"name": "stable", "port": 80}],
@@ -131,6 +156,26 @@ def test_a_request_timeout_answers_504_within_it(plane: GatewayPlane, backends: 
     assert r.status == 504
     assert 0.9 <= took < 2.0, took
     assert [p for p, _ in backends["slow"].seen] == ["/slow/x"]  # it did reach the backend: Envoy gave up on it
+
+
+def test_a_rule_with_retry_retries_a_reset_connection_and_an_attempt_past_its_backend_timeout(
+    plane: GatewayPlane, backends: dict[str, _Backend]
+) -> None:
+    plane.publish(LISTENERS, ROUTES)
+    port = plane.ports[80]
+    results = {}
+    for path in ("/retried/first-reset/a", "/retried/first-hang/a", "/not-retried/first-reset/a"):
+        r, took = asyncio.run(_get(port, path))
+        attempts = sum(p == path for p, _ in backends["flaky"].seen)
+        results[path] = (r.status, attempts)
+        print(f"\n{path}: {r.status} in {took:.2f} s after {attempts} attempt(s) at the backend")
+    # Reset after the backend took the request: retried by the rule's stanza (a connection error).
+    assert results["/retried/first-reset/a"] == (200, 2)
+    # The first attempt outlives backendRequest (500 ms): Envoy gives up on it and tries again.
+    assert results["/retried/first-hang/a"] == (200, 2)
+    # Without a retry stanza the same reset is not retried (the request had reached the application).
+    status, attempts = results["/not-retried/first-reset/a"]
+    assert attempts == 1 and status in (502, 503), results
 
 
 def test_a_mirrors_backend_gets_copies_the_client_never_sees(

@@ -400,7 +400,7 @@ def test_timeouts_retry_and_mirrors_are_native_on_every_route_of_the_rule() -> N
     assert one.timeout.ToMilliseconds() == 1000
     assert one.retry_policy.per_try_timeout.ToMilliseconds() == 250
     assert one.retry_policy.num_retries.value == 3
-    assert one.retry_policy.retry_on == f"{envoy.RETRY_ON},retriable-status-codes"
+    assert one.retry_policy.retry_on == f"{envoy.RETRY_ON},reset,retriable-status-codes"  # connection errors too
     assert list(one.retry_policy.retriable_status_codes) == [503, 429]
     assert one.retry_policy.retry_back_off.base_interval.ToMilliseconds() == 100
     mirrors = [(p.cluster, p.HasField("runtime_fraction")) for p in one.request_mirror_policies]

@@ -93,6 +93,10 @@ _HV = base_pb2.HeaderValue
 _HVO = base_pb2.HeaderValueOption
 
 
+# What a rule's retry stanza adds to every backend route's retry conditions (rule_policies).
+RETRY_ON_WITH_STANZA = "reset"
+
+
 def route_config_name(port: int) -> str:
     """The RDS name of the routes of Gateway listener port `port`."""
     return f"{ROUTE_CONFIG_PREFIX}{port}"
@@ -280,6 +284,11 @@ def rule_policies(act: rc.RouteAction, action: RuleAction) -> None:
     if t is not None and t.backend_request:  # 0: no bound of its own per try
         act.retry_policy.per_try_timeout.FromMilliseconds(t.backend_request)
     if r is not None:
+        # GEP-1731: with a retry stanza, connection errors are retried too: `reset` is a backend that took the request
+        # and then reset or closed without answering, or an attempt that outlived `per_try_timeout`
+        # (HTTPRouteRetryConnectionError, HTTPRouteRetryBackendTimeout). Without one, only what never reached the
+        # application is retried (envoy.RETRY_ON).
+        act.retry_policy.retry_on = ",".join([*act.retry_policy.retry_on.split(","), RETRY_ON_WITH_STANZA])
         if r.attempts is not None:
             act.retry_policy.num_retries.value = r.attempts
         if r.codes:
