@@ -20,10 +20,9 @@ from trafficsplit.core.model.routes import BackendTarget, RuleAction, RuleKey
 from trafficsplit.core.model.rules import Endpoint
 from trafficsplit.core.model.splitspec import BackendSpec, SplitSpec
 
-# What a rule's action is built from: the route's metadata, the rule, its resolved targets (and whether each one's
-# Service port is H2C), their error weight, each
-# target's endpoints, the attached policy's settings, the rule's previous slot table (`assignment: minimal`) and its
-# resolved mirrors (with their endpoints).
+# What a rule's action is built from: the route's metadata, the rule, its resolved targets and whether each one's
+# Service port is H2C, their error weight, each target's endpoints, the attached policy's settings, the rule's previous
+# slot table (`assignment: minimal`) and its resolved mirrors (with their endpoints).
 _ActionKey = tuple[
     Meta,
     RouteRule,

@@ -33,9 +33,9 @@ from trafficsplit.core.model.regex import Pattern, RegexError
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 _HOST = re.compile(r"(\*\.)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
-# RFC 7230 token characters, which RFC 6265 uses for cookie names (and HTTP for header names).
 # A Kubernetes metadata.uid as a label value carries it (provisioned objects do): at most 63 of [A-Za-z0-9-].
 _UID = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+# RFC 7230 token characters, which RFC 6265 uses for cookie names (and HTTP for header names).
 _TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
