@@ -4,7 +4,8 @@ run outside the tier and writes the committed report; this one keeps its report 
 
 Runs last: every release left by the earlier tests (test_7 keeps the README's) is uninstalled first, so one operator
 answers our GatewayClass; then it installs its own, with ``gatewayAPI.enabled``. A conformance test that fails, a core
-test that does not pass, or a claimed feature's test that the suite skipped fails this test, naming them.
+test that does not pass (or is skipped), an extended test that fails, or a claimed feature the report does not list
+as supported fails this test, naming them.
 """
 
 from __future__ import annotations
