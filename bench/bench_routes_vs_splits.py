@@ -95,7 +95,7 @@ def cluster_objects(n: int) -> tuple[dict[tuple[str, str], ServiceInfo], dict[tu
                     name=f"{name}-abcde",
                     service=name,
                     ports=(("http", 8080),),
-                    endpoints=(SliceEndpoint(address, True, False, f"{name}-pod"),),
+                    endpoints=(SliceEndpoint(address, True, f"{name}-pod"),),
                 )
             ]
     return services, slices

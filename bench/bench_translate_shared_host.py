@@ -122,7 +122,7 @@ def inputs(routes: tuple[HTTPRoute, ...], gateways: tuple[Gateway, ...] = ()) ->
                 name="app-abcde",
                 service="app",
                 ports=(("http", 8080),),
-                endpoints=(SliceEndpoint("10.0.0.1", True, False, "app-pod"),),
+                endpoints=(SliceEndpoint("10.0.0.1", True, "app-pod"),),
             )
         ]
     }

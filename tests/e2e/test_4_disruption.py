@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import Cluster, published, wait_for
+from tests.e2e.cluster import CHART, Cluster, Gateway, published, wait_for
 from tests.e2e.load import parallel, steady_load
 
 pytestmark = [pytest.mark.e2e]
@@ -57,6 +58,60 @@ def test_rolling_restart_of_the_gateway_fails_no_request(make_split: MakeSplit, 
         shop.kubectl("-n", shop.release_namespace, "rollout", "status", deployment, "--timeout=300s", timeout=320)
     print(f"\ngateway rollout restart: {load.summary()}")
     assert load.sent > 100 and load.failed == 0, load.summary()
+
+
+def _gateway_pause(shop: Cluster, seconds: int) -> None:
+    """Roll the gateway to `seconds` of stopping time: Envoy's preStop pause and the processor's drain together."""
+    shop.helm(
+        "upgrade", shop.release, str(CHART), "-n", shop.release_namespace, "--reuse-values",
+        "--set", f"gateway.envoy.preStopSleepSeconds={seconds}", "--set", f"gateway.extproc.drainSeconds={seconds}",
+        "--wait", "--timeout", "5m",
+    )  # fmt: skip
+    shop.kubectl(
+        "-n", shop.release_namespace, "rollout", "status", f"deployment/{shop.release}-gateway", "--timeout=300s",
+        timeout=320,
+    )  # fmt: skip
+
+
+def _publish_endpoints(shop: Cluster) -> dict[str, dict[str, Any]]:
+    """The gateway publish Service's endpoints by pod name (what the operator reads its replicas from)."""
+    selector = f"kubernetes.io/service-name={shop.release}-gateway-publish"
+    slices = shop.get("endpointslices", "-n", shop.release_namespace, "-l", selector)["items"]
+    return {str((ep.get("targetRef") or {}).get("name")): ep for s in slices for ep in s.get("endpoints") or []}
+
+
+def test_a_stopping_gateway_pod_gets_a_trafficsplit_created_while_it_drains(
+    make_split: MakeSplit, shop: Cluster
+) -> None:
+    """Through its preStop pause a stopping gateway pod still answers the clients that endpoint removal has not
+    reached yet, so it must hold every generation the others hold. Failing first (seen in CI right after a gateway
+    rollout): the operator published only to non-terminating endpoints, and the stopping pod answered the new host
+    404, `no TrafficSplit serves this host`. The pause is lengthened to 25 s here so that the check does not race it."""
+    _gateway_pause(shop, 25)
+    try:
+        pods = shop.get("pods", "-n", shop.release_namespace, "-l", "app.kubernetes.io/component=gateway")["items"]
+        running = sorted(
+            (p for p in pods if not p["metadata"].get("deletionTimestamp")), key=lambda p: p["metadata"]["name"]
+        )
+        stopping, ip = running[0]["metadata"]["name"], running[0]["status"]["podIP"]
+        others = {p["metadata"]["name"] for p in running[1:]}
+        shop.kubectl("-n", shop.release_namespace, "delete", "pod", stopping, "--wait=false")
+
+        def replaced() -> bool:
+            # The stopping pod's endpoint says terminating, and a replacement is ready beside it: the operator has
+            # read a slice in which the pod was terminating (it published the replacement its first generation).
+            eps = _publish_endpoints(shop)
+            gone = (eps.get(stopping) or {}).get("conditions", {}).get("terminating") is True
+            fresh = [n for n, ep in eps.items() if n != stopping and n not in others]
+            return gone and any(eps[n].get("conditions", {}).get("ready") is True for n in fresh)
+
+        wait_for(f"{stopping} terminating and a replacement ready", replaced, timeout=60)
+        _, host = make_split([("blue", 50), ("canary", 50)])
+        answers = Counter(Gateway(ip, 8080).request(host).status for _ in range(50))
+        print(f"\n{stopping} (stopping) answered {host}: {dict(answers)}")
+        assert answers == Counter({200: 50}), answers
+    finally:
+        _gateway_pause(shop, 5)
 
 
 def test_scaling_a_backend_3_to_4_moves_a_bounded_share_of_its_sessions_to_the_new_pod(

@@ -45,7 +45,7 @@ def services(
                 name=f"{n}-abcde",
                 service=n,
                 ports=(("http", loopback),),
-                endpoints=(SliceEndpoint(host, True, False, f"{n}-pod"),),
+                endpoints=(SliceEndpoint(host, True, f"{n}-pod"),),
             )
         ]
     return svcs, slices

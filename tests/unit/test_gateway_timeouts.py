@@ -250,7 +250,7 @@ def _inputs(grant: bool, ready: bool) -> Inputs:
                     name="audit-1",
                     service="audit",
                     ports=(("http", 8080),),
-                    endpoints=(SliceEndpoint("10.9.0.1", ready, False, "audit-0"),),
+                    endpoints=(SliceEndpoint("10.9.0.1", ready, "audit-0"),),
                 ),
             )
         },

@@ -171,7 +171,7 @@ def one_rule_route(backends: Sequence[tuple[str, int]], session: dict[str, Any])
                 name=f"{n}-1",
                 service=n,
                 ports=(("http", 8080),),
-                endpoints=(SliceEndpoint(f"10.0.0.{i}", True, False, f"{n}-pod"),),
+                endpoints=(SliceEndpoint(f"10.0.0.{i}", True, f"{n}-pod"),),
             ),
         )
         for i, n in enumerate(("a", "b"), 1)
@@ -723,7 +723,7 @@ def test_the_memo_builds_only_the_rules_whose_inputs_changed(monkeypatch: pytest
 
     def slices(*ready_a: str) -> dict[tuple[str, str], tuple[SliceInfo, ...]]:
         def one(svc: str, ips: tuple[str, ...]) -> tuple[SliceInfo, ...]:
-            eps = tuple(SliceEndpoint(ip, True, False, f"{svc}-{i}") for i, ip in enumerate(ips))
+            eps = tuple(SliceEndpoint(ip, True, f"{svc}-{i}") for i, ip in enumerate(ips))
             return (SliceInfo(namespace="ns", name=f"{svc}-x", service=svc, ports=(("http", 8080),), endpoints=eps),)
 
         return {("ns", "a"): one("a", ready_a), ("ns", "b"): one("b", ("10.0.1.1",))}

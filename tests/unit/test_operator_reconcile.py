@@ -150,14 +150,20 @@ def test_resolve_names_the_missing_service_and_port() -> None:
     assert "has no port 80" in " ".join(m.message for m in r.missing)
 
 
-def test_replicas_from_gateway_slices_use_the_publish_port_and_skip_terminating() -> None:
+def test_replicas_from_gateway_slices_use_the_publish_port_and_keep_terminating_ones() -> None:
+    # A terminating replica still answers through its preStop pause (while endpoint removal reaches every kube-proxy),
+    # so it must hold what the others hold: left out, it 404s a TrafficSplit created during a gateway rollout.
     body = eps("gw", {"10.1.0.1": True, "10.1.0.2": False}, port=9100, port_name="publish")
     body["endpoints"][0]["targetRef"] = {"kind": "Pod", "name": "gw-a"}
-    body["endpoints"].append({"addresses": ["10.1.0.3"], "conditions": {"terminating": True}})
+    body["endpoints"].append({"addresses": ["10.1.0.3"], "conditions": {"terminating": True, "serving": False}})
     s = slice_from_body(body)
     assert s is not None
     reps = replicas_from_slices([s], "publish")
-    assert [(r.name, r.address) for r in reps] == [("gw-a", "10.1.0.1:9100"), ("10.1.0.2", "10.1.0.2:9100")]
+    assert [(r.name, r.address) for r in reps] == [
+        ("gw-a", "10.1.0.1:9100"),
+        ("10.1.0.2", "10.1.0.2:9100"),
+        ("10.1.0.3", "10.1.0.3:9100"),
+    ]
     assert replicas_from_slices([s], "other") == ()
 
 

@@ -66,7 +66,7 @@ def slice_from_body(body: Mapping[str, Any]) -> SliceInfo | None:
         terminating = cond.get("terminating") is True
         ref = ep.get("targetRef") or {}
         for addr in ep.get("addresses") or []:
-            eps.append(SliceEndpoint(str(addr), ready and not terminating, terminating, str(ref.get("name") or addr)))
+            eps.append(SliceEndpoint(str(addr), ready and not terminating, str(ref.get("name") or addr)))
     return SliceInfo(
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),
@@ -85,16 +85,16 @@ class Replica:
 
 
 def replicas_from_slices(slices: Iterable[SliceInfo], port_name: str) -> tuple[Replica, ...]:
-    """The gateway's replicas, found through its Service's EndpointSlices: every non-terminating endpoint, ready or
-    not — a replica that has never held a generation is not ready, and it is exactly the one that needs one."""
+    """The gateway's replicas, found through its Service's EndpointSlices: every endpoint, ready or not — a replica
+    that has never held a generation is not ready, and it is exactly the one that needs one — terminating ones too:
+    through its preStop pause a stopping replica still answers the clients endpoint removal has not reached yet, so
+    it must hold what the others hold. It leaves the list when its pod is gone."""
     out: dict[str, Replica] = {}
     for s in slices:
         number = next((n for name, n in s.ports if name == port_name), None)
         if number is None:
             continue
         for ep in s.endpoints:
-            if ep.terminating:
-                continue
             host = f"[{ep.address}]" if ":" in ep.address else ep.address
             addr = f"{host}:{number}"
             out[addr] = Replica(ep.target, addr)

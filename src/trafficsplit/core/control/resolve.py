@@ -53,8 +53,7 @@ class ServiceInfo:
 @dataclass(frozen=True, slots=True)
 class SliceEndpoint:
     address: str
-    ready: bool
-    terminating: bool
+    ready: bool  # ready and not terminating: a backend endpoint that takes new requests
     target: str  # targetRef name (a pod name), or the address when absent
 
 
