@@ -84,6 +84,7 @@ SUPPORTED_FEATURES = (
     "HTTPRouteRetry",
     "HTTPRouteRetryConnectionError",  # v1.6.3 has no test of its own: tests/integration/test_gateway_timeouts_envoy.py
     "HTTPRouteRetryBackendTimeout",  # likewise
+    "HTTPRouteCORS",
 )
 # Tests skipped although their features are claimed, each with its reason (docs/gateway-api.md lists them too).
 # Empty: nothing is skipped by hand; a test that fails is reported as failed.

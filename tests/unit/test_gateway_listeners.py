@@ -20,7 +20,7 @@ from trafficsplit.wire.bootstrap import (
     bootstrap,
     bootstrap_json,
 )
-from trafficsplit.wire.envoy import LISTENER_PORT_METADATA
+from trafficsplit.wire.envoy import EXTPROC_FILTER, LISTENER_PORT_METADATA
 from trafficsplit.wire.processing import listener_port
 
 
@@ -43,7 +43,7 @@ def ext_proc_of(listener: Any) -> Any:
     hcm = hcm_pb2.HttpConnectionManager()
     listener.filter_chains[0].filters[0].typed_config.Unpack(hcm)
     f = ext_proc_pb2.ExternalProcessor()
-    hcm.http_filters[0].typed_config.Unpack(f)
+    next(x for x in hcm.http_filters if x.name == EXTPROC_FILTER).typed_config.Unpack(f)
     return f
 
 

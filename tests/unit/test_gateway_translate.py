@@ -423,7 +423,17 @@ def test_attached_routes_count_accepted_routes_only() -> None:
     t = run(
         route("r"),
         route("s", hostnames=["b.example.com"]),
-        route("u", hostnames=["c.example.com"], rules=[{"filters": [{"type": "CORS", "cors": {}}]}]),
+        route(
+            "u",
+            hostnames=["c.example.com"],
+            rules=[
+                {
+                    "filters": [
+                        {"type": "ExtensionRef", "extensionRef": {"group": "example.com", "kind": "Authz", "name": "x"}}
+                    ]
+                }
+            ],
+        ),
     )
     (gs,) = t.gateways
     assert gs.listeners[0].attached_routes == 2

@@ -357,7 +357,9 @@ def test_a_gateway_listener_asks_rds_for_its_ports_routes_and_sends_the_route_na
     assert hcm.rds.route_config_name == "trafficsplit_80" and not hcm.strip_any_host_port
     assert [u.upgrade_type for u in hcm.upgrade_configs] == ["websocket"]
     ext = ext_proc_pb2.ExternalProcessor()
-    (f, _) = hcm.http_filters
+    # CORS first: Envoy answers a preflight before the processor would be called.
+    (cors, f, _) = hcm.http_filters
+    assert cors.name == envoy.CORS_FILTER
     assert f.name == envoy.EXTPROC_FILTER and f.typed_config.Unpack(ext)
     assert list(ext.request_attributes) == ["xds.route_name"] and ext.failure_mode_allow
 

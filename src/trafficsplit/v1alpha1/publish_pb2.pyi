@@ -259,17 +259,35 @@ class Rewrite(_message.Message):
     path: PathModifier
     def __init__(self, hostname: _Optional[str] = ..., path: _Optional[_Union[PathModifier, _Mapping]] = ...) -> None: ...
 
+class Cors(_message.Message):
+    __slots__ = ("allow_origins", "allow_methods", "allow_headers", "expose_headers", "allow_credentials", "max_age")
+    ALLOW_ORIGINS_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_METHODS_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_HEADERS_FIELD_NUMBER: _ClassVar[int]
+    EXPOSE_HEADERS_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    MAX_AGE_FIELD_NUMBER: _ClassVar[int]
+    allow_origins: _containers.RepeatedScalarFieldContainer[str]
+    allow_methods: _containers.RepeatedScalarFieldContainer[str]
+    allow_headers: _containers.RepeatedScalarFieldContainer[str]
+    expose_headers: _containers.RepeatedScalarFieldContainer[str]
+    allow_credentials: bool
+    max_age: int
+    def __init__(self, allow_origins: _Optional[_Iterable[str]] = ..., allow_methods: _Optional[_Iterable[str]] = ..., allow_headers: _Optional[_Iterable[str]] = ..., expose_headers: _Optional[_Iterable[str]] = ..., allow_credentials: _Optional[bool] = ..., max_age: _Optional[int] = ...) -> None: ...
+
 class Filters(_message.Message):
-    __slots__ = ("request_headers", "response_headers", "redirect", "rewrite")
+    __slots__ = ("request_headers", "response_headers", "redirect", "rewrite", "cors")
     REQUEST_HEADERS_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_HEADERS_FIELD_NUMBER: _ClassVar[int]
     REDIRECT_FIELD_NUMBER: _ClassVar[int]
     REWRITE_FIELD_NUMBER: _ClassVar[int]
+    CORS_FIELD_NUMBER: _ClassVar[int]
     request_headers: HeaderModifier
     response_headers: HeaderModifier
     redirect: Redirect
     rewrite: Rewrite
-    def __init__(self, request_headers: _Optional[_Union[HeaderModifier, _Mapping]] = ..., response_headers: _Optional[_Union[HeaderModifier, _Mapping]] = ..., redirect: _Optional[_Union[Redirect, _Mapping]] = ..., rewrite: _Optional[_Union[Rewrite, _Mapping]] = ...) -> None: ...
+    cors: Cors
+    def __init__(self, request_headers: _Optional[_Union[HeaderModifier, _Mapping]] = ..., response_headers: _Optional[_Union[HeaderModifier, _Mapping]] = ..., redirect: _Optional[_Union[Redirect, _Mapping]] = ..., rewrite: _Optional[_Union[Rewrite, _Mapping]] = ..., cors: _Optional[_Union[Cors, _Mapping]] = ...) -> None: ...
 
 class BackendTarget(_message.Message):
     __slots__ = ("backend", "namespace", "service", "port", "weight", "filters")

@@ -54,6 +54,7 @@ from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
 from envoy.config.metrics.v3 import stats_pb2
 from envoy.config.overload.v3 import overload_pb2
 from envoy.extensions.access_loggers.file.v3 import file_pb2
+from envoy.extensions.filters.http.cors.v3 import cors_pb2
 from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2, processing_mode_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
 from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
@@ -69,6 +70,7 @@ from trafficsplit.core.decide import disclosure
 from trafficsplit.core.model.rules import is_host
 from trafficsplit.wire.envoy import (
     BUFFER_LIMIT_BYTES,
+    CORS_FILTER,
     EXTPROC_FILTER,
     LISTENER_PORT_METADATA,
     METADATA_NAMESPACE,
@@ -454,6 +456,9 @@ def http_listener(opts: BootstrapOptions, gateway: GatewayListener | None = None
         request_headers_timeout=_seconds(10),
         stream_idle_timeout=_seconds(300),
         http_filters=[
+            # A Gateway rule's CORS policy (its routes' per-filter config; a route without one is untouched):
+            # first, so Envoy answers a preflight itself and the processor never sees it.
+            *([] if gateway is None else [hcm_pb2.HttpFilter(name=CORS_FILTER, typed_config=_pack(cors_pb2.Cors()))]),
             hcm_pb2.HttpFilter(
                 name=EXTPROC_FILTER,
                 typed_config=_pack(

@@ -73,6 +73,8 @@ RING_HASH_POLICY = "envoy.load_balancing_policies.ring_hash"
 ROUTE_CONFIG_NAME = "trafficsplit"
 # The bootstrap's ext_proc filter: the name a route's per-filter config (ext_proc off) is keyed by.
 EXTPROC_FILTER = "envoy.filters.http.ext_proc"
+# A Gateway listener's CORS filter, ahead of ext_proc: a rule's policy is its routes' per-filter config under this name.
+CORS_FILTER = "envoy.filters.http.cors"
 FALLBACK_STAT_PREFIX = "fallback"
 NO_SPLIT_BODY = "no TrafficSplit serves this host\n"
 

@@ -31,7 +31,9 @@ A rule's timeouts, retry and mirrors are native on every route of it that reache
 `timeouts.request` the route's `timeout` (0: none, as the spec says and Envoy reads it), `backendRequest` the retry
 policy's `per_try_timeout`; `retry.attempts` its `num_retries`, `codes` its `retriable_status_codes`, `backoff` its
 back-off's base interval (on top of the connect-failure retry every backend route has); each RequestMirror a
-`request_mirror_policies` entry to the mirror's cluster (`envoy.mirror_clusters`) with its fraction.
+`request_mirror_policies` entry to the mirror's cluster (`envoy.mirror_clusters`) with its fraction. A rule's CORS
+filter is Envoy's CORS policy on each of its routes (`cors_policy`), read by the listener's CORS filter, which runs
+before ext_proc: a preflight is answered without the processor.
 """
 
 from __future__ import annotations
@@ -42,10 +44,11 @@ from collections.abc import Sequence
 from envoy.config.core.v3 import base_pb2
 from envoy.config.route.v3 import route_components_pb2 as rc
 from envoy.config.route.v3 import route_pb2
+from envoy.extensions.filters.http.cors.v3 import cors_pb2
 from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from envoy.type.v3 import percent_pb2
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, wrappers_pb2
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer, RepeatedScalarFieldContainer
 
 from trafficsplit.core.decide import disclosure
@@ -53,6 +56,8 @@ from trafficsplit.core.decide.serve import HeaderEdits, merged_edits
 from trafficsplit.core.model.compiled import CompiledBackend, CompiledSplit
 from trafficsplit.core.model.cookie import cookie_present_regex
 from trafficsplit.core.model.filters import (
+    CORS_WILDCARD,
+    CorsPolicy,
     HeaderModifier,
     PathModifier,
     PathModifierType,
@@ -60,6 +65,7 @@ from trafficsplit.core.model.filters import (
     RequestRedirect,
     RuleFilters,
     Scheme,
+    cors_origin_regex,
 )
 from trafficsplit.core.model.generation import Generation
 from trafficsplit.core.model.matches import PathType, RouteMatch, ValueMatch, ValueMatchType
@@ -392,8 +398,39 @@ def _direct(name: str, match: rc.RouteMatch, status: int, body: str) -> rc.Route
     )
 
 
+def cors_policy(c: CorsPolicy) -> cors_pb2.CorsPolicy:
+    """A rule's CORS filter as Envoy's per-route CORS policy, as Envoy Gateway writes it: an origin with `*` a regex,
+    a `*` method or header list a lone `*` (Envoy then echoes what the preflight asked for), and a preflight from an
+    origin the policy does not allow answered by Envoy, not forwarded to the backend."""
+    origins = [
+        string_pb2.StringMatcher(exact=o)
+        if (regex := cors_origin_regex(o)) is None
+        else string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=regex))
+        for o in c.allow_origins
+    ]
+    return cors_pb2.CorsPolicy(
+        allow_origin_string_match=origins,
+        allow_methods=CORS_WILDCARD if CORS_WILDCARD in c.allow_methods else ", ".join(c.allow_methods),
+        allow_headers=CORS_WILDCARD if CORS_WILDCARD in c.allow_headers else ", ".join(c.allow_headers),
+        expose_headers=", ".join(c.expose_headers),
+        max_age=str(c.max_age),
+        allow_credentials=wrappers_pb2.BoolValue(value=c.allow_credentials),
+        forward_not_matching_preflights=wrappers_pb2.BoolValue(value=False),
+    )
+
+
 def entry_routes(entry: RouteEntry, action: RuleAction, *, port: int, https: bool, generation: int) -> list[rc.Route]:
-    """The Envoy routes of one entry, in order (see the module docstring)."""
+    """The Envoy routes of one entry, in order (see the module docstring); a rule's CORS policy on each of them."""
+    routes = _entry_routes(entry, action, port=port, https=https, generation=generation)
+    if action.filters.cors is not None:
+        policy = any_pb2.Any()
+        policy.Pack(cors_policy(action.filters.cors))
+        for route in routes:
+            route.typed_per_filter_config[envoy.CORS_FILTER].CopyFrom(policy)
+    return routes
+
+
+def _entry_routes(entry: RouteEntry, action: RuleAction, *, port: int, https: bool, generation: int) -> list[rc.Route]:
     match = route_match(entry.match)
     f = action.filters
     if f.redirect is not None:

@@ -38,6 +38,7 @@ from trafficsplit.core.model.filters import (
     MAX_HEADER_CHANGES,
     MAX_MIRRORS,
     NO_FILTERS,
+    CorsPolicy,
     HeaderModifier,
     PathModifier,
     PathModifierType,
@@ -307,6 +308,18 @@ def _filters_to_proto(f: RuleFilters) -> pb.Filters:
         )
     if f.rewrite is not None:
         out.rewrite.CopyFrom(pb.Rewrite(hostname=f.rewrite.hostname or "", path=path(f.rewrite.path)))
+    if f.cors is not None:
+        c = f.cors
+        out.cors.CopyFrom(
+            pb.Cors(
+                allow_origins=list(c.allow_origins),
+                allow_methods=list(c.allow_methods),
+                allow_headers=list(c.allow_headers),
+                expose_headers=list(c.expose_headers),
+                allow_credentials=c.allow_credentials,
+                max_age=c.max_age,
+            )
+        )
     return out
 
 
@@ -768,6 +781,20 @@ def _filters_from_proto(f: pb.Filters, path: str, problems: list[str]) -> RuleFi
             hostname=w.hostname or None,
             path=_path_modifier_from_proto(w.path, f"{wpath}.path", problems) if w.HasField("path") else None,
         )
+    cors = None
+    if f.HasField("cors"):
+        c = f.cors
+        cors = _build(
+            problems,
+            f"{path}.cors",
+            CorsPolicy,
+            allow_origins=tuple(c.allow_origins),
+            allow_methods=tuple(c.allow_methods),
+            allow_headers=tuple(c.allow_headers),
+            expose_headers=tuple(c.expose_headers),
+            allow_credentials=c.allow_credentials,
+            max_age=c.max_age,
+        )
     if len(problems) > before:
         return NO_FILTERS
     out = _build(
@@ -778,6 +805,7 @@ def _filters_from_proto(f: pb.Filters, path: str, problems: list[str]) -> RuleFi
         response_headers=response,
         redirect=redirect,
         rewrite=rewrite,
+        cors=cors,
     )
     return NO_FILTERS if out is None else out
 

@@ -5,10 +5,11 @@ sessionPersistence, timeouts, retry), parsed once from the raw API body into fro
 A body whose shape is wrong raises `SpecError` (gatewayapi.reading says why the core re-checks it): so does what the
 CRD refuses (a duration that is no GEP-2257 one, a backendRequest timeout longer than the request timeout, a retry
 code outside 400-599, a RequestMirror with both percent and fraction). A well-formed rule that uses what this
-implementation does not support (a CORS or ExtensionRef filter, more retry attempts than MAX_RETRY_ATTEMPTS, a regex
-over the RE2 bound, a header value with a control byte) is kept, with its `problems`: the translation drops that rule
-and says so in the route's status (`UnsupportedValue`, `PartiallyInvalid`), as the spec asks, instead of silently
-ignoring the field. A RequestMirror's backendRef is kept as written (`MirrorRef`): the translation resolves it.
+implementation does not support (an ExtensionRef or ExternalAuth filter, more retry attempts than
+MAX_RETRY_ATTEMPTS, a regex over the RE2 bound, a header value with a control byte) is kept, with its `problems`:
+the translation drops that rule and says so in the route's status (`UnsupportedValue`, `PartiallyInvalid`), as the
+spec asks, instead of silently ignoring the field. A RequestMirror's backendRef is kept as written (`MirrorRef`):
+the translation resolves it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from trafficsplit.core.gatewayapi.reading import (
 )
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.filters import (
+    CORS_DEFAULT_MAX_AGE,
+    MAX_CORS_ITEMS,
+    MAX_CORS_MAX_AGE,
+    MAX_CORS_ORIGIN,
     MAX_FILTER_HEADER_NAME,
     MAX_FILTER_HEADER_VALUE,
     MAX_HEADER_CHANGES,
@@ -39,6 +44,7 @@ from trafficsplit.core.model.filters import (
     MAX_MIRROR_PERCENT,
     MAX_PATH_MODIFIER,
     NO_FILTERS,
+    CorsPolicy,
     HeaderModifier,
     PathModifier,
     PathModifierType,
@@ -112,6 +118,14 @@ _RULE_FILTER: Mapping[str, Any] = {
     **_BACKEND_FILTER,
     "requestRedirect": {"scheme": None, "hostname": None, "path": _PATH_MOD, "port": None, "statusCode": None},
     "urlRewrite": {"hostname": None, "path": _PATH_MOD},
+    "cors": {
+        "allowOrigins": None,
+        "allowCredentials": None,
+        "allowMethods": None,
+        "allowHeaders": None,
+        "exposeHeaders": None,
+        "maxAge": None,
+    },
     "requestMirror": {
         "backendRef": {**REF_FIELDS, "port": None},
         "percent": None,
@@ -401,7 +415,6 @@ _FILTER_FIELD = {
     "ExternalAuth": "externalAuth",
 }
 _FILTER_GAPS = {
-    "CORS": "CORS responses",
     "ExtensionRef": "extension filters",
     "ExternalAuth": "external authorization",
 }
@@ -472,6 +485,7 @@ def _filters(
             response_headers=found.get("responseHeaderModifier"),
             redirect=found.get("requestRedirect"),
             rewrite=found.get("urlRewrite"),
+            cors=found.get("cors"),
         )
     except SpecError:
         return NO_FILTERS  # both a redirect and a rewrite: reported above
@@ -579,7 +593,35 @@ def _rewrite(raw: Mapping[str, Any], p: str, r: Reader) -> URLRewrite:
     return URLRewrite(hostname=r.text(raw, "hostname", p, 253), path=_path_modifier(raw, p, r))
 
 
+def _cors(raw: Mapping[str, Any], p: str, r: Reader) -> CorsPolicy:
+    """A CORS filter; its values are checked by CorsPolicy (the CRD's patterns and bounds)."""
+
+    def strings(key: str) -> tuple[str, ...]:
+        out: list[str] = []
+        for i, x in enumerate(r.items(raw, key, p, MAX_CORS_ITEMS)):
+            if isinstance(x, str) and len(x) <= MAX_CORS_ORIGIN:
+                out.append(x)
+            else:
+                r.add(f"{p}.{key}[{i}]", f"expected a string of at most {MAX_CORS_ORIGIN} characters")
+        return tuple(out)
+
+    credentials = raw.get("allowCredentials", False)
+    if not isinstance(credentials, bool):
+        r.add(f"{p}.allowCredentials", f"expected a boolean, got {type(credentials).__name__}")
+        credentials = False
+    max_age = r.integer(raw, "maxAge", p, 1, MAX_CORS_MAX_AGE)
+    return CorsPolicy(
+        allow_origins=strings("allowOrigins"),
+        allow_methods=strings("allowMethods"),
+        allow_headers=strings("allowHeaders"),
+        expose_headers=strings("exposeHeaders"),
+        allow_credentials=credentials,
+        max_age=CORS_DEFAULT_MAX_AGE if max_age is None else max_age,
+    )
+
+
 _FILTER_READERS: Mapping[str, Callable[[Mapping[str, Any], str, Reader], object]] = {
+    "cors": _cors,
     "requestHeaderModifier": _header_modifier(request=True),
     "responseHeaderModifier": _header_modifier(request=False),
     "requestRedirect": _redirect,

@@ -11,6 +11,10 @@ What a filter does is here too, as functions the data plane applies and the test
 and ReplacePrefixMatch, by whole path segments as the spec's table gives), `HeaderModifier.apply`, and
 `redirect_location` (the Location a RequestRedirect answers with, port rules included).
 
+CORS (`CorsPolicy`, a rule's only) is Envoy's own CORS filter: the policy says which origins, methods and headers
+a browser may use; Envoy answers the preflight itself and adds the response headers (`cors_origin_regex` turns an
+origin pattern into the RE2 Envoy matches it with).
+
 RequestMirror is here as what a rule carries once its backendRef resolved (`RequestMirror`: the Service port, its
 endpoints and the share mirrored); the parser keeps the ref as written, the translation resolves it
 (gatewayapi.backends) and a mirror that does not resolve is reported (ResolvedRefs) and not carried.
@@ -18,13 +22,15 @@ endpoints and the share mirrored); the parser keeps the ref as written, the tran
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.headervalue import is_header_value
 from trafficsplit.core.model.limits import MAX_ENDPOINTS, MAX_HOST
+from trafficsplit.core.model.regex import Pattern, RegexError
 from trafficsplit.core.model.rules import Endpoint, is_dns_label, is_host, is_token
 
 # The CRD's bounds (HTTPHeaderFilter, HTTPPathModifier).
@@ -268,6 +274,95 @@ class RequestMirror:
         }
 
 
+# HTTPCORSFilter's bounds (the CRD's): origins and headers at most 64 each, methods at most 9 (every one or `*`).
+MAX_CORS_ITEMS = 64
+MAX_CORS_ORIGIN = 253
+MAX_CORS_MAX_AGE = 2**31 - 1
+CORS_DEFAULT_MAX_AGE = 5
+CORS_WILDCARD = "*"
+CORS_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "*"})
+# The CRD's origin pattern: `*`, or scheme://host[:port] where the host may start with `*.` or be `*`.
+_CORS_ORIGIN = re.compile(r"\*|https?://((\*\.)?([A-Za-z0-9-]+\.)*[A-Za-z0-9-]+|\*)(:[0-9]{1,5})?")
+
+
+def _cors_list_problems(
+    field: str, items: tuple[str, ...], valid: Callable[[str], bool], what: str, *, lone_wildcard: bool = True
+) -> list[str]:
+    problems = [f"{field}[{i}]: {v[:64]!r} must be {what}" for i, v in enumerate(items) if not valid(v)]
+    if len(items) > MAX_CORS_ITEMS:
+        problems.append(f"{field}: {len(items)} items, at most {MAX_CORS_ITEMS} are allowed")
+    if len(set(items)) != len(items):
+        problems.append(f"{field}: an item is listed twice")
+    if lone_wildcard and CORS_WILDCARD in items and len(items) > 1:
+        problems.append(f"{field}: '*' cannot be listed alongside others")
+    return problems
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CorsPolicy:
+    """A CORS filter: requests from `allow_origins` (exact, `https://*.example.com`, or `*`) may use `allow_methods`
+    and `allow_headers` (`*`: any), read `expose_headers`, send credentials when `allow_credentials`, and a browser
+    caches the preflight answer `max_age` seconds. Every part reaches an Envoy header value: only tokens and the
+    CRD's origin shapes pass."""
+
+    allow_origins: tuple[str, ...] = ()
+    allow_methods: tuple[str, ...] = ()
+    allow_headers: tuple[str, ...] = ()
+    expose_headers: tuple[str, ...] = ()
+    allow_credentials: bool = False
+    max_age: int = CORS_DEFAULT_MAX_AGE
+
+    def __post_init__(self) -> None:
+        def origin(v: str) -> bool:
+            return len(v) <= MAX_CORS_ORIGIN and _CORS_ORIGIN.fullmatch(v) is not None
+
+        def header(v: str) -> bool:
+            return 1 <= len(v) <= MAX_FILTER_HEADER_NAME and is_token(v)
+
+        problems = [
+            *_cors_list_problems("allowOrigins", self.allow_origins, origin, "*, or an origin scheme://host[:port]"),
+            *_cors_list_problems("allowMethods", self.allow_methods, CORS_METHODS.__contains__, "an HTTP method or *"),
+            *_cors_list_problems("allowHeaders", self.allow_headers, header, "an HTTP header name or *"),
+            *_cors_list_problems(
+                "exposeHeaders", self.expose_headers, header, "an HTTP header name", lone_wildcard=False
+            ),
+        ]
+        for i, o in enumerate(self.allow_origins):
+            regex = cors_origin_regex(o) if origin(o) else None
+            if regex is None:
+                continue
+            try:  # over RE2's program-size bound Envoy would refuse the whole route configuration, every rule's
+                Pattern(regex)
+            except RegexError as exc:
+                problems.append(f"allowOrigins[{i}]: {exc}")
+        if not 1 <= self.max_age <= MAX_CORS_MAX_AGE:
+            problems.append(f"maxAge: {self.max_age} is not in 1..{MAX_CORS_MAX_AGE}")
+        if problems:
+            raise SpecError(problems)
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for key, items in (
+            ("allowOrigins", self.allow_origins),
+            ("allowMethods", self.allow_methods),
+            ("allowHeaders", self.allow_headers),
+            ("exposeHeaders", self.expose_headers),
+        ):
+            if items:
+                out[key] = list(items)
+        out["allowCredentials"] = self.allow_credentials
+        out["maxAge"] = self.max_age
+        return out
+
+
+def cors_origin_regex(origin: str) -> str | None:
+    """The RE2 an origin pattern matches with (`*` any run of characters, the rest literal), or None for an exact
+    origin. `https://*.example.com` takes `https://a.b.example.com`; `*` takes every origin."""
+    if CORS_WILDCARD not in origin:
+        return None
+    return re.escape(origin).replace(re.escape(CORS_WILDCARD), ".*")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RuleFilters:
     """The filters of a rule, or of one backendRef (header modifiers only). The CRD allows each type once per list and
@@ -277,6 +372,7 @@ class RuleFilters:
     response_headers: HeaderModifier | None = None
     redirect: RequestRedirect | None = None
     rewrite: URLRewrite | None = None
+    cors: CorsPolicy | None = None  # a rule's only
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -331,6 +427,8 @@ class RuleFilters:
             if w.path is not None:
                 rew["path"] = path(w.path)
             out.append({"type": "URLRewrite", "urlRewrite": rew})
+        if self.cors is not None:
+            out.append({"type": "CORS", "cors": self.cors.to_dict()})
         return out
 
     @property

@@ -219,7 +219,7 @@ class BackendTarget:
             problems.append(f"port: {self.port} is not in 1..65535")
         if not 0 <= self.weight <= MAX_WEIGHT:
             problems.append(f"weight: {self.weight} is not in 0..{MAX_WEIGHT}")
-        if self.filters.redirect is not None or self.filters.rewrite is not None:
+        if self.filters.redirect is not None or self.filters.rewrite is not None or self.filters.cors is not None:
             problems.append("filters: a backend's filters are header modifiers only")
         if problems:
             raise SpecError(problems)
