@@ -20,11 +20,18 @@ cookie-less traffic counted at the client:
   the list tests/integration/test_observability.py runs on loopback), and those of the Gateway's data plane are
   printed.
 
+- blue/green with ``analysis.mirror: true`` (examples/flagger/bluegreen-mirror.yaml) and A/B testing on a header with
+  ``service.timeout`` (examples/flagger/ab-testing.yaml), side by side on the same Gateway: each promoted by its
+  analysis (the blue/green one on the copies' success rate, ``trafficsplit_envoy_mirror_responses_total``); no client
+  answered by the canary while it got copies, the copies counted; the header's requests on the canary, the others on
+  the primary; the timeouts in both rules of Flagger's A/B route.
+
 Only on the local node: Flagger's image and the Prometheus image are built there.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -178,20 +185,34 @@ def _analysis_queries() -> dict[str, str]:
     return out
 
 
-def _canary(cluster: Cluster) -> dict[str, Any]:
-    status: dict[str, Any] = cluster.get("canary", TARGET, "-n", NS).get("status", {})
+def _service_timeout() -> str:
+    """The example Canary's `service.timeout` (Flagger copies it into each rule's `timeouts.request`)."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "podinfo.yaml").read_text()) if d]
+    timeout: str = next(d for d in docs if d["kind"] == "Canary")["spec"]["service"]["timeout"]
+    return timeout
+
+
+def _iterations(example: str) -> int:
+    """The `analysis.iterations` of the Canary in examples/flagger/EXAMPLE."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / example).read_text()) if d]
+    n: int = next(d for d in docs if d["kind"] == "Canary")["spec"]["analysis"]["iterations"]
+    return n
+
+
+def _canary(cluster: Cluster, target: str = TARGET) -> dict[str, Any]:
+    status: dict[str, Any] = cluster.get("canary", target, "-n", NS).get("status", {})
     return status
 
 
-def _set_args(cluster: Cluster, *args: str) -> None:
+def _set_args(cluster: Cluster, *args: str, target: str = TARGET) -> None:
     """A new pod template for the target: Flagger sees a revision and starts an analysis."""
     patch = [{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": ["-listen=:8080", *args]}]
-    cluster.kubectl("-n", NS, "patch", "deployment", TARGET, "--type=json", "-p", json.dumps(patch))
+    cluster.kubectl("-n", NS, "patch", "deployment", target, "--type=json", "-p", json.dumps(patch))
 
 
-def _on_canary(r: Response) -> bool:
-    """Served by the canary's pods (the target Deployment's), not podinfo-primary's."""
-    return r.pod.startswith(f"{TARGET}-") and not r.pod.startswith(f"{TARGET}-primary-")
+def _on_canary(r: Response, target: str = TARGET) -> bool:
+    """Served by the canary's pods (the target Deployment's), not the primary's (`TARGET-primary`)."""
+    return r.pod.startswith(f"{target}-") and not r.pod.startswith(f"{target}-primary-")
 
 
 @dataclass(frozen=True)
@@ -285,6 +306,7 @@ def test_a_healthy_canary_is_promoted_step_by_step_and_its_users_stay_on_it(flag
     sticky: dict[str, str] = {}  # user → Flagger's cookie, for users the canary answered first
     analysed: dict[int, dict[str, float | None]] = {}  # weight → the analysis queries' values at that step
     revisits = Counter[str]()  # "canary" / "moved": a sticky user's requests while the analysis runs
+    rules: list[dict[str, Any]] = []  # Flagger's route's rules, read at the first step
     t0 = time.monotonic()
     try:
         _set_args(cluster, "-text=v2")
@@ -294,6 +316,8 @@ def test_a_healthy_canary_is_promoted_step_by_step_and_its_users_stay_on_it(flag
             if phase in ("Succeeded", "Failed"):
                 break
             if phase == "Progressing" and weight > 0:
+                if not rules:
+                    rules = cluster.get("httproute", TARGET, "-n", NS)["spec"]["rules"]
                 # The last read at each step: what the analysis that advanced it saw, give or take a second.
                 analysed[weight] = {
                     name: (float(res[0]["value"][1]) if (res := flagged.prom.query(q)) else None)
@@ -317,6 +341,10 @@ def test_a_healthy_canary_is_promoted_step_by_step_and_its_users_stay_on_it(flag
           f"{sorted({(p, w) for _, p, w in watched.states})}; most failedChecks {watched.most_failed_checks}; the "
           f"analysis queries read from Prometheus at each step: {analysed}")  # fmt: skip
     assert final.get("phase") == "Succeeded", final
+    # `service.timeout`: Flagger wrote it into every rule of its route, and the route was served (Accepted) with it.
+    timeouts = [r.get("timeouts") for r in rules]
+    print(f"Flagger's route during the analysis: {len(rules)} rules, their timeouts {timeouts}")
+    assert rules and timeouts == [{"request": _service_timeout()}] * len(rules), rules
     # The analysis's series: only the Gateway's data-plane pods serve Flagger's route, found by their annotations.
     route = f'split=~"{NS}/{TARGET}[.]rule-[0-9]+"'
     served_by = {
@@ -458,3 +486,117 @@ def test_every_dashboard_query_and_alert_expression_returns_series(flagged: Flag
     assert not empty, empty
     assert all(r["health"] == "ok" for r in evaluated), [(r["name"], r.get("lastError")) for r in evaluated]
     cluster.kubectl("delete", "trafficsplit", name, "-n", NS, check=False)
+
+
+BLUE_GREEN, AB = "shadow", "insiders"  # examples/flagger/bluegreen-mirror.yaml and ab-testing.yaml
+BG_HOST, AB_HOST = "shadow.example.com", "insiders.example.com"
+INSIDER = {"x-canary": "insider"}
+
+
+@dataclass(frozen=True)
+class Sample:
+    sent: float  # monotonic time its batch was sent
+    kind: str  # "bg" (the blue/green host), "insider" (the A/B host with the header), "other" (without it)
+    status: int
+    text: str
+    canary: bool  # served by the target's own pods, not its primary's
+    phase: str  # the Canary's phase read just before and just after the request, "" when the two differ
+    iterations: int  # its status.iterations read just before and just after, -1 when the two differ
+
+
+def _ask(client: Gateway, kind: str) -> tuple[str, Response]:
+    if kind == "bg":
+        return kind, client.request(BG_HOST)
+    return kind, client.request(AB_HOST, headers=INSIDER if kind == "insider" else None)
+
+
+def test_blue_green_with_mirroring_and_ab_testing_with_a_timeout_are_promoted(flagged: Flagged) -> None:
+    """Two more of Flagger's strategies on the same Gateway, side by side, unchanged: blue/green with
+    `analysis.mirror: true` (every request answered by the primary, a copy to the canary, analysed on the copies'
+    success rate: trafficsplit_envoy_mirror_responses_total) and A/B testing with `analysis.match` on a header and
+    `service.timeout` (the header's requests reach the canary, the others the primary). Each is promoted by its
+    analysis; no client sees a mirrored answer."""
+    cluster, client, prom = flagged.cluster, flagged.client, flagged.prom
+    docs = _example("bluegreen-mirror.yaml", cluster) + _example("ab-testing.yaml", cluster)
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    t0 = time.monotonic()
+    for name in (BLUE_GREEN, AB):
+        initialized = functools.partial(lambda n: _canary(cluster, n).get("phase") == "Initialized", name)
+        wait_for(f"Canary {name} Initialized", initialized, timeout=240, interval=1)
+        wait_for(f"{name}'s route Accepted", functools.partial(accepted_now, cluster, NS, name, GATEWAY), timeout=60)
+    ready_s = time.monotonic() - t0
+    assert {_ask(client, k)[1].backend for k in ("bg", "insider", "other") for _ in range(3)} == {"v1"}
+    for name in (BLUE_GREEN, AB):
+        _set_args(cluster, "-text=v2", target=name)
+    samples: list[Sample] = []
+    routes: dict[str, list[dict[str, Any]]] = {}  # target → its route's rules, read while Progressing
+    kinds = ["bg", "insider", "other"] * 4
+    t1 = time.monotonic()
+
+    def read() -> dict[str, tuple[str, int]]:
+        statuses = {n: _canary(cluster, n) for n in (BLUE_GREEN, AB)}
+        return {n: (c.get("phase", ""), int(c.get("iterations", 0))) for n, c in statuses.items()}
+
+    phases = read()
+    while time.monotonic() - t1 < 240 and not all(p in ("Succeeded", "Failed") for p, _ in phases.values()):
+        for name in (BLUE_GREEN, AB):
+            if phases[name][0] == "Progressing" and name not in routes:
+                rules = cluster.get("httproute", name, "-n", NS)["spec"]["rules"]
+                if name == AB or any(f.get("type") == "RequestMirror" for r in rules for f in r.get("filters", [])):
+                    routes[name] = rules
+        sent = time.monotonic()
+        answers = parallel(lambda k: _ask(client, k), kinds)
+        after = read()
+        for kind, r in answers:
+            target = BLUE_GREEN if kind == "bg" else AB
+            (phase, iterations), same = phases[target], phases[target] == after[target]
+            samples.append(
+                Sample(sent, kind, r.status, r.backend, _on_canary(r, target), phase if same else "",
+                       iterations if same else -1)
+            )  # fmt: skip
+        phases = after
+        time.sleep(0.3)
+    took = time.monotonic() - t1
+    finals = {n: _canary(cluster, n) for n in (BLUE_GREEN, AB)}
+    service = f"{NS}/{BLUE_GREEN}-canary"
+    mirrored_q = f'sum(max_over_time(trafficsplit_envoy_mirror_responses_total{{service="{service}"}}[10m]))'
+    mirrored = int(float(res[0]["value"][1])) if (res := prom.query(mirrored_q)) else 0
+    by = Counter((s.kind, s.phase, s.text, s.canary) for s in samples)
+    print(f"\nblue/green and A/B Canaries Initialized {ready_s:.1f}s after applying; "
+          f"{ {n: f.get('phase') for n, f in finals.items()} } {took:.1f}s after the change; requests by (host, "
+          f"phase, answer, served by the canary's pods): {dict(sorted(by.items()))}; copies the blue/green canary "
+          f"answered (Envoy's mirror cluster, from Prometheus): {mirrored}; the routes during the analysis: "
+          f"{routes}")  # fmt: skip
+    assert {n: f.get("phase") for n, f in finals.items()} == {BLUE_GREEN: "Succeeded", AB: "Succeeded"}, finals
+    progressing = [s for s in samples if s.phase == "Progressing"]
+    assert not [s for s in progressing if s.status != 200], [s for s in progressing if s.status != 200][:5]
+    # Blue/green: Flagger mirrors from its first iteration through its last, then sends all traffic to the canary
+    # (still Progressing) and promotes it. While the copies certainly went to the canary (iterations 1 to N - 1 read
+    # before and after the request; at N the switch may come at any moment), every answer came from the primary (v1):
+    # no client saw a mirrored answer.
+    bg = [s for s in progressing if s.kind == "bg" and 1 <= s.iterations < _iterations("bluegreen-mirror.yaml")]
+    assert len(bg) >= 20 and all(s.text == "v1" and not s.canary for s in bg), Counter((s.text, s.canary) for s in bg)
+    mirror = [f["requestMirror"] for r in routes[BLUE_GREEN] for f in r.get("filters", [])
+              if f.get("type") == "RequestMirror"]  # fmt: skip
+    assert [m["backendRef"]["name"] for m in mirror] == [f"{BLUE_GREEN}-canary"], routes[BLUE_GREEN]
+    to_bg = sum(1 for s in samples if s.kind == "bg")
+    print(f"blue/green: {len(bg)} requests certainly while mirrored, answered {dict(Counter(s.text for s in bg))} by "
+          f"the primary; {mirrored} copies answered by the canary; {to_bg} requests to its host in all")  # fmt: skip
+    # A copy for each request while the filter was on (Envoy counts the canary's answers to them), never more
+    # copies than requests.
+    assert len(bg) // 2 <= mirrored <= to_bg, (mirrored, len(bg), to_bg)
+    # A/B: the header's requests reach the canary (v2) from the first iteration on (once every replica holds that
+    # route: SETTLE after the first one did), the others never do.
+    insider = [s for s in progressing if s.kind == "insider"]
+    first = next((s.sent for s in insider if s.canary), None)
+    assert first is not None, Counter((s.text, s.canary) for s in insider)
+    settled = [s for s in insider if s.sent >= first + SETTLE]
+    assert len(settled) >= 8 and all(s.canary and s.text == "v2" for s in settled), Counter(
+        (s.text, s.canary) for s in settled
+    )
+    assert not [s for s in progressing if s.kind == "other" and (s.canary or s.text != "v1")]
+    timeouts = [r.get("timeouts") for r in routes[AB]]
+    assert len(timeouts) == 2 and timeouts == [{"request": "5s"}] * 2, routes[AB]
+    promoted = Counter((k, r.backend, _on_canary(r, BLUE_GREEN if k == "bg" else AB))
+                       for k, r in parallel(lambda k: _ask(client, k), ["bg", "insider", "other"] * 10))  # fmt: skip
+    assert promoted == {("bg", "v2", False): 10, ("insider", "v2", False): 10, ("other", "v2", False): 10}, promoted

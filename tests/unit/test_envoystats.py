@@ -1,6 +1,6 @@
-"""Envoy's fail-open counters and the split backends' responses by status class, read from its admin `/stats` text
-and re-exported (extproc/envoystats.py): parsing, the filter sent, a stub admin on loopback, and an admin that
-does not answer."""
+"""Envoy's fail-open counters, the split backends' and the mirrors' responses by status class, read from its admin
+`/stats` text and re-exported (extproc/envoystats.py): parsing, the filter sent, a stub admin on loopback, and an
+admin that does not answer."""
 
 from __future__ import annotations
 
@@ -30,7 +30,12 @@ cluster.shop/web/green.upstream_rq_time: No recorded values
 cluster.shop/web/blue.external.upstream_rq_time: B0.5(3,3) B1(0,5)
 cluster.gw/podinfo.rule-0/podinfo-canary.upstream_rq_5xx: 12
 cluster.trafficsplit_ads.upstream_rq_2xx: 4
+cluster.mirror_flagger-demo/podinfo-canary_80.upstream_rq_2xx: 41
+cluster.mirror_flagger-demo/podinfo-canary_80.internal.upstream_rq_2xx: 41
+cluster.mirror_flagger-demo/podinfo-canary_80.upstream_rq_5xx: 2
+cluster.mirror_flagger-demo/podinfo-canary_80.upstream_rq_time: B0.5(3,3) B1(0,5) B5(1,9) B3.6e+06(0,9)
 """
+# Those mirror lines are as Envoy 1.40 prints them for cluster `mirror:flagger-demo/podinfo-canary:80` (':' → '_').
 
 
 def test_parse_keeps_the_fail_open_counters_only() -> None:
@@ -46,6 +51,11 @@ def test_parse_keeps_the_fail_open_counters_only() -> None:
             "5xx",
         ): 12,  # an HTTPRoute rule's split; the gateway's own cluster is not
     }
+    assert s.mirror_responses == {
+        ("flagger-demo/podinfo-canary", "80", "2xx"): 41,
+        ("flagger-demo/podinfo-canary", "80", "5xx"): 2,
+    }
+    assert s.mirror_latency == {("flagger-demo/podinfo-canary", "80"): ((0.0005, 3), (0.001, 5), (0.005, 9), (3600, 9))}
     assert parse_stats("garbage\n: 3\nname: -1\n").failed_open is None
 
 
@@ -61,6 +71,9 @@ def test_the_filter_asks_for_exactly_those_counters() -> None:
         "cluster.shop/web/blue.upstream_rq_time",
         "cluster.shop/web/green.upstream_rq_time",
         "cluster.gw/podinfo.rule-0/podinfo-canary.upstream_rq_5xx",
+        "cluster.mirror_flagger-demo/podinfo-canary_80.upstream_rq_2xx",
+        "cluster.mirror_flagger-demo/podinfo-canary_80.upstream_rq_5xx",
+        "cluster.mirror_flagger-demo/podinfo-canary_80.upstream_rq_time",
     ]
 
 
@@ -102,6 +115,9 @@ def test_a_scrape_reads_envoy_and_exports_counters(admin: tuple[Address, list[st
     blue = {"split": "shop/web", "backend": "blue"}
     assert reg.get_sample_value("trafficsplit_envoy_backend_request_seconds_bucket", blue | {"le": "0.005"}) == 9
     assert reg.get_sample_value("trafficsplit_envoy_backend_request_seconds_bucket", blue | {"le": "+Inf"}) == 9
+    mirror = {"service": "flagger-demo/podinfo-canary", "port": "80"}
+    assert reg.get_sample_value("trafficsplit_envoy_mirror_responses_total", mirror | {"code_class": "2xx"}) == 41
+    assert reg.get_sample_value("trafficsplit_envoy_mirror_request_seconds_bucket", mirror | {"le": "+Inf"}) == 9
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(asked[-1]).query)
     assert query["filter"] == [STATS_FILTER]
     assert query["histogram_buckets"] == ["cumulative"]

@@ -59,7 +59,8 @@ def vhost(gen: Generation, port: int, hostname: str) -> rc.VirtualHost:
 def extproc_off(r: rc.Route) -> bool:
     if envoy.EXTPROC_FILTER not in r.typed_per_filter_config:
         return False
-    per = ext_proc_pb2.ExtProcPerRoute()
+    # The generic FilterConfig (Envoy then creates no ext_proc filter for the request), not ExtProcPerRoute.
+    per = rc.FilterConfig()
     assert r.typed_per_filter_config[envoy.EXTPROC_FILTER].Unpack(per)
     return bool(per.disabled)
 

@@ -12,6 +12,10 @@ thread, for exactly the counters of that gap, and exports them beside the proces
   which a progressive-delivery analysis reads (docs/flagger.md); the processor only sees requests, never answers;
 * `trafficsplit_envoy_backend_request_seconds{split, backend}`: the same clusters' `upstream_rq_time` histogram, its
   cumulative buckets (Envoy's milliseconds as seconds; buckets only, Envoy's text gives no sum): a backend's latency;
+* `trafficsplit_envoy_mirror_responses_total{service, port, code_class}` and `trafficsplit_envoy_mirror_request_seconds
+  {service, port}`: the same of a RequestMirror's cluster (`mirror:NS/SERVICE:PORT`, one per mirrored Service port, in
+  Envoy's stat names `mirror_NS/SERVICE_PORT`): how a mirrored backend answers the copies it gets, which no client
+  sees (a blue/green analysis with mirroring reads it; docs/flagger.md);
 * `trafficsplit_envoy_stats_up`: 1 when Envoy answered (0: the others are missing from this scrape).
 """
 
@@ -37,20 +41,26 @@ _RESPONSES = re.compile(
     r"^cluster\.(?P<split>[a-z0-9-]+/[^/ :]+)/(?P<backend>[a-z0-9-]+)\.upstream_rq_(?P<cls>[1-5])xx$"
 )
 _LATENCY = re.compile(r"^cluster\.(?P<split>[a-z0-9-]+/[^/ :]+)/(?P<backend>[a-z0-9-]+)\.upstream_rq_time$")
+# A mirror's cluster `mirror:NS/SERVICE:PORT` (wire.envoy.mirror_cluster_name): Envoy's stat names turn ':' into '_'.
+# `mirror_` cannot start a split's cluster (a namespace holds no '_').
+_MIRROR = r"^cluster\.mirror_(?P<service>[a-z0-9-]+/[a-z0-9-]+)_(?P<port>[0-9]{1,5})\.upstream_rq_"
+_MIRROR_RESPONSES = re.compile(_MIRROR + r"(?P<cls>[1-5])xx$")
+_MIRROR_LATENCY = re.compile(_MIRROR + r"time$")
 # One cumulative bucket as `histogram_buckets=cumulative` prints it: B<upper bound, ms>(<interval>,<cumulative>).
 _BUCKET = re.compile(r"B([0-9.e+]+)\(([0-9.]+),([0-9.]+)\)")
 MAX_BUCKETS = 64  # Envoy's default histogram has 19; more on one line is not a histogram we asked for
 # What the admin is asked for: those stats only (a gateway with thousands of splits has millions of stats).
 STATS_FILTER = (
     rf"^({re.escape(FAILED_OPEN_STAT)}|vhost\..+\.route\.{FALLBACK_STAT_PREFIX}\.upstream_rq_total"
-    r"|cluster\.[a-z0-9-]+/[^/ :]+/[a-z0-9-]+\.upstream_rq_([1-5]xx|time))$"
+    r"|cluster\.[a-z0-9-]+/[^/ :]+/[a-z0-9-]+\.upstream_rq_([1-5]xx|time)"
+    r"|cluster\.mirror_[a-z0-9-]+/[a-z0-9-]+_[0-9]{1,5}\.upstream_rq_([1-5]xx|time))$"
 )
 # 4 MiB: ~8,000 split backends (a histogram line is ~350 bytes); a larger answer is cut, not read whole.
 MAX_BODY = 4 << 20
 TIMEOUT = 1.0  # seconds; a scrape must not hang on a stuck Envoy
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FailOpenStats:
     failed_open: int | None = None  # None: Envoy has no ext_proc filter stat (not our bootstrap)
     fallback: dict[str, int] = field(default_factory=dict)  # split key → fallback requests
@@ -58,6 +68,9 @@ class FailOpenStats:
     responses: dict[tuple[str, str, str], int] = field(default_factory=dict)
     # (split key, backend) → ((upper bound in seconds, cumulative count), ...), ascending
     latency: dict[tuple[str, str], tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    # ("NS/SERVICE", "PORT", "2xx"…) → responses of that mirror's cluster; ("NS/SERVICE", "PORT") → its buckets
+    mirror_responses: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    mirror_latency: dict[tuple[str, str], tuple[tuple[float, float], ...]] = field(default_factory=dict)
 
 
 def parse_buckets(raw: str) -> tuple[tuple[float, float], ...]:
@@ -78,11 +91,17 @@ def parse_stats(text: str) -> FailOpenStats:
     fallback: dict[str, int] = {}
     responses: dict[tuple[str, str, str], int] = {}
     latency: dict[tuple[str, str], tuple[tuple[float, float], ...]] = {}
+    mirror_responses: dict[tuple[str, str, str], int] = {}
+    mirror_latency: dict[tuple[str, str], tuple[tuple[float, float], ...]] = {}
     for line in text.splitlines():
         name, sep, raw = line.partition(": ")
         if sep and (m := _LATENCY.match(name)):
             if buckets := parse_buckets(raw):
                 latency[(m["split"], m["backend"])] = buckets
+            continue
+        if sep and (m := _MIRROR_LATENCY.match(name)):
+            if buckets := parse_buckets(raw):
+                mirror_latency[(m["service"], m["port"])] = buckets
             continue
         if not sep or not raw.strip().isdigit():
             continue
@@ -93,7 +112,16 @@ def parse_stats(text: str) -> FailOpenStats:
             fallback[m["split"]] = fallback.get(m["split"], 0) + value
         elif m := _RESPONSES.match(name):
             responses[(m["split"], m["backend"], f"{m['cls']}xx")] = value
-    return FailOpenStats(failed_open, fallback, responses, latency)
+        elif m := _MIRROR_RESPONSES.match(name):
+            mirror_responses[(m["service"], m["port"], f"{m['cls']}xx")] = value
+    return FailOpenStats(
+        failed_open=failed_open,
+        fallback=fallback,
+        responses=responses,
+        latency=latency,
+        mirror_responses=mirror_responses,
+        mirror_latency=mirror_latency,
+    )
 
 
 class EnvoyStatsCollector(Collector):
@@ -141,13 +169,32 @@ class EnvoyStatsCollector(Collector):
             labels=["split", "backend"],
         )
         for (split, backend), buckets in sorted(stats.latency.items()):
-            # Envoy's last bound is an hour; the +Inf bucket is everything it counted.
-            bounds = [(_le(b), n) for b, n in buckets] + [("+Inf", buckets[-1][1])]
-            latency.add_metric([split, backend], bounds, None)
+            latency.add_metric([split, backend], _bounds(buckets), None)
+        mirror_responses = CounterMetricFamily(
+            "trafficsplit_envoy_mirror_responses",
+            "Responses of a RequestMirror's cluster (the copies a mirrored Service port answered) by status class",
+            labels=["service", "port", "code_class"],
+        )
+        for key, n in sorted(stats.mirror_responses.items()):
+            mirror_responses.add_metric(list(key), n)
+        mirror_latency = HistogramMetricFamily(
+            "trafficsplit_envoy_mirror_request_seconds",
+            "Upstream request time of a RequestMirror's cluster (Envoy's upstream_rq_time; buckets only)",
+            labels=["service", "port"],
+        )
+        for (service, port), buckets in sorted(stats.mirror_latency.items()):
+            mirror_latency.add_metric([service, port], _bounds(buckets), None)
         yield failed
         yield fallback
         yield responses
         yield latency
+        yield mirror_responses
+        yield mirror_latency
+
+
+def _bounds(buckets: tuple[tuple[float, float], ...]) -> list[tuple[str, float]]:
+    """Envoy's cumulative buckets as Prometheus's: its last bound is an hour, the +Inf bucket everything it counted."""
+    return [(_le(b), n) for b, n in buckets] + [("+Inf", buckets[-1][1])]
 
 
 def _le(seconds: float) -> str:
