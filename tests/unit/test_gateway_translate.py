@@ -627,6 +627,41 @@ def test_a_gateway_that_is_not_accepted_takes_no_route() -> None:
     assert conditions(t)["Accepted"] == ("False", "NotAllowedByListeners")
 
 
+@pytest.mark.parametrize(
+    ("addresses", "refused"),
+    [
+        # An address of a type with no value asks the implementation for one (GEP-3616; GatewayAddressEmpty): the
+        # data plane's Service gives it, so the Gateway is accepted.
+        ([{"type": "IPAddress"}], None),
+        ([{}], None),  # the CRD defaults the type to IPAddress; a body read before defaulting means the same
+        # A static address is refused with its index and what to do instead: the Service decides the address.
+        ([{"type": "IPAddress", "value": "192.0.2.1"}], "spec.addresses[0].value: static addresses are not supported"),
+        ([{"type": "IPAddress"}, {"type": "Hostname", "value": "gw.example"}], "spec.addresses[1].value"),
+        ([{"type": "example.com/pool"}], "spec.addresses[0].type: 'example.com/pool' is not supported (IPAddress,"),
+        ([{"type": "IPAddress", "colour": "red"}], "spec.addresses[0].colour: not supported by this implementation"),
+    ],
+)
+def test_an_address_without_a_value_is_assigned_and_a_static_one_refused_by_index(
+    addresses: list[dict[str, str]], refused: str | None
+) -> None:
+    gw = gateway()
+    gw["spec"]["addresses"] = addresses
+    (gs,) = run(route(), gw=gw).gateways
+    accepted = gs.conditions[0]
+    if refused is None:
+        assert (accepted.type, accepted.status, accepted.reason) == ("Accepted", "True", "Accepted"), accepted
+    else:
+        assert (accepted.status, accepted.reason) == ("False", "UnsupportedAddress"), accepted
+        assert refused in accepted.message, accepted.message
+
+
+def test_more_addresses_than_the_crd_allows_are_refused_by_the_parser() -> None:
+    gw = gateway()
+    gw["spec"]["addresses"] = [{"type": "IPAddress"}] * 17
+    with pytest.raises(SpecError, match=r"spec.addresses: 17 items, at most 16 are allowed"):
+        parse_gateway(gw)
+
+
 def test_status_echoes_the_parent_ref_as_written() -> None:
     """A status entry names its parentRef as the spec holds it (the API server defaults group and kind, not the
     namespace): the conformance suite compares them field by field, and a namespace we add is a mismatch."""

@@ -55,6 +55,7 @@ class FromNamespaces(StrEnum):
 _SELECTOR = {"matchLabels": None, "matchExpressions": {"key": None, "operator": None, "values": None}}
 SUPPORTED_GATEWAY_FIELDS: Mapping[str, Any] = {
     "gatewayClassName": None,
+    "addresses": {"type": None, "value": None},  # read by `address_problems`: only a request for one, no value
     "listeners": {
         "name": None,
         "hostname": None,
@@ -77,6 +78,9 @@ REFERENCE_GRANT_FIELDS: Mapping[str, Any] = {
     "to": {"group": None, "kind": None, "name": None},
 }
 MAX_CLASS_DESCRIPTION = 64  # the CRD's maxLength
+MAX_ADDRESSES = 16  # the CRD's bound on spec.addresses
+MAX_ADDRESS_TEXT = 253  # the CRD's maxLength of an address's type and value
+IP_ADDRESS = "IPAddress"  # the CRD's default address type
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,10 +367,35 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
     names = [lis.name for lis in listeners]
     for dup in sorted({n for n in names if names.count(n) > 1}):
         r.add("spec.listeners", f"listener name {dup!r} is used more than once")
+    problems = address_problems(r.items(spec, "addresses", "spec", MAX_ADDRESSES), r)
     r.done()
     gw_fields = {k: v for k, v in SUPPORTED_GATEWAY_FIELDS.items() if k != "listeners"}
-    problems = unsupported_fields({k: v for k, v in spec.items() if k != "listeners"}, gw_fields, "spec")
+    problems += unsupported_fields({k: v for k, v in spec.items() if k != "listeners"}, gw_fields, "spec")
     return Gateway(meta, class_name, tuple(listeners), tuple(problems))
+
+
+def address_problems(addresses: list[Any], r: Reader) -> list[str]:
+    """What of `spec.addresses` this implementation cannot honour, each by its index (the Gateway's `Accepted: False,
+    UnsupportedAddress`). An address of type IPAddress with no value asks for an address, which the data plane's
+    Service assigns (its ClusterIP, or the load balancer's). A static value is refused rather than ignored: the
+    Service, not the Gateway, decides the address, and a Gateway that silently answered elsewhere would mislead."""
+    out: list[str] = []
+    for i, raw in enumerate(addresses):
+        p = f"spec.addresses[{i}]"
+        if not isinstance(raw, Mapping):
+            r.add(p, "expected an object")
+            continue
+        kind = r.text(raw, "type", p, MAX_ADDRESS_TEXT) or IP_ADDRESS
+        value = r.text(raw, "value", p, MAX_ADDRESS_TEXT)
+        if kind != IP_ADDRESS:
+            out.append(f"{p}.type: {kind[:64]!r} is not supported ({IP_ADDRESS}, without a value)")
+        if value:
+            out.append(
+                f"{p}.value: static addresses are not supported: the data plane's Service assigns the Gateway's "
+                f"address (its ClusterIP, or its load balancer's with GatewayParameters service.type LoadBalancer); "
+                f"leave value out to ask for one"
+            )
+    return out
 
 
 def _listener_tls(raw: Mapping[str, Any], p: str, namespace: str, r: Reader) -> ListenerTLS:
