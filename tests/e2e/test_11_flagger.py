@@ -21,7 +21,8 @@ cookie-less traffic counted at the client:
   printed.
 
 - blue/green with ``analysis.mirror: true`` (examples/flagger/bluegreen-mirror.yaml) and A/B testing on a header with
-  ``service.timeout`` (examples/flagger/ab-testing.yaml), side by side on the same Gateway: each promoted by its
+  ``service.timeout`` (examples/flagger/ab-testing.yaml), applied with podinfo and run side by side on the same
+  Gateway while podinfo's failing revision is rolled back (the rollback above): each promoted by its
   analysis (the blue/green one on the copies' success rate, ``trafficsplit_envoy_mirror_responses_total``); no client
   answered by the canary while it got copies, the copies counted; the header's requests on the canary, the others on
   the primary; the timeouts in both rules of Flagger's A/B route.
@@ -37,6 +38,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +66,9 @@ REPLICAS = 2
 STEPS = (25, 50)  # stepWeight 25 up to maxWeight 50, then promotion
 SETTLE = 1.0  # seconds after a step is observed before its requests count (the write reaches Envoy meanwhile)
 P_MIN = 0.001
+BLUE_GREEN, AB = "shadow", "insiders"  # examples/flagger/bluegreen-mirror.yaml and ab-testing.yaml
+BG_HOST, AB_HOST = "shadow.example.com", "insiders.example.com"
+INSIDER = {"x-canary": "insider"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,16 +155,22 @@ def flagged(cluster: Cluster) -> Iterator[Flagged]:
         flagger = _example("flagger.yaml", cluster, prom_ip)
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(flagger))
         cluster.kubectl("-n", "default", "rollout", "status", "deployment/flagger", "--timeout=180s", timeout=200)
-        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(podinfo))
-        wait_for("Canary Initialized", lambda: _canary(cluster)["phase"] == "Initialized", timeout=240, interval=1)
-        wait_for("Flagger's route Accepted", lambda: accepted_now(cluster, NS, TARGET, GATEWAY), timeout=60)
+        # The blue/green and A/B examples with podinfo: Flagger initialises the three Canaries side by side, and the
+        # last test finds its two ready.
+        others = _example("bluegreen-mirror.yaml", cluster) + _example("ab-testing.yaml", cluster)
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(podinfo + others))
+        for name in (TARGET, BLUE_GREEN, AB):
+            initialized = functools.partial(lambda n: _canary(cluster, n).get("phase") == "Initialized", name)
+            wait_for(f"Canary {name} Initialized", initialized, timeout=240, interval=1)
+            accepted = functools.partial(accepted_now, cluster, NS, name, GATEWAY)
+            wait_for(f"{name}'s route Accepted", accepted, timeout=60)
         address = gw["status"]["addresses"][0]["value"]
         targets = sorted(f"{ns}/{n}" for ns, n in scraped.values())
         print(
             f"\nchart with gatewayAPI in {install_s:.1f}s; Gateway {NS}/{GATEWAY} at {address}, data plane {pods}; "
             f"Prometheus {incluster_prometheus.HOSTNAME}:{incluster_prometheus.PORT} ({prom.url}), its active "
-            f"targets exactly the {len(scraped)} annotated pods, each up: {targets}; Flagger up and Canary "
-            f"Initialized {time.monotonic() - t0:.1f}s after the chart"
+            f"targets exactly the {len(scraped)} annotated pods, each up: {targets}; Flagger up and its three "
+            f"Canaries Initialized {time.monotonic() - t0:.1f}s after the chart"
         )
         client = Gateway(address, LISTENER_PORT)
         yield Flagged(cluster=cluster, client=client, prom=prom, dataplane_pods=pods)
@@ -388,37 +399,6 @@ def test_a_healthy_canary_is_promoted_step_by_step_and_its_users_stay_on_it(flag
     assert after == {("v2", False): 20}, "the primary serves the promoted version"
 
 
-def test_a_canary_answering_500s_is_rolled_back(flagged: Flagged) -> None:
-    cluster, client, prom = flagged.cluster, flagged.client, flagged.prom
-    assert _canary(cluster).get("phase") == "Succeeded"
-    watched = Watched(cluster=cluster, client=client, max_seconds=240)
-    t0 = time.monotonic()
-    try:
-        _set_args(cluster, "-text=v3", "-status=500")
-        wait_for("Canary Failed", lambda: _canary(cluster).get("phase") == "Failed", timeout=220, interval=1)
-        failed_at = time.monotonic()
-        time.sleep(3)  # requests after the rollback: none may reach the canary
-    finally:
-        watched.stop()
-    to_canary = [h for h in watched.hits if h.canary]
-    assert to_canary, "no request reached the failing canary"
-    first, last = to_canary[0].sent, to_canary[-1].sent
-    statuses = Counter(h.status for h in to_canary)
-    weights = sorted({w for _, p, w in watched.states if p == "Progressing"})
-    final = _canary(cluster)
-    rate = prom.query(f'sum by (code_class) (trafficsplit_envoy_backend_responses_total{{backend="{TARGET}-canary"}})')
-    print(f"\n{len(to_canary)} of {len(watched.hits)} requests reached the canary ({dict(statuses)}), at weights "
-          f"{weights}; rolled back (phase Failed, failedChecks {final.get('failedChecks')}) "
-          f"{failed_at - first:.1f}s after the first request it answered, {failed_at - t0:.1f}s after the change; "
-          f"the last request it answered {last - first:.1f}s after the first; Prometheus: "
-          f"{ {r['metric']['code_class']: r['value'][1] for r in rate} }")  # fmt: skip
-    assert set(statuses) == {500}, statuses
-    assert last <= failed_at + SETTLE, "the canary still answered after the rollback"
-    assert final.get("canaryWeight", 0) == 0
-    after = Counter((r.backend, r.status, _on_canary(r)) for r in (client.request(HOST) for _ in range(20)))
-    assert after == {("v2", 200, False): 20}, after
-
-
 def test_every_dashboard_query_and_alert_expression_returns_series(flagged: Flagged) -> None:
     """The dashboard's `$split` is a sticky TrafficSplit served by the chart's gateway (its stickiness panels need
     sticky traffic; Flagger's route has none of its own), over the Services Flagger made; 200 cookie sessions of 3
@@ -488,11 +468,6 @@ def test_every_dashboard_query_and_alert_expression_returns_series(flagged: Flag
     cluster.kubectl("delete", "trafficsplit", name, "-n", NS, check=False)
 
 
-BLUE_GREEN, AB = "shadow", "insiders"  # examples/flagger/bluegreen-mirror.yaml and ab-testing.yaml
-BG_HOST, AB_HOST = "shadow.example.com", "insiders.example.com"
-INSIDER = {"x-canary": "insider"}
-
-
 @dataclass(frozen=True)
 class Sample:
     sent: float  # monotonic time its batch was sent
@@ -510,21 +485,51 @@ def _ask(client: Gateway, kind: str) -> tuple[str, Response]:
     return kind, client.request(AB_HOST, headers=INSIDER if kind == "insider" else None)
 
 
-def test_blue_green_with_mirroring_and_ab_testing_with_a_timeout_are_promoted(flagged: Flagged) -> None:
+def _rolls_back_a_canary_answering_500s(flagged: Flagged) -> None:
+    """podinfo's next revision answers 500s: Flagger alone rolls it back. How many requests reached it, how long it
+    took; none reaches it after the rollback."""
+    cluster, client, prom = flagged.cluster, flagged.client, flagged.prom
+    assert _canary(cluster).get("phase") == "Succeeded"
+    watched = Watched(cluster=cluster, client=client, max_seconds=240)
+    t0 = time.monotonic()
+    try:
+        _set_args(cluster, "-text=v3", "-status=500")
+        wait_for("Canary Failed", lambda: _canary(cluster).get("phase") == "Failed", timeout=220, interval=1)
+        failed_at = time.monotonic()
+        time.sleep(3)  # requests after the rollback: none may reach the canary
+    finally:
+        watched.stop()
+    to_canary = [h for h in watched.hits if h.canary]
+    assert to_canary, "no request reached the failing canary"
+    first, last = to_canary[0].sent, to_canary[-1].sent
+    statuses = Counter(h.status for h in to_canary)
+    weights = sorted({w for _, p, w in watched.states if p == "Progressing"})
+    final = _canary(cluster)
+    rate = prom.query(f'sum by (code_class) (trafficsplit_envoy_backend_responses_total{{backend="{TARGET}-canary"}})')
+    print(f"\n{len(to_canary)} of {len(watched.hits)} requests reached the canary ({dict(statuses)}), at weights "
+          f"{weights}; rolled back (phase Failed, failedChecks {final.get('failedChecks')}) "
+          f"{failed_at - first:.1f}s after the first request it answered, {failed_at - t0:.1f}s after the change; "
+          f"the last request it answered {last - first:.1f}s after the first; Prometheus: "
+          f"{ {r['metric']['code_class']: r['value'][1] for r in rate} }")  # fmt: skip
+    assert set(statuses) == {500}, statuses
+    assert last <= failed_at + SETTLE, "the canary still answered after the rollback"
+    assert final.get("canaryWeight", 0) == 0
+    after = Counter((r.backend, r.status, _on_canary(r)) for r in (client.request(HOST) for _ in range(20)))
+    assert after == {("v2", 200, False): 20}, after
+
+
+def _promotes_blue_green_with_mirroring_and_ab_testing_with_a_timeout(flagged: Flagged) -> None:
     """Two more of Flagger's strategies on the same Gateway, side by side, unchanged: blue/green with
     `analysis.mirror: true` (every request answered by the primary, a copy to the canary, analysed on the copies'
     success rate: trafficsplit_envoy_mirror_responses_total) and A/B testing with `analysis.match` on a header and
     `service.timeout` (the header's requests reach the canary, the others the primary). Each is promoted by its
     analysis; no client sees a mirrored answer."""
     cluster, client, prom = flagged.cluster, flagged.client, flagged.prom
-    docs = _example("bluegreen-mirror.yaml", cluster) + _example("ab-testing.yaml", cluster)
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
-    t0 = time.monotonic()
-    for name in (BLUE_GREEN, AB):
-        initialized = functools.partial(lambda n: _canary(cluster, n).get("phase") == "Initialized", name)
-        wait_for(f"Canary {name} Initialized", initialized, timeout=240, interval=1)
-        wait_for(f"{name}'s route Accepted", functools.partial(accepted_now, cluster, NS, name, GATEWAY), timeout=60)
-    ready_s = time.monotonic() - t0
+    # Both Canaries were Initialized by the fixture (applied with podinfo) and have stayed so since.
+    assert {n: _canary(cluster, n).get("phase") for n in (BLUE_GREEN, AB)} == {
+        BLUE_GREEN: "Initialized",
+        AB: "Initialized",
+    }
     assert {_ask(client, k)[1].backend for k in ("bg", "insider", "other") for _ in range(3)} == {"v1"}
     for name in (BLUE_GREEN, AB):
         _set_args(cluster, "-text=v2", target=name)
@@ -562,8 +567,8 @@ def test_blue_green_with_mirroring_and_ab_testing_with_a_timeout_are_promoted(fl
     mirrored_q = f'sum(max_over_time(trafficsplit_envoy_mirror_responses_total{{service="{service}"}}[10m]))'
     mirrored = int(float(res[0]["value"][1])) if (res := prom.query(mirrored_q)) else 0
     by = Counter((s.kind, s.phase, s.text, s.canary) for s in samples)
-    print(f"\nblue/green and A/B Canaries Initialized {ready_s:.1f}s after applying; "
-          f"{ {n: f.get('phase') for n, f in finals.items()} } {took:.1f}s after the change; requests by (host, "
+    print(f"\nblue/green and A/B: { {n: f.get('phase') for n, f in finals.items()} } {took:.1f}s after the "
+          f"change; requests by (host, "
           f"phase, answer, served by the canary's pods): {dict(sorted(by.items()))}; copies the blue/green canary "
           f"answered (Envoy's mirror cluster, from Prometheus): {mirrored}; the routes during the analysis: "
           f"{routes}")  # fmt: skip
@@ -600,3 +605,16 @@ def test_blue_green_with_mirroring_and_ab_testing_with_a_timeout_are_promoted(fl
     promoted = Counter((k, r.backend, _on_canary(r, BLUE_GREEN if k == "bg" else AB))
                        for k, r in parallel(lambda k: _ask(client, k), ["bg", "insider", "other"] * 10))  # fmt: skip
     assert promoted == {("bg", "v2", False): 10, ("insider", "v2", False): 10, ("other", "v2", False): 10}, promoted
+
+
+def test_a_failing_canary_is_rolled_back_while_blue_green_and_ab_canaries_on_its_gateway_are_promoted(
+    flagged: Flagged,
+) -> None:
+    """Three analyses on one Gateway at once, each Flagger's own: podinfo's revision answering 500s is rolled back
+    while the blue/green Canary with mirroring and the A/B Canary with a timeout are promoted. Side by side because
+    that is how a shared Gateway lives (one team's failing release must not disturb another's), and because each
+    analysis is mostly Flagger's interval waits: run one after the other they cost their sum."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        rollback = pool.submit(_rolls_back_a_canary_answering_500s, flagged)
+        _promotes_blue_green_with_mirroring_and_ab_testing_with_a_timeout(flagged)
+        rollback.result(timeout=300)
