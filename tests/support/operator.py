@@ -63,14 +63,16 @@ def install_crd(kube: ControlPlane) -> None:
 
 
 def install_gateway_api_crds(kube: ControlPlane) -> None:
-    """The Gateway API CRDs of the chart's standard channel, applied and Established."""
-    kube.kubectl("apply", "--server-side", "-f", str(GATEWAY_API_CRDS))
+    """The Gateway API CRDs of the chart's standard channel, applied and Established. Forced: a helm release of an
+    earlier test may own them (its chart installs the experimental channel), and the tests must not depend on which
+    test file ran first in a worker."""
+    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(GATEWAY_API_CRDS))
     for crd in ("gatewayclasses", "gateways", "httproutes", "referencegrants"):
         kube.kubectl("wait", "--for=condition=Established", f"crd/{crd}.gateway.networking.k8s.io", "--timeout=60s")
 
 
 def install_policy_crd(kube: ControlPlane) -> None:
-    kube.kubectl("apply", "--server-side", "-f", str(POLICY_CRD_PATH))
+    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(POLICY_CRD_PATH))  # as above
     kube.kubectl("wait", "--for=condition=Established", "crd/trafficsplitpolicies.trafficsplit.dev", "--timeout=60s")
 
 
