@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.controlplane import ControlPlane
 from tests.support.provision import gateway, params, settings, settings_doc
+from trafficsplit.core.gatewayapi.objects import Gateway, parse_gateway
 from trafficsplit.core.gatewayapi.parameters import DEFAULT_PARAMETERS
 from trafficsplit.operator.dataplane_names import GATEWAY_LABEL, GATEWAY_UID_LABEL, dataplane_name
 from trafficsplit.operator.ownership import NameConflict
@@ -25,7 +26,7 @@ from trafficsplit.operator.provision import (
     object_labels,
     parse_cookie_keys,
 )
-from trafficsplit.operator.provisioner import FIELD_MANAGER, Provisioner
+from trafficsplit.operator.provisioner import FIELD_MANAGER, AddressNotUsable, Provisioner
 
 pytestmark = [pytest.mark.k8s]
 
@@ -135,6 +136,54 @@ def test_addresses_are_the_load_balancers_once_it_has_one(
         "-p", json.dumps({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.10"}]}}}),
     )  # fmt: skip
     assert asyncio.run(provisioner.ensure(gw, lb)) == (GatewayAddress("IPAddress", "203.0.113.10"),)
+
+
+def pinned(*addresses: str) -> Gateway:
+    """Gateway shop/pinned asking for static addresses."""
+    body = {"metadata": {"name": "pinned", "namespace": "shop", "uid": "8d7a0f3e-5b1c-4e2a-9f60-0c1d2e3f4a5b"},
+            "spec": {"gatewayClassName": "trafficsplit", "addresses": [{"value": a} for a in addresses],
+                     "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}  # fmt: skip
+    return parse_gateway(body)
+
+
+def test_a_static_address_is_the_services_cluster_ip_and_one_the_server_refuses_keeps_the_service_serving(
+    kube: ControlPlane, namespace: str, provisioner: Provisioner
+) -> None:
+    """This control plane's service range is 10.0.0.0/24: an address in it becomes the Service's ClusterIP; another
+    one in it makes the Service again (a ClusterIP cannot change in place); one outside it, two of one family, or
+    both families on this single-stack server is `AddressNotUsable`, naming the addresses, and the Service that
+    serves stays as it was."""
+    name = dataplane_name("shop", "pinned")
+
+    def service() -> dict[str, Any]:
+        return json.loads(kube.kubectl("get", "service", name, "-n", namespace, "-o", "json").stdout)  # type: ignore[no-any-return]
+
+    try:
+        # The low end of the range is the one the allocator leaves for static addresses.
+        assert asyncio.run(provisioner.ensure(pinned("10.0.0.13"), DEFAULT_PARAMETERS)) == (
+            GatewayAddress("IPAddress", "10.0.0.13"),
+        )
+        first = service()
+        assert first["spec"]["clusterIP"] == "10.0.0.13"
+        assert asyncio.run(provisioner.ensure(pinned("10.0.0.14"), DEFAULT_PARAMETERS)) == (
+            GatewayAddress("IPAddress", "10.0.0.14"),
+        )
+        second = service()
+        assert second["spec"]["clusterIP"] == "10.0.0.14" and second["metadata"]["uid"] != first["metadata"]["uid"]
+        with pytest.raises(AddressNotUsable, match=r"spec.addresses 192.0.2.10: Service .*192.0.2.10") as refused:
+            asyncio.run(provisioner.ensure(pinned("192.0.2.10"), DEFAULT_PARAMETERS))
+        assert refused.value.reason == "AddressNotUsable"
+        # Two of one family: a Service holds one ClusterIP per family (refused before anything is applied). Both
+        # families on this single-stack server: the server's refusal.
+        with pytest.raises(AddressNotUsable, match=r"one ClusterIP per IP family, so 10.0.0.13 cannot be given"):
+            asyncio.run(provisioner.ensure(pinned("10.0.0.14", "10.0.0.13"), DEFAULT_PARAMETERS))
+        with pytest.raises(AddressNotUsable, match=r"spec.addresses 10.0.0.13, fd00::13: Service .*"):
+            asyncio.run(provisioner.ensure(pinned("10.0.0.13", "fd00::13"), DEFAULT_PARAMETERS))
+        # None of these refusals took the Service that serves away, nor changed it.
+        assert service()["metadata"]["uid"] == second["metadata"]["uid"]
+        assert service()["spec"]["clusterIP"] == "10.0.0.14"
+    finally:
+        asyncio.run(provisioner.remove(pinned("10.0.0.13").meta.uid))
 
 
 def test_a_restarted_operator_removes_the_data_planes_of_gateways_deleted_meanwhile(

@@ -26,6 +26,7 @@ import argparse
 import dataclasses
 import hashlib
 import io
+import ipaddress
 import json
 import os
 import platform
@@ -44,6 +45,7 @@ from typing import Any
 import yaml
 
 from tests.e2e.cluster import CHART, REPO_ROOT, Cluster
+from tests.support.localnode import SERVICE_CIDR
 
 SUITE_VERSION = "v1.6.3"
 PROFILE = "GATEWAY-HTTP"
@@ -85,8 +87,13 @@ SUPPORTED_FEATURES = (
     "HTTPRouteRetryConnectionError",  # v1.6.3 has no test of its own: tests/integration/test_gateway_timeouts_envoy.py
     "HTTPRouteRetryBackendTimeout",  # likewise
     "HTTPRouteCORS",
-    "GatewayAddressEmpty",  # spec.addresses without a value: the data plane's Service assigns it (a value is refused)
+    "GatewayAddressEmpty",  # spec.addresses without a value: the data plane's Service assigns it
+    "GatewayStaticAddresses",  # with a value: the Service's ClusterIP; one the API server refuses, AddressNotUsable
 )
+# GatewayStaticAddresses' two addresses: one the node's API server gives a Service (in its service range, at the low
+# end, which the allocator leaves to static addresses) and one it refuses (outside it: TEST-NET-1, RFC 5737).
+USABLE_ADDRESS = str(ipaddress.ip_network(SERVICE_CIDR)[250])
+UNUSABLE_ADDRESS = "192.0.2.10"
 # Tests skipped although their features are claimed, each with its reason (docs/gateway-api.md lists them too).
 # Empty: nothing is skipped by hand; a test that fails is reported as failed.
 SKIP_TESTS: dict[str, str] = {}
@@ -387,6 +394,8 @@ def suite_argv(
         f"-version={implementation_version()}",
         "-contact=https://github.com/trafficsplit/trafficsplit/issues/new",
         "-mode=default",
+        f"-usable-address={USABLE_ADDRESS}",
+        f"-unusable-address={UNUSABLE_ADDRESS}",
     ]
     if SKIP_TESTS:
         argv.append(f"-skip-tests={','.join(sorted(SKIP_TESTS))}")

@@ -617,7 +617,7 @@ def test_hostile_gateway_bodies_are_refused_by_name_or_translated(place: str, va
 
 def test_a_gateway_that_is_not_accepted_takes_no_route() -> None:
     gw = gateway()
-    gw["spec"]["addresses"] = [{"type": "IPAddress", "value": "192.0.2.1"}]
+    gw["spec"]["addresses"] = [{"type": "Hostname", "value": "gw.example"}]
     t = run(route(), gw=gw)
     (gs,) = t.gateways
     accepted = gs.conditions[0]
@@ -628,24 +628,45 @@ def test_a_gateway_that_is_not_accepted_takes_no_route() -> None:
 
 
 @pytest.mark.parametrize(
-    ("addresses", "refused"),
+    ("addresses", "refused", "static"),
     [
         # An address of a type with no value asks the implementation for one (GEP-3616; GatewayAddressEmpty): the
         # data plane's Service gives it, so the Gateway is accepted.
-        ([{"type": "IPAddress"}], None),
-        ([{}], None),  # the CRD defaults the type to IPAddress; a body read before defaulting means the same
-        # A static address is refused with its index and what to do instead: the Service decides the address.
-        ([{"type": "IPAddress", "value": "192.0.2.1"}], "spec.addresses[0].value: static addresses are not supported"),
-        ([{"type": "IPAddress"}, {"type": "Hostname", "value": "gw.example"}], "spec.addresses[1].value"),
-        ([{"type": "example.com/pool"}], "spec.addresses[0].type: 'example.com/pool' is not supported (IPAddress,"),
-        ([{"type": "IPAddress", "colour": "red"}], "spec.addresses[0].colour: not supported by this implementation"),
+        ([{"type": "IPAddress"}], None, ()),
+        ([{}], None, ()),  # the CRD defaults the type to IPAddress; a body read before defaulting means the same
+        # A static IP address is accepted and handed to the data plane's Service (GatewayStaticAddresses), in the
+        # canonical form the Service and the status will carry.
+        ([{"type": "IPAddress", "value": "192.0.2.1"}], None, ("192.0.2.1",)),
+        ([{"value": "2001:DB8:0:0::7"}], None, ("2001:db8::7",)),
+        ([{"type": "IPAddress"}, {"type": "IPAddress", "value": "10.96.0.250"}], None, ("10.96.0.250",)),
+        # Anything else is refused with its index: an address must be an IP.
+        # Several: accepted here, each kept once; whether the Service can hold them is the provisioner's to say
+        # (Programmed: False, AddressNotUsable), as the conformance suite's GatewayStaticAddresses expects.
+        (
+            [{"value": "192.0.2.1"}, {"value": "192.0.2.2"}, {"value": "192.0.2.1"}],
+            None,
+            ("192.0.2.1", "192.0.2.2"),
+        ),
+        ([{"type": "IPAddress", "value": "gw.example"}], "spec.addresses[0].value: 'gw.example' is not an IP", ()),
+        (
+            [{"type": "IPAddress"}, {"type": "Hostname", "value": "gw.example"}],
+            "spec.addresses[1].type: 'Hostname'",
+            (),
+        ),
+        ([{"type": "example.com/pool"}], "spec.addresses[0].type: 'example.com/pool' is not supported (only IP", ()),
+        (
+            [{"type": "IPAddress", "colour": "red"}],
+            "spec.addresses[0].colour: not supported by this implementation",
+            (),
+        ),
     ],
 )
-def test_an_address_without_a_value_is_assigned_and_a_static_one_refused_by_index(
-    addresses: list[dict[str, str]], refused: str | None
+def test_an_address_without_a_value_is_assigned_a_static_ip_kept_and_others_refused_by_index(
+    addresses: list[dict[str, str]], refused: str | None, static: tuple[str, ...]
 ) -> None:
     gw = gateway()
     gw["spec"]["addresses"] = addresses
+    assert parse_gateway(gw).static_addresses == static
     (gs,) = run(route(), gw=gw).gateways
     accepted = gs.conditions[0]
     if refused is None:

@@ -35,6 +35,7 @@ ALLOWED = frozenset(
         "functools",
         "hashlib",
         "hmac",
+        "ipaddress",  # parsing and canonical forms of IP literals (a Gateway's static addresses)
         "itertools",
         "json",  # serialisation of values only (the assignment digest's canonical form); loads/dumps, never a file
         "math",

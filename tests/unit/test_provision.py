@@ -43,6 +43,7 @@ from trafficsplit.operator.provision import (
     GatewayAddress,
     ProvisionError,
     Rendered,
+    cluster_ips,
     cookie_keys_secret_name,
     cookie_keys_step,
     parse_cookie_keys,
@@ -335,6 +336,56 @@ def test_bad_settings_stop_the_operator_naming_the_field(change: Any, expect: st
     change(doc)
     with pytest.raises(ValueError, match=expect):
         settings(doc)
+
+
+@pytest.mark.parametrize(
+    ("service_type", "field", "value"),
+    [("ClusterIP", "clusterIP", "10.96.0.250"), ("LoadBalancer", "externalIPs", ["10.96.0.250"]),
+     ("NodePort", "externalIPs", ["10.96.0.250"])],
+)  # fmt: skip
+def test_a_static_address_is_the_services_cluster_ip_or_beside_a_load_balancer_an_external_ip(
+    service_type: str, field: str, value: Any
+) -> None:
+    listeners = [{"name": "a", "port": 80, "protocol": "HTTP"}]
+    spec = {"gatewayClassName": "ts", "addresses": [{"value": "10.96.0.250"}], "listeners": listeners}
+    body = {"metadata": {"name": "web", "namespace": "shop", "uid": "u"}, "spec": spec}
+    gw = parse_gateway(body)
+    r = render(gw, params({"service": {"type": service_type}}), settings())
+    svc = one(r, "Service", r.name)
+    assert svc["spec"][field] == value
+    (other,) = {"clusterIP", "externalIPs"} - {field}
+    assert other not in svc["spec"]
+    # Without one, the Service picks its own: neither field is written.
+    r = render(gateway(80), params({"service": {"type": service_type}}), settings())
+    plain = one(r, "Service", r.name)
+    assert not {"clusterIP", "externalIPs"} & set(plain["spec"])
+
+
+def test_a_service_holds_the_first_static_address_of_each_family_as_its_cluster_ip() -> None:
+    assert cluster_ips(("10.0.0.9",)) == (("10.0.0.9",), ())
+    assert cluster_ips(("192.0.2.1", "fd00::7", "10.0.0.9")) == (("192.0.2.1", "fd00::7"), ("10.0.0.9",))
+    listeners = [{"name": "a", "port": 80, "protocol": "HTTP"}]
+    spec = {
+        "gatewayClassName": "ts",
+        "addresses": [{"value": "fd00::7"}, {"value": "10.0.0.9"}],
+        "listeners": listeners,
+    }
+    r = render(parse_gateway({"metadata": {"name": "web", "namespace": "shop", "uid": "u"}, "spec": spec}),
+               DEFAULT_PARAMETERS, settings())  # fmt: skip
+    svc = one(r, "Service", r.name)["spec"]
+    assert (svc["clusterIP"], svc["clusterIPs"], svc["ipFamilyPolicy"]) == ("fd00::7", ["fd00::7", "10.0.0.9"],
+                                                                            "RequireDualStack")  # fmt: skip
+
+
+def test_with_a_static_address_the_gateways_addresses_are_the_ones_asked_for_that_the_service_holds() -> None:
+    svc: dict[str, Any] = {"spec": {"clusterIP": "10.96.0.250", "clusterIPs": ["10.96.0.250"]}}
+    svc["status"] = {"loadBalancer": {"ingress": [{"ip": "203.0.113.9"}]}}
+    assert service_addresses(svc, ("10.96.0.250",)) == (GatewayAddress("IPAddress", "10.96.0.250"),)
+    assert service_addresses({"spec": {"clusterIP": "10.96.0.3", "externalIPs": ["192.0.2.8"]}}, ("192.0.2.8",)) == (
+        GatewayAddress("IPAddress", "192.0.2.8"),
+    )
+    # Not (yet) held: no address, rather than one the Gateway did not ask for.
+    assert service_addresses({"spec": {"clusterIP": "10.96.0.3"}}, ("10.96.0.250",)) == ()
 
 
 def test_addresses_are_the_load_balancers_else_the_cluster_ip() -> None:

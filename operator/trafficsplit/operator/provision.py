@@ -51,6 +51,7 @@ import binascii
 import copy
 import dataclasses
 import hashlib
+import ipaddress
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -800,6 +801,17 @@ def render_service(gateway: Gateway, settings: DataplaneSettings, ports: Mapping
     }
     if svc["type"] != "ClusterIP" and svc["externalTrafficPolicy"]:
         spec["externalTrafficPolicy"] = svc["externalTrafficPolicy"]
+    if gateway.static_addresses:
+        # The address the Gateway asks for: its ClusterIP, or beside a load balancer's (or node ports) an external
+        # IP, which kube-proxy answers on every node. The API server refuses one it cannot give (outside the
+        # service range, taken): that is the Gateway's `Programmed: False, AddressNotUsable` (provisioner.py).
+        if svc["type"] == "ClusterIP":
+            pinned, _ = cluster_ips(gateway.static_addresses)
+            spec["clusterIP"], spec["clusterIPs"] = pinned[0], list(pinned)
+            if len(pinned) > 1:
+                spec["ipFamilyPolicy"] = "RequireDualStack"  # one of each family, the first asked for first
+        else:
+            spec["externalIPs"] = list(gateway.static_addresses)
     name = _name(gateway, settings)
     return {
         "apiVersion": "v1",
@@ -946,9 +958,24 @@ class GatewayAddress:
     value: str
 
 
-def service_addresses(service: Mapping[str, Any]) -> tuple[GatewayAddress, ...]:
-    """A data plane's Service → the Gateway's addresses: the load balancer's ingress when it has one, else the
-    ClusterIP(s), which the local node reaches through kube-proxy. Empty while neither exists (headless or new)."""
+def cluster_ips(static: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A Gateway's static addresses → the ClusterIPs its Service is given (the first asked for of each IP family: a
+    Service holds one per family) and the rest, which it cannot hold."""
+    pinned: dict[int, str] = {}
+    for ip in static:
+        pinned.setdefault(ipaddress.ip_address(ip).version, ip)
+    kept = tuple(pinned.values())
+    return kept, tuple(ip for ip in static if ip not in kept)
+
+
+def service_addresses(service: Mapping[str, Any], static: Sequence[str] = ()) -> tuple[GatewayAddress, ...]:
+    """A data plane's Service → the Gateway's addresses: the static ones it asked for that the Service holds (only
+    those: the Gateway asked for them), else the load balancer's ingress when it has one, else the ClusterIP(s),
+    which the local node reaches through kube-proxy. Empty while none exists (headless or new)."""
+    spec = service.get("spec") or {}
+    if static:
+        held = {*(spec.get("clusterIPs") or [spec.get("clusterIP")]), *(spec.get("externalIPs") or [])}
+        return tuple(GatewayAddress("IPAddress", ip) for ip in static if ip in held)
     ingress = (service.get("status") or {}).get("loadBalancer", {}).get("ingress") or []
     out = [
         GatewayAddress("IPAddress", i["ip"]) if i.get("ip") else GatewayAddress("Hostname", i["hostname"])
@@ -957,7 +984,6 @@ def service_addresses(service: Mapping[str, Any]) -> tuple[GatewayAddress, ...]:
     ]
     if out:
         return tuple(out)
-    spec = service.get("spec") or {}
     ips = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
     return tuple(GatewayAddress("IPAddress", ip) for ip in ips if ip and ip != "None")
 

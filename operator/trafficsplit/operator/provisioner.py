@@ -60,6 +60,7 @@ from trafficsplit.operator.provision import (
     DataplaneSettings,
     GatewayAddress,
     ProvisionError,
+    cluster_ips,
     cookie_keys_step,
     names_of,
     parse_cookie_keys,
@@ -95,6 +96,13 @@ class ApplyRefused(ProvisionError):
     admission policy, RBAC): the status says which object and the server's message, not the HTTP exchange."""
 
     reason: str = GatewayReason.PROVISIONING_FAILED
+
+
+class AddressNotUsable(ProvisionError):
+    """The API server refused the data plane's Service the static address its Gateway asks for (outside the
+    cluster's service range, taken by another Service, or external IPs denied by an admission policy)."""
+
+    reason: str = GatewayReason.ADDRESS_NOT_USABLE
 
 
 def apply_refusal(status: int, body: str | None, obj: dict[str, Any]) -> ProvisionError | None:
@@ -157,6 +165,22 @@ class Provisioner:
                 raise refused from None
             raise
         return json.loads(resp.data)  # type: ignore[no-any-return]
+
+    def _would_create(self, obj: dict[str, Any]) -> None:
+        """Raise `ApplyRefused` if the API server would refuse to create `obj` (a dry run: nothing is written). An
+        object of its name may exist: the server checks the new object's fields, its addresses included, before its
+        name, so AlreadyExists means it would have been created."""
+        api, suffix = self._apis[obj["kind"]]
+        try:
+            getattr(api, f"create_{suffix}")(
+                obj["metadata"]["namespace"], obj, dry_run="All", field_manager=self.field_manager
+            )
+        except ApiException as e:
+            if e.status == 409:
+                return
+            if (refused := apply_refusal(e.status, e.body, obj)) is not None:
+                raise refused from None
+            raise
 
     def _list(self, kind: str, selector: str, namespace: str | None) -> list[dict[str, Any]]:
         """`namespace` None: every namespace (GatewayNamespace data planes, watched cluster-wide)."""
@@ -258,10 +282,34 @@ class Provisioner:
             tls = dict(source.get("data") or {})
         rendered = render(gateway, parameters, self.settings, keys if own_keys else None, token=token, tls=tls)
         addresses: tuple[GatewayAddress, ...] = ()
+        static = gateway.static_addresses
+        service = next(o for o in rendered.objects if o["kind"] == "Service" and o["metadata"]["name"] == rendered.name)
+        if service["spec"]["type"] == "ClusterIP" and (extra := cluster_ips(static)[1]):
+            # Before anything is applied: the data plane that exists keeps serving as it is.
+            raise AddressNotUsable(
+                f"spec.addresses {', '.join(static)}: a Service holds one ClusterIP per IP family, so "
+                f"{', '.join(extra)} cannot be given beside {', '.join(cluster_ips(static)[0])}"
+            )
         for obj in rendered.objects:
-            applied = self._apply(obj)
-            if obj["kind"] == "Service" and obj["metadata"]["name"] == rendered.name:
-                addresses = service_addresses(applied)
+            if not (obj["kind"] == "Service" and obj["metadata"]["name"] == rendered.name):
+                self._apply(obj)
+                continue
+            pinned = obj["spec"].get("clusterIP")
+            held = existing.get(("Service", rendered.name))
+            try:
+                if pinned and held is not None and (held.get("spec") or {}).get("clusterIP") != pinned:
+                    # A ClusterIP cannot change in place: the Service is made again with the address asked for,
+                    # once the server says it would give it (the Service serving now stays until then).
+                    self._would_create(obj)
+                    log.info("gateway %s: Service %s/%s made again for %s", gateway.meta.key, ns, rendered.name, pinned)
+                    self._delete("Service", rendered.name, ns)
+                applied = self._apply(obj)
+            except ApplyRefused as refused:
+                # The server names the address it refuses, or the family a single-stack cluster does not serve.
+                if static and any(word in str(refused) for word in (*static, "ipFamil", "dual-stack")):
+                    raise AddressNotUsable(f"spec.addresses {', '.join(static)}: {refused}") from None
+                raise
+            addresses = service_addresses(applied, static)
         self._tokens[uid] = token
         wanted = {(o["kind"], o["metadata"]["name"]) for o in rendered.objects}
         for kind, obj in self._owned(uid, names):

@@ -63,6 +63,8 @@ class GatewayReason(StrEnum):
     # Programmed: an object of the name the Gateway's data plane would have belongs to another Gateway (or to none)
     NAME_CONFLICT = "NameConflict"
     PROVISIONING_FAILED = "ProvisioningFailed"  # Programmed: the API server refused or failed a data-plane object
+    # Programmed (Gateway API's own reason): the API server refused the static address the Gateway asks for
+    ADDRESS_NOT_USABLE = "AddressNotUsable"
     # Programmed (Gateway API's own reason): no data plane for want of resources, a class's cap or a namespace's quota
     NO_RESOURCES = "NoResources"
 

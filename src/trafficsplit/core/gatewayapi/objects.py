@@ -7,6 +7,7 @@ does not support is kept in `problems`) are gatewayapi.reading's; HTTPRoute is g
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -55,7 +56,7 @@ class FromNamespaces(StrEnum):
 _SELECTOR = {"matchLabels": None, "matchExpressions": {"key": None, "operator": None, "values": None}}
 SUPPORTED_GATEWAY_FIELDS: Mapping[str, Any] = {
     "gatewayClassName": None,
-    "addresses": {"type": None, "value": None},  # read by `address_problems`: only a request for one, no value
+    "addresses": {"type": None, "value": None},  # read by `read_addresses`
     "listeners": {
         "name": None,
         "hostname": None,
@@ -302,12 +303,14 @@ class ListenerTLS:
     certificate_refs: tuple[CertificateRef, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Gateway:
     meta: Meta
     class_name: str
     listeners: tuple[Listener, ...]
     problems: tuple[str, ...] = ()  # gateway-level fields this implementation does not support
+    # The static IPAddress values of spec.addresses (canonical form), which the data plane's Service is given
+    static_addresses: tuple[str, ...] = ()
 
 
 def parse_gateway(body: Mapping[str, Any]) -> Gateway:
@@ -367,19 +370,24 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
     names = [lis.name for lis in listeners]
     for dup in sorted({n for n in names if names.count(n) > 1}):
         r.add("spec.listeners", f"listener name {dup!r} is used more than once")
-    problems = address_problems(r.items(spec, "addresses", "spec", MAX_ADDRESSES), r)
+    problems, static = read_addresses(r.items(spec, "addresses", "spec", MAX_ADDRESSES), r)
     r.done()
     gw_fields = {k: v for k, v in SUPPORTED_GATEWAY_FIELDS.items() if k != "listeners"}
     problems += unsupported_fields({k: v for k, v in spec.items() if k != "listeners"}, gw_fields, "spec")
-    return Gateway(meta, class_name, tuple(listeners), tuple(problems))
+    return Gateway(
+        meta=meta, class_name=class_name, listeners=tuple(listeners), problems=tuple(problems), static_addresses=static
+    )
 
 
-def address_problems(addresses: list[Any], r: Reader) -> list[str]:
-    """What of `spec.addresses` this implementation cannot honour, each by its index (the Gateway's `Accepted: False,
-    UnsupportedAddress`). An address of type IPAddress with no value asks for an address, which the data plane's
-    Service assigns (its ClusterIP, or the load balancer's). A static value is refused rather than ignored: the
-    Service, not the Gateway, decides the address, and a Gateway that silently answered elsewhere would mislead."""
+def read_addresses(addresses: list[Any], r: Reader) -> tuple[list[str], tuple[str, ...]]:
+    """`spec.addresses` → what of it this implementation cannot honour, each by its index (the Gateway's `Accepted:
+    False, UnsupportedAddress`), and the static IP addresses it asks for, in canonical form. An IPAddress with no
+    value asks for an address, which the data plane's Service assigns; one with a value is given to that Service
+    (its ClusterIP, or an external IP beside a load balancer's), and an address the Service cannot hold is the
+    Gateway's `Programmed: False, AddressNotUsable` (operator provisioner.py). Anything else is refused rather than
+    ignored: a Gateway that silently answered on another address than the one asked for would mislead."""
     out: list[str] = []
+    static: list[str] = []
     for i, raw in enumerate(addresses):
         p = f"spec.addresses[{i}]"
         if not isinstance(raw, Mapping):
@@ -388,14 +396,16 @@ def address_problems(addresses: list[Any], r: Reader) -> list[str]:
         kind = r.text(raw, "type", p, MAX_ADDRESS_TEXT) or IP_ADDRESS
         value = r.text(raw, "value", p, MAX_ADDRESS_TEXT)
         if kind != IP_ADDRESS:
-            out.append(f"{p}.type: {kind[:64]!r} is not supported ({IP_ADDRESS}, without a value)")
-        if value:
-            out.append(
-                f"{p}.value: static addresses are not supported: the data plane's Service assigns the Gateway's "
-                f"address (its ClusterIP, or its load balancer's with GatewayParameters service.type LoadBalancer); "
-                f"leave value out to ask for one"
-            )
-    return out
+            out.append(f"{p}.type: {kind[:64]!r} is not supported (only {IP_ADDRESS})")
+        elif value:
+            try:
+                ip = str(ipaddress.ip_address(value))
+            except ValueError:
+                out.append(f"{p}.value: {value[:64]!r} is not an IP address")
+                continue
+            if ip not in static:
+                static.append(ip)
+    return out, tuple(static)
 
 
 def _listener_tls(raw: Mapping[str, Any], p: str, namespace: str, r: Reader) -> ListenerTLS:
