@@ -108,7 +108,7 @@ def pairwise_check() -> Iterator[None]:
 
 def whole(memo: ActionMemo) -> Callable[[Inputs], Translation]:
     """The operator's translation before it was cut per Gateway: one pass over every Gateway's routes."""
-    return lambda store: translate_module._assemble(store, [translate_module._translate_pass(store, memo)])
+    return lambda store: translate_module._assemble(store, {"*": translate_module._translate_pass(store, memo)})
 
 
 def inputs(routes: tuple[HTTPRoute, ...], gateways: tuple[Gateway, ...] = ()) -> Inputs:

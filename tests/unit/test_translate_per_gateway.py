@@ -22,9 +22,11 @@ from tests.unit import gatewayapi as golden
 from tests.unit.precedence_reference import pairwise_taken_matches
 from trafficsplit.core.gatewayapi import translate as translate_module
 from trafficsplit.core.gatewayapi.actions import ActionMemo
+from trafficsplit.core.gatewayapi.httproute import HTTPRoute
 from trafficsplit.core.gatewayapi.inputs import Inputs, gateway_inputs
 from trafficsplit.core.gatewayapi.precedence import taken_matches
-from trafficsplit.core.gatewayapi.translate import TranslationMemo, translate
+from trafficsplit.core.gatewayapi.translate import ContentMemo, TranslationMemo, gateway_content, translate
+from trafficsplit.core.model.errors import SpecError
 
 GROUP = "gateway.networking.k8s.io"
 CONTROLLER = "trafficsplit.dev/gateway-controller"
@@ -48,7 +50,7 @@ CREATED = ("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z")
 
 def whole_pass(inputs: Inputs) -> translate_module.Translation:
     """What one pass over every Gateway at once gives (the translation before it was cut per Gateway)."""
-    return translate_module._assemble(inputs, [translate_module._translate_pass(inputs, ActionMemo())])
+    return translate_module._assemble(inputs, {"*": translate_module._translate_pass(inputs, ActionMemo())})
 
 
 def meta(name: str, namespace: str | None = "ns", created: str = CREATED[0]) -> dict[str, Any]:
@@ -203,6 +205,78 @@ def test_per_gateway_translation_is_one_pass_over_the_store_and_the_indexed_chec
     tables = {a.split.key: a.split.table for a in published if a.split is not None and a.split.table is not None}
     advanced = dataclasses.replace(inputs, tables=tables)
     assert translate(advanced) == whole_pass(advanced)
+
+
+def _content(t: translate_module.Translation, gateway: str, memo: ContentMemo | None = None) -> Any:
+    """The Gateway's content (from `memo` when given), or the problems it is refused for."""
+    try:
+        return memo.content(t, gateway, "uid") if memo is not None else gateway_content(t, gateway, "uid")
+    except SpecError as exc:
+        return ("refused", tuple(exc.problems))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stores(), st.data())
+def test_a_content_kept_by_its_part_is_the_content_built_afresh(
+    bodies: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """Over generated stores (routes on one or two Gateways, shared hosts): one route's weights changed, translated
+    with the operator's memos, each Gateway's kept content equals the one built from a fresh translation, and a
+    Gateway the changed route is not on keeps the very object it had."""
+    memo, contents = TranslationMemo(), ContentMemo()
+    first = translate(golden.inputs_of(bodies)[0], memo)
+    keys = sorted(first.parts)
+    before = {g: _content(first, g, contents) for g in keys}
+    routes = [b for b in bodies if b["kind"] == "HTTPRoute"]
+    changed = data.draw(st.sampled_from(routes))
+    changed["spec"]["rules"][0]["backendRefs"][0]["weight"] += 1
+    inputs = golden.inputs_of(bodies)[0]
+    kept, fresh = translate(inputs, memo), translate(inputs)
+    on = {f"{r.get('namespace', 'ns')}/{r['name']}" for r in changed["spec"]["parentRefs"]}
+    for g in keys:
+        got = _content(kept, g, contents)
+        assert got == _content(fresh, g), g
+        if g not in on:
+            assert got is before[g], f"{g} was built again for a route not on it"
+
+
+def test_a_gateway_not_translated_again_keeps_its_content() -> None:
+    memo, contents = TranslationMemo(), ContentMemo()
+    first = translate(_store(), memo)
+    a, b = contents.content(first, "ns/a", "ua"), contents.content(first, "ns/b", "ub")
+    flipped = translate(_store(weight_b=0), memo)
+    assert contents.content(flipped, "ns/a", "ua") is a
+    b2 = contents.content(flipped, "ns/b", "ub")
+    assert b2 != b and b2 == gateway_content(translate(_store(weight_b=0)), "ns/b", "ub")
+    assert contents.built == {"ns/a": 1, "ns/b": 2}
+    # Another uid (the Gateway deleted and created again under its name) is another content.
+    assert contents.content(flipped, "ns/a", "ua2") == gateway_content(flipped, "ns/a", "ua2")
+    assert contents.built["ns/a"] == 2
+
+
+def test_the_memo_compares_a_store_parsed_again_once() -> None:
+    """The store replaces an object by an equal one at every watch event (our own status writes among them). The
+    memo kept the inputs it first translated, so every later pass compared each route field by field with that first
+    object (4 ms a pass for 100 routes of 61 matches); it keeps the inputs last compared, and a pass over the same
+    objects compares them by identity."""
+    memo = TranslationMemo()
+    translate(_store(), memo)
+    again = _store()  # equal objects, not the same ones
+    compared = 0
+    original = HTTPRoute.__eq__
+
+    def counting(self: HTTPRoute, other: object) -> bool:
+        nonlocal compared
+        compared += 1
+        return original(self, other)
+
+    with mock.patch.object(HTTPRoute, "__eq__", counting):
+        translate(again, memo)
+        assert compared > 0
+        compared = 0
+        translate(again, memo)
+        assert compared == 0, "the same objects were compared field by field again"
+    assert memo.translated == {"ns/a": 1, "ns/b": 1}
 
 
 def test_the_generated_stores_do_produce_conflicts() -> None:

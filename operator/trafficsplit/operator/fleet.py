@@ -361,6 +361,11 @@ class Fleet:
     def acks(self) -> tuple[ReplicaAck, ...]:
         return tuple(ReplicaAck(w.name, w.acked) for w in self._workers.values())
 
+    def acked_by_all(self) -> int:
+        """The highest number every replica acknowledged (0 without replicas): a status check per route reads it,
+        so it builds nothing."""
+        return min((w.acked for w in self._workers.values()), default=0)
+
     def all_known(self) -> bool:
         """Every replica answered once since it was found (so `highest_held` covers them all)."""
         return all(w.known for w in self._workers.values())

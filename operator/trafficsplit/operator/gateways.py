@@ -76,7 +76,14 @@ from trafficsplit.core.gatewayapi.tables import (
     rebuilt_rule_message,
     route_served_before,
 )
-from trafficsplit.core.gatewayapi.translate import Inputs, Translation, TranslationMemo, gateway_content, translate
+from trafficsplit.core.gatewayapi.translate import (
+    ContentMemo,
+    Inputs,
+    Translation,
+    TranslationMemo,
+    gateway_content,
+    translate,
+)
 from trafficsplit.core.model.assignment import SlotTable
 from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.errors import SpecError
@@ -88,7 +95,7 @@ from trafficsplit.operator.certificates import CertificateReader, CertificateTim
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, names_for
 from trafficsplit.operator.fleet import Backoff, Fleet, Numbering
-from trafficsplit.operator.metrics import FleetState, backend_states, gateway_label
+from trafficsplit.operator.metrics import BackendState, FleetState, backend_states, gateway_label
 from trafficsplit.operator.provision import ProvisionError
 from trafficsplit.operator.store import Key, Parse, Refused, WatchStore, object_key
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
@@ -194,6 +201,19 @@ class Stored:
     status: Mapping[str, Any]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _RouteSeen:
+    """What a route's status follows from: the object as last seen, our parents' statuses (with the rules their
+    replicas refused), whether each is served, and the refusal of its body."""
+
+    uid: str
+    resource_version: str
+    generation: int
+    ours: tuple[ParentStatus, ...]
+    served: tuple[bool, ...]
+    refusal: Refused | None
+
+
 @dataclass(kw_only=True)
 class GatewayStore(WatchStore):
     """What the Gateway API plane's watches have seen, parsed (a body refused is absent), and for the kinds whose
@@ -269,6 +289,7 @@ class GatewayPublishing:
     replicas: tuple[Replica, ...] | None = None  # as last given to the fleet
     number: int = 0
     content: GenerationContent | None = None
+    backends: tuple[BackendState, ...] = ()  # the metrics' view of `content`'s splits, built once per content
     refused: str | None = None  # why its current content could not be numbered (a status message)
     since: dict[str, tuple[int, int]] = field(default_factory=dict)  # object → (metadata.generation, first number)
     provisioned: tuple[int, GatewayParameters] | None = None  # the Gateway generation and parameters last ensured
@@ -296,8 +317,7 @@ class GatewayPublishing:
         return self.held
 
     def served(self, number: int) -> bool:
-        acks = self.fleet.acks()
-        return number > 0 and bool(acks) and all(a.acked >= number for a in acks)
+        return number > 0 and self.fleet.acked_by_all() >= number
 
     def waiting(self, number: int | None, publish_service: Key) -> str:
         acks = self.fleet.acks()
@@ -361,11 +381,15 @@ class GatewayPlane:
         # what was last written to each object, by uid: a route deleted and created again under its name within the
         # second would otherwise match the old one's body and never get a status
         self._written: dict[tuple[str, Key], tuple[str, Mapping[str, Any]]] = {}
+        # What each route's status last followed from, once that status was in place: a pass that changed none of it
+        # skips the route (a neighbour's 100 routes cost each of another Gateway's passes ~10 ms to recompute)
+        self._routes_seen: dict[Key, _RouteSeen] = {}
         self._cleaned = False
         self.translation: Translation | None = None
         # Each Gateway's translation by the inputs it read: a change on one Gateway translates that Gateway alone, and
         # one patched route among 1,000 builds one rule's split.
         self.memo = TranslationMemo()
+        self.contents = ContentMemo()  # and each Gateway's content by its part: built again only when that changed
         self.referenced: frozenset[Key] = frozenset()  # Services the routes name, and the publish Services
         # `assignment: minimal` rules' slot tables as this leadership published them (split key → table): each weight
         # change advances the table last published. A rule this leadership has not published yet continues the table
@@ -389,7 +413,7 @@ class GatewayPlane:
                     generation=p.number,
                     acks=p.fleet.acks(),
                     refused_splits=sum(len(v) for v in p.fleet.refusals().values()),
-                    backends=backend_states(p.content.splits if p.content is not None else ()),
+                    backends=p.backends,
                 ),
             )
             for key, p in sorted(self._gateways.items())
@@ -550,6 +574,11 @@ class GatewayPlane:
         for gone in [k for k, p in self._gateways.items() if k not in ours or p.uid != self._uid(k)]:
             await self._close(gone)
         loop = asyncio.get_running_loop()
+        routes_on: dict[Key, list[str]] = {}  # each Gateway's routes (with a parent on it), once for every Gateway
+        for rs in translation.routes:
+            for gk in dict.fromkeys(_parent_gateway(ps.parent) for ps in rs.parents):
+                if gk is not None:
+                    routes_on.setdefault(gk, []).append(rs.route)
         for key in ours:
             p = self._gateways.get(key)
             if p is None:
@@ -569,7 +598,7 @@ class GatewayPlane:
                 await p.fleet.set_replicas(replicas)
             self._provision(key, p, translation)
             self._publish(key, p, translation, numbering, loop.time())
-            self._carry(key, p, translation)
+            self._carry(key, p, translation, routes_on.get(key, ()))
         await self._post_rebuilt()
         await self._post_refusals()
         if self._provisioner is not None and not self._cleaned:
@@ -589,7 +618,7 @@ class GatewayPlane:
         try:
             # A table that breaks a bound of the model (its content) or the generation's (stamp) is this Gateway's
             # alone: it keeps what its replicas hold and its status says why; the other Gateways are published.
-            content = self._content_for(t, f"{key[0]}/{key[1]}", p.uid)
+            content = self.contents.content(t, f"{key[0]}/{key[1]}", p.uid, self._content_for)
             if content == p.content and fleet.highest_held <= p.number:
                 return
             number = numbering.next(max(p.number, fleet.highest_held))
@@ -602,23 +631,24 @@ class GatewayPlane:
             return
         numbering.took(number)
         p.number, p.content, p.refused = number, content, None
+        p.backends = backend_states(content.splits)
         self._keep_tables(key, gen.splits)
         log.info("Gateway %s/%s: generation %d: %d splits", *key, number, len(gen.splits))
         fleet.set_target(generation_to_proto(gen, self.settings.origin))
 
-    def _carry(self, key: Key, p: GatewayPublishing, t: Translation) -> None:
-        """Record, for the Gateway and each route with a parent on it, the first number carrying its current
-        metadata.generation (the current number when its content did not change)."""
+    def _carry(self, key: Key, p: GatewayPublishing, t: Translation, routes: Iterable[str]) -> None:
+        """Record, for the Gateway and each of its `routes` (those with a parent on it), the first number carrying
+        its current metadata.generation (the current number when its content did not change)."""
         if p.number == 0 or p.refused is not None:
             return
         gw = self.store.gateways.get(key)
         objects: dict[str, int] = {}
         if gw is not None:
             objects["gateway"] = gw.meta.generation
-        for rs in t.routes:
-            route = self.store.routes.get(_key(rs.route))
-            if route is not None and any(_parent_gateway(ps.parent) == key for ps in rs.parents):
-                objects[f"route:{rs.route}"] = route.meta.generation
+        for r in routes:
+            route = self.store.routes.get(_key(r))
+            if route is not None:
+                objects[f"route:{r}"] = route.meta.generation
         gateway = f"{key[0]}/{key[1]}"
         for ps in t.policies:
             pol = self.store.policies.get(_key(ps.policy))
@@ -802,6 +832,10 @@ class GatewayPlane:
                     now=now,
                 )
             await self._write("gateway", key, st, {**st.status, **body})
+        refused = self._refused_by_route()
+        if len(self._routes_seen) > len(self.store.routes):
+            for gone in [k for k in self._routes_seen if k not in self.store.routes]:
+                del self._routes_seen[gone]
         for rs in t.routes:
             rkey = _key(rs.route)
             route = self.store.routes.get(rkey)
@@ -814,14 +848,27 @@ class GatewayPlane:
                 gk = _parent_gateway(ref)
                 return gk is not None and self._served(gk, f"route:{r}", g)
 
-            ours_ = tuple(self._refused_rules(ps, rs.route, generation) for ps in rs.parents)
+            ours_ = tuple(self._refused_rules(ps, rs.route, generation, refused) for ps in rs.parents)
+            refusal = self.store.refused.get(("httproute", rkey))
+            seen = _RouteSeen(
+                uid=st.uid,
+                resource_version=st.resource_version,
+                generation=generation,
+                ours=ours_,
+                served=tuple(served(ps.parent) for ps in ours_),
+                refusal=refusal,
+            )
+            if self._routes_seen.get(rkey) == seen:
+                continue  # nothing its status follows from changed since it was found in place or written
             parents = route_parents(
                 stored=st.status.get("parents"), ours=ours_, route_namespace=rkey[0], served=served, now=now
             )
-            if (refusal := self.store.refused.get(("httproute", rkey))) is not None:
+            if refusal is not None:
                 parents = _refused_parents(parents, st.status.get("parents"), refusal, now)
-            if parents or st.status.get("parents"):  # nothing of ours yet and nothing stored: no empty write
-                await self._write("httproute", rkey, st, {**st.status, "parents": parents})
+            # nothing of ours yet and nothing stored: no empty write
+            write = {**st.status, "parents": parents} if parents or st.status.get("parents") else None
+            if write is None or await self._write("httproute", rkey, st, write):
+                self._routes_seen[rkey] = seen
         for ps in t.policies:
             pkey = _key(ps.policy)
             pol = self.store.policies.get(pkey)
@@ -855,31 +902,43 @@ class GatewayPlane:
                 return False
         return True
 
-    def _refused_rules(self, ps: ParentStatus, route: str, generation: int) -> ParentStatus:
-        """The parent with the rules its Gateway's replicas refused alone (`Fleet.refusals`, keyed by split key
-        `namespace/route.rule-<i>`) named."""
-        gk = _parent_gateway(ps.parent)
-        p = self._gateways.get(gk) if gk is not None else None
-        if p is None:
-            return ps
-        rules: dict[int, tuple[tuple[str, str], ...]] = {}
-        for split, by in p.fleet.refusals().items():
-            rule = RuleKey.parse(split)
-            if rule is not None and rule.route == route:
-                rules[rule.rule] = by
-        return with_refusals(ps, rules, generation)
+    def _refused_by_route(self) -> dict[Key, dict[str, dict[int, tuple[tuple[str, str], ...]]]]:
+        """Per Gateway, per route (`namespace/name`), the rules its replicas refused alone (`Fleet.refusals`, keyed
+        by split key `namespace/route.rule-<i>`) and by whom: read once per status pass, not once per route."""
+        out: dict[Key, dict[str, dict[int, tuple[tuple[str, str], ...]]]] = {}
+        for gk, p in self._gateways.items():
+            for split, by in p.fleet.refusals().items():
+                rule = RuleKey.parse(split)
+                if rule is not None:
+                    out.setdefault(gk, {}).setdefault(rule.route, {})[rule.rule] = by
+        return out
 
-    async def _write(self, kind: str, key: Key, stored: Stored, body: Mapping[str, Any]) -> None:
+    @staticmethod
+    def _refused_rules(
+        ps: ParentStatus,
+        route: str,
+        generation: int,
+        refused: Mapping[Key, Mapping[str, Mapping[int, tuple[tuple[str, str], ...]]]],
+    ) -> ParentStatus:
+        """The parent with the rules its Gateway's replicas refused alone (`_refused_by_route`) named."""
+        gk = _parent_gateway(ps.parent)
+        rules = refused.get(gk, {}).get(route) if gk is not None else None
+        return with_refusals(ps, rules, generation) if rules else ps
+
+    async def _write(self, kind: str, key: Key, stored: Stored, body: Mapping[str, Any]) -> bool:
         """Write `body` unless the object has it, or it is what was last written to this object (the watch event of
-        our own write may not have arrived yet)."""
-        if self._sink is None or body == stored.status or self._written.get((kind, key)) == (stored.uid, body):
-            return
+        our own write may not have arrived yet). False: not written, the next pass tries again."""
+        if self._sink is None:
+            return False
+        if body == stored.status or self._written.get((kind, key)) == (stored.uid, body):
+            return True
         try:
             await self._sink(kind, key, stored.resource_version, body)
         except Exception as exc:  # a conflict or an outage: the next pass (the watch brings the newer object) retries
             log.warning("status of %s %s not written: %s", kind, "/".join(x for x in key if x), exc)
-            return
+            return False
         self._written[(kind, key)] = (stored.uid, body)
+        return True
 
     async def _post_refusals(self) -> None:
         """A Refused Warning for each Gateway or HTTPRoute whose current body was refused, once per generation."""

@@ -30,7 +30,7 @@ exact or `*.` host fits.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -91,6 +91,9 @@ class Translation:
     # Gateways whose route table breaks a bound of the model (`routes.VirtualHost`, `ListenerRoutes`): why, by
     # `namespace/name`. Only they are refused (`gateway_content` raises for them); every other Gateway is served.
     refused: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Each Gateway's part (`namespace/name` → `_Part`), the one its listeners and actions came from: the same object
+    # on the next translation when the Gateway was not translated again (`TranslationMemo`), which `ContentMemo` uses.
+    parts: Mapping[str, _Part] = field(default_factory=dict, compare=False, repr=False)
 
 
 # A parentRef of the route to one of our Gateways: the ref, the Accepted=False condition that refuses it (None when
@@ -136,22 +139,25 @@ class TranslationMemo:
         self._parts: dict[str, tuple[Inputs, _Part, ActionMemo]] = {}
         self.translated: Counter[str] = Counter()
 
-    def parts(self, scoped: Mapping[str, Inputs]) -> list[_Part]:
+    def parts(self, scoped: Mapping[str, Inputs]) -> dict[str, _Part]:
         """The part of each Gateway of `scoped` (its key → the inputs it reads), translated again only when those
-        changed."""
+        changed (the held part itself, not a copy, when they did not)."""
         for gone in [k for k in self._parts if k not in scoped]:
             del self._parts[gone]
-        out: list[_Part] = []
+        out: dict[str, _Part] = {}
         for key, inputs in scoped.items():
             held = self._parts.get(key)
             if held is not None and held[0] == inputs:
-                out.append(held[1])
+                # Keep the inputs just compared: the store replaces an object by an equal one at each watch event
+                # (our own status writes among them), and the next comparison is then by identity, not field by field.
+                self._parts[key] = (inputs, held[1], held[2])
+                out[key] = held[1]
                 continue
             actions = held[2] if held is not None else ActionMemo()
             part = _translate_pass(inputs, actions)
             self.translated[key] += 1
             self._parts[key] = (inputs, part, actions)
-            out.append(part)
+            out[key] = part
         return out
 
 
@@ -205,11 +211,12 @@ def _translate_pass(inputs: Inputs, memo: ActionMemo) -> _Part:
     )
 
 
-def _assemble(inputs: Inputs, parts: Sequence[_Part]) -> Translation:
-    """The parts (each over its own Gateways) as one translation, in the order one pass over all of them gives:
+def _assemble(inputs: Inputs, by_gateway: Mapping[str, _Part]) -> Translation:
+    """The parts (each over its own Gateway) as one translation, in the order one pass over all of them gives:
     listeners and Gateways by Gateway, routes oldest first with their parents in the order of their parentRefs, each
     route's actions once (a route on two Gateways is built the same on both), and the class and policy statuses of
     the whole store."""
+    parts = tuple(by_gateway.values())
     order = {r.meta.key: (r.meta.created, r.meta.key) for r in inputs.routes}
     refs = {r.meta.key: r.parent_refs for r in inputs.routes}
     parents: dict[str, list[ParentStatus]] = {}
@@ -228,6 +235,8 @@ def _assemble(inputs: Inputs, parts: Sequence[_Part]) -> Translation:
     routes = tuple(
         RouteStatus(key, _in_ref_order(parents[key], refs[key])) for key in sorted(parents, key=order.__getitem__)
     )
+    # Policy standing reads only the routes the policies name.
+    named = {f"{p.meta.namespace}/{t.name}" for p in inputs.policies for t in p.targets}
     route_gateways = {
         rs.route: tuple(
             dict.fromkeys(
@@ -236,9 +245,8 @@ def _assemble(inputs: Inputs, parts: Sequence[_Part]) -> Translation:
             )
         )
         for rs in routes
+        if rs.route in named
     }
-    # Policy standing reads only the routes the policies name.
-    named = {f"{p.meta.namespace}/{t.name}" for p in inputs.policies for t in p.targets}
     attachment = resolve((r for r in inputs.routes if r.meta.key in named), inputs.policies)
     return Translation(
         listeners=tuple(lr for part in parts for lr in part.listeners),
@@ -248,12 +256,15 @@ def _assemble(inputs: Inputs, parts: Sequence[_Part]) -> Translation:
         classes=class_statuses(inputs.classes, inputs.parameters or {}),
         policies=policy_statuses(inputs.policies, attachment, invalid, route_gateways),
         refused={k: v for part in parts for k, v in part.refused.items()},
+        parts=dict(by_gateway),
     )
 
 
 def _in_ref_order(parents: Sequence[ParentStatus], refs: Sequence[ParentRef]) -> tuple[ParentStatus, ...]:
     """A route's parents gathered from several parts, in the order of its parentRefs (one status per ref of ours;
     a ref written twice has its two statuses in turn)."""
+    if len(parents) == 1:
+        return (parents[0],)  # most routes: nothing to order
     slots: dict[ParentRef, list[int]] = {}
     for i, ref in enumerate(refs):
         slots.setdefault(ref, []).append(i)
@@ -468,3 +479,39 @@ def gateway_content(translation: Translation, gateway: str, uid: str = "") -> Ge
         splits=tuple(a.split for a in actions if a.split is not None),
         routes=GatewayRoutes(gateway=gateway, gateway_uid=uid, listeners=listeners, actions=actions),
     )
+
+
+class ContentMemo:
+    """Each Gateway's content (`gateway_content`) by the part of the translation it came from and the Gateway's uid:
+    a Gateway whose part is the one of the last translation (its inputs did not change, `TranslationMemo`) keeps its
+    content, so a pass that another Gateway's change started costs it nothing. Without it every pass built the
+    content of every Gateway with replicas, and a neighbour holding 6,100 matches cost each of them ~46 ms (issue 28's
+    neighbour case). The content of a part is a function of the part: its listeners are the Gateway's alone, and the
+    actions they name are built from the same inputs in any part that holds their route. A Gateway gone from the
+    translation is forgotten; one whose table is refused is not kept (`gateway_content` raises every time)."""
+
+    __slots__ = ("_held", "built")
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[_Part, str, GenerationContent]] = {}
+        self.built: Counter[str] = Counter()  # contents built per Gateway, for the tests
+
+    def content(
+        self,
+        translation: Translation,
+        gateway: str,
+        uid: str = "",
+        build: Callable[[Translation, str, str], GenerationContent] = gateway_content,
+    ) -> GenerationContent:
+        if len(self._held) > len(translation.parts):  # one more than there are Gateways at most
+            for gone in [k for k in self._held if k not in translation.parts]:
+                del self._held[gone]
+        part = translation.parts.get(gateway)
+        held = self._held.get(gateway)
+        if part is not None and held is not None and held[0] is part and held[1] == uid:
+            return held[2]
+        self.built[gateway] += 1
+        content = build(translation, gateway, uid)
+        if part is not None:
+            self._held[gateway] = (part, uid, content)
+        return content
