@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -203,15 +204,23 @@ class Stored:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _RouteSeen:
-    """What a route's status follows from: the object as last seen, our parents' statuses (with the rules their
-    replicas refused), whether each is served, and the refusal of its body."""
+    """What a route's status follows from: the object as last seen, the status epoch of each Gateway it has a parent
+    on (`GatewayPlane._status_epochs`), and the refusal of its body."""
 
     uid: str
     resource_version: str
     generation: int
-    ours: tuple[ParentStatus, ...]
-    served: tuple[bool, ...]
+    epochs: tuple[int, ...]
     refusal: Refused | None
+
+
+@dataclass(frozen=True, slots=True)
+class _StatusEpoch:
+    """A Gateway's status epoch: its number, and what it was taken for (the part object and the publishing state)."""
+
+    part: object
+    state: tuple[object, ...]
+    number: int
 
 
 @dataclass(kw_only=True)
@@ -382,8 +391,11 @@ class GatewayPlane:
         # second would otherwise match the old one's body and never get a status
         self._written: dict[tuple[str, Key], tuple[str, Mapping[str, Any]]] = {}
         # What each route's status last followed from, once that status was in place: a pass that changed none of it
-        # skips the route (a neighbour's 100 routes cost each of another Gateway's passes ~10 ms to recompute)
+        # skips the route (a neighbour's 100 routes cost each of another Gateway's passes ~10 ms to recompute), by
+        # its object and the status epoch of each Gateway it is on (`_status_epochs`)
         self._routes_seen: dict[Key, _RouteSeen] = {}
+        self._epochs: dict[Key, _StatusEpoch] = {}
+        self._epoch_numbers = itertools.count(1)
         self._cleaned = False
         self.translation: Translation | None = None
         # Each Gateway's translation by the inputs it read: a change on one Gateway translates that Gateway alone, and
@@ -836,6 +848,7 @@ class GatewayPlane:
         if len(self._routes_seen) > len(self.store.routes):
             for gone in [k for k in self._routes_seen if k not in self.store.routes]:
                 del self._routes_seen[gone]
+        epochs = self._status_epochs(t, refused)
         for rs in t.routes:
             rkey = _key(rs.route)
             route = self.store.routes.get(rkey)
@@ -843,23 +856,23 @@ class GatewayPlane:
             if route is None or st is None:
                 continue
             generation = route.meta.generation
+            refusal = self.store.refused.get(("httproute", rkey))
+            on = dict.fromkeys(_parent_gateway(ps.parent) for ps in rs.parents)
+            seen = _RouteSeen(
+                uid=st.uid,
+                resource_version=st.resource_version,
+                generation=generation,
+                epochs=tuple(epochs.get(gk, 0) if gk is not None else 0 for gk in on),
+                refusal=refusal,
+            )
+            if self._routes_seen.get(rkey) == seen:
+                continue  # nothing its status follows from changed since it was found in place or written
 
             def served(ref: ParentRef, r: str = rs.route, g: int = generation) -> bool:
                 gk = _parent_gateway(ref)
                 return gk is not None and self._served(gk, f"route:{r}", g)
 
             ours_ = tuple(self._refused_rules(ps, rs.route, generation, refused) for ps in rs.parents)
-            refusal = self.store.refused.get(("httproute", rkey))
-            seen = _RouteSeen(
-                uid=st.uid,
-                resource_version=st.resource_version,
-                generation=generation,
-                ours=ours_,
-                served=tuple(served(ps.parent) for ps in ours_),
-                refusal=refusal,
-            )
-            if self._routes_seen.get(rkey) == seen:
-                continue  # nothing its status follows from changed since it was found in place or written
             parents = route_parents(
                 stored=st.status.get("parents"), ours=ours_, route_namespace=rkey[0], served=served, now=now
             )
@@ -901,6 +914,26 @@ class GatewayPlane:
             if attached and route is not None and not self._served(gk, f"route:{r}", route.meta.generation):
                 return False
         return True
+
+    def _status_epochs(
+        self, t: Translation, refused: Mapping[Key, Mapping[str, Mapping[int, tuple[tuple[str, str], ...]]]]
+    ) -> dict[Key, int]:
+        """Per Gateway, a number that changes whenever anything its routes' parent statuses follow from changed:
+        its part of the translation (the same object while it is not translated again), the number published to
+        it, the number all its replicas acknowledged, why it could not be numbered, and the rules they refused. A
+        route whose object and Gateways' epochs are those its status was last found in place or written for is not
+        computed again: a pass costs a route a few lookups, not its parents' statuses."""
+        for gone in [k for k in self._epochs if k not in self._gateways]:
+            del self._epochs[gone]
+        out: dict[Key, int] = {}
+        for gk, p in self._gateways.items():
+            part = t.parts.get(f"{gk[0]}/{gk[1]}")
+            state = (p.number, p.fleet.acked_by_all(), p.refused, refused.get(gk))
+            held = self._epochs.get(gk)
+            if held is None or held.part is not part or held.state != state:
+                held = self._epochs[gk] = _StatusEpoch(part, state, next(self._epoch_numbers))
+            out[gk] = held.number
+        return out
 
     def _refused_by_route(self) -> dict[Key, dict[str, dict[int, tuple[tuple[str, str], ...]]]]:
         """Per Gateway, per route (`namespace/name`), the rules its replicas refused alone (`Fleet.refusals`, keyed
