@@ -43,7 +43,7 @@ for p in ("src", "operator", "extproc", "."):
 from kubernetes import client, config  # noqa: E402
 
 from bench.bench_flip import GROUP, neighbour_attached, neighbour_manifests, route_accepted, summary  # noqa: E402
-from tests.e2e.cluster import Cluster, wait_for  # noqa: E402
+from tests.e2e.cluster import Cluster, echo_backend, wait_for  # noqa: E402
 from tests.e2e.gatewayapi import POD_PORT, dataplane_pod_ips, gateway_doc, install_gateway_api, programmed  # noqa: E402
 
 NS_A = "tenant-a"
@@ -63,43 +63,7 @@ def backend_docs(cluster: Cluster) -> list[dict[str, Any]]:
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in (NS_A, NS_B)
     ]
     for colour in COLOURS:
-        labels = {"app": "neighbour-bench", "version": colour}
-        docs.append(
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": colour, "namespace": NS_B, "labels": labels},
-                "spec": {
-                    "replicas": 1,
-                    "selector": {"matchLabels": labels},
-                    "template": {
-                        "metadata": {"labels": labels},
-                        "spec": {
-                            "automountServiceAccountToken": False,
-                            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534},
-                            "containers": [
-                                {
-                                    "name": "echo",
-                                    "image": cluster.echo_image(),
-                                    "args": ["-listen=:8080", f"-text={colour}"],
-                                    "ports": [{"name": "http", "containerPort": 8080}],
-                                    "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "timeoutSeconds": 5},
-                                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-                                }
-                            ],
-                        },
-                    },
-                },
-            }
-        )
-        docs.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": colour, "namespace": NS_B},
-                "spec": {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
-            }
-        )
+        docs += echo_backend(NS_B, colour, {"app": "neighbour-bench", "version": colour}, cluster.echo_image())
     docs.append(
         {
             "apiVersion": "v1",

@@ -164,6 +164,48 @@ class Gateway:
             conn.close()
 
 
+def echo_backend(
+    namespace: str, name: str, labels: dict[str, str], image: str, probe_period: int | None = None
+) -> list[dict[str, Any]]:
+    """One name-echoing backend (the echo image answers every request with `name`): a one-replica Deployment,
+    unprivileged, and its Service on port 80. `probe_period`: the readiness probe's periodSeconds (Kubernetes'
+    default when None); its timeout is 5 s, not 1, since the probe proves readiness, not speed, on a busy node."""
+    probe: dict[str, Any] = {"httpGet": {"path": "/", "port": "http"}, "timeoutSeconds": 5}
+    if probe_period is not None:
+        probe["periodSeconds"] = probe_period
+    container = {
+        "name": "echo",
+        "image": image,
+        "args": ["-listen=:8080", f"-text={name}"],
+        "ports": [{"name": "http", "containerPort": 8080}],
+        "readinessProbe": probe,
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+    }
+    pod = {
+        "automountServiceAccountToken": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534},
+        "containers": [container],
+    }
+    return [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": pod},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+        },
+    ]
+
+
 def plugin_command() -> list[str]:
     """`kubectl trafficsplit` when the plugin is on PATH (pip install puts it there), else this tree's CLI."""
     if shutil.which("kubectl-trafficsplit"):

@@ -36,7 +36,16 @@ import pytest
 import yaml
 from scipy.stats import chisquare
 
-from tests.e2e.cluster import Cluster, Gateway, Response, condition, plugin_command, probe_failures, wait_for
+from tests.e2e.cluster import (
+    Cluster,
+    Gateway,
+    Response,
+    condition,
+    echo_backend,
+    plugin_command,
+    probe_failures,
+    wait_for,
+)
 from tests.e2e.gatewayapi import (
     CLASS,
     CONTROLLER,
@@ -83,51 +92,10 @@ def _accepted_now(cluster: Cluster, name: str) -> dict[str, Any] | None:
 def _backend_docs() -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}]
     for name in BACKENDS:
-        labels = {"app": "gw-e2e", "version": name}
-        docs.append(
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": name, "namespace": NS, "labels": labels},
-                "spec": {
-                    "replicas": 1,
-                    "selector": {"matchLabels": labels},
-                    "template": {
-                        "metadata": {"labels": labels},
-                        "spec": {
-                            "automountServiceAccountToken": False,
-                            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534},
-                            "containers": [
-                                {
-                                    "name": "echo",
-                                    "image": "IMAGE",
-                                    "args": ["-listen=:8080", f"-text={name}"],
-                                    "ports": [{"name": "http", "containerPort": 8080}],
-                                    # One CI run measured the 70/30 as 72.5/27.5. The mechanism found that biases it:
-                                    # a pod whose probe (default timeout 1 s) fails on the saturated 2-core node
-                                    # leaves its endpoints and its keys fail over (docs/spec.md §6). The probe
-                                    # proves readiness, not speed; the ratio test reports any probe failure too.
-                                    "readinessProbe": {
-                                        "httpGet": {"path": "/", "port": "http"},
-                                        "periodSeconds": 2,
-                                        "timeoutSeconds": 5,
-                                    },
-                                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-                                }
-                            ],
-                        },
-                    },
-                },
-            }
-        )
-        docs.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": name, "namespace": NS, "labels": labels},
-                "spec": {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
-            }
-        )
+        # One CI run measured the 70/30 as 72.5/27.5. The mechanism found that biases it: a pod whose probe (default
+        # timeout 1 s) fails on the saturated 2-core node leaves its endpoints and its keys fail over (docs/spec.md
+        # §6). The probe proves readiness, not speed (echo_backend's 5 s); the ratio test reports any probe failure.
+        docs += echo_backend(NS, name, {"app": "gw-e2e", "version": name}, "IMAGE", probe_period=2)
     return docs
 
 
