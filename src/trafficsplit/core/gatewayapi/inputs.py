@@ -84,7 +84,12 @@ def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
         route_namespaces = {r.meta.namespace for r in routes}
         route_keys = {r.meta.key for r in routes}
         policies = {p.key for k in route_keys for p in policies_of.get(k, ())}
-        split_keys = (RuleKey(r.meta.namespace, r.meta.name, rule.index).text for r in routes for rule in r.rules)
+        # only `assignment: minimal` rules have tables: none held, no key to build
+        split_keys = (
+            (RuleKey(r.meta.namespace, r.meta.name, rule.index).text for r in routes for rule in r.rules)
+            if tables
+            else ()
+        )
         out[key] = Inputs(
             classes=classes,
             gateways=(gw,),
