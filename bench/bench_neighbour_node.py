@@ -16,7 +16,7 @@ counted on A's listener, so the operator has translated them), alone again (A's 
 ratio loaded / alone of p50 and p99 is issue 28's target (within 1.2×). Needs Linux and root; prints the figures and
 writes them as JSON (`--out`). Nothing is asserted.
 
-    python bench/bench_neighbour_node.py [--flips 20] [--routes 100] [--matches 61] \
+    python bench/bench_neighbour_node.py [--flips 20] [--routes 100] [--matches 61] [--settle 15] \
         [--out bench/results/DATE-neighbour-node-100x61.json]
 """
 
@@ -187,6 +187,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             elif i:
                 cluster.kubectl("delete", "httproute", "--all", "-n", NS_A, timeout=300)
                 timings[f"unload_{i}_s"] = wait("A's routes gone", lambda: neighbour_attached(custom, NS_A, 0), 900)
+            # The same pause before every phase: what A's change set going (A's replicas taking its table, the
+            # routes' status writes, the node's own work) settles, so a phase times the steady state it names.
+            time.sleep(args.settle)
             for _ in range(half):
                 flipper.flip(phase)
             print(f"{phase}: {half} flips, served p50 {summary(flipper.series[phase]['served'][-half:])['p50']} ms")
@@ -204,7 +207,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "replicas_per_gateway": REPLICAS,
         "ms": figures,
         "ratio_loaded_over_alone": ratio,
+        "settle_s": args.settle,
         "timings_s": timings,
+        # every flip, ms, in the order run (phase by phase): where a tail sits, early in a phase or anywhere
+        "samples_ms": {
+            ph: {k: [round(x * 1000, 1) for x in v] for k, v in ser.items()} for ph, ser in flipper.series.items()
+        },
         "machine": {"cpus": os.cpu_count(), "loadavg_end": [round(x, 2) for x in os.getloadavg()]},
     }
 
@@ -214,6 +222,7 @@ def main() -> int:
     ap.add_argument("--flips", type=int, default=20, help="flips per condition, split over its two phases")
     ap.add_argument("--routes", type=int, default=100, help="A's HTTPRoutes, all on one hostname")
     ap.add_argument("--matches", type=int, default=61, help="PathPrefix matches per route of A")
+    ap.add_argument("--settle", type=float, default=15.0, help="seconds before each phase's first flip")
     ap.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
