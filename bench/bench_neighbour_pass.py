@@ -29,11 +29,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-
-def pct(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * len(s)))]
+from bench.bench_flip import pct  # noqa: E402  (the benches' one percentile)
 
 
 def summary(xs: list[float]) -> dict[str, float]:

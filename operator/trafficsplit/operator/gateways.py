@@ -202,14 +202,17 @@ class Stored:
     status: Mapping[str, Any]
 
 
+# One Gateway's rules its replicas refused alone: route (`namespace/name`) → rule index → (replica, message) pairs.
+RefusedRules = Mapping[str, Mapping[int, tuple[tuple[str, str], ...]]]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _RouteSeen:
     """What a route's status follows from: the object as last seen, the status epoch of each Gateway it has a parent
     on (`GatewayPlane._status_epochs`), and the refusal of its body."""
 
     uid: str
-    resource_version: str
-    generation: int
+    resource_version: str  # its spec and status as last seen (a new metadata.generation is a new version too)
     epochs: tuple[int, ...]
     refusal: Refused | None
 
@@ -861,7 +864,6 @@ class GatewayPlane:
             seen = _RouteSeen(
                 uid=st.uid,
                 resource_version=st.resource_version,
-                generation=generation,
                 epochs=tuple(epochs.get(gk, 0) if gk is not None else 0 for gk in on),
                 refusal=refusal,
             )
@@ -915,9 +917,7 @@ class GatewayPlane:
                 return False
         return True
 
-    def _status_epochs(
-        self, t: Translation, refused: Mapping[Key, Mapping[str, Mapping[int, tuple[tuple[str, str], ...]]]]
-    ) -> dict[Key, int]:
+    def _status_epochs(self, t: Translation, refused: Mapping[Key, RefusedRules]) -> dict[Key, int]:
         """Per Gateway, a number that changes whenever anything its routes' parent statuses follow from changed:
         its part of the translation (the same object while it is not translated again), the number published to
         it, the number all its replicas acknowledged, why it could not be numbered, and the rules they refused. A
@@ -935,7 +935,7 @@ class GatewayPlane:
             out[gk] = held.number
         return out
 
-    def _refused_by_route(self) -> dict[Key, dict[str, dict[int, tuple[tuple[str, str], ...]]]]:
+    def _refused_by_route(self) -> dict[Key, RefusedRules]:
         """Per Gateway, per route (`namespace/name`), the rules its replicas refused alone (`Fleet.refusals`, keyed
         by split key `namespace/route.rule-<i>`) and by whom: read once per status pass, not once per route."""
         out: dict[Key, dict[str, dict[int, tuple[tuple[str, str], ...]]]] = {}
@@ -944,14 +944,14 @@ class GatewayPlane:
                 rule = RuleKey.parse(split)
                 if rule is not None:
                     out.setdefault(gk, {}).setdefault(rule.route, {})[rule.rule] = by
-        return out
+        return dict(out)
 
     @staticmethod
     def _refused_rules(
         ps: ParentStatus,
         route: str,
         generation: int,
-        refused: Mapping[Key, Mapping[str, Mapping[int, tuple[tuple[str, str], ...]]]],
+        refused: Mapping[Key, RefusedRules],
     ) -> ParentStatus:
         """The parent with the rules its Gateway's replicas refused alone (`_refused_by_route`) named."""
         gk = _parent_gateway(ps.parent)
