@@ -32,7 +32,7 @@ the flip is measured with N splits held by every replica (each publish carries t
 (network namespaces). Nothing is asserted.
 
     python bench/bench_flip.py [--flips 50] [--splits 1000] [--routes 1000] [--out bench/results/DATE-flip-1000.json]
-        [--neighbour-routes 100 [--neighbour-matches 61]] [--operator-tree DIR]
+        [--neighbour-routes 100 [--neighbour-matches 61]] [--operator-tree DIR] [--keep-logs DIR]
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ import datetime
 import ipaddress
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -109,12 +110,14 @@ class Side:
     gateway_port: int | None = None  # None: the chart gateway's one listener
     colour: str = "blue"
     series: dict[str, list[float]] = field(default_factory=lambda: {"held": [], "traffic": [], "status": []})
+    patched_at: list[float] = field(default_factory=list)  # wall clock of each patch, to read beside the kept logs
 
     def flip(self) -> None:
         self.colour = "green" if self.colour == "blue" else "blue"
         weights = (100, 0) if self.colour == "blue" else (0, 100)
         before = min(self.units.held())
         t0 = time.perf_counter()
+        self.patched_at.append(time.time())
         generation = self.patch(weights)
         while min(self.units.held()) <= before:
             time.sleep(0.002)
@@ -368,6 +371,9 @@ def main() -> int:
     ap.add_argument("--neighbour-matches", type=int, default=61, help="PathPrefix matches per neighbour route")
     ap.add_argument("--operator-tree", type=Path, help="run the Gateway side's operator from this source tree")
     ap.add_argument("--out", type=Path, help="write the figures as JSON here")
+    ap.add_argument(
+        "--keep-logs", type=Path, help="copy the operators' and replicas' logs here (with the patch times in the JSON)"
+    )
     args = ap.parse_args()
     load_start = os.getloadavg()
     sides: list[Side] = []
@@ -401,6 +407,10 @@ def main() -> int:
             for _ in range(args.flips):
                 for side in sides:
                     side.flip()
+            if args.keep_logs is not None:
+                args.keep_logs.mkdir(parents=True, exist_ok=True)
+                for log in work.rglob("*.log"):
+                    shutil.copy(log, args.keep_logs / "-".join(log.relative_to(work).parts))
     ts = sides[0]
     doc: dict[str, Any] = {
         "benchmark": "flip",
@@ -410,6 +420,7 @@ def main() -> int:
         "debounce_s": args.debounce,
         "replicas": 2,
         "ms": {k: summary(xs) for k, xs in ts.series.items()},
+        "patched_at": {side.kind: [round(t, 3) for t in side.patched_at] for side in sides},
     }
     if args.routes:
         hr = sides[1]

@@ -410,7 +410,7 @@ def test_a_change_on_one_gateway_recomputes_no_status_of_another_gateways_routes
     computed: Counter[str] = Counter()
 
     def counting(**kwargs: Any) -> Any:
-        computed[kwargs["ours"][0].parent.name if kwargs["ours"] else ""] += 1
+        computed[kwargs["ours"][0].parent.name if kwargs["ours"] else ""] += 1  # the parent Gateway's name
         return route_parents(**kwargs)
 
     async def main() -> None:
@@ -431,6 +431,72 @@ def test_a_change_on_one_gateway_recomputes_no_status_of_another_gateways_routes
                 one.refuse_splits = {"shop/one-route.rule-0"}
                 api.put("httproute", route_body("one-route", "one", (40, 60), generation=3))
                 await until(lambda: "refused by" in _partially_invalid(api, "one-route"))
+
+    run(main)
+
+
+def test_a_gateways_publish_carries_the_first_generation_of_each_unchanged_rule(tmp_path: Any) -> None:
+    """A rule's Envoy routes disclose the generation that carried it first as it is (wire/gateway_routes.py
+    `disclosed_generation`), so the publisher keeps an unchanged rule's virtual host; for that, each Gateway publish
+    names, per rule split, the first generation that carried the rule (0 before: every rule disclosed the new number,
+    and a flip of one route among 1,000 rebuilt and resent all 1,000 hosts)."""
+
+    async def main() -> None:
+        async with gateways(tmp_path, "one") as p:
+            api, one = p.api, p.replicas["one"]
+            other = route_body("one-other", "one", (90, 10))
+            other["spec"]["rules"][0]["matches"] = [{"path": {"type": "PathPrefix", "value": "/other"}}]
+            api.put("httproute", other)
+            await p.start()
+            await until(lambda: api.accepted_at("one-route") == 1 and api.accepted_at("one-other") == 1)
+            assert one.held_gen is not None
+            carried = {s.name: s.first_generation for s in one.held_gen.splits}
+            first = carried["one-other.rule-0"]
+            assert first > 0
+            api.put("httproute", route_body("one-route", "one", (20, 80), generation=2))
+            await until(lambda: api.accepted_at("one-route") == 2)
+            assert one.held_gen is not None and one.held_gen.number > first
+            carried = {s.name: s.first_generation for s in one.held_gen.splits}
+            assert carried == {"one-other.rule-0": first, "one-route.rule-0": one.held_gen.number}
+            # The rule itself changed: its first number moves to the generation that carries the change.
+            other["metadata"]["generation"] = 2
+            other["spec"]["rules"][0]["backendRefs"][0]["weight"] = 50
+            api.put("httproute", other)
+            await until(lambda: api.accepted_at("one-other") == 2)
+            assert one.held_gen is not None
+            assert {s.name: s.first_generation for s in one.held_gen.splits}["one-other.rule-0"] == one.held_gen.number
+
+    run(main)
+
+
+def test_a_flip_of_one_route_recomputes_no_status_of_the_other_routes_on_its_gateway(tmp_path: Any) -> None:
+    """bench_flip at 1,000 HTTPRoutes on one Gateway: a flip's operator side took 217 ms against a TrafficSplit's
+    76 ms, and each of its passes recomputed the parents' status of all 1,000 routes (the Gateway's status epoch is
+    renewed whenever its translation part is, which is on every change of any route on it). A route whose own parent
+    statuses and served state are unchanged is skipped; the flipped route's status still follows the ACK."""
+    computed: Counter[str] = Counter()
+
+    def counting(**kwargs: Any) -> Any:
+        computed[kwargs["served"].args[0]] += 1
+        return route_parents(**kwargs)
+
+    async def main() -> None:
+        async with gateways(tmp_path, "one") as p:
+            api = p.api
+            other = route_body("one-other", "one", (90, 10))
+            other["spec"]["rules"][0]["matches"] = [{"path": {"type": "PathPrefix", "value": "/other"}}]
+            api.put("httproute", other)
+            await p.start()
+            await until(lambda: api.accepted_at("one-route") == 1 and api.accepted_at("one-other") == 1)
+            await until(lambda: api.programmed("one") == "True")
+            with mock.patch.object(gateways_module, "route_parents", counting):
+                api.put("httproute", route_body("one-route", "one", (20, 80), generation=2))
+                await until(lambda: api.accepted_at("one-route") == 2)
+                api.put("httproute", route_body("one-route", "one", (30, 70), generation=3))
+                await until(lambda: api.accepted_at("one-route") == 3)
+            assert computed[f"{NS}/one-route"] >= 2
+            assert computed[f"{NS}/one-other"] == 0, "a flip of one-route recomputed one-other's status"
+            assert api.accepted_at("one-other") == 1
 
     run(main)
 

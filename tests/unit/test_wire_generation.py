@@ -10,7 +10,7 @@ from trafficsplit.core.control.spec import parse_split
 from trafficsplit.core.model.compiled import CompiledSplit, Endpoint
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.v1alpha1 import publish_pb2 as pb
-from trafficsplit.wire.generation import generation_from_proto, generation_to_proto, split_index
+from trafficsplit.wire.generation import generation_from_proto, generation_to_proto, held_parts
 
 
 def _gen() -> pb.Generation:
@@ -124,7 +124,7 @@ def test_a_held_split_carried_unchanged_is_reused_not_compiled_again(monkeypatch
         return real(s, path, problems)
 
     monkeypatch.setattr(wire, "_split_from_proto", counting)
-    got = generation_from_proto(new_msg, split_index(held_msg, held))
+    got = generation_from_proto(new_msg, held_parts(held_msg, held))
     assert converted == [new_msg.splits[0].name]
     assert all(a is b for a, b in zip(got.splits[1:], held.splits[1:], strict=True))
     monkeypatch.setattr(wire, "_split_from_proto", real)

@@ -49,7 +49,7 @@ from trafficsplit.extproc.metrics import Metrics
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.v1alpha1 import publish_pb2_grpc as pb_grpc
 from trafficsplit.wire.envoy import ROUTE_TYPE
-from trafficsplit.wire.generation import generation_from_proto, split_index
+from trafficsplit.wire.generation import generation_from_proto, held_parts
 from trafficsplit.wire.snapshot import ResourceBuilder
 
 log = logging.getLogger(__name__)
@@ -180,7 +180,7 @@ class Publisher(pb_grpc.PublisherServicer):  # type: ignore[misc]
             return self._reply(pb.PublishReply.INVALID, jump)
         try:
             # The held splits the message carries unchanged are reused, not parsed and compiled again.
-            gen = generation_from_proto(msg, split_index(held_msg, held) if held and held_msg else None)
+            gen = generation_from_proto(msg, held_parts(held_msg, held) if held and held_msg else None)
         except SpecError as exc:
             return self._reply(pb.PublishReply.INVALID, str(exc))
         return await self._apply(gen, msg, msg.origin, time_remaining)

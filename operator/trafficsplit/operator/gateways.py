@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
 import logging
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -86,6 +85,7 @@ from trafficsplit.core.gatewayapi.translate import (
     translate,
 )
 from trafficsplit.core.model.assignment import SlotTable
+from trafficsplit.core.model.carried import CarriedRules
 from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import GenerationContent
@@ -98,6 +98,7 @@ from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, names_for
 from trafficsplit.operator.fleet import Backoff, Fleet, Numbering
 from trafficsplit.operator.metrics import BackendState, FleetState, backend_states, gateway_label
 from trafficsplit.operator.provision import ProvisionError
+from trafficsplit.operator.route_status_memo import RouteSeen, RouteStatusMemo
 from trafficsplit.operator.store import Key, Parse, Refused, WatchStore, object_key
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
 
@@ -206,26 +207,6 @@ class Stored:
 RefusedRules = Mapping[str, Mapping[int, tuple[tuple[str, str], ...]]]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _RouteSeen:
-    """What a route's status follows from: the object as last seen, the status epoch of each Gateway it has a parent
-    on (`GatewayPlane._status_epochs`), and the refusal of its body."""
-
-    uid: str
-    resource_version: str  # its spec and status as last seen (a new metadata.generation is a new version too)
-    epochs: tuple[int, ...]
-    refusal: Refused | None
-
-
-@dataclass(frozen=True, slots=True)
-class _StatusEpoch:
-    """A Gateway's status epoch: its number, and what it was taken for (the part object and the publishing state)."""
-
-    part: object
-    state: tuple[object, ...]
-    number: int
-
-
 @dataclass(kw_only=True)
 class GatewayStore(WatchStore):
     """What the Gateway API plane's watches have seen, parsed (a body refused is absent), and for the kinds whose
@@ -304,6 +285,7 @@ class GatewayPublishing:
     backends: tuple[BackendState, ...] = ()  # the metrics' view of `content`'s splits, built once per content
     refused: str | None = None  # why its current content could not be numbered (a status message)
     since: dict[str, tuple[int, int]] = field(default_factory=dict)  # object → (metadata.generation, first number)
+    carried: CarriedRules = field(default_factory=CarriedRules)  # each published rule's first number (its routes')
     provisioned: tuple[int, GatewayParameters] | None = None  # the Gateway generation and parameters last ensured
     provisioning: asyncio.Task[None] | None = None
     ensured_at: float = 0.0  # event-loop time of the last successful ensure (re-ensured every reprovision_seconds)
@@ -394,11 +376,8 @@ class GatewayPlane:
         # second would otherwise match the old one's body and never get a status
         self._written: dict[tuple[str, Key], tuple[str, Mapping[str, Any]]] = {}
         # What each route's status last followed from, once that status was in place: a pass that changed none of it
-        # skips the route (a neighbour's 100 routes cost each of another Gateway's passes ~10 ms to recompute), by
-        # its object and the status epoch of each Gateway it is on (`_status_epochs`)
-        self._routes_seen: dict[Key, _RouteSeen] = {}
-        self._epochs: dict[Key, _StatusEpoch] = {}
-        self._epoch_numbers = itertools.count(1)
+        # skips the route.
+        self._route_status = RouteStatusMemo()
         self._cleaned = False
         self.translation: Translation | None = None
         # Each Gateway's translation by the inputs it read: a change on one Gateway translates that Gateway alone, and
@@ -649,7 +628,8 @@ class GatewayPlane:
         p.backends = backend_states(content.splits)
         self._keep_tables(key, gen.splits)
         log.info("Gateway %s/%s: generation %d: %d splits", *key, number, len(gen.splits))
-        fleet.set_target(generation_to_proto(gen, self.settings.origin))
+        p.carried = p.carried.carry(gen)
+        fleet.set_target(generation_to_proto(gen, self.settings.origin, p.carried.numbers()))
 
     def _carry(self, key: Key, p: GatewayPublishing, t: Translation, routes: Iterable[str]) -> None:
         """Record, for the Gateway and each of its `routes` (those with a parent on it), the first number carrying
@@ -805,6 +785,11 @@ class GatewayPlane:
 
     # --- status ------------------------------------------------------------------------------------------------------
 
+    def _route_served(self, route: str, generation: int, ref: ParentRef) -> bool:
+        """Whether the Gateway `ref` names serves `route` at its metadata.generation `generation`."""
+        gk = _parent_gateway(ref)
+        return gk is not None and self._served(gk, f"route:{route}", generation)
+
     def _served(self, key: Key, obj: str, generation: int) -> bool:
         p = self._gateways.get(key)
         s = p.since.get(obj) if p is not None else None
@@ -848,10 +833,7 @@ class GatewayPlane:
                 )
             await self._write("gateway", key, st, {**st.status, **body})
         refused = self._refused_by_route()
-        if len(self._routes_seen) > len(self.store.routes):
-            for gone in [k for k in self._routes_seen if k not in self.store.routes]:
-                del self._routes_seen[gone]
-        epochs = self._status_epochs(t, refused)
+        self._route_status.keep_only(self.store.routes)
         for rs in t.routes:
             rkey = _key(rs.route)
             route = self.store.routes.get(rkey)
@@ -860,21 +842,17 @@ class GatewayPlane:
                 continue
             generation = route.meta.generation
             refusal = self.store.refused.get(("httproute", rkey))
-            on = dict.fromkeys(_parent_gateway(ps.parent) for ps in rs.parents)
-            seen = _RouteSeen(
+            ours_ = tuple(self._refused_rules(ps, rs.route, generation, refused) for ps in rs.parents)
+            served = functools.partial(self._route_served, rs.route, generation)
+            seen = RouteSeen(
                 uid=st.uid,
                 resource_version=st.resource_version,
-                epochs=tuple(epochs.get(gk, 0) if gk is not None else 0 for gk in on),
                 refusal=refusal,
+                parents=ours_,
+                served=tuple(served(ps.parent) for ps in ours_),
             )
-            if self._routes_seen.get(rkey) == seen:
+            if self._route_status.unchanged(rkey, seen):
                 continue  # nothing its status follows from changed since it was found in place or written
-
-            def served(ref: ParentRef, r: str = rs.route, g: int = generation) -> bool:
-                gk = _parent_gateway(ref)
-                return gk is not None and self._served(gk, f"route:{r}", g)
-
-            ours_ = tuple(self._refused_rules(ps, rs.route, generation, refused) for ps in rs.parents)
             parents = route_parents(
                 stored=st.status.get("parents"), ours=ours_, route_namespace=rkey[0], served=served, now=now
             )
@@ -883,7 +861,7 @@ class GatewayPlane:
             # nothing of ours yet and nothing stored: no empty write
             write = {**st.status, "parents": parents} if parents or st.status.get("parents") else None
             if write is None or await self._write("httproute", rkey, st, write):
-                self._routes_seen[rkey] = seen
+                self._route_status.record(rkey, seen)
         for ps in t.policies:
             pkey = _key(ps.policy)
             pol = self.store.policies.get(pkey)
@@ -916,24 +894,6 @@ class GatewayPlane:
             if attached and route is not None and not self._served(gk, f"route:{r}", route.meta.generation):
                 return False
         return True
-
-    def _status_epochs(self, t: Translation, refused: Mapping[Key, RefusedRules]) -> dict[Key, int]:
-        """Per Gateway, a number that changes whenever anything its routes' parent statuses follow from changed:
-        its part of the translation (the same object while it is not translated again), the number published to
-        it, the number all its replicas acknowledged, why it could not be numbered, and the rules they refused. A
-        route whose object and Gateways' epochs are those its status was last found in place or written for is not
-        computed again: a pass costs a route a few lookups, not its parents' statuses."""
-        for gone in [k for k in self._epochs if k not in self._gateways]:
-            del self._epochs[gone]
-        out: dict[Key, int] = {}
-        for gk, p in self._gateways.items():
-            part = t.parts.get(f"{gk[0]}/{gk[1]}")
-            state = (p.number, p.fleet.acked_by_all(), p.refused, refused.get(gk))
-            held = self._epochs.get(gk)
-            if held is None or held.part is not part or held.state != state:
-                held = self._epochs[gk] = _StatusEpoch(part, state, next(self._epoch_numbers))
-            out[gk] = held.number
-        return out
 
     def _refused_by_route(self) -> dict[Key, RefusedRules]:
         """Per Gateway, per route (`namespace/name`), the rules its replicas refused alone (`Fleet.refusals`, keyed

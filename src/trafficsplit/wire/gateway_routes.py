@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from envoy.config.core.v3 import base_pb2
 from envoy.config.route.v3 import route_components_pb2 as rc
@@ -464,40 +465,93 @@ def _entry_routes(entry: RouteEntry, action: RuleAction, *, port: int, https: bo
     return [*_decided_routes(entry, action, split, match), *_fallback_routes(entry, action, split, match, generation)]
 
 
-def _virtual_host(vh: VirtualHost, routes: GatewayRoutes, *, port: int, https: bool, generation: int) -> rc.VirtualHost:
-    out = rc.VirtualHost(
-        name=vh.hostname,
-        domains=[vh.hostname],
-    )
+def disclosed_generation(action: RuleAction, number: int) -> int:
+    """The generation a rule's routes disclose: the first that carried the rule as it is (its split's
+    `first_generation`, as a TrafficSplit's fallback routes disclose), else the generation's own `number`. So a rule
+    carried on unchanged keeps its routes' bytes, and a publish that changes one rule changes one virtual host."""
+    first = action.split.first_generation if action.split is not None else 0
+    return first or number
+
+
+@dataclass(frozen=True, slots=True)
+class RulePart:
+    """One rule as its routes are built: its action and the generation they disclose (`disclosed_generation`)."""
+
+    action: RuleAction
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class HostPart:
+    """Everything one virtual host of a port's route configuration is built from (`virtual_host`): the model's host,
+    the listener port and whether it serves HTTPS (a redirect's scheme and port), and each of its rules' action with
+    the generation its routes disclose, in the order the entries first name them. Equal parts build equal virtual
+    hosts, so a builder keeps the serialized host by its part (`snapshot.ResourceBuilder`)."""
+
+    host: VirtualHost
+    port: int
+    https: bool
+    rules: tuple[RulePart, ...]
+
+
+def host_parts(gen: Generation) -> dict[str, tuple[HostPart, ...]]:
+    """Per Gateway listener port of `gen`'s route table, by RDS name, the parts of its virtual hosts in order (the
+    port's own, then a `*` host ending in the 404 when no listener of the port takes every host)."""
+    routes = gen.routes
+    assert routes is not None
+    https = {lr.port for lr in routes.listeners if lr.certificate is not None}
+    out: dict[str, tuple[HostPart, ...]] = {}
+    for port, vhosts in routes.ports().items():
+        parts = [HostPart(vh, port, port in https, _rules_of(vh, routes, gen.number)) for vh in vhosts]
+        if not any(vh.hostname == CATCH_ALL for vh in vhosts):
+            parts.append(HostPart(VirtualHost(CATCH_ALL, ()), port, False, ()))
+        out[route_config_name(port)] = tuple(parts)
+    return out
+
+
+def _rules_of(vh: VirtualHost, routes: GatewayRoutes, number: int) -> tuple[RulePart, ...]:
+    seen: dict[str, RulePart] = {}
+    for e in vh.entries:
+        key = e.rule_key
+        if key not in seen:
+            action = routes.by_rule[key]
+            seen[key] = RulePart(action, disclosed_generation(action, number))
+    return tuple(seen.values())
+
+
+def virtual_host(part: HostPart) -> rc.VirtualHost:
+    """The Envoy virtual host of one part: its entries' routes in order, then the 404."""
+    vh = part.host
+    out = rc.VirtualHost(name=vh.hostname, domains=[vh.hostname])
+    rules = {r.action.key: r for r in part.rules}
     # The processor's cookie and disclosure (from its dynamic metadata) only where a rule of the host reaches it: on
     # a host of native routes Envoy would format them for every response and add nothing.
-    decided = {a.split for e in vh.entries if needs_processor(a := routes.action_for(e)) and a.split is not None}
+    decided = {r.action.split for r in part.rules if needs_processor(r.action) and r.action.split is not None}
     if decided:
         out.response_headers_to_add.extend(envoy.decision_response_headers(decided))
     for e in vh.entries:
-        out.routes.extend(entry_routes(e, routes.action_for(e), port=port, https=https, generation=generation))
+        r = rules[e.rule_key]
+        out.routes.extend(entry_routes(e, r.action, port=part.port, https=part.https, generation=r.generation))
     out.routes.append(_direct(NO_ROUTE, rc.RouteMatch(prefix="/"), 404, NO_ROUTE_BODY))
     return out
 
 
+def route_configuration(name: str, hosts: Sequence[rc.VirtualHost] = ()) -> route_pb2.RouteConfiguration:
+    """A port's route configuration with these virtual hosts (none: its other fields, which `snapshot` appends to
+    the hosts' serialized bytes instead of building the message whole)."""
+    return route_pb2.RouteConfiguration(
+        name=name,
+        virtual_hosts=hosts,
+        internal_only_headers=[envoy.ROUTING_HEADER],
+        ignore_port_in_host_matching=True,
+        request_headers_to_remove=[envoy.ROUTING_HEADER],
+        # A backendRef's header filters (on its weighted cluster) apply after its rule's (on the route).
+        most_specific_header_mutations_wins=True,
+    )
+
+
 def route_configurations(gen: Generation) -> dict[str, route_pb2.RouteConfiguration]:
     """Per Gateway listener port of `gen`'s route table, its route configuration by RDS name."""
-    routes = gen.routes
-    assert routes is not None
-    https = {lr.port for lr in routes.listeners if lr.certificate is not None}
-    out: dict[str, route_pb2.RouteConfiguration] = {}
-    for port, vhosts in routes.ports().items():
-        hosts = [_virtual_host(vh, routes, port=port, https=port in https, generation=gen.number) for vh in vhosts]
-        if not any(vh.hostname == CATCH_ALL for vh in vhosts):
-            hosts.append(_virtual_host(VirtualHost(CATCH_ALL, ()), routes, port=port, https=False, generation=0))
-        name = route_config_name(port)
-        out[name] = route_pb2.RouteConfiguration(
-            name=name,
-            virtual_hosts=hosts,
-            internal_only_headers=[envoy.ROUTING_HEADER],
-            ignore_port_in_host_matching=True,
-            request_headers_to_remove=[envoy.ROUTING_HEADER],
-            # A backendRef's header filters (on its weighted cluster) apply after its rule's (on the route).
-            most_specific_header_mutations_wins=True,
-        )
-    return out
+    return {
+        name: route_configuration(name, [virtual_host(p) for p in parts]) for name, parts in host_parts(gen).items()
+    }

@@ -18,8 +18,11 @@ must be one of the generation's (tests/unit/test_routes_both_paths.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import ParamSpec, TypeVar
+
+from google.protobuf.message import Message
 
 from trafficsplit.core.model.assignment import SLOTS, Run, SlotTable
 from trafficsplit.core.model.capabilities import Capabilities, SplitRefusal
@@ -323,19 +326,45 @@ def _filters_to_proto(f: RuleFilters) -> pb.Filters:
     return out
 
 
-def split_index(msg: pb.Generation, gen: Generation) -> dict[bytes, CompiledSplit]:
-    """Each split of a generation by its message's bytes, for `generation_from_proto(..., known=)`: the held
-    generation's splits, which the next publish mostly carries unchanged. `gen` must be `msg`'s own conversion."""
-    return {m.SerializeToString(deterministic=True): s for m, s in zip(msg.splits, gen.splits, strict=True)}
+@dataclass(frozen=True, slots=True)
+class HeldParts:
+    """The parts of a held generation by their message's bytes, for `generation_from_proto(..., known=)`: the next
+    publish mostly carries them unchanged. `splits` its splits; for a Gateway's, `actions` its rules' actions and
+    `hosts` its listeners' virtual hosts."""
+
+    splits: Mapping[bytes, CompiledSplit]
+    actions: Mapping[bytes, RuleAction] = field(default_factory=dict)
+    hosts: Mapping[bytes, VirtualHost] = field(default_factory=dict)
 
 
-def generation_from_proto(msg: pb.Generation, known: Mapping[bytes, CompiledSplit] | None = None) -> Generation:
+def held_parts(msg: pb.Generation, gen: Generation) -> HeldParts:
+    """`gen`'s parts by bytes; `gen` must be `msg`'s own conversion (as the replica holds it: a rule whose split it
+    refused without its split in both)."""
+    splits = {_bytes(m): s for m, s in zip(msg.splits, gen.splits, strict=True)}
+    routes = gen.routes
+    if routes is None or not msg.HasField("routes"):
+        return HeldParts(splits)
+    actions = {_bytes(m): a for m, a in zip(msg.routes.actions, routes.actions, strict=True)}
+    hosts = {
+        _bytes(mh): vh
+        for ml, lr in zip(msg.routes.listeners, routes.listeners, strict=True)
+        for mh, vh in zip(ml.hosts, lr.hosts, strict=True)
+    }
+    return HeldParts(splits, actions, hosts)
+
+
+def _bytes(m: Message) -> bytes:
+    return m.SerializeToString(deterministic=True)
+
+
+def generation_from_proto(msg: pb.Generation, known: HeldParts | None = None) -> Generation:
     """The core generation a publish carries; raises SpecError naming every problem (the dataplane's side).
 
     Counts are checked before items, so a hostile message costs time proportional to the limits, not to its size.
-    `known` (`split_index` of the held generation): a split whose bytes are a held split's is that split, already
-    checked and compiled, so a publish that changes one split among 1,000 compiles one (the generation-wide checks
-    still run on the whole)."""
+    `known` (`held_parts` of the held generation): a split, a rule's action (whose split is the same object) or a
+    virtual host whose bytes are a held one's is that one, already checked and built, so a publish that changes one
+    split or one route among 1,000 builds one (the generation-wide checks still run on the whole), and what stays
+    the same object stays cheap to compare (the publisher's builder keys virtual hosts by them)."""
     if len(msg.splits) > MAX_SPLITS:
         raise SpecError([f"splits: {len(msg.splits)} splits, at most {MAX_SPLITS} are allowed"])
     problems: list[str] = []
@@ -343,14 +372,14 @@ def generation_from_proto(msg: pb.Generation, known: Mapping[bytes, CompiledSpli
         problems.append(f"origin: {len(msg.origin)} characters, at most {MAX_ORIGIN} are allowed")
     splits: list[CompiledSplit] = []
     for i, s in enumerate(msg.splits):
-        split = known.get(s.SerializeToString(deterministic=True)) if known else None
+        split = known.splits.get(_bytes(s)) if known else None
         if split is None:
             split = _split_from_proto(s, f"splits[{i}]", problems)
         if split is not None:
             splits.append(split)
     routes = None
     if msg.HasField("routes") and not problems:
-        routes = _routes_from_proto(msg.routes, {s.key: s for s in splits}, "routes", problems)
+        routes = _routes_from_proto(msg.routes, {s.key: s for s in splits}, "routes", problems, known)
     if problems:
         raise SpecError(problems)
     try:  # checks itself: the number's range, hosts served once, clusters used once, host-less splits are rules'
@@ -533,21 +562,20 @@ def _route_count_problems(r: pb.GatewayRoutes, path: str) -> list[str]:
     for i, a in enumerate(r.actions):
         if len(a.targets) > MAX_BACKEND_REFS:
             p.append(f"{path}.actions[{i}].targets: {len(a.targets)} targets, at most {MAX_BACKEND_REFS} are allowed")
-        for where, f in [(f"{path}.actions[{i}].filters", a.filters)] + [
-            (f"{path}.actions[{i}].targets[{j}].filters", t.filters) for j, t in enumerate(a.targets[:MAX_BACKEND_REFS])
-        ]:
-            for name in ("request_headers", "response_headers"):
-                m = getattr(f, name)
-                p.extend(
-                    f"{where}.{name}.{lst}: {len(items)} headers, at most {MAX_HEADER_CHANGES} are allowed"
-                    for lst, items in (("set", m.set), ("add", m.add), ("remove", m.remove))
-                    if len(items) > MAX_HEADER_CHANGES
-                )
+        # The rule's filters, then each target's (-1: the rule's); paths are built only for a problem.
+        for j, f in enumerate((a.filters, *(t.filters for t in a.targets[:MAX_BACKEND_REFS])), start=-1):
+            for name, m in (("request_headers", f.request_headers), ("response_headers", f.response_headers)):
+                for lst, count in (("set", len(m.set)), ("add", len(m.add)), ("remove", len(m.remove))):
+                    if count > MAX_HEADER_CHANGES:
+                        where = f"{path}.actions[{i}]" + ("" if j < 0 else f".targets[{j}]")
+                        p.append(
+                            f"{where}.filters.{name}.{lst}: {count} headers, at most {MAX_HEADER_CHANGES} are allowed"
+                        )
     return p
 
 
 def _routes_from_proto(
-    r: pb.GatewayRoutes, splits: Mapping[str, CompiledSplit], path: str, problems: list[str]
+    r: pb.GatewayRoutes, splits: Mapping[str, CompiledSplit], path: str, problems: list[str], known: HeldParts | None
 ) -> GatewayRoutes | None:
     refused = _route_count_problems(r, path)
     if refused:
@@ -559,6 +587,9 @@ def _routes_from_proto(
         lpath = f"{path}.listeners[{i}]"
         hosts: list[VirtualHost] = []
         for j, vh in enumerate(lr.hosts):
+            if known is not None and (host := known.hosts.get(_bytes(vh))) is not None:
+                hosts.append(host)
+                continue
             hpath = f"{lpath}.hosts[{j}]"
             entries = [_entry_from_proto(e, f"{hpath}.entries[{k}]", problems) for k, e in enumerate(vh.entries)]
             host = _build(problems, hpath, VirtualHost, vh.hostname, tuple(e for e in entries if e is not None))
@@ -592,6 +623,9 @@ def _routes_from_proto(
             if split is None:
                 problems.append(f"{apath}.split: {a.split[:_MAX_KEY]!r} is not a split of this generation")
                 continue
+        if known is not None and (action := known.actions.get(_bytes(a))) is not None and action.split is split:
+            actions.append(action)
+            continue
         targets = [
             _build(
                 problems,

@@ -159,15 +159,23 @@ def _varint(n: int) -> bytes:
 _VHOST_TAG = _varint(route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["virtual_hosts"].number << 3 | 2)
 
 
-def _packed_routes(vhosts: list[bytes]) -> any_pb2.Any:
-    """The route configuration of these serialized split virtual hosts, packed, without building or serialising it
-    whole: protobuf's wire format parses concatenated encodings as one message and appends repeated elements in
-    the order they come, so the splits' tagged virtual hosts followed by `route_configuration(None)` (the 404 host
-    and the other fields) parse as exactly the `route_configuration` of those splits."""
-    rest = envoy.route_configuration(None).SerializeToString(deterministic=True)
+def _packed_routes(vhosts: list[bytes], rest: bytes | None = None) -> any_pb2.Any:
+    """A route configuration of these serialized virtual hosts, packed, without building or serialising it whole:
+    protobuf's wire format parses concatenated encodings as one message and appends repeated elements in the order
+    they come, so the tagged virtual hosts followed by the configuration's other fields (`rest`, serialized without
+    hosts: by default `route_configuration(None)`, the splits' 404 host and the rest) parse as exactly the
+    configuration holding those hosts first."""
+    if rest is None:
+        rest = envoy.route_configuration(None).SerializeToString(deterministic=True)
     a = any_pb2.Any(type_url=envoy.ROUTE_TYPE)
     a.value = b"".join(_VHOST_TAG + _varint(len(v)) + v for v in vhosts) + rest
     return a
+
+
+def _gateway_rest(name: str) -> bytes:
+    """A Gateway port's route configuration without its virtual hosts, serialized (what `_packed_routes` appends)."""
+    rest: bytes = gateway_routes.route_configuration(name).SerializeToString(deterministic=True)
+    return rest
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,12 +193,25 @@ def _split_clusters(split: CompiledSplit) -> _SplitClusters:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """One Gateway generation's route configurations, packed, and the serialized virtual hosts they hold by part."""
+
+    generation: Generation
+    routes: dict[str, any_pb2.Any]
+    hosts: dict[gateway_routes.HostPart, bytes]
+
+
 @dataclass
 class _Used:
     """What one builder call used, kept for the next call (the rest is dropped)."""
 
     clusters: dict[CompiledSplit, _SplitClusters] = field(default_factory=dict)
     vhosts: dict[tuple[CompiledSplit, int], bytes] = field(default_factory=dict)
+    hosts: dict[gateway_routes.HostPart, bytes] = field(default_factory=dict)  # a Gateway port's virtual hosts
+    # Each Gateway generation's route configurations, by the generation object (a publish asks for the held and the
+    # new one's three times between its two steps; equal content under another object is found through `hosts`).
+    tables: list[_Table] = field(default_factory=list)
 
 
 class ResourceBuilder:
@@ -198,10 +219,12 @@ class ResourceBuilder:
     split (content-addressed: the key is the `CompiledSplit` value, so a split whose compiled form did not change
     costs a dictionary lookup). A split's clusters and endpoints depend on its form only; its virtual host also on
     the generation number the fallback routes disclose (the split's first carrying generation, else the
-    generation's own), so a split carried on unchanged keeps its virtual host across publishes. Each call keeps only
-    what it used (the held, new and draining generations), and it keeps packed bytes, the same objects the ADS
-    snapshot holds. The packed messages are shared between results and must not be mutated. Unpacked, a result
-    equals the plain function's."""
+    generation's own), so a split carried on unchanged keeps its virtual host across publishes. A Gateway's route
+    configurations likewise: each virtual host is kept by its `gateway_routes.HostPart` (its rules disclose their
+    first carrying generation), and a generation's whole table by the generation object, so a flip of one rule among
+    1,000 builds one virtual host once per publish. Each call keeps only what it used (the held, new and draining
+    generations), and it keeps packed bytes, the same objects the ADS snapshot holds. The packed messages are shared
+    between results and must not be mutated. Unpacked, a result equals the plain function's."""
 
     def __init__(self) -> None:
         self._last = _Used()
@@ -255,14 +278,34 @@ class ResourceBuilder:
                 hosts.append(vh)
         routes = {envoy.ROUTE_CONFIG_NAME: _packed_routes(hosts)}
         if gen is not None and gen.routes is not None:
-            # Built whole per call: one Gateway's table is bounded (MAX_TABLE_ENTRIES), a TrafficSplit set is not.
-            routes.update((n, _packed(rc)) for n, rc in gateway_routes.route_configurations(gen).items())
+            routes.update(self._table(gen, used))
         return Packed(
             clusters,
             endpoints,
             routes,
             None if (sec := secrets(gen)) is None else {name: _packed(v) for name, v in sec.items()},
         )
+
+    def _table(self, gen: Generation, used: _Used) -> dict[str, any_pb2.Any]:
+        table = next((t for t in (*used.tables, *self._last.tables) if t.generation is gen), None)
+        if table is None:
+            hosts: dict[gateway_routes.HostPart, bytes] = {}
+            routes = {
+                name: _packed_routes([self._host(p, used, hosts) for p in parts], _gateway_rest(name))
+                for name, parts in gateway_routes.host_parts(gen).items()
+            }
+            table = _Table(gen, routes, hosts)
+        if all(t.generation is not gen for t in used.tables):
+            used.tables.append(table)
+            used.hosts.update(table.hosts)  # a dict's own hashes: kept for a later generation's equal hosts
+        return table.routes
+
+    def _host(self, part: gateway_routes.HostPart, used: _Used, hosts: dict[gateway_routes.HostPart, bytes]) -> bytes:
+        vh = used.hosts.get(part) or self._last.hosts.get(part)
+        if vh is None:
+            vh = gateway_routes.virtual_host(part).SerializeToString(deterministic=True)
+        hosts[part] = vh
+        return vh
 
     def _add_clusters(
         self, gen: Generation, used: _Used, clusters: dict[str, any_pb2.Any], endpoints: dict[str, any_pb2.Any]
