@@ -502,7 +502,7 @@ def test_a_publish_that_changes_one_rule_builds_that_rules_virtual_host_alone(mo
     b.transition(held, new)
     res = b.serving(new, [held])
     assert built == ["ns/r0"]
-    assert _unpacked_routes(res) == snapshot.resources(new).routes
+    assert unpacked_routes(res) == snapshot.resources(new).routes
     # Each rule's native fallback discloses the first generation that carried it: 3 for the two kept, 4 for r0's.
     config = snapshot.resources(new).routes
     assert config is not None
@@ -518,7 +518,7 @@ def test_a_publish_that_changes_one_rule_builds_that_rules_virtual_host_alone(mo
     assert disclosed == {"h0.example.com": {4}, "h1.example.com": {3}, "h2.example.com": {3}}
 
 
-def _unpacked_routes(res: snapshot.Packed) -> dict[str, route_pb2.RouteConfiguration]:
+def unpacked_routes(res: snapshot.Packed) -> dict[str, route_pb2.RouteConfiguration]:
     assert res.routes is not None
     out = {}
     for name, a in res.routes.items():
