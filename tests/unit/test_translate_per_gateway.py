@@ -169,15 +169,16 @@ def both_checks() -> Iterator[list[tuple[str, str]]]:
     pairs: list[tuple[str, str]] = []
     original = translate_module._parent_conditions
 
-    def checked(state: Any, route: Any, refused: Any, atts: Any, actions: Any, *rest: Any) -> Any:
-        if refused is None:
+    def checked(state: Any, route: Any, parent: Any, local: Any) -> Any:
+        if parent.refused is None:
+            atts, actions = parent.attachments, local.actions
             pairs.append(
                 (
                     taken_matches(route, actions, atts, state.holders),
                     pairwise_taken_matches(route, actions, atts, state.tables),
                 )
             )
-        return original(state, route, refused, atts, actions, *rest)
+        return original(state, route, parent, local)
 
     with mock.patch.object(translate_module, "_parent_conditions", checked):
         yield pairs

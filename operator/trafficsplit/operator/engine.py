@@ -46,7 +46,7 @@ from trafficsplit.operator.gateways import GATEWAY_KINDS, GatewayPlane
 from trafficsplit.operator.metrics import OperatorState, backend_states
 from trafficsplit.operator.store import Key, Parse, WatchStore
 from trafficsplit.v1alpha1 import publish_pb2 as pb
-from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
+from trafficsplit.wire.generation import ProtoParts, generation_from_proto, generation_to_proto
 
 log = logging.getLogger("trafficsplit.operator.engine")
 
@@ -122,13 +122,15 @@ class HeldForms:
     forms: Mapping[str, CompiledSplit] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Publishing:
     """What this leadership published: the number, the content it carries, and when each split's form came."""
 
     number: int = 0
     content: GenerationContent | None = None
     carried: dict[str, Carried] = field(default_factory=dict)
+    # the messages the last payload was built from (a split that did not change is not converted again)
+    proto: ProtoParts = field(default_factory=ProtoParts)
     held_back: frozenset[str] = frozenset()  # unsure splits that stop publishing (reconcile.Desired.unsure)
 
     def since(self) -> dict[str, int]:
@@ -454,7 +456,7 @@ class Engine:
         log.info("generation %d: %d splits", number, len(gen.splits))
         # Each split's first carrying number goes along: the dataplane's fallback routes disclose it, so a split that
         # did not change keeps its Envoy virtual host (one change among 1,000 splits rebuilds one, not 1,000).
-        self.fleet.set_target(generation_to_proto(gen, self.settings.origin, published.since()))
+        self.fleet.set_target(generation_to_proto(gen, self.settings.origin, published.since(), published.proto))
 
     def view(self) -> PublishView:
         published = self._publishing

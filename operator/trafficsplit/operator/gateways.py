@@ -100,7 +100,7 @@ from trafficsplit.operator.metrics import BackendState, FleetState, backend_stat
 from trafficsplit.operator.provision import ProvisionError
 from trafficsplit.operator.route_status_memo import RouteSeen, RouteStatusMemo
 from trafficsplit.operator.store import Key, Parse, Refused, WatchStore, object_key
-from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
+from trafficsplit.wire.generation import ProtoParts, generation_from_proto, generation_to_proto
 
 log = logging.getLogger("trafficsplit.operator.gateways")
 
@@ -286,6 +286,7 @@ class GatewayPublishing:
     refused: str | None = None  # why its current content could not be numbered (a status message)
     since: dict[str, tuple[int, int]] = field(default_factory=dict)  # object → (metadata.generation, first number)
     carried: CarriedRules = field(default_factory=CarriedRules)  # each published rule's first number (its routes')
+    proto: ProtoParts = field(default_factory=ProtoParts)  # the messages its last payload was built from
     provisioned: tuple[int, GatewayParameters] | None = None  # the Gateway generation and parameters last ensured
     provisioning: asyncio.Task[None] | None = None
     ensured_at: float = 0.0  # event-loop time of the last successful ensure (re-ensured every reprovision_seconds)
@@ -629,7 +630,7 @@ class GatewayPlane:
         self._keep_tables(key, gen.splits)
         log.info("Gateway %s/%s: generation %d: %d splits", *key, number, len(gen.splits))
         p.carried = p.carried.carry(gen)
-        fleet.set_target(generation_to_proto(gen, self.settings.origin, p.carried.numbers()))
+        fleet.set_target(generation_to_proto(gen, self.settings.origin, p.carried.numbers(), p.proto))
 
     def _carry(self, key: Key, p: GatewayPublishing, t: Translation, routes: Iterable[str]) -> None:
         """Record, for the Gateway and each of its `routes` (those with a parent on it), the first number carrying

@@ -37,7 +37,6 @@ from functools import partial
 from trafficsplit.core.gatewayapi.actions import ActionMemo
 from trafficsplit.core.gatewayapi.attachment import Attachment, attach
 from trafficsplit.core.gatewayapi.backends import (
-    RefProblem,
     Resolved,
     ResolvedMirrors,
     resolve_mirrors,
@@ -64,6 +63,7 @@ from trafficsplit.core.gatewayapi.policy import Resolution, resolve
 from trafficsplit.core.gatewayapi.policy_rules import Build, policy_statuses, with_policies
 from trafficsplit.core.gatewayapi.precedence import precedence, taken_matches
 from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP
+from trafficsplit.core.gatewayapi.route_memo import RouteDeps, RouteLocal, RouteMemo, RouteParent
 from trafficsplit.core.model.condition import Condition
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import GenerationContent
@@ -96,11 +96,6 @@ class Translation:
     parts: Mapping[str, _Part] = field(default_factory=dict, compare=False, repr=False)
 
 
-# A parentRef of the route to one of our Gateways: the ref, the Accepted=False condition that refuses it (None when
-# accepted), and the listeners it attaches the route to.
-_Parent = tuple[ParentRef, Condition | None, list[Attachment]]
-
-
 @dataclass(slots=True, kw_only=True)
 class _Pass:
     """One translation's working state: what every route reads, and what the routes add up to as they are walked
@@ -108,6 +103,7 @@ class _Pass:
 
     inputs: Inputs
     memo: ActionMemo
+    routes: RouteMemo
     gateways: dict[str, Gateway]
     views: dict[str, list[ListenerView]]
     labels: dict[str, dict[str, str]]
@@ -127,17 +123,43 @@ class _Pass:
 
 
 class TranslationMemo:
-    """Each Gateway's part of the last translation by the inputs it read (`inputs.gateway_inputs`), with the rule
-    memo of its own (`ActionMemo`): a translation translates only the Gateways whose inputs changed, so a weight
-    flip on one Gateway never translates another's routes, and within the Gateway only the changed rules are built.
-    The operator owns one; a Gateway gone is forgotten at the next translation (bounded by the Gateways there are).
-    `translated` counts the translations of each Gateway, for the tests and the log."""
+    """Each Gateway's part of the last translation by the inputs it read (`inputs.gateway_inputs`), with the route and
+    rule memos of its own (`RouteMemo`, `ActionMemo`): a translation translates only the Gateways whose inputs
+    changed, so a weight flip on one Gateway never translates another's routes, and within the Gateway only the
+    changed routes are read and the changed rules built. The operator owns one; a Gateway gone is forgotten at the
+    next translation (bounded by the Gateways there are). `translated` counts the translations of each Gateway, for
+    the tests and the log."""
 
-    __slots__ = ("_parts", "translated")
+    __slots__ = ("_assembled", "_parts", "translated")
 
     def __init__(self) -> None:
-        self._parts: dict[str, tuple[Inputs, _Part, ActionMemo]] = {}
+        self._parts: dict[str, _Held] = {}
+        self._assembled: _Assembled | None = None
         self.translated: Counter[str] = Counter()
+
+    def assembled(self, inputs: Inputs, parts: Mapping[str, _Part]) -> Translation:
+        """The parts as one translation (`_assemble`): the last one when every part is the one it was assembled
+        from and what the assembly reads besides them is unchanged (the status passes after a publish, a change on
+        no Gateway of ours). Besides the parts, it reads the classes and their parameters, the policies and the
+        routes they name (a route that is on none of our Gateways is still found)."""
+        named = {f"{p.meta.namespace}/{t.name}" for p in inputs.policies for t in p.targets}
+        rest = (
+            inputs.classes,
+            inputs.parameters,
+            inputs.policies,
+            tuple(r for r in inputs.routes if r.meta.key in named) if named else (),
+        )
+        held = self._assembled
+        if (
+            held is not None
+            and held.parts.keys() == parts.keys()
+            and all(held.parts[k] is part for k, part in parts.items())
+            and held.rest == rest
+        ):
+            return held.translation
+        translation = _assemble(inputs, parts)
+        self._assembled = _Assembled(dict(parts), rest, translation)
+        return translation
 
     def parts(self, scoped: Mapping[str, Inputs]) -> dict[str, _Part]:
         """The part of each Gateway of `scoped` (its key → the inputs it reads), translated again only when those
@@ -147,18 +169,37 @@ class TranslationMemo:
         out: dict[str, _Part] = {}
         for key, inputs in scoped.items():
             held = self._parts.get(key)
-            if held is not None and held[0] == inputs:
+            if held is None:
+                held = self._parts[key] = _Held(inputs, None, ActionMemo(), RouteMemo())
+            elif held.part is not None and held.inputs == inputs:
                 # Keep the inputs just compared: the store replaces an object by an equal one at each watch event
                 # (our own status writes among them), and the next comparison is then by identity, not field by field.
-                self._parts[key] = (inputs, held[1], held[2])
-                out[key] = held[1]
+                held.inputs = inputs
+                out[key] = held.part
                 continue
-            actions = held[2] if held is not None else ActionMemo()
-            part = _translate_pass(inputs, actions)
+            held.inputs, held.part = inputs, _translate_pass(inputs, held.actions, held.routes)
             self.translated[key] += 1
-            self._parts[key] = (inputs, part, actions)
-            out[key] = part
+            out[key] = held.part
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Assembled:
+    """The last translation `TranslationMemo.assembled` gave, with the parts and the rest it was assembled from."""
+
+    parts: Mapping[str, _Part]
+    rest: tuple[object, ...]
+    translation: Translation
+
+
+@dataclass(slots=True)
+class _Held:
+    """One Gateway's in `TranslationMemo`: the inputs last translated, their part, and the Gateway's memos."""
+
+    inputs: Inputs
+    part: _Part | None
+    actions: ActionMemo
+    routes: RouteMemo
 
 
 def translate(inputs: Inputs, memo: TranslationMemo | None = None) -> Translation:
@@ -168,7 +209,7 @@ def translate(inputs: Inputs, memo: TranslationMemo | None = None) -> Translatio
     which are its Gateway's). `memo`: the operator's, so that Gateways, and rules, whose inputs did not change are not
     translated again."""
     memo = memo if memo is not None else TranslationMemo()
-    return _assemble(inputs, memo.parts(gateway_inputs(inputs)))
+    return memo.assembled(inputs, memo.parts(gateway_inputs(inputs)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,12 +226,18 @@ class _Part:
     invalid: Mapping[tuple[str, str], tuple[str, ...]]
 
 
-def _translate_pass(inputs: Inputs, memo: ActionMemo) -> _Part:
-    """One pass over every Gateway of `inputs`: the routes walked in precedence order (oldest first)."""
+def _translate_pass(inputs: Inputs, memo: ActionMemo, routes: RouteMemo | None = None) -> _Part:
+    """One pass over every Gateway of `inputs`: the routes walked in precedence order (oldest first). `routes`: the
+    route memo of the Gateway's last passes (none: every route is read)."""
     gateways = our_gateways(inputs)
+    routes = routes if routes is not None else RouteMemo()
+    # What every route's own part reads (`route_memo`): the Gateways (their listeners), the grants, the Namespaces'
+    # labels and the listeners' Secrets.
+    routes.begin((inputs.gateways, inputs.grants, inputs.namespaces, inputs.secrets))
     state = _Pass(
         inputs=inputs,
         memo=memo,
+        routes=routes,
         gateways=gateways,
         views={key: listener_views(g, inputs.grants, inputs.secrets) for key, g in gateways.items()},
         labels={n.name: dict(n.labels) for n in inputs.namespaces},
@@ -201,6 +248,7 @@ def _translate_pass(inputs: Inputs, memo: ActionMemo) -> _Part:
     classes = class_statuses(inputs.classes, inputs.parameters or {})
     listeners, gateway_status, refused = _gateway_outputs(state, class_refusals(classes))
     memo.finish()
+    routes.finish()
     return _Part(
         listeners=listeners,
         actions=tuple(state.actions),
@@ -219,12 +267,16 @@ def _assemble(inputs: Inputs, by_gateway: Mapping[str, _Part]) -> Translation:
     parts = tuple(by_gateway.values())
     order = {r.meta.key: (r.meta.created, r.meta.key) for r in inputs.routes}
     refs = {r.meta.key: r.parent_refs for r in inputs.routes}
+    # Each route's status from its one part as it is (most routes are on one Gateway: no new object, so the
+    # status memo compares it by identity); gathered from the parts of a route on several.
+    statuses: dict[str, RouteStatus] = {}
     parents: dict[str, list[ParentStatus]] = {}
     actions: dict[str, tuple[RuleAction, ...]] = {}
     invalid: dict[tuple[str, str], list[str]] = {}
     for part in parts:
         for rs in part.routes:
-            parents.setdefault(rs.route, []).extend(rs.parents)
+            if (first := statuses.setdefault(rs.route, rs)) is not rs:
+                parents.setdefault(rs.route, list(first.parents)).extend(rs.parents)
         by_route: dict[str, list[RuleAction]] = {}
         for a in part.actions:
             by_route.setdefault(a.route, []).append(a)
@@ -233,7 +285,8 @@ def _assemble(inputs: Inputs, by_gateway: Mapping[str, _Part]) -> Translation:
         for k, why in part.invalid.items():
             invalid.setdefault(k, list(why))
     routes = tuple(
-        RouteStatus(key, _in_ref_order(parents[key], refs[key])) for key in sorted(parents, key=order.__getitem__)
+        RouteStatus(key, _in_ref_order(parents[key], refs[key])) if key in parents else statuses[key]
+        for key in sorted(statuses, key=order.__getitem__)
     )
     # Policy standing reads only the routes the policies name.
     named = {f"{p.meta.namespace}/{t.name}" for p in inputs.policies for t in p.targets}
@@ -278,35 +331,22 @@ def _in_ref_order(parents: Sequence[ParentStatus], refs: Sequence[ParentRef]) ->
 
 
 def _translate_route(state: _Pass, route: HTTPRoute) -> None:
-    """One route: its parents' attachment, its rules' actions, its status per parent, its entries in the tables."""
-    parents: list[_Parent] = []
-    for ref in route.parent_refs:
-        gw = state.gateways.get(f"{ref.namespace}/{ref.name}")
-        if (ref.group, ref.kind) != (GATEWAY_GROUP, "Gateway") or gw is None:
-            continue  # not one of our Gateways: its controller answers for it
-        parents.append((ref, *attach(route, ref, gw, state.views[gw.meta.key], state.labels)))
-    # Backend resolution and the rules' own problems do not depend on the parent.
-    services = state.inputs.services or {}
-    grants, slices = state.inputs.grants, state.inputs.slices or {}
-    resolved = {rule.index: resolve_refs(route, rule, grants, services) for rule in route.rules}
-    mirrors = {
-        rule.index: resolve_mirrors(route, rule, grants, services, slices, state.seen_endpoints) for rule in route.rules
-    }
-    # Per rule, its backendRefs' problems, then its mirrors'.
-    ref_problems = [p for rule in route.rules for p in (*resolved[rule.index][1], *mirrors[rule.index].problems)]
-    route_actions, dropped = _rule_actions(
-        state, route, resolved, mirrors, attached=any(c is None for _, c, _ in parents)
-    )
+    """One route: its own part (kept by what it reads when that did not change: `route_memo`), then what it shares
+    with the routes before it: its status per parent (a match an older route holds is a conflict) and its entries in
+    the tables."""
+    local = state.routes.local(route, _route_deps(state, route), partial(_route_local, state, route))
     statuses: list[ParentStatus] = []
     # Two parentRefs can reach one listener (the Gateway, and the listener by sectionName): it takes the route once,
     # and counts it once.
     reached: set[tuple[str, str]] = set()
-    for ref, refused, atts in parents:
-        conds, accepted = _parent_conditions(state, route, refused, atts, route_actions, dropped, ref_problems)
-        statuses.append(ParentStatus(ref, conds))
+    for parent in local.parents:
+        conds, accepted = _parent_conditions(state, route, parent, local)
+        statuses.append(ParentStatus(parent.ref, conds))
         if accepted:
-            _enter(state, route, route_actions, atts, reached)
-    state.actions.extend(route_actions)
+            _enter(state, route, local, parent.attachments, reached)
+    state.actions.extend(local.actions)
+    for k, why in local.invalid.items():
+        state.invalid.setdefault(k, []).extend(why)
     if statuses:
         state.route_status.append(RouteStatus(route.meta.key, tuple(statuses)))
         state.route_gateways[route.meta.key] = tuple(
@@ -317,11 +357,62 @@ def _translate_route(state: _Pass, route: HTTPRoute) -> None:
         )
 
 
+def _route_deps(state: _Pass, route: HTTPRoute) -> RouteDeps:
+    """What the route's own part reads besides the route and the pass's context (`route_memo.RouteDeps`)."""
+    services, slices = state.inputs.services or {}, state.inputs.slices or {}
+    refs = [(r.namespace, r.name) for rule in route.rules for r in (*rule.backend_refs, *(m.ref for m in rule.mirrors))]
+    tables = state.inputs.tables
+    policies = state.attachment.rules
+    return (
+        tuple(services.get(k) for k in refs),
+        tuple(slices.get(k) for k in refs),
+        tuple(tables.get(RuleKey(route.meta.namespace, route.meta.name, r.index).text) for r in route.rules)
+        if tables
+        else (),
+        tuple(policies.get((route.meta.key, r.index)) for r in route.rules) if policies else (),
+    )
+
+
+def _route_local(state: _Pass, route: HTTPRoute) -> RouteLocal:
+    """The route's own part: its parents' attachment, its refs resolved, its rules' actions (`route_memo`)."""
+    parents: list[RouteParent] = []
+    for ref in route.parent_refs:
+        gw = state.gateways.get(f"{ref.namespace}/{ref.name}")
+        if (ref.group, ref.kind) != (GATEWAY_GROUP, "Gateway") or gw is None:
+            continue  # not one of our Gateways: its controller answers for it
+        refused, atts = attach(route, ref, gw, state.views[gw.meta.key], state.labels)
+        parents.append(RouteParent(ref, refused, tuple(atts)))
+    # Backend resolution and the rules' own problems do not depend on the parent.
+    services = state.inputs.services or {}
+    grants, slices = state.inputs.grants, state.inputs.slices or {}
+    resolved = {rule.index: resolve_refs(route, rule, grants, services) for rule in route.rules}
+    mirrors = {
+        rule.index: resolve_mirrors(route, rule, grants, services, slices, state.seen_endpoints) for rule in route.rules
+    }
+    # Per rule, its backendRefs' problems, then its mirrors'.
+    ref_problems = [p for rule in route.rules for p in (*resolved[rule.index][1], *mirrors[rule.index].problems)]
+    invalid: dict[tuple[str, str], list[str]] = {}
+    actions, dropped = _rule_actions(
+        state, route, resolved, mirrors, invalid, attached=any(p.refused is None for p in parents)
+    )
+    return RouteLocal(
+        parents=tuple(parents),
+        actions=tuple(actions),
+        entries=tuple(
+            RouteEntry(route.meta.key, a.rule, j, m) for a in actions for j, m in enumerate(route.rules[a.rule].matches)
+        ),
+        dropped=tuple(dropped),
+        ref_problems=tuple(ref_problems),
+        invalid={k: tuple(v) for k, v in invalid.items()},
+    )
+
+
 def _rule_actions(
     state: _Pass,
     route: HTTPRoute,
     resolved: Mapping[int, Resolved],
     mirrors: Mapping[int, ResolvedMirrors],
+    invalid: dict[tuple[str, str], list[str]],
     *,
     attached: bool,
 ) -> tuple[list[RuleAction], list[str]]:
@@ -352,7 +443,7 @@ def _rule_actions(
         )
         builds.append((rule, build))
     actions: list[RuleAction] = []
-    for action, problems in with_policies(route, builds, state.attachment, state.invalid):
+    for action, problems in with_policies(route, builds, state.attachment, invalid):
         dropped.extend(problems)
         if action is not None:
             actions.append(action)
@@ -360,16 +451,11 @@ def _rule_actions(
 
 
 def _parent_conditions(
-    state: _Pass,
-    route: HTTPRoute,
-    refused: Condition | None,
-    atts: Sequence[Attachment],
-    actions: Sequence[RuleAction],
-    dropped: Sequence[str],
-    ref_problems: Sequence[RefProblem],
+    state: _Pass, route: HTTPRoute, parent: RouteParent, local: RouteLocal
 ) -> tuple[tuple[Condition, ...], bool]:
     """The route's conditions on one parent, and whether that parent accepts it."""
     g = route.meta.generation
+    refused, actions, dropped, ref_problems = parent.refused, local.actions, local.dropped, local.ref_problems
     if refused is None and not actions:
         why = "no rule can be served: " + ("; ".join(dropped) or "the route has none")
         refused = cond("Accepted", False, RouteReason.UNSUPPORTED_VALUE, why, g)
@@ -382,7 +468,7 @@ def _parent_conditions(
     if refused is None and dropped:
         why = "Dropped Rule(s): " + "; ".join(dropped)
         conds.append(cond("PartiallyInvalid", True, RouteReason.UNSUPPORTED_VALUE, why, g))
-    if refused is None and (taken := taken_matches(route, actions, atts, state.holders)):
+    if refused is None and (taken := taken_matches(route, actions, parent.attachments, state.holders)):
         conds.append(cond("Conflicted", True, RouteReason.RULE_MATCH_CONFLICT, taken, g))
     return tuple(conds), refused is None
 
@@ -390,7 +476,7 @@ def _parent_conditions(
 def _enter(
     state: _Pass,
     route: HTTPRoute,
-    actions: Sequence[RuleAction],
+    local: RouteLocal,
     atts: Sequence[Attachment],
     reached: set[tuple[str, str]],
 ) -> None:
@@ -402,14 +488,12 @@ def _enter(
         state.attached_count[(a.gateway, a.listener)] = state.attached_count.get((a.gateway, a.listener), 0) + 1
         table = state.tables.setdefault((a.gateway, a.listener), {})
         holders = state.holders.setdefault((a.gateway, a.listener), {})
-        for action in actions:
-            rule = route.rules[action.rule]
-            for j, m in enumerate(rule.matches):
-                # No hostname on either side: every host, the catch-all taken after exact and `*.` hosts.
-                for h in a.hostnames or (CATCH_ALL,):
-                    held = (route, RouteEntry(route.meta.key, rule.index, j, m))
-                    table.setdefault(h, []).append(held)
-                    holders.setdefault(h, {}).setdefault(m, held)
+        for entry in local.entries:
+            # No hostname on either side: every host, the catch-all taken after exact and `*.` hosts.
+            for h in a.hostnames or (CATCH_ALL,):
+                held = (route, entry)
+                table.setdefault(h, []).append(held)
+                holders.setdefault(h, {}).setdefault(entry.match, held)
 
 
 def _gateway_outputs(

@@ -1,0 +1,82 @@
+"""One route's share of a Gateway's translation that no other route changes (`RouteLocal`: its parents' attachment,
+its backendRefs' and mirrors' resolution, its rules' actions and the policies a rule refuses), kept by what it reads
+(`RouteMemo`), so that a flip of one route among 1,000 on a Gateway resolves and builds that route alone. Pure.
+
+What it reads: the route itself; the Gateway's listeners, the grants, the Namespaces' labels and the listeners'
+Secrets (the memo's context: any change there and every route is read again); and, per route, the Services and
+EndpointSlices its refs name, its rules' previous slot tables and the policy attached to each rule (`RouteDeps`).
+What routes share (the precedence of their matches, the duplicate-match check, each listener's table and count) is
+not kept here: the translation walks every route for it on every pass (`translate._translate_route`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from trafficsplit.core.gatewayapi.attachment import Attachment
+from trafficsplit.core.gatewayapi.backends import RefProblem
+from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef
+from trafficsplit.core.model.condition import Condition
+from trafficsplit.core.model.routes import RouteEntry, RuleAction
+
+
+@dataclass(frozen=True, slots=True)
+class RouteParent:
+    """A parentRef of the route to one of our Gateways: the Accepted=False condition that refuses it (None when
+    accepted), and the listeners it attaches the route to."""
+
+    ref: ParentRef
+    refused: Condition | None
+    attachments: tuple[Attachment, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteLocal:
+    parents: tuple[RouteParent, ...]
+    actions: tuple[RuleAction, ...]  # its rules that can be served (none when no parent accepts the route)
+    entries: tuple[RouteEntry, ...]  # their matches, as each listener's table holds them (for every host)
+    dropped: tuple[str, ...]  # why the other rules cannot be
+    ref_problems: tuple[RefProblem, ...]  # per rule, its backendRefs' problems, then its mirrors'
+    invalid: Mapping[tuple[str, str], tuple[str, ...]]  # (policy, this route) → why the policy is refused
+
+
+# Per route, what it reads besides itself and the context: its refs' Services and slices, in order, its rules'
+# previous slot tables and attached policies (each compared by value; the store's objects are mostly the same ones).
+RouteDeps = tuple[tuple[object, ...], tuple[object, ...], tuple[object, ...], tuple[object, ...]]
+
+
+class RouteMemo:
+    """Each route's `RouteLocal` of the last translation of its Gateway, by the route and its `RouteDeps`, under one
+    context (a change of the context forgets them all). The Gateway's translation memo owns one; a translation keeps
+    only the routes it read (bounded by the routes there are). `built` counts the routes read afresh, for the log."""
+
+    __slots__ = ("_context", "_last", "_used", "built")
+
+    def __init__(self) -> None:
+        self._context: object = None
+        self._last: dict[str, tuple[HTTPRoute, RouteDeps, RouteLocal]] = {}
+        self._used: dict[str, tuple[HTTPRoute, RouteDeps, RouteLocal]] = {}
+        self.built = 0
+
+    def begin(self, context: object) -> None:
+        """A translation starts: what it reads that every route reads, compared with the last one's."""
+        if context != self._context:
+            self._last = {}
+        self._context = context  # the objects just compared: the next comparison is by identity where they stay
+
+    def local(self, route: HTTPRoute, deps: RouteDeps, read: Callable[[], RouteLocal]) -> RouteLocal:
+        """The route's part: the one held when the route and what it reads are unchanged, else `read()`."""
+        key = route.meta.key
+        held = self._last.get(key)
+        if held is not None and (held[0] is route or held[0] == route) and held[1] == deps:
+            got = held[2]
+        else:
+            got = read()
+            self.built += 1
+        self._used[key] = (route, deps, got)
+        return got
+
+    def finish(self) -> None:
+        """The translation is done: the routes it did not read are forgotten."""
+        self._last, self._used = self._used, {}
