@@ -301,14 +301,18 @@ class GatewayPublishing:
     # restarted or newly leading operator continues `assignment: minimal` slot tables from.
     held: HeldSplits = field(default_factory=HeldSplits)
 
+    # The same generation's rules with their first numbers, which this leadership's first publish carries on.
+    held_rules: CarriedRules = field(default_factory=CarriedRules)
+
     def held_splits(self) -> HeldSplits:
         msg = self.fleet.held_generation
         if msg is not None and msg.number != self.held.number:
             try:
-                splits = generation_from_proto(msg).splits
+                gen = generation_from_proto(msg)
+                splits, rules = gen.splits, CarriedRules.held(gen)
             except SpecError:  # a replica of another version, a corrupted reply: nothing rather than a guess
-                splits = ()
-            self.held = HeldSplits(msg.number, tuple(splits))
+                splits, rules = (), CarriedRules()
+            self.held, self.held_rules = HeldSplits(msg.number, tuple(splits)), rules
         return self.held
 
     def served(self, number: int) -> bool:
@@ -625,6 +629,10 @@ class GatewayPlane:
             p.refused = refused
             return
         numbering.took(number)
+        if p.number == 0:
+            # This leadership's first publish here: carry on the numbers the replicas hold (as its predecessor would).
+            p.held_splits()
+            p.carried = p.held_rules
         p.number, p.content, p.refused = number, content, None
         p.backends = backend_states(content.splits)
         self._keep_tables(key, gen.splits)

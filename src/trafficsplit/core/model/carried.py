@@ -43,6 +43,24 @@ class CarriedRules:
             )
         return CarriedRules(MappingProxyType(out))
 
+    @staticmethod
+    def held(gen: Generation) -> CarriedRules:
+        """What a Gateway's replicas hold (`gen`, read back from them), as a publisher that did not publish it would
+        have carried it: each rule with a split at that split's first number (`gen`'s own when 0). A restarted or newly
+        leading operator carries on from it, so its first publish keeps the numbers, and the virtual hosts, of the
+        rules it does not change. A rule without a split discloses each generation's own number: nothing to carry."""
+        if gen.routes is None:
+            return CarriedRules()
+        return CarriedRules(
+            MappingProxyType(
+                {
+                    a.key: CarriedRule(a, a.split.first_generation or gen.number)
+                    for a in gen.routes.actions
+                    if a.split is not None
+                }
+            )
+        )
+
     def numbers(self) -> dict[str, int]:
         """Per rule split key, its first number (`generation_to_proto`'s `first`)."""
         return {key: c.number for key, c in self.rules.items()}
