@@ -49,15 +49,14 @@ RouteDeps = tuple[tuple[object, ...], tuple[object, ...], tuple[object, ...], tu
 class RouteMemo:
     """Each route's `RouteLocal` of the last translation of its Gateway, by the route and its `RouteDeps`, under one
     context (a change of the context forgets them all). The Gateway's translation memo owns one; a translation keeps
-    only the routes it read (bounded by the routes there are). `built` counts the routes read afresh, for the log."""
+    only the routes it read (bounded by the routes there are)."""
 
-    __slots__ = ("_context", "_last", "_used", "built")
+    __slots__ = ("_context", "_last", "_used")
 
     def __init__(self) -> None:
         self._context: object = None
         self._last: dict[str, tuple[HTTPRoute, RouteDeps, RouteLocal]] = {}
         self._used: dict[str, tuple[HTTPRoute, RouteDeps, RouteLocal]] = {}
-        self.built = 0
 
     def begin(self, context: object) -> None:
         """A translation starts: what it reads that every route reads, compared with the last one's."""
@@ -69,11 +68,7 @@ class RouteMemo:
         """The route's part: the one held when the route and what it reads are unchanged, else `read()`."""
         key = route.meta.key
         held = self._last.get(key)
-        if held is not None and (held[0] is route or held[0] == route) and held[1] == deps:
-            got = held[2]
-        else:
-            got = read()
-            self.built += 1
+        got = held[2] if held is not None and (held[0] is route or held[0] == route) and held[1] == deps else read()
         self._used[key] = (route, deps, got)
         return got
 

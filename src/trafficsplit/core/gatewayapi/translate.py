@@ -206,8 +206,8 @@ def translate(inputs: Inputs, memo: TranslationMemo | None = None) -> Translatio
     """The model and the status for everything attached to our Gateways (see the module docstring), one Gateway at
     a time: each Gateway's translation reads only its own inputs (`gateway_inputs`), and nothing one Gateway holds
     changes what another's routes get (a route's matches compete only with those of the listeners it attaches to,
-    which are its Gateway's). `memo`: the operator's, so that Gateways, and rules, whose inputs did not change are not
-    translated again."""
+    which are its Gateway's). `memo`: the operator's, so that Gateways, routes and rules whose inputs did not change
+    are not translated again."""
     memo = memo if memo is not None else TranslationMemo()
     return memo.assembled(inputs, memo.parts(gateway_inputs(inputs)))
 
