@@ -43,6 +43,7 @@ from trafficsplit.operator.cluster import (
 )
 from trafficsplit.operator.fleet import Fleet, Numbering
 from trafficsplit.operator.gateways import GATEWAY_KINDS, GatewayPlane
+from trafficsplit.operator.heap import freeze_loaded_heap
 from trafficsplit.operator.metrics import OperatorState, backend_states
 from trafficsplit.operator.store import Key, Parse, WatchStore
 from trafficsplit.v1alpha1 import publish_pb2 as pb
@@ -101,6 +102,9 @@ class EngineSettings:
     static: bool = False  # local mode: no Services; backends use the endpoints the spec lists
     # Gateway API only: no data plane serves TrafficSplits, so none is published; each one's status says so.
     no_gateway: bool = False
+    # The operator process's own: after the first pass, freeze what the start-up listing left (heap.py). Off for an
+    # engine in a process that is not the operator's (the tests': their objects would never be collected).
+    freeze_heap: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +310,7 @@ class Engine:
 
     async def run(self, resync: float = 60.0) -> None:
         await self._ready.wait()
+        frozen = False
         while True:
             # A pass at least every `resync` seconds even without events: a failed status write is retried and
             # anything a lost event left stale is recomputed (level-triggered).
@@ -319,6 +324,10 @@ class Engine:
                 self._dirty.clear()
             try:
                 await self.run_pass()
+                if self.settings.freeze_heap and not frozen:
+                    # the store listed and its first pass done: what stays for long is there now
+                    freeze_loaded_heap()
+                    frozen = True
             except Exception:  # a bug in one pass must not stop the operator; the next event retries
                 log.exception("reconcile pass failed")
                 self.metrics.error("pass_failed")

@@ -89,6 +89,7 @@ def _engine(
         publish_port_name=cfg.publish_port_name,
         static=static,
         no_gateway=cfg.no_gateway,
+        freeze_heap=True,
     )
     engine = Engine(fleet, settings, status_sink, gateways)
     return engine
