@@ -470,6 +470,45 @@ def test_a_gateways_publish_carries_the_first_generation_of_each_unchanged_rule(
     run(main)
 
 
+async def settled(engine: Engine, quiet: float = 0.5) -> None:
+    """Until no pass has run for `quiet` seconds (the status writes' own events are done)."""
+    while True:
+        passes = engine.passes
+        await asyncio.sleep(quiet)
+        if engine.passes == passes:
+            return
+
+
+def test_an_endpoint_change_of_a_mirrors_service_alone_is_published(tmp_path: Any) -> None:
+    """The Services a pass is run for were those of the routes' backendRefs only: an EndpointSlice change of a
+    Service that only a RequestMirror names started no pass, and the mirror kept its old endpoints until some other
+    event (or the 60 s resync)."""
+
+    def mirrored(replica: FakeReplica) -> set[str]:
+        held = replica.held_gen
+        return (
+            set() if held is None else {e.address for a in held.routes.actions for m in a.mirrors for e in m.endpoints}
+        )
+
+    async def main() -> None:
+        async with gateways(tmp_path, "one") as p:
+            api, engine, one = p.api, p.engine, p.replicas["one"]
+            engine.apply("service", None, service_body(NS, "shadow", "http", 80))
+            engine.apply("endpointslice", None, slice_body(NS, "shadow", "http", 8080, "10.0.0.9"))
+            route = route_body("one-route", "one", (90, 10))
+            route["spec"]["rules"][0]["filters"] = [
+                {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "shadow", "port": 80}}}
+            ]
+            api.put("httproute", route)
+            await p.start()
+            await until(lambda: mirrored(one) == {"10.0.0.9"} and api.accepted_at("one-route") == 1)
+            await settled(engine)  # nothing else left to start a pass
+            engine.apply("endpointslice", "MODIFIED", slice_body(NS, "shadow", "http", 8080, "10.0.0.10"))
+            await until(lambda: mirrored(one) == {"10.0.0.10"}, timeout=5)
+
+    run(main)
+
+
 def test_a_restarted_operator_carries_on_the_first_generations_its_replicas_hold(tmp_path: Any) -> None:
     """After a restart (or a new leader) the operator's per-rule first numbers were empty, so its first publish gave
     every rule the new number: each rule's routes disclosed another number and the replicas rebuilt every virtual host

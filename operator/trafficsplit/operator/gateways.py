@@ -489,7 +489,8 @@ class GatewayPlane:
             self.memo,
         )
         self.translation = t
-        refs = {(r.namespace, r.name) for route in s.routes.values() for rule in route.rules for r in rule.backend_refs}
+        # a mirror's Service as much as a backend's: its endpoints are in the generation too
+        refs = {k for route in s.routes.values() for k in route.service_refs()}
         refs.update(self._publish_service(k) for k in s.gateways)
         self.referenced = frozenset(refs)
         return t

@@ -233,6 +233,13 @@ class HTTPRoute:
     hostnames: tuple[str, ...]
     rules: tuple[RouteRule, ...]
 
+    def service_refs(self) -> list[tuple[str, str]]:
+        """The (namespace, name) of every Service its rules name, backendRefs and RequestMirrors alike, in order
+        (repeats kept): what its translation reads of the Services and EndpointSlices."""
+        return [
+            (r.namespace, r.name) for rule in self.rules for r in (*rule.backend_refs, *(m.ref for m in rule.mirrors))
+        ]
+
 
 def parse_httproute(body: Mapping[str, Any]) -> HTTPRoute:
     r = Reader()

@@ -71,12 +71,7 @@ def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
         classes = tuple(c for c in inputs.classes if c.meta.name == gw.class_name)
         named = {c.parameters_ref.name for c in classes if c.parameters_ref is not None}
         routes = tuple(routes_of.get(key, ()))
-        refs = dict.fromkeys(
-            (ref.namespace, ref.name)
-            for route in routes
-            for rule in route.rules
-            for ref in (*rule.backend_refs, *(m.ref for m in rule.mirrors))
-        )
+        refs = dict.fromkeys(k for route in routes for k in route.service_refs())
         certificates = dict.fromkeys(
             (c.namespace, c.name) for lis in gw.listeners if lis.tls is not None for c in lis.tls.certificate_refs
         )

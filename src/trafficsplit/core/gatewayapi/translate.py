@@ -360,7 +360,7 @@ def _translate_route(state: _Pass, route: HTTPRoute) -> None:
 def _route_deps(state: _Pass, route: HTTPRoute) -> RouteDeps:
     """What the route's own part reads besides the route and the pass's context (`route_memo.RouteDeps`)."""
     services, slices = state.inputs.services or {}, state.inputs.slices or {}
-    refs = [(r.namespace, r.name) for rule in route.rules for r in (*rule.backend_refs, *(m.ref for m in rule.mirrors))]
+    refs = route.service_refs()
     tables = state.inputs.tables
     policies = state.attachment.rules
     return (
