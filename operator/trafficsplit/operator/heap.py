@@ -1,13 +1,12 @@
 """The operator's heap and Python's cyclic garbage collector.
 
 After the start-up listing the heap is mostly what the store and the memos hold for as long as the objects exist
-(1,000 HTTPRoutes: ~140,000 tracked objects in process, ~200,000 in the operator), and each pass allocates little
-that survives (a one-route flip: under 2,000 objects net). Python's collector still walks the whole heap at every
-full collection: 73 ms for that store, in the middle of whichever pass allocated the object that crossed the threshold
-(issue 28's 1,000-route flip, measured in process with `gc.callbacks`; docs/performance.md). `freeze_loaded_heap`
-moves what the listing and the first pass left into the collector's permanent generation (`gc.freeze`), so a full
-collection walks only what came after (3.4 ms). What is frozen is still freed by reference counting when dropped;
-only a reference cycle among it would outlive its use.
+(~200,000 tracked objects in an operator holding 1,000 HTTPRoutes), and a pass keeps little of what it allocates.
+Python's collector still walks the whole heap at every full collection, in the middle of whichever pass allocated the
+object that crossed the threshold: ~100 ms for a heap of 430,000 objects (bench/bench_gateway_publish.py; a flip's
+pass is ~45 ms of work). `freeze_loaded_heap` moves what the listing and the first pass left into the collector's
+permanent generation (`gc.freeze`), so a full collection walks only what came after. What is frozen is still freed
+by reference counting when dropped; only a reference cycle among it would outlive its use.
 """
 
 from __future__ import annotations
