@@ -87,8 +87,14 @@ def _full_collections_ms(times: int = 5) -> float:
 
 def in_process(tree: Path, routes: int, flips: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(tree / p) for p in ("src", "operator", "extproc", "."))}
-    code = f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); from bench.bench_gateway_publish import measure; "
-    code += f"print(json.dumps(measure({routes}, {flips})))"
+    # This file's `measure`, loaded by path: with ROOT on sys.path, ROOT's tests (the store builders) would shadow the
+    # tree's, whose parsers may differ.
+    code = "import importlib.util, json; "
+    code += (
+        f"spec = importlib.util.spec_from_file_location('bench_gateway_publish', {str(Path(__file__).resolve())!r}); "
+    )
+    code += "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
+    code += f"print(json.dumps(m.measure({routes}, {flips})))"
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tree, check=True, capture_output=True, text=True)
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result

@@ -87,6 +87,8 @@ SUPPORTED_FEATURES = (
     "HTTPRouteRetryConnectionError",  # v1.6.3 has no test of its own: tests/integration/test_gateway_timeouts_envoy.py
     "HTTPRouteRetryBackendTimeout",  # likewise
     "HTTPRouteCORS",
+    "GatewayFrontendClientCertificateValidation",  # spec.tls.frontend: a port's CA bundle from a ConfigMap
+    "GatewayFrontendClientCertificateValidationInsecureFallback",  # its AllowInsecureFallback mode
     "GatewayAddressEmpty",  # spec.addresses without a value: the data plane's Service assigns it
     "GatewayStaticAddresses",  # with a value: the Service's ClusterIP; one the API server refuses, AddressNotUsable
 )

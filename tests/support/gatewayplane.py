@@ -18,7 +18,7 @@ from trafficsplit.core.gatewayapi.httproute import parse_httproute
 from trafficsplit.core.gatewayapi.objects import parse_gateway, parse_gateway_class
 from trafficsplit.core.gatewayapi.translate import Inputs, Translation, gateway_content, translate
 from trafficsplit.core.model.generation import Generation
-from trafficsplit.core.model.tls import parse_tls_secret
+from trafficsplit.core.model.tls import ClientCertificates, parse_ca_configmap, parse_tls_secret
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.bootstrap import Address, BootstrapOptions, GatewayListener, bootstrap_json
 from trafficsplit.wire.generation import generation_to_proto
@@ -69,12 +69,18 @@ class GatewayPlane:
         routes: Sequence[Mapping[str, Any]],
         number: int | None = None,
         secrets: Sequence[Mapping[str, Any]] = (),
+        frontend: Mapping[str, Any] | None = None,
+        configmaps: Sequence[Mapping[str, Any]] = (),
     ) -> Generation:
-        """Gateway `ns/gw` with these listeners and HTTPRoutes, translated by the core: its data plane's generation."""
-        gw = {
+        """Gateway `ns/gw` with these listeners and HTTPRoutes, translated by the core: its data plane's generation.
+        `frontend`: the Gateway's `spec.tls.frontend` (client certificate validation), `configmaps` the CA bundles
+        it names."""
+        gw: dict[str, Any] = {
             "metadata": {"name": GATEWAY, "namespace": NAMESPACE, "uid": self.uid},
             "spec": {"gatewayClassName": "ts", "listeners": list(listeners)},
         }
+        if frontend is not None:
+            gw["spec"]["tls"] = {"frontend": dict(frontend)}
         svcs, slices = services(self.backends, list(self.backends.ports), self.service_port)
         self.translation = translate(
             Inputs(
@@ -84,6 +90,7 @@ class GatewayPlane:
                 services=svcs,
                 slices=slices,
                 secrets={t.key: t for t in map(parse_tls_secret, secrets)},
+                configmaps={(c.namespace, c.name): c for c in map(parse_ca_configmap, configmaps)},
             )
         )
         return gateway_content(self.translation, f"{NAMESPACE}/{GATEWAY}", self.uid).stamp(number or self.number + 1)
@@ -93,10 +100,12 @@ class GatewayPlane:
         listeners: Sequence[Mapping[str, Any]],
         routes: Sequence[Mapping[str, Any]],
         secrets: Sequence[Mapping[str, Any]] = (),
+        frontend: Mapping[str, Any] | None = None,
+        configmaps: Sequence[Mapping[str, Any]] = (),
     ) -> Generation:
         """Compile and publish through the publish API; asserts ACCEPTED; returns the core generation served.
-        `secrets`: kubernetes.io/tls Secret bodies the HTTPS listeners name."""
-        gen = self.compile(listeners, routes, secrets=secrets)
+        `secrets`: kubernetes.io/tls Secret bodies the HTTPS listeners name; `frontend`, `configmaps`: as `compile`."""
+        gen = self.compile(listeners, routes, secrets=secrets, frontend=frontend, configmaps=configmaps)
         reply = self.processor.publish_until_taken(generation_to_proto(gen, origin="test"))
         assert reply.result == pb.PublishReply.ACCEPTED, (reply, self.processor.log_tail())
         self.number = gen.number
@@ -115,11 +124,12 @@ class GatewayPlane:
         transport: str = "grpc",
         tls_hosts: Mapping[int, Sequence[str]] | None = None,
         extra: Sequence[str] = (),
+        client_certificates: Mapping[int, ClientCertificates] | None = None,
     ) -> GatewayPlane:
         """The processor, then Envoy with one listener per Gateway port (each bound to a free loopback port);
         `transport`: how Envoy calls ext_proc (grpc, or http: the experimental http_service); `tls_hosts`: the
         HTTPS ports and their listeners' hostnames (`*`: none), as the provisioner's `:https` flags give them;
-        `extra`: more extproc flags."""
+        `extra`: more extproc flags; `client_certificates`: the HTTPS ports that validate clients, and how (`:mtls`)."""
         # The cookie keys a provisioned data plane mounts (its Gateway's Secret): Cookie sessionPersistence seals.
         keys = workdir / "cookie-keys"
         keys.write_text(secrets.token_hex(32) + "\n")
@@ -132,7 +142,10 @@ class GatewayPlane:
         ).start()
         local = Address(path=str(processor.socket))
         https = tls_hosts or {}
-        listeners = tuple(GatewayListener(p, Address("127.0.0.1", 0), tuple(https.get(p, ()))) for p in gateway_ports)
+        mtls = client_certificates or {}
+        listeners = tuple(
+            GatewayListener(p, Address("127.0.0.1", 0), tuple(https.get(p, ())), mtls.get(p)) for p in gateway_ports
+        )
         config = bootstrap_json(
             BootstrapOptions(
                 node_id="gw-0",

@@ -1,5 +1,6 @@
-"""The Secrets HTTPS listeners name, read by name (operator/certificates.py): only what one of our listeners may use is
-read or kept, a Secret no longer named is dropped, one created or renewed later is read again on the timer."""
+"""The Secrets HTTPS listeners name, and the ConfigMaps their client validations name, read by name
+(operator/certificates.py): only what one of our listeners may use is read or kept, an object no longer named is
+dropped, one created or renewed later is read again on the timer."""
 
 from __future__ import annotations
 
@@ -81,7 +82,9 @@ def test_only_the_secrets_our_listeners_may_use_are_named() -> None:
     assert certificate_secrets([gw], []) == {("shop", "own")}
 
 
-def _plane(api: FakeSecrets, pokes: list[int], seconds: float = 60.0) -> GatewayPlane:
+def _plane(
+    api: FakeSecrets, pokes: list[int], seconds: float = 60.0, configmaps: FakeSecrets | None = None
+) -> GatewayPlane:
     def make_fleet(label: str) -> Fleet:
         raise AssertionError("no fleet in these tests")
 
@@ -91,6 +94,7 @@ def _plane(api: FakeSecrets, pokes: list[int], seconds: float = 60.0) -> Gateway
         make_fleet,
         lambda: pokes.append(1),
         secret_getter=api,
+        configmap_getter=configmaps,
     )
     plane.store.apply("gatewayclass", None, {"metadata": _meta("ts", None), "spec": {"controllerName": CONTROLLER}})
     plane.store.apply("gatewayclass", None, {"metadata": _meta("theirs", None), "spec": {"controllerName": "x/y"}})
@@ -154,5 +158,41 @@ def test_a_secret_created_after_its_listener_is_read_on_the_timer(tmp_path: Path
             await asyncio.sleep(0.02)
         assert plane.store.secrets == {} and pokes
         await plane.close()
+
+    asyncio.run(main())
+
+
+def test_a_client_validations_configmap_is_read_by_name_and_created_later_on_the_timer(tmp_path: Path) -> None:
+    """The ConfigMap a Gateway's `spec.tls.frontend` names, and no other, is read; absent at first (the listener
+    `Accepted: False, NoValidCACertificate`), then created: the refresher reads it and asks for a pass."""
+    secrets = FakeSecrets({("shop", "cert"): _tls_body(tmp_path, "shop", "cert")})
+    ca = make_ca(tmp_path, "clients").path.read_text()
+    configmaps = FakeSecrets({("shop", "junk"): {"metadata": _meta("junk"), "data": {"ca.crt": ca}}})
+    pokes: list[int] = []
+    body = _gateway("gw", "ts", _https("https", {"name": "cert"}))
+    ref = {"group": "", "kind": "ConfigMap", "name": "clients"}
+    body["spec"]["tls"] = {"frontend": {"default": {"validation": {"caCertificateRefs": [ref]}}}}
+
+    def accepted(plane: GatewayPlane) -> str:
+        (listener,) = plane.translate({}, {}).gateways[0].listeners
+        return next(f"{c.status}/{c.reason}" for c in listener.conditions if c.type == "Accepted")
+
+    async def main() -> None:
+        plane = _plane(secrets, pokes, seconds=0.05, configmaps=configmaps)
+        plane.store.apply("gateway", None, body)
+        await plane.read_certificates()
+        assert configmaps.reads == [("shop", "clients")]
+        assert accepted(plane) == "False/NoValidCACertificate"
+        configmaps.bodies[("shop", "clients")] = {"metadata": _meta("clients"), "data": {"ca.crt": ca}}
+        pokes.clear()
+        for _ in range(100):
+            if plane.store.configmaps:
+                break
+            await asyncio.sleep(0.02)
+        assert set(plane.store.configmaps) == {("shop", "clients")} and pokes
+        assert accepted(plane) == "True/Accepted"
+        assert ("shop", "junk") not in configmaps.reads
+        await plane.close()
+        assert plane.store.configmaps == {}
 
     asyncio.run(main())

@@ -44,7 +44,7 @@ from trafficsplit.core.gatewayapi.conditions import (
     RouteReason,
 )
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef, parse_httproute
-from trafficsplit.core.gatewayapi.listeners import certificate_secrets
+from trafficsplit.core.gatewayapi.listeners import ca_configmaps, certificate_secrets
 from trafficsplit.core.gatewayapi.objects import (
     Gateway,
     GatewayClass,
@@ -90,9 +90,9 @@ from trafficsplit.core.model.compiled import CompiledSplit
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import GenerationContent
 from trafficsplit.core.model.routes import RuleKey
-from trafficsplit.core.model.tls import TlsSecret
+from trafficsplit.core.model.tls import CaConfigMap, TlsSecret, parse_ca_configmap, parse_tls_secret
 from trafficsplit.core.model.vocabulary import EventReason, EventType
-from trafficsplit.operator.certificates import CertificateReader, CertificateTiming, SecretGetter
+from trafficsplit.operator.certificates import CertificateTiming, NamedReader, ObjectGetter
 from trafficsplit.operator.cluster import Replica, replicas_from_slices
 from trafficsplit.operator.dataplane_names import PUBLISH_PORT_NAME, names_for
 from trafficsplit.operator.fleet import Backoff, Fleet, Numbering
@@ -223,6 +223,8 @@ class GatewayStore(WatchStore):
     # The Secrets our HTTPS listeners' certificateRefs name, read by name (certificates.py): not watched, so a
     # Secret no listener of ours names never reaches this memory.
     secrets: dict[Key, TlsSecret] = field(default_factory=dict)
+    # The ConfigMaps their ports' client validations name (CA bundles), read by name likewise.
+    configmaps: dict[Key, CaConfigMap] = field(default_factory=dict)
     # TrafficSplitPolicies: what a TrafficSplit says beyond weights, attached to HTTPRoutes (core/gatewayapi/policy.py).
     policies: dict[Key, Policy] = field(default_factory=dict)
     stored: dict[tuple[str, Key], Stored] = field(default_factory=dict)
@@ -360,7 +362,8 @@ class GatewayPlane:
         provisioner: Provisioner | None = None,
         status_sink: GatewayStatusSink | None = None,
         event_sink: GatewayEventSink | None = None,
-        secret_getter: SecretGetter | None = None,
+        secret_getter: ObjectGetter | None = None,
+        configmap_getter: ObjectGetter | None = None,
     ) -> None:
         self.settings = settings
         self.store = GatewayStore()
@@ -370,9 +373,15 @@ class GatewayPlane:
         self._provisioner = provisioner
         self._sink = status_sink
         self._events = event_sink
+        timing = settings.certificates
         self._certificates = (
-            CertificateReader(secret_getter, self.store.secrets, poke, settings.certificates)
+            NamedReader(secret_getter, self.store.secrets, parse_tls_secret, poke, timing, kind="Secret")
             if secret_getter is not None
+            else None
+        )
+        self._cas = (
+            NamedReader(configmap_getter, self.store.configmaps, parse_ca_configmap, poke, timing, kind="ConfigMap")
+            if configmap_getter is not None
             else None
         )
         self._gateways: dict[Key, GatewayPublishing] = {}
@@ -460,13 +469,16 @@ class GatewayPlane:
         return max((p.number for p in self._gateways.values()), default=0)
 
     async def read_certificates(self) -> None:
-        """Before a translation: the Secrets our Gateways' HTTPS listeners may use, read by name (certificates.py)."""
-        if self._certificates is None:
-            return
+        """Before a translation: the Secrets our Gateways' HTTPS listeners may use and the ConfigMaps of their ports'
+        client validations, read by name (certificates.py)."""
         s = self.store
         ours = {c.meta.name for c in s.classes.values() if c.ours}
-        gateways = (g for g in s.gateways.values() if g.class_name in ours)
-        await self._certificates.read(certificate_secrets(gateways, tuple(s.grants.values())))
+        gateways = [g for g in s.gateways.values() if g.class_name in ours]
+        grants = tuple(s.grants.values())
+        if self._certificates is not None:
+            await self._certificates.read(certificate_secrets(gateways, grants))
+        if self._cas is not None:
+            await self._cas.read(ca_configmaps(gateways, grants))
 
     def translate(self, services: Mapping[Key, ServiceInfo], slices: Mapping[Key, SliceInfo]) -> Translation:
         s = self.store
@@ -479,6 +491,7 @@ class GatewayPlane:
                 namespaces=tuple(s.namespaces.values()),
                 parameters={name: p for (_, name), p in s.parameters.items()},
                 secrets=s.secrets,
+                configmaps=s.configmaps,
                 services=services,
                 slices=slices_by_service(slices.values()),
                 policies=tuple(s.policies.values()),
@@ -788,6 +801,8 @@ class GatewayPlane:
         self._written.clear()
         if self._certificates is not None:
             await self._certificates.close()
+        if self._cas is not None:
+            await self._cas.close()
         # The next leadership reads the tables again from the replicas (another leader may have advanced them).
         self._kept.clear()
         self._seeds.clear()

@@ -126,9 +126,10 @@ class KubeApi:
 
     # --- Gateway API -------------------------------------------------------------------------------------------------
 
-    def _read_secret_sync(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def _read_by_name_sync(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        read = self.core.read_namespaced_secret if kind == "Secret" else self.core.read_namespaced_config_map
         try:
-            resp = self.core.read_namespaced_secret(name, namespace, _preload_content=False)
+            resp = read(name, namespace, _preload_content=False)
         except client.ApiException as exc:
             if exc.status == 404:
                 return None
@@ -138,7 +139,11 @@ class KubeApi:
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A Secret an HTTPS listener names, by name (certificates.py: the operator lists and watches no Secret)."""
-        return await asyncio.to_thread(self._read_secret_sync, namespace, name)
+        return await asyncio.to_thread(self._read_by_name_sync, "Secret", namespace, name)
+
+    async def read_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A ConfigMap a client certificate validation names (its CA bundle), by name, as Secrets are."""
+        return await asyncio.to_thread(self._read_by_name_sync, "ConfigMap", namespace, name)
 
     def _gateway_api_missing_sync(self) -> str | None:
         try:

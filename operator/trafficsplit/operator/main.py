@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import start_http_server
 
 from trafficsplit.core.gatewayapi.parameters import Placement
-from trafficsplit.operator.certificates import SecretGetter
+from trafficsplit.operator.certificates import ObjectGetter
 from trafficsplit.operator.config import Config, parse_config
 from trafficsplit.operator.engine import Engine, EngineSettings, StatusSink
 from trafficsplit.operator.fleet import Fleet
@@ -47,7 +47,8 @@ def _engine(
     gateway_events: GatewayEventSink | None = None,
     provisioner: Provisioner | None = None,
     dataplane_namespace: str = "default",
-    secret_getter: SecretGetter | None = None,
+    secret_getter: ObjectGetter | None = None,
+    configmap_getter: ObjectGetter | None = None,
     placement: Placement = Placement.CONTROLLER_NAMESPACE,
     default_replicas: int = 2,
 ) -> Engine:
@@ -77,6 +78,7 @@ def _engine(
             event_sink=gateway_events,
             provisioner=provisioner,
             secret_getter=secret_getter,
+            configmap_getter=configmap_getter,
         )
         if gateway_sink is not None
         else None
@@ -197,6 +199,7 @@ async def run_kubernetes(cfg: Config) -> bool:
         provisioner=provisioner,
         dataplane_namespace=dataplane_namespace,
         secret_getter=kube.read_secret if gateway_api else None,
+        configmap_getter=kube.read_configmap if gateway_api else None,
         placement=placement,
         default_replicas=default_replicas,
     )

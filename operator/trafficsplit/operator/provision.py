@@ -59,9 +59,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from trafficsplit.core.gatewayapi.conditions import GatewayReason
-from trafficsplit.core.gatewayapi.objects import Gateway
+from trafficsplit.core.gatewayapi.objects import Gateway, ValidationMode
 from trafficsplit.core.gatewayapi.parameters import GatewayParameters, Placement, Resources
 from trafficsplit.core.model.persistent import MIN_KEY_BYTES
+from trafficsplit.core.model.tls import ClientCertificates
 from trafficsplit.operator.dataplane_names import (
     COMPONENT,
     GATEWAY_NAME_ANNOTATION,
@@ -415,11 +416,29 @@ def processor_args(settings: DataplaneSettings) -> list[str]:
     return args
 
 
-def listener_flag(port: int, inner: int, https: Sequence[str] = ()) -> str:
+def listener_flag(port: int, inner: int, https: Sequence[str] = (), client: ClientCertificates | None = None) -> str:
     """The extproc's `--listener` for a Gateway listener port served on `inner` in the pod: `PORT=0.0.0.0:INNER`,
-    with `:https:NAME,...` for an HTTPS port (one SNI filter chain per hostname, its certificate over SDS)."""
+    with `:https:NAME,...` for an HTTPS port (one SNI filter chain per hostname, its certificate over SDS) and
+    `:mtls=MODE` when it validates client certificates (its CA bundle over SDS)."""
     flag = f"{port}=0.0.0.0:{inner}"
-    return f"{flag}:https:{','.join(https)}" if https else flag
+    if not https:
+        return flag
+    flag = f"{flag}:https:{','.join(https)}"
+    return f"{flag}:mtls={client.value}" if client is not None else flag
+
+
+def client_certificates(gateway: Gateway, port: int) -> ClientCertificates | None:
+    """How the HTTPS port `port` asks for client certificates, from the Gateway's spec (`spec.tls.frontend`) as
+    written: a port whose CAs do not resolve still asks (and serves nothing: the translation sends it no CA), so a
+    port that is to validate never serves unvalidated."""
+    if not tls_hosts(gateway, port):
+        return None
+    validation = gateway.client_validation(port)
+    if validation is None:
+        return None
+    if validation.mode is ValidationMode.ALLOW_INSECURE_FALLBACK:
+        return ClientCertificates.OPTIONAL
+    return ClientCertificates.REQUIRE
 
 
 def bootstrap_args(gateway: Gateway, settings: DataplaneSettings, ports: Mapping[int, int]) -> list[str]:
@@ -440,7 +459,10 @@ def bootstrap_args(gateway: Gateway, settings: DataplaneSettings, ports: Mapping
     ]
     if not envoy["backendClusterStats"]:
         args.append("--no-backend-cluster-stats")
-    args += [f"--listener={listener_flag(p, inner, tls_hosts(gateway, p))}" for p, inner in ports.items()]
+    args += [
+        f"--listener={listener_flag(p, inner, tls_hosts(gateway, p), client_certificates(gateway, p))}"
+        for p, inner in ports.items()
+    ]
     return args
 
 

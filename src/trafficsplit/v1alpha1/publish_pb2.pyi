@@ -184,18 +184,28 @@ class VirtualHost(_message.Message):
     def __init__(self, hostname: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[RouteEntry, _Mapping]]] = ...) -> None: ...
 
 class ListenerRoutes(_message.Message):
-    __slots__ = ("listener", "port", "hosts", "hostname", "certificate")
+    __slots__ = ("listener", "port", "hosts", "hostname", "certificate", "client_validation")
     LISTENER_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_VALIDATION_FIELD_NUMBER: _ClassVar[int]
     listener: str
     port: int
     hosts: _containers.RepeatedCompositeFieldContainer[VirtualHost]
     hostname: str
     certificate: Certificate
-    def __init__(self, listener: _Optional[str] = ..., port: _Optional[int] = ..., hosts: _Optional[_Iterable[_Union[VirtualHost, _Mapping]]] = ..., hostname: _Optional[str] = ..., certificate: _Optional[_Union[Certificate, _Mapping]] = ...) -> None: ...
+    client_validation: ClientValidation
+    def __init__(self, listener: _Optional[str] = ..., port: _Optional[int] = ..., hosts: _Optional[_Iterable[_Union[VirtualHost, _Mapping]]] = ..., hostname: _Optional[str] = ..., certificate: _Optional[_Union[Certificate, _Mapping]] = ..., client_validation: _Optional[_Union[ClientValidation, _Mapping]] = ...) -> None: ...
+
+class ClientValidation(_message.Message):
+    __slots__ = ("ca_pem", "insecure_fallback")
+    CA_PEM_FIELD_NUMBER: _ClassVar[int]
+    INSECURE_FALLBACK_FIELD_NUMBER: _ClassVar[int]
+    ca_pem: bytes
+    insecure_fallback: bool
+    def __init__(self, ca_pem: _Optional[bytes] = ..., insecure_fallback: _Optional[bool] = ...) -> None: ...
 
 class Certificate(_message.Message):
     __slots__ = ("chain_pem", "key_pem")

@@ -62,12 +62,14 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import http_con
 from envoy.extensions.http.early_header_mutation.header_mutation.v3 import header_mutation_pb2
 from envoy.extensions.resource_monitors.downstream_connections.v3 import downstream_connections_pb2
 from envoy.extensions.resource_monitors.fixed_heap.v3 import fixed_heap_pb2
+from envoy.extensions.transport_sockets.tls.v3 import common_pb2 as tls_common_pb2
 from envoy.extensions.transport_sockets.tls.v3 import secret_pb2, tls_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from google.protobuf import any_pb2, duration_pb2, json_format, struct_pb2, wrappers_pb2
 
 from trafficsplit.core.decide import disclosure
 from trafficsplit.core.model.rules import is_host
+from trafficsplit.core.model.tls import ClientCertificates
 from trafficsplit.wire.envoy import (
     BUFFER_LIMIT_BYTES,
     CORS_FILTER,
@@ -78,6 +80,7 @@ from trafficsplit.wire.envoy import (
     ads_source,
     secret_name,
     speak_http2,
+    validation_secret_name,
 )
 from trafficsplit.wire.gateway_routes import route_config_name
 from trafficsplit.wire.reserved import ADS_CLUSTER, EXTPROC_CLUSTER
@@ -211,6 +214,9 @@ class GatewayListener:
     # (`envoy.secret_name`). Empty: plain HTTP. Given as `PORT=HOST:PORT:https` (one listener, no hostname) or
     # `PORT=HOST:PORT:https:NAME,NAME`.
     tls_hosts: tuple[str, ...] = ()
+    # HTTPS with client certificate validation, given as a last `:mtls=require` or `:mtls=optional`: every chain of
+    # the port validates against the port's CA bundle, an SDS validation context (`envoy.validation_secret_name`).
+    client_certificates: ClientCertificates | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
@@ -224,12 +230,22 @@ class GatewayListener:
             raise ValueError(f"listener port {self.port}: {bad[0][:64]!r} is not a host name or a *. wildcard")
         if len(set(self.tls_hosts)) != len(self.tls_hosts):
             raise ValueError(f"listener port {self.port}: an HTTPS hostname repeats")
+        if self.client_certificates is not None and not self.tls_hosts:
+            raise ValueError(f"listener port {self.port}: client certificates are for an HTTPS listener")
 
     @classmethod
     def parse(cls, text: str) -> GatewayListener:
+        shape = f"listener {text!r} is not PORT=HOST:PORT[:https[:NAME,...][:mtls=require|optional]]"
         head, https, hosts = text.partition(":https")
         if https and hosts and not hosts.startswith(":"):
-            raise ValueError(f"listener {text!r} is not PORT=HOST:PORT[:https[:NAME,...]]")
+            raise ValueError(shape)
+        client: ClientCertificates | None = None
+        hosts, mtls, mode = hosts.partition(":mtls=")
+        if mtls:
+            try:
+                client = ClientCertificates(mode)
+            except ValueError:
+                raise ValueError(shape) from None
         tls_hosts = tuple(hosts[1:].split(",")) if hosts else ("*",) if https else ()
         port, sep, bind = head.partition("=")
         if not sep or not port.isdigit() or not bind:
@@ -240,7 +256,7 @@ class GatewayListener:
             raise ValueError(f"listener {text!r}: {exc}") from exc
         if address.path is None and not 0 <= address.port <= 65535:
             raise ValueError(f"listener {text!r}: bind port outside 0..65535")
-        return cls(int(port), address, tls_hosts)
+        return cls(int(port), address, tls_hosts, client)
 
     @property
     def name(self) -> str:
@@ -517,6 +533,27 @@ def tls_socket(gateway: GatewayListener, host: str) -> base_pb2.TransportSocket:
             alpn_protocols=["h2", "http/1.1"],
         )
     )
+    if gateway.client_certificates is not None:
+        # The mode is the listener's (require_client_certificate is no SDS field); the trust anchors come over SDS
+        # with the generation, merged into this default. Every chain of the port validates alike, so a connection
+        # coalesced across hostnames (HTTP/2) never skips a validation another hostname of the port has.
+        optional = gateway.client_certificates is ClientCertificates.OPTIONAL
+        verification = (
+            tls_common_pb2.CertificateValidationContext.ACCEPT_UNTRUSTED
+            if optional
+            else tls_common_pb2.CertificateValidationContext.VERIFY_TRUST_CHAIN
+        )
+        ctx.require_client_certificate.value = not optional
+        ctx.common_tls_context.combined_validation_context.CopyFrom(
+            tls_pb2.CommonTlsContext.CombinedCertificateValidationContext(
+                default_validation_context=tls_common_pb2.CertificateValidationContext(
+                    trust_chain_verification=verification
+                ),
+                validation_context_sds_secret_config=secret_pb2.SdsSecretConfig(
+                    name=validation_secret_name(gateway.port), sds_config=ads_source()
+                ),
+            )
+        )
     return base_pb2.TransportSocket(name="envoy.transport_sockets.tls", typed_config=_pack(ctx))
 
 

@@ -85,6 +85,7 @@ SECRET_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Sec
 # An HTTPS listener's certificate over SDS: one secret per listener port and hostname (`*`: the listener without
 # one), the name the bootstrap's filter chain for that hostname asks for.
 SECRET_PREFIX = "trafficsplit_tls_"
+CA_SECRET_PREFIX = "trafficsplit_client_ca_"
 
 
 HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"  # a cluster's upstream HTTP options
@@ -92,6 +93,11 @@ HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 
 def secret_name(port: int, hostname: str | None) -> str:
     return f"{SECRET_PREFIX}{port}_{hostname or '*'}"
+
+
+def validation_secret_name(port: int) -> str:
+    """The SDS validation context (client CA bundle) of an HTTPS port: one per port, as validation is per port."""
+    return f"{CA_SECRET_PREFIX}{port}"
 
 
 _HV = base_pb2.HeaderValue

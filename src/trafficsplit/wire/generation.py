@@ -87,7 +87,7 @@ from trafficsplit.core.model.routes import (
 )
 from trafficsplit.core.model.splitspec import BackendSpec, compiled_backends
 from trafficsplit.core.model.timeouts import MAX_RETRY_CODE, MIN_RETRY_CODE, RuleRetry, RuleTimeouts
-from trafficsplit.core.model.tls import Certificate
+from trafficsplit.core.model.tls import CaBundle, Certificate, ClientValidation
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.reserved import RESERVED_CLUSTERS
 
@@ -252,6 +252,13 @@ def routes_to_proto(routes: GatewayRoutes, parts: ProtoParts | None = None) -> p
                     None
                     if lr.certificate is None
                     else pb.Certificate(chain_pem=lr.certificate.chain_pem, key_pem=lr.certificate.key_pem)
+                ),
+                client_validation=(
+                    None
+                    if lr.client_validation is None
+                    else pb.ClientValidation(
+                        ca_pem=lr.client_validation.ca.pem, insecure_fallback=lr.client_validation.insecure_fallback
+                    )
                 ),
                 hosts=[parts.host(lr.listener, vh) for vh in lr.hosts],
             )
@@ -649,6 +656,13 @@ def _routes_from_proto(
             certificate = _build(problems, f"{lpath}.certificate", Certificate, c.chain_pem, c.key_pem)
             if certificate is None:
                 continue
+        validation = None
+        if lr.HasField("client_validation"):
+            cv = lr.client_validation
+            ca = _build(problems, f"{lpath}.client_validation", CaBundle, cv.ca_pem)
+            if ca is None:
+                continue
+            validation = ClientValidation(ca, cv.insecure_fallback)
         listener = _build(
             problems,
             lpath,
@@ -659,6 +673,7 @@ def _routes_from_proto(
             tuple(hosts),
             hostname=lr.hostname or None,
             certificate=certificate,
+            client_validation=validation,
         )
         if listener is not None:
             listeners.append(listener)

@@ -77,11 +77,21 @@ Packed = Resources[any_pb2.Any, any_pb2.Any, any_pb2.Any, any_pb2.Any]
 
 def secrets(gen: Generation | None) -> dict[str, secret_pb2.Secret] | None:
     """The certificates of the generation's HTTPS listeners as SDS secrets (inline: they travel in the ADS stream to
-    this pod's Envoy only, never to a file); None for a generation without a route table (TrafficSplits)."""
+    this pod's Envoy only, never to a file), and each validating port's client CA bundle as an SDS validation
+    context; None for a generation without a route table (TrafficSplits). A port whose validation did not resolve
+    gets none: its filter chains (which name one) then fail every handshake, and never serve unvalidated."""
     if gen is None or gen.routes is None:
         return None
     out: dict[str, secret_pb2.Secret] = {}
     for lr in gen.routes.listeners:
+        if lr.client_validation is not None:
+            ca_name = envoy.validation_secret_name(lr.port)
+            out[ca_name] = secret_pb2.Secret(
+                name=ca_name,
+                validation_context=tls_common_pb2.CertificateValidationContext(
+                    trusted_ca=base_pb2.DataSource(inline_bytes=lr.client_validation.ca.pem)
+                ),
+            )
         if lr.certificate is None:
             continue
         name = envoy.secret_name(lr.port, lr.hostname)

@@ -43,6 +43,10 @@ class ListenerReason(StrEnum):
     RESOLVED_REFS = "ResolvedRefs"
     INVALID_CERTIFICATE_REF = "InvalidCertificateRef"
     REF_NOT_PERMITTED = "RefNotPermitted"
+    # client certificate validation (spec.tls.frontend): a CA ref that does not resolve, one of another kind, none
+    INVALID_CA_CERTIFICATE_REF = "InvalidCACertificateRef"
+    INVALID_CA_CERTIFICATE_KIND = "InvalidCACertificateKind"
+    NO_VALID_CA_CERTIFICATE = "NoValidCACertificate"
     INVALID = "Invalid"
     INVALID_ROUTE_KINDS = "InvalidRouteKinds"
     NO_CONFLICTS = "NoConflicts"
@@ -67,6 +71,8 @@ class GatewayReason(StrEnum):
     ADDRESS_NOT_USABLE = "AddressNotUsable"
     # Programmed (Gateway API's own reason): no data plane for want of resources, a class's cap or a namespace's quota
     NO_RESOURCES = "NoResources"
+    # InsecureFrontendValidationMode (Gateway API's own reason): a port's validation is AllowInsecureFallback
+    CONFIGURATION_CHANGED = "ConfigurationChanged"
 
 
 # Programmed is the data plane's to say, after its replicas ACK (the operator's gateways module): until then Unknown.

@@ -2,10 +2,11 @@
 
 A Gateway's translation depends on its own objects only: the Gateway, its class and the GatewayParameters the class
 names (a class refused for them refuses its Gateways), the HTTPRoutes with a parentRef naming it, and what those
-name: the Services (and their EndpointSlices) of their backendRefs and mirrors, the
-ReferenceGrants of the namespaces those refs and the listeners' certificateRefs point into (a grant lives beside what
-it grants), the listeners' Secrets, the Namespaces of the routes (a listener's `allowedRoutes` selector reads their
-labels), the TrafficSplitPolicies naming the routes and the rules' previous slot tables. `gateway_inputs` cuts the
+name: the Services (and their EndpointSlices) of their backendRefs and mirrors, the ReferenceGrants of the
+namespaces those refs, the listeners' certificateRefs and the client validations' caCertificateRefs point into (a
+grant lives beside what it grants), the listeners' Secrets, the validations' ConfigMaps, the Namespaces of the
+routes (a listener's `allowedRoutes` selector reads their labels), the TrafficSplitPolicies naming the routes and
+the rules' previous slot tables. `gateway_inputs` cuts the
 store down to exactly that, so a translation of the cut reads nothing else: the operator keeps each Gateway's
 translation by its cut (`translate.TranslationMemo`), and a change on one Gateway never translates another's routes.
 """
@@ -23,7 +24,7 @@ from trafficsplit.core.gatewayapi.policy import Policy
 from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP
 from trafficsplit.core.model.assignment import SlotTable
 from trafficsplit.core.model.routes import RuleKey
-from trafficsplit.core.model.tls import TlsSecret
+from trafficsplit.core.model.tls import CaConfigMap, TlsSecret
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,6 +40,8 @@ class Inputs:
     parameters: Mapping[str, GatewayParameters | str] | None = None
     # The Secrets HTTPS listeners name, by (namespace, name): read by the shell, parsed by parse_tls_secret.
     secrets: Mapping[tuple[str, str], TlsSecret] | None = None
+    # The ConfigMaps client validations (spec.tls.frontend) name, likewise: parse_ca_configmap of each body.
+    configmaps: Mapping[tuple[str, str], CaConfigMap] | None = None
     # TrafficSplitPolicies (core/gatewayapi/policy.py) and, for rules under `assignment: minimal`, the slot table each
     # rule's split had (by split key), which the new weights advance; None builds one from the weights alone.
     policies: tuple[Policy, ...] = ()
@@ -64,7 +67,7 @@ def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
         for route_key in dict.fromkeys(f"{pol.meta.namespace}/{t.name}" for t in pol.targets):
             policies_of.setdefault(route_key, []).append(pol)
     services, slices = inputs.services or {}, inputs.slices or {}
-    secrets, tables = inputs.secrets or {}, inputs.tables or {}
+    secrets, tables, configmaps = inputs.secrets or {}, inputs.tables or {}, inputs.configmaps or {}
     out: dict[str, Inputs] = {}
     parameters = inputs.parameters or {}
     for key, gw in sorted(our_gateways(inputs).items()):
@@ -75,7 +78,9 @@ def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
         certificates = dict.fromkeys(
             (c.namespace, c.name) for lis in gw.listeners if lis.tls is not None for c in lis.tls.certificate_refs
         )
-        granting = {ns for ns, _ in refs} | {ns for ns, _ in certificates}
+        validations = (gw.frontend.default, *(v for _, v in gw.frontend.per_port)) if gw.frontend else ()
+        cas = dict.fromkeys((c.namespace, c.name) for v in validations if v is not None for c in v.ca_refs)
+        granting = {ns for ns, _ in refs} | {ns for ns, _ in certificates} | {ns for ns, _ in cas}
         route_namespaces = {r.meta.namespace for r in routes}
         route_keys = {r.meta.key for r in routes}
         policies = {p.key for k in route_keys for p in policies_of.get(k, ())}
@@ -94,6 +99,7 @@ def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
             services={k: services[k] for k in refs if k in services},
             slices={k: slices[k] for k in refs if k in slices},
             secrets={k: secrets[k] for k in certificates if k in secrets},
+            configmaps={k: configmaps[k] for k in cas if k in configmaps},
             policies=tuple(p for p in inputs.policies if p.key in policies),
             tables={k: tables[k] for k in split_keys if k in tables},
             parameters={k: parameters[k] for k in named if k in parameters},

@@ -1,5 +1,13 @@
 """A Gateway's listeners as the translation sees them: accepted or why not, the route kinds they take, their TLS
-certificate, conflicts on a shared port; and the Gateway's own `Accepted` and `Programmed`. Pure."""
+certificate and client certificate validation, conflicts on a shared port; and the Gateway's own `Accepted` and
+`Programmed` (and `InsecureFrontendValidationMode`). Pure.
+
+Client certificate validation (`spec.tls.frontend`, Gateway API's GatewayFrontendClientCertificateValidation) is
+per port: every HTTPS listener on a port takes the port's entry of `perPort`, else the default. Each CA ref must be a
+core ConfigMap with a PEM `ca.crt` (another kind: InvalidCACertificateKind; absent or malformed:
+InvalidCACertificateRef; another namespace without a ReferenceGrant: RefNotPermitted). Any bad ref makes the
+listener `ResolvedRefs: False`; when none resolves it is also `Accepted: False, NoValidCACertificate` and is not
+served: a port that asks for validation is never served without it."""
 
 from __future__ import annotations
 
@@ -10,16 +18,21 @@ from trafficsplit.core.gatewayapi.conditions import PENDING_MESSAGE, GatewayReas
 from trafficsplit.core.gatewayapi.objects import (
     HTTPROUTE_KIND,
     CertificateRef,
+    FrontendValidation,
     Gateway,
     GrantFrom,
     Listener,
     ReferenceGrant,
     RouteKind,
     TLSMode,
+    ValidationMode,
 )
 from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP
 from trafficsplit.core.model.condition import Condition
-from trafficsplit.core.model.tls import Certificate, TlsSecret
+from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.tls import CaBundle, CaConfigMap, Certificate, ClientValidation, TlsSecret
+
+Key = tuple[str, str]
 
 SUPPORTED_PROTOCOLS = frozenset({"HTTP", "HTTPS"})
 
@@ -33,7 +46,18 @@ class ListenerView:
     # HTTPS: the certificate it serves; a listener whose certificate did not resolve takes routes (they count as
     # attached) but is not served (Programmed: False) until it does.
     certificate: Certificate | None = None
+    # HTTPS on a port with client certificate validation: the CAs that resolved and the mode.
+    client_validation: ClientValidation | None = None
     serves: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationView:
+    """A port's client certificate validation as resolved: what is served (None: no ref resolved), and the
+    ResolvedRefs=False (reason, message) when a ref did not."""
+
+    served: ClientValidation | None
+    unresolved: tuple[str, str] | None
 
 
 def listener_tls(
@@ -62,15 +86,70 @@ def listener_tls(
     return None, secret.certificate, None
 
 
-def _unusable_ref(ref: CertificateRef, gw: Gateway, grants: Sequence[ReferenceGrant]) -> tuple[str, str] | None:
-    """Why a listener of `gw` cannot use the Secret `ref` names whatever it holds (reason, message), else None."""
-    if (ref.group, ref.kind) != ("", "Secret"):
+def _unusable_ref(
+    ref: CertificateRef, gw: Gateway, grants: Sequence[ReferenceGrant], kind: str = "Secret"
+) -> tuple[str, str] | None:
+    """Why a listener of `gw` cannot use the object `ref` names whatever it holds (reason, message), else None: a
+    certificate's Secret, or (`kind` ConfigMap) a client validation's CA bundle."""
+    if (ref.group, ref.kind) != ("", kind):
+        if kind == "ConfigMap":
+            return (
+                ListenerReason.INVALID_CA_CERTIFICATE_KIND,
+                f"{ref.group or 'core'}/{ref.kind[:64]} is not a core ConfigMap",
+            )
         return ListenerReason.INVALID_CERTIFICATE_REF, "must be a core Secret"
     if ref.namespace != gw.meta.namespace:
         source = GrantFrom(GATEWAY_GROUP, "Gateway", gw.meta.namespace)
-        if not any(g.meta.namespace == ref.namespace and g.permits(source, "", "Secret", ref.name) for g in grants):
+        if not any(g.meta.namespace == ref.namespace and g.permits(source, "", kind, ref.name) for g in grants):
             return ListenerReason.REF_NOT_PERMITTED, "no ReferenceGrant permits it"
     return None
+
+
+def validation_view(
+    validation: FrontendValidation, gw: Gateway, grants: Sequence[ReferenceGrant], configmaps: Mapping[Key, CaConfigMap]
+) -> ValidationView:
+    """One port's validation resolved against the ConfigMaps read: the bundles of the refs that resolved, joined, and
+    the first bad ref's reason with every bad ref's message."""
+    bundles: list[CaBundle] = []
+    bad: list[tuple[str, str]] = []
+    for i, ref in enumerate(validation.ca_refs):
+        where = f"{validation.path}.caCertificateRefs[{i}] {ref.namespace}/{ref.name}"
+        unusable = _unusable_ref(ref, gw, grants, "ConfigMap")
+        cm = configmaps.get((ref.namespace, ref.name)) if unusable is None else None
+        if unusable is not None:
+            bad.append((unusable[0], f"{where}: {unusable[1]}"))
+        elif cm is None:
+            bad.append((ListenerReason.INVALID_CA_CERTIFICATE_REF, f"{where}: ConfigMap not found"))
+        elif cm.bundle is None:
+            bad.append((ListenerReason.INVALID_CA_CERTIFICATE_REF, f"{where}: {cm.problem}"))
+        else:
+            bundles.append(cm.bundle)
+    served = None
+    if bundles:
+        try:
+            ca = CaBundle.joined(bundles)
+        except SpecError as exc:  # each bundle is within bounds, all of them together may not be
+            bad.append((ListenerReason.INVALID_CA_CERTIFICATE_REF, f"{validation.path}: {'; '.join(exc.problems)}"))
+        else:
+            served = ClientValidation(ca, validation.mode is ValidationMode.ALLOW_INSECURE_FALLBACK)
+    unresolved = (bad[0][0], "; ".join(m for _, m in bad)) if bad else None
+    return ValidationView(served, unresolved)
+
+
+def ca_configmaps(gateways: Iterable[Gateway], grants: Sequence[ReferenceGrant]) -> frozenset[Key]:
+    """The ConfigMaps (namespace, name) the client validations of `gateways`' HTTPS ports may use: what the operator
+    reads, and all it keeps (as `certificate_secrets`)."""
+    keys: set[Key] = set()
+    for gw in gateways:
+        for port in {lis.port for lis in gw.listeners if lis.protocol == "HTTPS"}:
+            validation = gw.client_validation(port)
+            if validation is not None:
+                keys.update(
+                    (ref.namespace, ref.name)
+                    for ref in validation.ca_refs
+                    if _unusable_ref(ref, gw, grants, "ConfigMap") is None
+                )
+    return frozenset(keys)
 
 
 def certificate_secrets(gateways: Iterable[Gateway], grants: Sequence[ReferenceGrant]) -> frozenset[tuple[str, str]]:
@@ -90,13 +169,24 @@ def certificate_secrets(gateways: Iterable[Gateway], grants: Sequence[ReferenceG
 
 
 def listener_views(
-    gw: Gateway, grants: Sequence[ReferenceGrant] = (), secrets: Mapping[tuple[str, str], TlsSecret] | None = None
+    gw: Gateway,
+    grants: Sequence[ReferenceGrant] = (),
+    secrets: Mapping[Key, TlsSecret] | None = None,
+    configmaps: Mapping[Key, CaConfigMap] | None = None,
 ) -> list[ListenerView]:
     """Every listener of `gw`, in order, with its conditions and whether it takes and serves routes."""
     by_port: dict[int, list[Listener]] = {}
     for lis in gw.listeners:
         by_port.setdefault(lis.port, []).append(lis)
-    return [_listener_view(lis, gw, by_port[lis.port], grants, secrets or {}) for lis in gw.listeners]
+    validations: dict[int, ValidationView] = {}
+    for port in by_port:
+        validation = gw.client_validation(port)
+        if validation is not None:
+            validations[port] = validation_view(validation, gw, grants, configmaps or {})
+    return [
+        _listener_view(lis, gw, by_port[lis.port], grants, secrets or {}, validations.get(lis.port))
+        for lis in gw.listeners
+    ]
 
 
 def _listener_view(
@@ -104,12 +194,23 @@ def _listener_view(
     gw: Gateway,
     same_port: Sequence[Listener],
     grants: Sequence[ReferenceGrant],
-    secrets: Mapping[tuple[str, str], TlsSecret],
+    secrets: Mapping[Key, TlsSecret],
+    validation: ValidationView | None,
 ) -> ListenerView:
     g = gw.meta.generation
     supported = lis.protocol in SUPPORTED_PROTOCOLS
     tls_problem, certificate, unresolved = listener_tls(lis, gw, grants, secrets)
+    if lis.protocol != "HTTPS":
+        validation = None  # a port's validation is for the TLS it terminates
+    no_ca = validation is not None and validation.served is None
     accepted = _accepted(lis, supported, tls_problem, g)
+    # Refs are reported on a listener accepted but for its CAs (the certificate's and the CAs'), not on one refused
+    # for anything else (its refs are moot).
+    candidates = (unresolved, validation.unresolved if validation is not None else None)
+    unresolved_refs = [u for u in candidates if u is not None] if accepted.ok else []
+    if accepted.ok and no_ca:
+        why = f"no caCertificateRef of the client validation of port {lis.port} resolved"
+        accepted = cond("Accepted", False, ListenerReason.NO_VALID_CA_CERTIFICATE, why, g)
     offered = (HTTPROUTE_KIND,) if supported else ()
     wanted = lis.kinds or offered
     kinds = tuple(k for k in wanted if k in offered)
@@ -122,16 +223,21 @@ def _listener_view(
             f"route kinds not supported on this listener: {', '.join(invalid)}",
             g,
         )
-    elif unresolved is not None and accepted.ok:
-        resolved = cond("ResolvedRefs", False, unresolved[0], unresolved[1], g)
+    elif unresolved_refs:
+        message = "; ".join(m for _, m in unresolved_refs)
+        resolved = cond("ResolvedRefs", False, unresolved_refs[0][0], message, g)
     else:
         resolved = cond("ResolvedRefs", True, ListenerReason.RESOLVED_REFS, "", g)
     conflict = _conflict(lis, same_port, g)
-    serves = unresolved is None
+    serves = unresolved is None and not no_ca
     if serves:
         programmed = cond("Programmed", None, ListenerReason.PENDING, PENDING_MESSAGE, g)
-    else:
+    elif unresolved is not None:
         programmed = cond("Programmed", False, ListenerReason.INVALID, "its certificate did not resolve", g)
+    else:
+        programmed = cond(
+            "Programmed", False, ListenerReason.INVALID, "no CA certificate of its client validation resolved", g
+        )
     # A Gateway we do not accept serves nothing, so none of its listeners takes a route.
     usable = not gw.problems and accepted.ok and not conflict.ok and HTTPROUTE_KIND in kinds
     return ListenerView(
@@ -140,6 +246,7 @@ def _listener_view(
         conditions=(accepted, resolved, conflict, programmed),
         usable=usable,
         certificate=certificate,
+        client_validation=validation.served if validation is not None else None,
         serves=serves,
     )
 
@@ -193,4 +300,27 @@ def gateway_acceptance(gw: Gateway, views: Sequence[ListenerView]) -> tuple[Cond
         bad = ", ".join(v.listener.name for v in views if not v.usable)
         some = any(v.usable for v in views)
         accepted = cond("Accepted", some, GatewayReason.LISTENERS_NOT_VALID, f"listeners not valid: {bad}", g)
-    return (accepted, cond("Programmed", None, GatewayReason.PENDING, PENDING_MESSAGE, g))
+    programmed = cond("Programmed", None, GatewayReason.PENDING, PENDING_MESSAGE, g)
+    insecure = insecure_ports(gw)
+    if not insecure:
+        return (accepted, programmed)
+    ports = ", ".join(map(str, insecure))
+    message = (
+        f"client certificate validation is AllowInsecureFallback on port {ports}: "
+        "connections without a valid client certificate are served"
+    )
+    return (
+        accepted,
+        programmed,
+        cond("InsecureFrontendValidationMode", True, GatewayReason.CONFIGURATION_CHANGED, message, g),
+    )
+
+
+def insecure_ports(gw: Gateway) -> list[int]:
+    """The HTTPS ports whose client certificate validation (as written) is AllowInsecureFallback, ascending."""
+    ports = sorted({lis.port for lis in gw.listeners if lis.protocol == "HTTPS"})
+    return [
+        p
+        for p in ports
+        if (v := gw.client_validation(p)) is not None and v.mode is ValidationMode.ALLOW_INSECURE_FALLBACK
+    ]

@@ -33,6 +33,8 @@ from trafficsplit.core.model.rules import is_dns_subdomain
 # a route table obeys too, is in model.matches.
 MAX_ALLOWED_KINDS = 8
 MAX_CERTIFICATE_REFS = 64  # the CRD's bound
+MAX_CA_CERTIFICATE_REFS = 16  # the CRD's bound on a frontend validation's caCertificateRefs
+MAX_PER_PORT_TLS = 64  # the CRD's bound on spec.tls.frontend.perPort
 MAX_GRANT_ENTRIES = 16
 MAX_LABELS = 64  # ours: labels a namespace selector compares (Kubernetes has no count limit; we keep the work small)
 MAX_LABEL_TEXT = 317  # a label key (253 prefix + '/' + 63) or value (63); generous, bounds the comparison
@@ -41,6 +43,11 @@ MAX_LABEL_TEXT = 317  # a label key (253 prefix + '/' + 63) or value (63); gener
 class TLSMode(StrEnum):
     TERMINATE = "Terminate"
     PASSTHROUGH = "Passthrough"
+
+
+class ValidationMode(StrEnum):
+    ALLOW_VALID_ONLY = "AllowValidOnly"
+    ALLOW_INSECURE_FALLBACK = "AllowInsecureFallback"
 
 
 class FromNamespaces(StrEnum):
@@ -54,6 +61,7 @@ class FromNamespaces(StrEnum):
 # that holds it. The guard test checks that each of these appears in a golden case and is a real field of the
 # upstream CRD.
 _SELECTOR = {"matchLabels": None, "matchExpressions": {"key": None, "operator": None, "values": None}}
+_VALIDATION = {"caCertificateRefs": REF_FIELDS, "mode": None}
 SUPPORTED_GATEWAY_FIELDS: Mapping[str, Any] = {
     "gatewayClassName": None,
     "addresses": {"type": None, "value": None},  # read by `read_addresses`
@@ -64,6 +72,12 @@ SUPPORTED_GATEWAY_FIELDS: Mapping[str, Any] = {
         "protocol": None,
         "allowedRoutes": {"namespaces": {"from": None, "selector": _SELECTOR}, "kinds": {"group": None, "kind": None}},
         "tls": {"mode": None, "certificateRefs": REF_FIELDS},
+    },
+    "tls": {
+        "frontend": {
+            "default": {"validation": _VALIDATION},
+            "perPort": {"port": None, "tls": {"validation": _VALIDATION}},
+        }
     },
 }
 
@@ -303,6 +317,31 @@ class ListenerTLS:
     certificate_refs: tuple[CertificateRef, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class FrontendValidation:
+    """One `validation` of `spec.tls.frontend` (the default's or a port's): the CA refs as written and the mode.
+    `path` is the field it was read from, which a listener's condition names."""
+
+    ca_refs: tuple[CertificateRef, ...]
+    mode: ValidationMode
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class FrontendTLS:
+    """`spec.tls.frontend`: the default validation and the per-port ones (a port's replaces the default for every
+    HTTPS listener on it; a port entry without `validation` turns validation off there)."""
+
+    default: FrontendValidation | None
+    per_port: tuple[tuple[int, FrontendValidation | None], ...] = ()
+
+    def for_port(self, port: int) -> FrontendValidation | None:
+        for p, validation in self.per_port:
+            if p == port:
+                return validation
+        return self.default
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gateway:
     meta: Meta
@@ -311,6 +350,11 @@ class Gateway:
     problems: tuple[str, ...] = ()  # gateway-level fields this implementation does not support
     # The static IPAddress values of spec.addresses (canonical form), which the data plane's Service is given
     static_addresses: tuple[str, ...] = ()
+    frontend: FrontendTLS | None = None  # spec.tls.frontend: client certificate validation of HTTPS listeners
+
+    def client_validation(self, port: int) -> FrontendValidation | None:
+        """The client certificate validation of the HTTPS listeners on `port`, as written (None: none)."""
+        return None if self.frontend is None else self.frontend.for_port(port)
 
 
 def parse_gateway(body: Mapping[str, Any]) -> Gateway:
@@ -371,11 +415,17 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
     for dup in sorted({n for n in names if names.count(n) > 1}):
         r.add("spec.listeners", f"listener name {dup!r} is used more than once")
     problems, static = read_addresses(r.items(spec, "addresses", "spec", MAX_ADDRESSES), r)
+    frontend = _frontend_tls(r.obj(r.obj(spec, "tls", "spec"), "frontend", "spec.tls"), meta.namespace, r)
     r.done()
     gw_fields = {k: v for k, v in SUPPORTED_GATEWAY_FIELDS.items() if k != "listeners"}
     problems += unsupported_fields({k: v for k, v in spec.items() if k != "listeners"}, gw_fields, "spec")
     return Gateway(
-        meta=meta, class_name=class_name, listeners=tuple(listeners), problems=tuple(problems), static_addresses=static
+        meta=meta,
+        class_name=class_name,
+        listeners=tuple(listeners),
+        problems=tuple(problems),
+        static_addresses=static,
+        frontend=frontend,
     )
 
 
@@ -406,6 +456,57 @@ def read_addresses(addresses: list[Any], r: Reader) -> tuple[list[str], tuple[st
             if ip not in static:
                 static.append(ip)
     return out, tuple(static)
+
+
+def _frontend_tls(raw: Mapping[str, Any], namespace: str, r: Reader) -> FrontendTLS | None:
+    """`spec.tls.frontend` (None when absent). The CRD requires `default` and unique ports; both are checked here too,
+    since a body may come from a server without the CRD's validation."""
+    if not raw:
+        return None
+    p = "spec.tls.frontend"
+    if "default" not in raw:
+        r.add(f"{p}.default", "required")
+    default = _validation(r.obj(r.obj(raw, "default", p), "validation", f"{p}.default"), f"{p}.default", namespace, r)
+    per_port: list[tuple[int, FrontendValidation | None]] = []
+    for i, item in enumerate(r.items(raw, "perPort", p, MAX_PER_PORT_TLS)):
+        ip = f"{p}.perPort[{i}]"
+        if not isinstance(item, Mapping):
+            r.add(ip, "expected an object")
+            continue
+        port = r.integer(item, "port", ip, 1, 65535)
+        if port is None:
+            if "port" not in item:
+                r.add(f"{ip}.port", "required")
+            continue
+        if any(q == port for q, _ in per_port):
+            r.add(f"{ip}.port", f"port {port} has a TLS configuration already")
+            continue
+        tls = r.obj(item, "tls", ip)
+        per_port.append((port, _validation(r.obj(tls, "validation", f"{ip}.tls"), f"{ip}.tls", namespace, r)))
+    return FrontendTLS(default, tuple(per_port))
+
+
+def _validation(raw: Mapping[str, Any], parent: str, namespace: str, r: Reader) -> FrontendValidation | None:
+    if not raw:
+        return None
+    p = f"{parent}.validation"
+    mode = r.enum(raw, "mode", p, ValidationMode, ValidationMode.ALLOW_VALID_ONLY)
+    refs: list[CertificateRef] = []
+    items = r.items(raw, "caCertificateRefs", p, MAX_CA_CERTIFICATE_REFS)
+    if not items:
+        r.add(f"{p}.caCertificateRefs", "at least one reference is required")
+    for i, c in enumerate(items):
+        cp = f"{p}.caCertificateRefs[{i}]"
+        if not isinstance(c, Mapping):
+            r.add(cp, "expected an object")
+            continue
+        group = r.text(c, "group", cp, MAX_GROUP)
+        kind = r.text(c, "kind", cp, MAX_KIND, required=True)
+        name = r.text(c, "name", cp, 253, required=True)
+        ns = r.text(c, "namespace", cp, 63)
+        if name is not None and kind is not None:
+            refs.append(CertificateRef(group or "", kind, name, ns or namespace))
+    return FrontendValidation(tuple(refs), mode, p)
 
 
 def _listener_tls(raw: Mapping[str, Any], p: str, namespace: str, r: Reader) -> ListenerTLS:

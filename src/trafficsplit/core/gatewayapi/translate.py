@@ -232,14 +232,14 @@ def _translate_pass(inputs: Inputs, memo: ActionMemo, routes: RouteMemo | None =
     gateways = our_gateways(inputs)
     routes = routes if routes is not None else RouteMemo()
     # What every route's own part reads (`route_memo`): the Gateways (their listeners), the grants, the Namespaces'
-    # labels and the listeners' Secrets.
-    routes.begin((inputs.gateways, inputs.grants, inputs.namespaces, inputs.secrets))
+    # labels, the listeners' Secrets and the client validations' ConfigMaps.
+    routes.begin((inputs.gateways, inputs.grants, inputs.namespaces, inputs.secrets, inputs.configmaps))
     state = _Pass(
         inputs=inputs,
         memo=memo,
         routes=routes,
         gateways=gateways,
-        views={key: listener_views(g, inputs.grants, inputs.secrets) for key, g in gateways.items()},
+        views={key: listener_views(g, inputs.grants, inputs.secrets, inputs.configmaps) for key, g in gateways.items()},
         labels={n.name: dict(n.labels) for n in inputs.namespaces},
         attachment=resolve(inputs.routes, inputs.policies),
     )
@@ -542,7 +542,13 @@ def _listener_routes(
         for h, entries in sorted(by_host.items())
     )
     return ListenerRoutes(
-        gateway, v.listener.name, v.listener.port, hosts, hostname=v.listener.hostname, certificate=v.certificate
+        gateway,
+        v.listener.name,
+        v.listener.port,
+        hosts,
+        hostname=v.listener.hostname,
+        certificate=v.certificate,
+        client_validation=v.client_validation,
     )
 
 

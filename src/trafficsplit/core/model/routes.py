@@ -31,7 +31,7 @@ from trafficsplit.core.model.matches import (
 )
 from trafficsplit.core.model.rules import is_dns_label, is_dns_subdomain, is_host, name_problems, uid_problems
 from trafficsplit.core.model.timeouts import RuleRetry, RuleTimeouts
-from trafficsplit.core.model.tls import Certificate
+from trafficsplit.core.model.tls import Certificate, ClientValidation
 from trafficsplit.core.model.weights import MAX_WEIGHT
 
 # The virtual host that serves every host: a route with no hostname on a listener with no hostname. Envoy's `*`
@@ -170,9 +170,14 @@ class ListenerRoutes:
     hostname: str | None = field(default=None, kw_only=True)
     # HTTPS: the certificate the listener terminates TLS with (it checks itself); None: plain HTTP.
     certificate: Certificate | None = field(default=None, kw_only=True)
+    # HTTPS: the client certificate validation of the listener's port (every HTTPS listener on it has the same);
+    # None: client certificates are not asked for.
+    client_validation: ClientValidation | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         problems = key_problems("gateway", self.gateway)
+        if self.client_validation is not None and self.certificate is None:
+            problems.append("client_validation: only an HTTPS listener (one with a certificate) validates clients")
         if not is_dns_subdomain(self.listener):
             problems.append(f"listener: {self.listener[:64]!r} must be a DNS subdomain (a listener's name)")
         if self.hostname is not None and not is_host(self.hostname):

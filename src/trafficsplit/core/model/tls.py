@@ -10,14 +10,21 @@ refuses a mismatched pair when it loads the secret (the generation is then NACKe
 
 The key never leaves this value as text: the repr names its size only, and every problem message names the field and
 what is wrong with it, never its bytes.
+
+Client certificate validation (a Gateway's `spec.tls.frontend`): `CaBundle` is the PEM bundle of trust anchors a
+port validates client certificates against, `ClientValidation` that bundle with the mode, and `CaConfigMap` a
+ConfigMap a validation names (its `ca.crt`), parsed by `parse_ca_configmap`. The mode also reaches the data plane's
+bootstrap (`require_client_certificate` is a listener setting, not an SDS one); the bundle travels with the
+generation as an SDS validation context.
 """
 
 from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from trafficsplit.core.model.errors import SpecError
@@ -25,6 +32,8 @@ from trafficsplit.core.model.errors import SpecError
 MAX_PEM_BYTES = 64 * 1024  # each of the chain and the key: a chain of a few certificates fits many times over
 MAX_CHAIN_CERTIFICATES = 16
 SECRET_TYPE_TLS = "kubernetes.io/tls"
+MAX_CA_CERTIFICATES = 64  # ours: trust anchors of one port's validation (every ref's bundle together)
+CA_KEY = "ca.crt"  # the ConfigMap key Gateway API names for a CA bundle
 KEY_LABELS = frozenset({"PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"})
 _BLOCK = re.compile(rb"-----BEGIN ([A-Z ]{1,40})-----\r?\n([A-Za-z0-9+/=\r\n]*?)-----END ([A-Z ]{1,40})-----")
 _OUTSIDE = re.compile(rb"\s*")
@@ -134,3 +143,85 @@ def parse_tls_secret(body: Mapping[str, Any]) -> TlsSecret:
         why = "; ".join(exc.problems).replace("chain_pem", "tls.crt").replace("key_pem", "tls.key")
         return TlsSecret(ns, name, problem=why)
     return TlsSecret(ns, name, certificate=cert)
+
+
+def ca_bundle_problems(pem: bytes) -> list[str]:
+    if len(pem) > MAX_PEM_BYTES:
+        return [f"{len(pem)} bytes, at most {MAX_PEM_BYTES} are allowed"]
+    labels = pem_labels(pem)
+    if isinstance(labels, str):
+        return [labels]
+    if not labels:
+        return ["no PEM block"]
+    if any(label != "CERTIFICATE" for label in labels):
+        return ["every block must be a CERTIFICATE"]
+    if len(labels) > MAX_CA_CERTIFICATES:
+        return [f"{len(labels)} certificates, at most {MAX_CA_CERTIFICATES} are allowed"]
+    return []
+
+
+@dataclass(frozen=True, slots=True)
+class CaBundle:
+    """PEM CERTIFICATE blocks (at most MAX_CA_CERTIFICATES, MAX_PEM_BYTES in all): the trust anchors client
+    certificates are validated against. Public material, so its repr may say how many it holds."""
+
+    pem: bytes
+
+    def __post_init__(self) -> None:
+        problems = ca_bundle_problems(self.pem)
+        if problems:
+            raise SpecError([f"ca_pem: {p}" for p in problems])
+
+    def __repr__(self) -> str:
+        return f"CaBundle(<{len(self.pem)} bytes>)"
+
+    @classmethod
+    def joined(cls, bundles: Sequence[CaBundle]) -> CaBundle:
+        """Several refs' bundles as one (each ends in a newline so the blocks stay apart); checked again as a whole."""
+        return cls(b"".join(b.pem if b.pem.endswith(b"\n") else b.pem + b"\n" for b in bundles))
+
+
+class ClientCertificates(StrEnum):
+    """How an HTTPS port asks for client certificates (a Gateway's `spec.tls.frontend` validation mode): `require`
+    (AllowValidOnly: no handshake without a certificate the port's CAs sign) or `optional` (AllowInsecureFallback:
+    asked for, and any or none is accepted)."""
+
+    REQUIRE = "require"
+    OPTIONAL = "optional"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientValidation:
+    """How an HTTPS port validates client certificates: against `ca`, and with `insecure_fallback` (Gateway API's
+    AllowInsecureFallback) a connection without a certificate, or with one that fails, is still served."""
+
+    ca: CaBundle
+    insecure_fallback: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CaConfigMap:
+    """A ConfigMap a client validation may name: its `ca.crt` bundle, or why it cannot serve as one."""
+
+    namespace: str
+    name: str
+    bundle: CaBundle | None = None
+    problem: str | None = None
+
+
+def parse_ca_configmap(body: Mapping[str, Any]) -> CaConfigMap:
+    """A core/v1 ConfigMap as the API server returns it (`data` plain text). Never raises for a bad ConfigMap: a
+    listener whose validation names it reports the problem (InvalidCACertificateRef)."""
+    meta = body.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    ns, name = str(meta.get("namespace", ""))[:63], str(meta.get("name", ""))[:253]
+    data = body.get("data")
+    raw = data.get(CA_KEY) if isinstance(data, Mapping) else None
+    if not isinstance(raw, str) or not raw:
+        return CaConfigMap(ns, name, problem=f"data[{CA_KEY}] is missing")
+    if len(raw) > MAX_PEM_BYTES:
+        return CaConfigMap(ns, name, problem=f"data[{CA_KEY}] is larger than {MAX_PEM_BYTES} bytes")
+    problems = ca_bundle_problems(raw.encode())
+    if problems:
+        return CaConfigMap(ns, name, problem=f"data[{CA_KEY}]: {problems[0]}")
+    return CaConfigMap(ns, name, bundle=CaBundle(raw.encode()))
