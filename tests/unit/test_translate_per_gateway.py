@@ -169,8 +169,8 @@ def both_checks() -> Iterator[list[tuple[str, str]]]:
     pairs: list[tuple[str, str]] = []
     original = translate_module._parent_conditions
 
-    def checked(state: Any, route: Any, parent: Any, local: Any) -> Any:
-        if parent.refused is None:
+    def checked(state: Any, route: Any, parent: Any, local: Any, taken: str | None = None) -> Any:
+        if parent.refused is None and taken is None:  # found in the tables (not handed back by the walk memo)
             atts, actions = parent.attachments, local.actions
             pairs.append(
                 (
@@ -178,7 +178,7 @@ def both_checks() -> Iterator[list[tuple[str, str]]]:
                     pairwise_taken_matches(route, actions, atts, state.tables),
                 )
             )
-        return original(state, route, parent, local)
+        return original(state, route, parent, local, taken)
 
     with mock.patch.object(translate_module, "_parent_conditions", checked):
         yield pairs

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from tests.unit import gatewayapi as golden
 from tests.unit.test_translate_per_gateway import CONTROLLER, meta, stores
 from trafficsplit.core.gatewayapi import backends as backends_module
+from trafficsplit.core.gatewayapi import precedence as precedence_module
 from trafficsplit.core.gatewayapi import translate as translate_module
 from trafficsplit.core.gatewayapi.translate import TranslationMemo, translate
 
@@ -71,6 +72,25 @@ def test_a_flip_of_one_route_resolves_that_routes_refs_alone() -> None:
     assert got == translate(flipped)
 
 
+def test_a_flip_walks_no_route_again_and_keeps_the_other_routes_statuses() -> None:
+    """The rest of the 1,000-route flip: after the route memo, every route was still walked for the conflicts and
+    the tables (a `taken_matches` per route and parent, the tables sorted again). A weight changes no route's shape:
+    no conflict is looked for again, the tables are the last ones, and the routes not flipped keep their status
+    objects (which the operator's status memo compares by identity)."""
+    memo = TranslationMemo()
+    before = translate(golden.inputs_of(gateway_of(3))[0], memo)
+    flipped = golden.inputs_of(gateway_of(3, weight=4))[0]
+    with mock.patch.object(translate_module, "taken_matches", wraps=precedence_module.taken_matches) as taken:
+        got = translate(flipped, memo)
+    assert taken.call_count == 0
+    assert got == translate(flipped)
+    kept = {rs.route for rs in got.routes if any(rs is old for old in before.routes)}
+    assert kept == {"ns/route-1", "ns/route-2"}
+    assert got.listeners == before.listeners and all(
+        a is b for a, b in zip(got.listeners, before.listeners, strict=True)
+    )
+
+
 # What a change can touch of what a route reads: its own spec, a backend's Service, the namespace's labels (a
 # listener's selector reads them), the Gateway's listeners, a grant, a policy.
 def _change(bodies: list[dict[str, Any]], data: st.DataObject) -> None:
@@ -79,9 +99,18 @@ def _change(bodies: list[dict[str, Any]], data: st.DataObject) -> None:
     of_kind = [b for b in bodies if b["kind"] == kind]
     body = data.draw(st.sampled_from(of_kind))
     if kind == "HTTPRoute":
+        # A weight or a generation leaves the walk's shape alone (`route_memo.walk_shape`); a match, a hostname or
+        # the route's age changes it.
+        what = data.draw(st.sampled_from(["weight", "generation", "match", "hostnames", "created"]))
         refs = body["spec"]["rules"][0].get("backendRefs") or []
-        if refs:
+        if what == "weight" and refs:
             refs[0]["weight"] = refs[0].get("weight", 1) + 1
+        elif what == "generation":
+            body["metadata"]["generation"] = body["metadata"].get("generation", 1) + 1
+        elif what == "match":
+            body["spec"]["rules"][0]["matches"] = [{"path": {"type": "PathPrefix", "value": "/changed"}}]
+        elif what == "created":
+            body["metadata"]["creationTimestamp"] = "2025-06-01T00:00:00Z"
         else:
             body["spec"]["hostnames"] = ["changed.example"]
     elif kind == "Service":

@@ -491,37 +491,36 @@ def _validation(raw: Mapping[str, Any], parent: str, namespace: str, r: Reader) 
         return None
     p = f"{parent}.validation"
     mode = r.enum(raw, "mode", p, ValidationMode, ValidationMode.ALLOW_VALID_ONLY)
-    refs: list[CertificateRef] = []
     items = r.items(raw, "caCertificateRefs", p, MAX_CA_CERTIFICATE_REFS)
     if not items:
         r.add(f"{p}.caCertificateRefs", "at least one reference is required")
-    for i, c in enumerate(items):
-        cp = f"{p}.caCertificateRefs[{i}]"
-        if not isinstance(c, Mapping):
-            r.add(cp, "expected an object")
-            continue
-        group = r.text(c, "group", cp, MAX_GROUP)
-        kind = r.text(c, "kind", cp, MAX_KIND, required=True)
-        name = r.text(c, "name", cp, 253, required=True)
-        ns = r.text(c, "namespace", cp, 63)
-        if name is not None and kind is not None:
-            refs.append(CertificateRef(group or "", kind, name, ns or namespace))
+    refs = _object_refs(items, f"{p}.caCertificateRefs", namespace, r, default_kind=None)
     return FrontendValidation(tuple(refs), mode, p)
 
 
 def _listener_tls(raw: Mapping[str, Any], p: str, namespace: str, r: Reader) -> ListenerTLS:
     tls = r.obj(raw, "tls", p)
     mode = r.enum(tls, "mode", f"{p}.tls", TLSMode, TLSMode.TERMINATE)
+    items = r.items(tls, "certificateRefs", f"{p}.tls", MAX_CERTIFICATE_REFS)
+    refs = _object_refs(items, f"{p}.tls.certificateRefs", namespace, r, default_kind="Secret")
+    return ListenerTLS(mode, tuple(refs))
+
+
+def _object_refs(
+    items: list[Any], path: str, namespace: str, r: Reader, *, default_kind: str | None
+) -> list[CertificateRef]:
+    """References to objects holding certificates (a listener's Secrets, a validation's CA ConfigMaps): the group
+    defaults to core, the namespace to the Gateway's, the kind to `default_kind` (None: required)."""
     refs: list[CertificateRef] = []
-    for i, c in enumerate(r.items(tls, "certificateRefs", f"{p}.tls", MAX_CERTIFICATE_REFS)):
-        cp = f"{p}.tls.certificateRefs[{i}]"
+    for i, c in enumerate(items):
+        cp = f"{path}[{i}]"
         if not isinstance(c, Mapping):
             r.add(cp, "expected an object")
             continue
         group = r.text(c, "group", cp, MAX_GROUP)
-        kind = r.text(c, "kind", cp, MAX_KIND)
+        kind = r.text(c, "kind", cp, MAX_KIND, required=default_kind is None) or default_kind
         name = r.text(c, "name", cp, 253, required=True)
         ns = r.text(c, "namespace", cp, 63)
-        if name is not None:
-            refs.append(CertificateRef("" if group is None else group, kind or "Secret", name, ns or namespace))
-    return ListenerTLS(mode, tuple(refs))
+        if name is not None and kind is not None:
+            refs.append(CertificateRef("" if group is None else group, kind, name, ns or namespace))
+    return refs

@@ -63,7 +63,7 @@ from trafficsplit.core.gatewayapi.policy import Resolution, resolve
 from trafficsplit.core.gatewayapi.policy_rules import Build, policy_statuses, with_policies
 from trafficsplit.core.gatewayapi.precedence import precedence, taken_matches
 from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP
-from trafficsplit.core.gatewayapi.route_memo import RouteDeps, RouteLocal, RouteMemo, RouteParent
+from trafficsplit.core.gatewayapi.route_memo import RouteDeps, RouteLocal, RouteMemo, RouteParent, Walked, walk_shape
 from trafficsplit.core.model.condition import Condition
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import GenerationContent
@@ -243,10 +243,17 @@ def _translate_pass(inputs: Inputs, memo: ActionMemo, routes: RouteMemo | None =
         labels={n.name: dict(n.labels) for n in inputs.namespaces},
         attachment=resolve(inputs.routes, inputs.policies),
     )
-    for route in sorted(inputs.routes, key=lambda r: (r.meta.created, r.meta.key)):
-        _translate_route(state, route)
+    ordered = sorted(inputs.routes, key=lambda r: (r.meta.created, r.meta.key))
+    walk = [
+        (route, routes.local(route, _route_deps(state, route), partial(_route_local, state, route)))
+        for route in ordered
+    ]
+    # What routes share is walked again only when a route's shape changed (`route_memo.walk_shape`).
+    same = routes.same_walk(tuple(walk_shape(route, local) for route, local in walk))
+    for route, local in walk:
+        _translate_route(state, route, local, same)
     classes = class_statuses(inputs.classes, inputs.parameters or {})
-    listeners, gateway_status, refused = _gateway_outputs(state, class_refusals(classes))
+    listeners, gateway_status, refused = _gateway_outputs(state, class_refusals(classes), same)
     memo.finish()
     routes.finish()
     return _Part(
@@ -330,31 +337,45 @@ def _in_ref_order(parents: Sequence[ParentStatus], refs: Sequence[ParentRef]) ->
     return tuple(ps for _, ps in sorted(placed, key=lambda x: x[0]))
 
 
-def _translate_route(state: _Pass, route: HTTPRoute) -> None:
-    """One route: its own part (kept by what it reads when that did not change: `route_memo`), then what it shares
-    with the routes before it: its status per parent (a match an older route holds is a conflict) and its entries in
-    the tables."""
-    local = state.routes.local(route, _route_deps(state, route), partial(_route_local, state, route))
-    statuses: list[ParentStatus] = []
-    # Two parentRefs can reach one listener (the Gateway, and the listener by sectionName): it takes the route once,
-    # and counts it once.
-    reached: set[tuple[str, str]] = set()
-    for parent in local.parents:
-        conds, accepted = _parent_conditions(state, route, parent, local)
-        statuses.append(ParentStatus(parent.ref, conds))
-        if accepted:
-            _enter(state, route, local, parent.attachments, reached)
-    state.actions.extend(local.actions)
-    for k, why in local.invalid.items():
-        state.invalid.setdefault(k, []).extend(why)
-    if statuses:
-        state.route_status.append(RouteStatus(route.meta.key, tuple(statuses)))
-        state.route_gateways[route.meta.key] = tuple(
+def _translate_route(state: _Pass, route: HTTPRoute, local: RouteLocal, same_walk: bool) -> None:
+    """One route, its own part read (`route_memo`): what it shares with the routes before it, its status per parent
+    (a match an older route holds is a conflict) and its entries in the tables. `same_walk`: no route's shape changed
+    since the last walk, so its conflicts are the ones that walk found and the tables are that walk's (not entered
+    again); a route whose own part is the same object too keeps its status object."""
+    key = route.meta.key
+    held = state.routes.walked(key) if same_walk else None
+    # The route memo hands back a held part only for an equal route with the same deps: the same part is the same
+    # route (its generation too), and so the same status.
+    if held is not None and held.local is local:
+        walked = held
+    else:
+        statuses: list[ParentStatus] = []
+        taken: list[str] = []
+        # Two parentRefs can reach one listener (the Gateway, and the listener by sectionName): it takes the route
+        # once, and counts it once.
+        reached: set[tuple[str, str]] = set()
+        for i, parent in enumerate(local.parents):
+            known = held.taken[i] if held is not None else None
+            conds, accepted, conflict = _parent_conditions(state, route, parent, local, known)
+            statuses.append(ParentStatus(parent.ref, conds))
+            taken.append(conflict)
+            if accepted and not same_walk:
+                _enter(state, route, local, parent.attachments, reached)
+        gateways = tuple(
             dict.fromkeys(
                 ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace=s.parent.namespace, name=s.parent.name)
                 for s in statuses
             )
         )
+        status = RouteStatus(key, tuple(statuses)) if statuses else None
+        walked = Walked(route=route, local=local, status=status, gateways=gateways, taken=tuple(taken))
+    state.routes.keep_walked(key, walked)
+    state.actions.extend(local.actions)
+    for k, why in local.invalid.items():
+        state.invalid.setdefault(k, []).extend(why)
+    if walked.status is not None:
+        state.route_status.append(walked.status)
+        state.route_gateways[key] = walked.gateways
 
 
 def _route_deps(state: _Pass, route: HTTPRoute) -> RouteDeps:
@@ -451,9 +472,10 @@ def _rule_actions(
 
 
 def _parent_conditions(
-    state: _Pass, route: HTTPRoute, parent: RouteParent, local: RouteLocal
-) -> tuple[tuple[Condition, ...], bool]:
-    """The route's conditions on one parent, and whether that parent accepts it."""
+    state: _Pass, route: HTTPRoute, parent: RouteParent, local: RouteLocal, taken: str | None = None
+) -> tuple[tuple[Condition, ...], bool, str]:
+    """The route's conditions on one parent, whether that parent accepts it, and the conflict it is told ("":
+    none). `taken`: that conflict as the last walk found it (the same walk again), else found in the tables."""
     g = route.meta.generation
     refused, actions, dropped, ref_problems = parent.refused, local.actions, local.dropped, local.ref_problems
     if refused is None and not actions:
@@ -468,9 +490,13 @@ def _parent_conditions(
     if refused is None and dropped:
         why = "Dropped Rule(s): " + "; ".join(dropped)
         conds.append(cond("PartiallyInvalid", True, RouteReason.UNSUPPORTED_VALUE, why, g))
-    if refused is None and (taken := taken_matches(route, actions, parent.attachments, state.holders)):
+    if refused is not None:
+        taken = ""
+    elif taken is None:
+        taken = taken_matches(route, actions, parent.attachments, state.holders)
+    if taken:
         conds.append(cond("Conflicted", True, RouteReason.RULE_MATCH_CONFLICT, taken, g))
-    return tuple(conds), refused is None
+    return tuple(conds), refused is None, taken
 
 
 def _enter(
@@ -497,12 +523,18 @@ def _enter(
 
 
 def _gateway_outputs(
-    state: _Pass, refused_classes: Mapping[str, str]
+    state: _Pass, refused_classes: Mapping[str, str], same_walk: bool = False
 ) -> tuple[tuple[ListenerRoutes, ...], tuple[GatewayStatus, ...], dict[str, tuple[str, ...]]]:
     """Every serving listener's route table, every Gateway's status with its listeners', and the Gateways whose
     tables break a bound of the model, with why (their tables are left out; the other Gateways' stand). A Gateway
     whose class is not accepted (`refused_classes`: why) is not Accepted nor Programmed (`refused_by_class`); its
-    tables are still built, so a data plane provisioned before keeps getting its routes."""
+    tables are still built, so a data plane provisioned before keeps getting its routes. `same_walk`: the tables
+    and counts are the last walk's (`route_memo`), not built again."""
+    memo = state.routes
+    if same_walk:
+        state.attached_count = dict(memo.counts)
+    else:
+        memo.counts = dict(state.attached_count)
     listeners: list[ListenerRoutes] = []
     gateway_status: list[GatewayStatus] = []
     refused: dict[str, tuple[str, ...]] = {}
@@ -515,10 +547,18 @@ def _gateway_outputs(
             # Every listener that serves, routes or none: one without routes still takes its hosts from a less
             # specific listener of its port (and answers 404), so the port's table must know it.
             if v.usable and v.serves and key not in refused:
-                try:
-                    tables.append(_listener_routes(key, v, state.tables.get((key, v.listener.name), {})))
-                except SpecError as exc:
-                    refused[key] = tuple(f"listener {v.listener.name}: {p}" for p in exc.problems)
+                at = (key, v.listener.name)
+                outcome = memo.outcomes.get(at) if same_walk else None
+                if outcome is None:
+                    try:
+                        outcome = _listener_routes(key, v, state.tables.get(at, {}))
+                    except SpecError as exc:
+                        outcome = tuple(f"listener {v.listener.name}: {p}" for p in exc.problems)
+                    memo.outcomes[at] = outcome
+                if isinstance(outcome, ListenerRoutes):
+                    tables.append(outcome)
+                else:
+                    refused[key] = outcome
         if key not in refused:
             listeners.extend(tables)
         conditions = gateway_acceptance(gw, state.views[key])
