@@ -62,13 +62,13 @@ class NamedReader(Generic[T]):
         self._timing = timing
         self._kind = kind
         self._wanted: frozenset[Key] = frozenset()
-        self._due: dict[Key, float] = {}  # event-loop time each wanted Secret is read next
+        self._due: dict[Key, float] = {}  # event-loop time each wanted object is read next
         self._failed: dict[Key, str] = {}  # why the last read failed, said once
         self._refresher: asyncio.Task[None] | None = None
 
     async def read(self, wanted: Collection[Key]) -> None:
         """Before a translation: what is no longer named is dropped, what is newly named is read now (the first
-        translation of a listener sees its Secret), and the rest is left to the refresher."""
+        translation of a listener sees its object), and the rest is left to the refresher."""
         self._wanted = frozenset(wanted)
         for gone in [k for k in self.kept if k not in self._wanted]:
             del self.kept[gone]

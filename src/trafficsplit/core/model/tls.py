@@ -163,7 +163,7 @@ def ca_bundle_problems(pem: bytes) -> list[str]:
 @dataclass(frozen=True, slots=True)
 class CaBundle:
     """PEM CERTIFICATE blocks (at most MAX_CA_CERTIFICATES, MAX_PEM_BYTES in all): the trust anchors client
-    certificates are validated against. Public material, so its repr may say how many it holds."""
+    certificates are validated against. Public material; its repr gives its size only, to keep logs short."""
 
     pem: bytes
 
