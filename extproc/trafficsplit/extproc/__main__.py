@@ -129,11 +129,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="append",
         type=GatewayListener.parse,
         default=[],
-        metavar="PORT=HOST:PORT[:https[:NAME,...]]",
+        metavar="PORT=HOST:PORT[:https[:NAME,...][:mtls=require|optional]]",
         help="a Gateway data plane: one Envoy listener per Gateway listener port PORT, bound at HOST:PORT (repeat per "
         "port; replaces --envoy-listen). Each names its PORT to the processor, which serves that port's route table. "
         ":https terminates TLS, one SNI filter chain per HTTPS listener hostname NAME (* or none: any), its "
-        "certificate over SDS",
+        "certificate over SDS; :mtls validates client certificates against the port's CA bundle over SDS (require: "
+        "none or an unsigned one is refused; optional: asked for, any or none served)",
     )
     b.add_argument("--envoy-admin", default="127.0.0.1:9901")
     b.add_argument("--message-timeout-ms", type=int, default=DEFAULT_MESSAGE_TIMEOUT_MS)
