@@ -21,6 +21,7 @@ that on loopback.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -390,11 +391,16 @@ def _route_doc(name: str, host: str, rules: list[dict[str, Any]], parent: str = 
 
 
 def _answer(client: Gateway, host: str) -> Response | None:
-    """The response, or None while the address refuses connections (no Ready endpoint behind it yet)."""
+    """The response, or None while the address has no Ready endpoint behind it yet: kube-proxy then rejects the
+    connection, as refused or (its iptables REJECT for a Service without endpoints) as host unreachable."""
     try:
         return client.request(host)
     except ConnectionRefusedError:
         return None
+    except OSError as exc:
+        if exc.errno == errno.EHOSTUNREACH:
+            return None
+        raise
 
 
 def _dataplane_objects(cluster: Cluster, gateway: str) -> list[str]:
