@@ -62,9 +62,18 @@ def make_ca(directory: Path, name: str) -> Ca:
     return Ca(name, key, cert, path)
 
 
-def issue(directory: Path, ca: Ca, cn: str, *, server: bool, dns: tuple[str, ...] = (), stem: str = "") -> Leaf:
-    """A leaf signed by `ca`: a server certificate (serverAuth, the given DNS names plus 127.0.0.1) or a client one
-    (clientAuth). Written as <stem>.crt / <stem>.key (stem defaults to the CN), replacing earlier files."""
+def issue(
+    directory: Path,
+    ca: Ca,
+    cn: str,
+    *,
+    server: bool,
+    dns: tuple[str, ...] = (),
+    stem: str = "",
+    uris: tuple[str, ...] = (),
+) -> Leaf:
+    """A leaf signed by `ca`: a server certificate (serverAuth, the given DNS names and URIs plus 127.0.0.1) or a
+    client one (clientAuth). Written as <stem>.crt / <stem>.key (stem defaults to the CN), replacing earlier files."""
     key = ec.generate_private_key(ec.SECP256R1())
     serial = x509.random_serial_number()
     b = (
@@ -83,6 +92,7 @@ def issue(directory: Path, ca: Ca, cn: str, *, server: bool, dns: tuple[str, ...
     )
     if server:
         sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
+        sans.extend(x509.UniformResourceIdentifier(u) for u in uris)
         sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
         b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     cert = b.sign(ca.key, hashes.SHA256())

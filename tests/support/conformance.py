@@ -89,6 +89,8 @@ SUPPORTED_FEATURES = (
     "HTTPRouteCORS",
     "GatewayFrontendClientCertificateValidation",  # spec.tls.frontend: a port's CA bundle from a ConfigMap
     "GatewayFrontendClientCertificateValidationInsecureFallback",  # its AllowInsecureFallback mode
+    "BackendTLSPolicy",  # TLS to a route's Service port: SNI, a CA bundle from a ConfigMap or the system store
+    "BackendTLSPolicySANValidation",  # its subjectAltNames (Hostname, URI) instead of the hostname
     "GatewayAddressEmpty",  # spec.addresses without a value: the data plane's Service assigns it
     "GatewayStaticAddresses",  # with a value: the Service's ClusterIP; one the API server refuses, AddressNotUsable
 )

@@ -14,6 +14,7 @@ from typing import Any
 
 from tests.support.dataplane import TEST_MESSAGE_TIMEOUT_MS, Envoy, NameBackends, Processor
 from trafficsplit.core.control.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo
+from trafficsplit.core.gatewayapi.backend_tls import parse_backend_tls_policy
 from trafficsplit.core.gatewayapi.httproute import parse_httproute
 from trafficsplit.core.gatewayapi.objects import parse_gateway, parse_gateway_class
 from trafficsplit.core.gatewayapi.translate import Inputs, Translation, gateway_content, translate
@@ -71,10 +72,11 @@ class GatewayPlane:
         secrets: Sequence[Mapping[str, Any]] = (),
         frontend: Mapping[str, Any] | None = None,
         configmaps: Sequence[Mapping[str, Any]] = (),
+        backend_tls: Sequence[Mapping[str, Any]] = (),
     ) -> Generation:
         """Gateway `ns/gw` with these listeners and HTTPRoutes, translated by the core: its data plane's generation.
         `frontend`: the Gateway's `spec.tls.frontend` (client certificate validation), `configmaps` the CA bundles
-        it names."""
+        it names; `backend_tls`: BackendTLSPolicy bodies (their CA ConfigMaps in `configmaps` too)."""
         gw: dict[str, Any] = {
             "metadata": {"name": GATEWAY, "namespace": NAMESPACE, "uid": self.uid},
             "spec": {"gatewayClassName": "ts", "listeners": list(listeners)},
@@ -91,6 +93,7 @@ class GatewayPlane:
                 slices=slices,
                 secrets={t.key: t for t in map(parse_tls_secret, secrets)},
                 configmaps={(c.namespace, c.name): c for c in map(parse_ca_configmap, configmaps)},
+                backend_tls=tuple(map(parse_backend_tls_policy, backend_tls)),
             )
         )
         return gateway_content(self.translation, f"{NAMESPACE}/{GATEWAY}", self.uid).stamp(number or self.number + 1)
@@ -102,10 +105,14 @@ class GatewayPlane:
         secrets: Sequence[Mapping[str, Any]] = (),
         frontend: Mapping[str, Any] | None = None,
         configmaps: Sequence[Mapping[str, Any]] = (),
+        backend_tls: Sequence[Mapping[str, Any]] = (),
     ) -> Generation:
         """Compile and publish through the publish API; asserts ACCEPTED; returns the core generation served.
-        `secrets`: kubernetes.io/tls Secret bodies the HTTPS listeners name; `frontend`, `configmaps`: as `compile`."""
-        gen = self.compile(listeners, routes, secrets=secrets, frontend=frontend, configmaps=configmaps)
+        `secrets`: kubernetes.io/tls Secret bodies the HTTPS listeners name; `frontend`, `configmaps`, `backend_tls`:
+        as `compile`."""
+        gen = self.compile(
+            listeners, routes, secrets=secrets, frontend=frontend, configmaps=configmaps, backend_tls=backend_tls
+        )
         reply = self.processor.publish_until_taken(generation_to_proto(gen, origin="test"))
         assert reply.result == pb.PublishReply.ACCEPTED, (reply, self.processor.log_tail())
         self.number = gen.number

@@ -1184,3 +1184,49 @@ def test_a_gateway_of_a_class_with_refused_parameters_is_not_accepted_nor_progra
             assert listener_programmed(api, "one")["status"] == "True"
 
     run(main)
+
+
+def backend_tls_body(hostname: str, generation: int = 1) -> dict[str, Any]:
+    return {
+        "metadata": meta("blue-tls", generation=generation),
+        "spec": {
+            "targetRefs": [{"group": "", "kind": "Service", "name": "blue"}],
+            "validation": {"wellKnownCACertificates": "System", "hostname": hostname},
+        },
+    }
+
+
+def test_a_backend_tls_policys_status_is_written_once_its_gateways_replicas_serve_it(tmp_path: Any) -> None:
+    """A BackendTLSPolicy on the route's Service reaches the served backend (its SNI), and its `status.ancestors`
+    entry for the Gateway advances only once the Gateway's replicas ACKed the generation carrying it."""
+
+    async def main() -> None:
+        async with gateways(tmp_path, "one") as p:
+            api, one = p.api, p.replicas["one"]
+            api.put("backendtlspolicy", backend_tls_body("blue.internal"))
+            await p.start()
+
+            def accepted() -> tuple[str, str, int] | None:
+                body = api.objects[("backendtlspolicy", (NS, "blue-tls"))]
+                mine = [a for a in body.get("status", {}).get("ancestors") or [] if a["controllerName"] == CONTROLLER]
+                if not mine:
+                    return None
+                c = next(c for c in mine[0]["conditions"] if c["type"] == "Accepted")
+                return (mine[0]["ancestorRef"]["name"], c["reason"], int(c["observedGeneration"]))
+
+            def sni() -> list[str | None]:
+                gen = one.held_gen
+                backends = [b for s in gen.splits for b in s.backends] if gen is not None else []
+                return [b.tls.sni if b.HasField("tls") else None for b in backends]
+
+            await until(lambda: accepted() == ("one", "Accepted", 1))
+            assert sni() == ["blue.internal", None]  # blue over TLS, green in cleartext
+            one.refuse = True
+            api.put("backendtlspolicy", backend_tls_body("blue.internal.example", generation=2))
+            await asyncio.sleep(1.0)  # passes run; the replica refuses the generation carrying generation 2
+            assert accepted() == ("one", "Accepted", 1), "the status advanced before the replica served it"
+            one.refuse = False
+            await until(lambda: accepted() == ("one", "Accepted", 2), timeout=10)
+            assert sni() == ["blue.internal.example", None]
+
+    run(main)

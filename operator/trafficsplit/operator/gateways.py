@@ -35,12 +35,14 @@ from typing import Any, ClassVar, Protocol
 
 from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo, slices_by_service
 from trafficsplit.core.control.status import EventIntent
+from trafficsplit.core.gatewayapi.backend_tls import BackendTlsPolicy, parse_backend_tls_policy
 from trafficsplit.core.gatewayapi.caps import over_caps
 from trafficsplit.core.gatewayapi.conditions import (
     AncestorStatus,
     GatewayReason,
     GatewayStatus,
     ParentStatus,
+    PolicyStatus,
     RouteReason,
 )
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef, parse_httproute
@@ -114,7 +116,15 @@ GATEWAY_KINDS = (
     "namespace",
     "gatewayparameters",
     "trafficsplitpolicy",
+    "backendtlspolicy",
 )
+
+
+def _backend_tls_version(btp: BackendTlsPolicy, ancestor: AncestorStatus) -> int:
+    """What a BackendTLSPolicy's status on a Gateway follows from: its metadata.generation and its conditions there
+    (a CA ConfigMap fixed or broken changes them, not the generation), so the status waits for the generation that
+    first carried both."""
+    return hash((btp.meta.generation, ancestor.conditions))
 
 
 def _refusing(kind: str, parse: Callable[[Mapping[str, Any]], Any], keep_last: bool = False) -> Parse:
@@ -148,9 +158,12 @@ _PARSERS: Mapping[str, Parse] = {
     "namespace": _refusing("namespace", parse_namespace),
     "gatewayparameters": parameters_or_refusal,
     "trafficsplitpolicy": _refusing("trafficsplitpolicy", parse_policy),
+    # Only a body whose metadata or targets we refuse is left out; a validation we cannot serve is an Invalid policy
+    # whose ports are refused (backend_tls.parse_backend_tls_policy), never cleartext.
+    "backendtlspolicy": _refusing("backendtlspolicy", parse_backend_tls_policy),
 }
 # The kinds whose status we write: what a write needs of each object is kept (`Stored`).
-_STATUS_KINDS = frozenset({"gatewayclass", "gateway", "httproute", "trafficsplitpolicy"})
+_STATUS_KINDS = frozenset({"gatewayclass", "gateway", "httproute", "trafficsplitpolicy", "backendtlspolicy"})
 
 # What a Gateway serves, from the translation: its route tables and rule splits (`gateway_content`).
 ContentFor = Callable[[Translation, str, str], GenerationContent]
@@ -227,6 +240,8 @@ class GatewayStore(WatchStore):
     configmaps: dict[Key, CaConfigMap] = field(default_factory=dict)
     # TrafficSplitPolicies: what a TrafficSplit says beyond weights, attached to HTTPRoutes (core/gatewayapi/policy.py).
     policies: dict[Key, Policy] = field(default_factory=dict)
+    # BackendTLSPolicies: TLS to the Services our routes send to (core/gatewayapi/backend_tls.py).
+    backend_tls: dict[Key, BackendTlsPolicy] = field(default_factory=dict)
     stored: dict[tuple[str, Key], Stored] = field(default_factory=dict)
     # (kind, key) → why its current body was refused while its last accepted value is kept (`Refused`)
     refused: dict[tuple[str, Key], Refused] = field(default_factory=dict)
@@ -240,6 +255,7 @@ class GatewayStore(WatchStore):
             "namespace": self.namespaces,
             "gatewayparameters": self.parameters,
             "trafficsplitpolicy": self.policies,
+            "backendtlspolicy": self.backend_tls,
         }
         return tables[kind]
 
@@ -478,7 +494,9 @@ class GatewayPlane:
         if self._certificates is not None:
             await self._certificates.read(certificate_secrets(gateways, grants))
         if self._cas is not None:
-            await self._cas.read(ca_configmaps(gateways, grants))
+            # and the BackendTLSPolicies' CA bundles (each in its policy's namespace, at most 8 per policy)
+            tls_cas = {k for btp in s.backend_tls.values() for k in btp.configmaps()}
+            await self._cas.read(ca_configmaps(gateways, grants) | tls_cas)
 
     def translate(self, services: Mapping[Key, ServiceInfo], slices: Mapping[Key, SliceInfo]) -> Translation:
         s = self.store
@@ -495,6 +513,7 @@ class GatewayPlane:
                 services=services,
                 slices=slices_by_service(slices.values()),
                 policies=tuple(s.policies.values()),
+                backend_tls=tuple(s.backend_tls.values()),
                 # `assignment: minimal` rules: the table each had, which the new weights advance (this leadership's,
                 # else the one the Gateway's replicas hold: docs/gateway-api.md "Policy")
                 tables=self._tables(),
@@ -672,6 +691,11 @@ class GatewayPlane:
             pol = self.store.policies.get(_key(ps.policy))
             if pol is not None and any(a.gateway == gateway for a in ps.ancestors):
                 objects[f"policy:{ps.policy}"] = pol.meta.generation
+        for ps in t.backend_tls:
+            btp = self.store.backend_tls.get(_key(ps.policy))
+            here = next((a for a in ps.ancestors if a.gateway == gateway), None)
+            if btp is not None and here is not None:
+                objects[f"backendtls:{ps.policy}"] = _backend_tls_version(btp, here)
         for obj, generation in objects.items():
             if p.since.get(obj, (None, 0))[0] != generation:
                 p.since[obj] = (generation, p.number)
@@ -888,19 +912,34 @@ class GatewayPlane:
             if write is None or await self._write("httproute", rkey, st, write):
                 self._route_status.record(rkey, seen)
         for ps in t.policies:
-            pkey = _key(ps.policy)
-            pol = self.store.policies.get(pkey)
-            st = self._stored("trafficsplitpolicy", pkey)
-            if pol is None or st is None:
-                continue
-            ancestors = policy_ancestors(
-                stored=st.status.get("ancestors"),
-                ours=ps.ancestors,
-                served=functools.partial(self._policy_served, pol),
-                now=now,
-            )
-            if ancestors or st.status.get("ancestors"):
-                await self._write("trafficsplitpolicy", pkey, st, {**st.status, "ancestors": ancestors})
+            pol = self.store.policies.get(_key(ps.policy))
+            if pol is not None:
+                await self._write_ancestors("trafficsplitpolicy", ps, functools.partial(self._policy_served, pol), now)
+        for ps in t.backend_tls:
+            btp = self.store.backend_tls.get(_key(ps.policy))
+            if btp is not None:
+                await self._write_ancestors(
+                    "backendtlspolicy", ps, functools.partial(self._backend_tls_served, btp), now
+                )
+
+    async def _write_ancestors(
+        self, kind: str, ps: PolicyStatus, served: Callable[[AncestorStatus], bool], now: str
+    ) -> None:
+        """A policy's `status.ancestors` (`policy_ancestors`: ours for each ancestor `served`, others' as stored)."""
+        key = _key(ps.policy)
+        st = self._stored(kind, key)
+        if st is None:
+            return
+        ancestors = policy_ancestors(stored=st.status.get("ancestors"), ours=ps.ancestors, served=served, now=now)
+        if ancestors or st.status.get("ancestors"):
+            await self._write(kind, key, st, {**st.status, "ancestors": ancestors})
+
+    def _backend_tls_served(self, btp: BackendTlsPolicy, ancestor: AncestorStatus) -> bool:
+        """An ancestor Gateway serves a BackendTLSPolicy once its replicas ACKed the generation carrying the policy's
+        metadata.generation and its conditions (`_backend_tls_version`)."""
+        if ancestor.gateway is None:
+            return True
+        return self._served(_key(ancestor.gateway), f"backendtls:{btp.key}", _backend_tls_version(btp, ancestor))
 
     def _policy_served(self, pol: Policy, ancestor: AncestorStatus) -> bool:
         """An ancestor Gateway serves the policy once its replicas ACKed the generation carrying the policy's

@@ -28,6 +28,7 @@ GATEWAY_WATCHED = (
     ("namespace", "", "v1", "namespaces"),
     ("gatewayparameters", "trafficsplit.dev", "v1alpha1", "gatewayparameters"),
     ("trafficsplitpolicy", "trafficsplit.dev", "v1alpha1", "trafficsplitpolicies"),  # attached to HTTPRoutes
+    ("backendtlspolicy", "gateway.networking.k8s.io", "v1", "backendtlspolicies"),  # TLS to routes' Services
 )
 
 

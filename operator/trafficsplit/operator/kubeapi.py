@@ -28,7 +28,10 @@ GATEWAY_RESOURCES = {
     "gateway": ("gateways", True),
     "httproute": ("httproutes", True),
     "referencegrant": ("referencegrants", True),
+    "backendtlspolicy": ("backendtlspolicies", True),
 }
+# Served by Gateway API v1.4 and later only: without it no BackendTLSPolicy applies, and the rest is served.
+OPTIONAL_GATEWAY_RESOURCES = frozenset({"backendtlspolicy"})
 
 
 def make_api_client(kubeconfig: str | None) -> client.ApiClient:
@@ -91,15 +94,20 @@ class KubeApi:
                 plural, namespaced = GATEWAY_RESOURCES[kind]
                 if not namespaced and ns is not None and ns != nss[0]:
                     continue
-                resp = (
-                    self.custom.list_namespaced_custom_object(
-                        GATEWAY_GROUP, GATEWAY_VERSION, ns, plural, _preload_content=False
+                try:
+                    resp = (
+                        self.custom.list_namespaced_custom_object(
+                            GATEWAY_GROUP, GATEWAY_VERSION, ns, plural, _preload_content=False
+                        )
+                        if ns and namespaced
+                        else self.custom.list_cluster_custom_object(
+                            GATEWAY_GROUP, GATEWAY_VERSION, plural, _preload_content=False
+                        )
                     )
-                    if ns and namespaced
-                    else self.custom.list_cluster_custom_object(
-                        GATEWAY_GROUP, GATEWAY_VERSION, plural, _preload_content=False
-                    )
-                )
+                except client.ApiException as exc:
+                    if exc.status != 404 or kind not in OPTIONAL_GATEWAY_RESOURCES:
+                        raise
+                    continue  # an older Gateway API: no BackendTLSPolicy applies
             elif kind == "trafficsplit":
                 resp = (
                     self.custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _preload_content=False)
@@ -153,7 +161,9 @@ class KubeApi:
                 return f"the API server does not serve {GATEWAY_GROUP}/{GATEWAY_VERSION} (no Gateway API CRDs)"
             return f"discovery of {GATEWAY_GROUP}/{GATEWAY_VERSION} failed: HTTP {exc.status} {exc.reason}"
         served = {r.get("name") for r in json.loads(resp.data).get("resources") or []}
-        missing = sorted(p for p, _ in GATEWAY_RESOURCES.values() if p not in served)
+        missing = sorted(
+            p for k, (p, _) in GATEWAY_RESOURCES.items() if p not in served and k not in OPTIONAL_GATEWAY_RESOURCES
+        )
         if missing:
             return f"{GATEWAY_GROUP}/{GATEWAY_VERSION} lacks {', '.join(missing)} (Gateway API v1.5 or later is needed)"
         return None

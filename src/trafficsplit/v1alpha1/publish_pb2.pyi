@@ -18,7 +18,7 @@ class Endpoint(_message.Message):
     def __init__(self, address: _Optional[str] = ..., port: _Optional[int] = ..., ready: _Optional[bool] = ...) -> None: ...
 
 class Backend(_message.Message):
-    __slots__ = ("name", "weight", "cluster", "service", "port", "endpoints", "drain", "h2c")
+    __slots__ = ("name", "weight", "cluster", "service", "port", "endpoints", "drain", "h2c", "tls")
     NAME_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,7 @@ class Backend(_message.Message):
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
     H2C_FIELD_NUMBER: _ClassVar[int]
+    TLS_FIELD_NUMBER: _ClassVar[int]
     name: str
     weight: int
     cluster: str
@@ -35,7 +36,34 @@ class Backend(_message.Message):
     endpoints: _containers.RepeatedCompositeFieldContainer[Endpoint]
     drain: bool
     h2c: bool
-    def __init__(self, name: _Optional[str] = ..., weight: _Optional[int] = ..., cluster: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ..., drain: _Optional[bool] = ..., h2c: _Optional[bool] = ...) -> None: ...
+    tls: UpstreamTls
+    def __init__(self, name: _Optional[str] = ..., weight: _Optional[int] = ..., cluster: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ..., drain: _Optional[bool] = ..., h2c: _Optional[bool] = ..., tls: _Optional[_Union[UpstreamTls, _Mapping]] = ...) -> None: ...
+
+class UpstreamTls(_message.Message):
+    __slots__ = ("sni", "ca_pem", "system_ca", "subject_alt_names")
+    SNI_FIELD_NUMBER: _ClassVar[int]
+    CA_PEM_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_CA_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_ALT_NAMES_FIELD_NUMBER: _ClassVar[int]
+    sni: str
+    ca_pem: bytes
+    system_ca: bool
+    subject_alt_names: _containers.RepeatedCompositeFieldContainer[SubjectAltName]
+    def __init__(self, sni: _Optional[str] = ..., ca_pem: _Optional[bytes] = ..., system_ca: _Optional[bool] = ..., subject_alt_names: _Optional[_Iterable[_Union[SubjectAltName, _Mapping]]] = ...) -> None: ...
+
+class SubjectAltName(_message.Message):
+    __slots__ = ("kind", "value")
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        HOSTNAME: _ClassVar[SubjectAltName.Kind]
+        URI: _ClassVar[SubjectAltName.Kind]
+    HOSTNAME: SubjectAltName.Kind
+    URI: SubjectAltName.Kind
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    kind: SubjectAltName.Kind
+    value: str
+    def __init__(self, kind: _Optional[_Union[SubjectAltName.Kind, str]] = ..., value: _Optional[str] = ...) -> None: ...
 
 class Cookie(_message.Message):
     __slots__ = ("name", "path", "max_age", "domain", "secure", "http_only", "same_site", "partitioned")
@@ -356,20 +384,22 @@ class RuleRetry(_message.Message):
     def __init__(self, attempts: _Optional[int] = ..., backoff_ms: _Optional[int] = ..., codes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RequestMirror(_message.Message):
-    __slots__ = ("namespace", "service", "port", "numerator", "denominator", "endpoints")
+    __slots__ = ("namespace", "service", "port", "numerator", "denominator", "endpoints", "tls")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     SERVICE_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     NUMERATOR_FIELD_NUMBER: _ClassVar[int]
     DENOMINATOR_FIELD_NUMBER: _ClassVar[int]
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    TLS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     service: str
     port: int
     numerator: int
     denominator: int
     endpoints: _containers.RepeatedCompositeFieldContainer[Endpoint]
-    def __init__(self, namespace: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., numerator: _Optional[int] = ..., denominator: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
+    tls: UpstreamTls
+    def __init__(self, namespace: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., numerator: _Optional[int] = ..., denominator: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ..., tls: _Optional[_Union[UpstreamTls, _Mapping]] = ...) -> None: ...
 
 class GatewayRoutes(_message.Message):
     __slots__ = ("gateway", "listeners", "actions", "gateway_uid")

@@ -46,6 +46,8 @@ from envoy.config.route.v3 import route_components_pb2, route_pb2
 from envoy.extensions.load_balancing_policies.override_host.v3 import override_host_pb2
 from envoy.extensions.load_balancing_policies.ring_hash.v3 import ring_hash_pb2
 from envoy.extensions.retry.host.previous_hosts.v3 import previous_hosts_pb2
+from envoy.extensions.transport_sockets.tls.v3 import common_pb2 as tls_common_pb2
+from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from envoy.type.metadata.v3 import metadata_pb2
@@ -58,6 +60,7 @@ from trafficsplit.core.model.cookie import cookie_present_regex
 from trafficsplit.core.model.filters import RequestMirror
 from trafficsplit.core.model.generation import Generation
 from trafficsplit.core.model.hashing import key_hash
+from trafficsplit.core.model.upstream_tls import SanKind, UpstreamTls
 
 ROUTING_HEADER = "x-trafficsplit-cluster"
 # The gRPC initial metadata (or http_service request header) by which a Gateway listener's ext_proc filter names its
@@ -88,6 +91,7 @@ SECRET_PREFIX = "trafficsplit_tls_"
 CA_SECRET_PREFIX = "trafficsplit_client_ca_"
 
 
+TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls"
 HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"  # a cluster's upstream HTTP options
 
 
@@ -160,7 +164,40 @@ def backend_cluster(backend: CompiledBackend, endpoint_affinity: bool) -> cluste
     c = _eds_cluster(backend.cluster, endpoint_affinity)
     if backend.h2c:
         speak_http2(c)
+    if backend.tls is not None:
+        c.transport_socket.CopyFrom(upstream_tls_socket(backend.tls))
     return c
+
+
+_SAN_TYPES = {
+    SanKind.HOSTNAME: tls_common_pb2.SubjectAltNameMatcher.DNS,
+    SanKind.URI: tls_common_pb2.SubjectAltNameMatcher.URI,
+}
+
+
+def upstream_tls_socket(tls: UpstreamTls) -> base_pb2.TransportSocket:
+    """TLS to a backend's endpoints (a BackendTLSPolicy): SNI `tls.sni`; the certificate must chain to the bundle
+    (inline: it travels with the cluster, so a rotated bundle is a new cluster version) or to the system store, and
+    carry one of `tls.names` exactly. Envoy refuses the connection otherwise (the client sees a 503), never falls
+    back to cleartext."""
+    validation = tls_common_pb2.CertificateValidationContext(
+        match_typed_subject_alt_names=[
+            tls_common_pb2.SubjectAltNameMatcher(
+                san_type=_SAN_TYPES[n.kind], matcher=string_pb2.StringMatcher(exact=n.value)
+            )
+            for n in tls.names
+        ]
+    )
+    if tls.ca is None:
+        validation.system_root_certs.SetInParent()
+    else:
+        validation.trusted_ca.inline_bytes = tls.ca.pem
+    ctx = tls_pb2.UpstreamTlsContext(
+        sni=tls.sni, common_tls_context=tls_pb2.CommonTlsContext(validation_context=validation)
+    )
+    socket = base_pb2.TransportSocket(name=TLS_TRANSPORT_SOCKET)
+    socket.typed_config.Pack(ctx)
+    return socket
 
 
 def speak_http2(c: cluster_pb2.Cluster) -> None:
@@ -269,10 +306,10 @@ def mirror_clusters(
         for m in a.mirrors:
             name = mirror_cluster_name(m)
             if name not in out:
-                out[name] = (
-                    _eds_cluster(name, endpoint_affinity=False),
-                    _assignment(name, [e for e in m.endpoints if e.ready]),
-                )
+                cluster = _eds_cluster(name, endpoint_affinity=False)
+                if m.tls is not None:
+                    cluster.transport_socket.CopyFrom(upstream_tls_socket(m.tls))
+                out[name] = (cluster, _assignment(name, [e for e in m.endpoints if e.ready]))
     return out
 
 

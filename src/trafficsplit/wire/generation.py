@@ -88,6 +88,7 @@ from trafficsplit.core.model.routes import (
 from trafficsplit.core.model.splitspec import BackendSpec, compiled_backends
 from trafficsplit.core.model.timeouts import MAX_RETRY_CODE, MIN_RETRY_CODE, RuleRetry, RuleTimeouts
 from trafficsplit.core.model.tls import CaBundle, Certificate, ClientValidation
+from trafficsplit.core.model.upstream_tls import MAX_SUBJECT_ALT_NAMES, SanKind, SubjectAltName, UpstreamTls
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.reserved import RESERVED_CLUSTERS
 
@@ -178,6 +179,48 @@ class ProtoParts:
         self._last, self._used = self._used, {}
 
 
+_SAN_TO_PB = {SanKind.HOSTNAME: pb.SubjectAltName.HOSTNAME, SanKind.URI: pb.SubjectAltName.URI}
+_SAN_FROM_PB = {v: k for k, v in _SAN_TO_PB.items()}
+
+
+def _upstream_tls_to_proto(tls: UpstreamTls | None) -> pb.UpstreamTls | None:
+    if tls is None:
+        return None
+    return pb.UpstreamTls(
+        sni=tls.sni,
+        ca_pem=tls.ca.pem if tls.ca is not None else b"",
+        system_ca=tls.ca is None,
+        subject_alt_names=[pb.SubjectAltName(kind=_SAN_TO_PB[n.kind], value=n.value) for n in tls.subject_alt_names],
+    )
+
+
+def _upstream_tls_from_proto(m: pb.UpstreamTls, path: str, problems: list[str]) -> UpstreamTls | None:
+    """A backend's TLS as received: the bundle checked by `CaBundle`, the names by `SubjectAltName`, the whole by
+    `UpstreamTls` (its bound on the names' count first, before any is built)."""
+    if len(m.subject_alt_names) > MAX_SUBJECT_ALT_NAMES:
+        problems.append(
+            f"{path}.subject_alt_names: {len(m.subject_alt_names)} items, at most {MAX_SUBJECT_ALT_NAMES} are allowed"
+        )
+        return None
+    if m.system_ca == bool(m.ca_pem):
+        problems.append(f"{path}: exactly one of ca_pem and system_ca is required")
+        return None
+    before = len(problems)
+    ca = None if m.system_ca else _build(problems, f"{path}.ca_pem", CaBundle, m.ca_pem)
+    names: list[SubjectAltName] = []
+    for k, n in enumerate(m.subject_alt_names):
+        kind = _SAN_FROM_PB.get(n.kind)
+        if kind is None:
+            problems.append(f"{path}.subject_alt_names[{k}].kind: unknown kind {n.kind}")
+            continue
+        name = _build(problems, f"{path}.subject_alt_names[{k}]", SubjectAltName, kind, n.value)
+        if name is not None:
+            names.append(name)
+    if len(problems) > before:
+        return None
+    return _build(problems, path, UpstreamTls, m.sni, ca, tuple(names))
+
+
 def split_to_proto(split: CompiledSplit) -> pb.Split:
     out = pb.Split(
         namespace=split.namespace,
@@ -193,6 +236,7 @@ def split_to_proto(split: CompiledSplit) -> pb.Split:
                 endpoints=_endpoints_to_proto(b.endpoints),
                 drain=b.drain,
                 h2c=b.h2c,
+                tls=_upstream_tls_to_proto(b.tls),
             )
             for b in split.backends
         ],
@@ -314,6 +358,7 @@ def _action_to_proto(a: RuleAction) -> pb.RuleAction:
                 numerator=m.numerator,
                 denominator=m.denominator,
                 endpoints=_endpoints_to_proto(m.endpoints),
+                tls=_upstream_tls_to_proto(m.tls),
             )
             for m in a.mirrors
         ],
@@ -502,6 +547,9 @@ def _split_from_proto(s: pb.Split, path: str, problems: list[str]) -> CompiledSp
                 endpoints=tuple(e for e in endpoints if e is not None),
                 drain=b.drain,
                 h2c=b.h2c,
+                tls=_upstream_tls_from_proto(b.tls, f"{path}.backends[{j}].tls", problems)
+                if b.HasField("tls")
+                else None,
             )
         )
     cookie = _cookie_from_proto(s.cookie, f"{path}.cookie", problems) if s.HasField("cookie") else None
@@ -771,6 +819,9 @@ def _mirrors_from_proto(a: pb.RuleAction, path: str, problems: list[str]) -> tup
             _build(problems, f"{path}[{i}].endpoints[{j}]", Endpoint, e.address, e.port, e.ready)
             for j, e in enumerate(m.endpoints)
         ]
+        tls = _upstream_tls_from_proto(m.tls, f"{path}[{i}].tls", problems) if m.HasField("tls") else None
+        if m.HasField("tls") and tls is None:
+            continue
         mirror = _build(
             problems,
             f"{path}[{i}]",
@@ -781,6 +832,7 @@ def _mirrors_from_proto(a: pb.RuleAction, path: str, problems: list[str]) -> tup
             numerator=m.numerator,
             denominator=m.denominator,
             endpoints=tuple(e for e in eps if e is not None),
+            tls=tls,
         )
         if mirror is not None:
             out.append(mirror)

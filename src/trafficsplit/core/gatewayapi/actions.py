@@ -4,7 +4,7 @@ and resolved mirrors; and the memo that builds only the rules whose inputs chang
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from trafficsplit.core.control.compiler import compile_split
 from trafficsplit.core.control.resolve import ServiceInfo
@@ -19,10 +19,12 @@ from trafficsplit.core.model.persistent import StickyMode
 from trafficsplit.core.model.routes import BackendTarget, RuleAction, RuleKey
 from trafficsplit.core.model.rules import Endpoint
 from trafficsplit.core.model.splitspec import BackendSpec, SplitSpec
+from trafficsplit.core.model.upstream_tls import UpstreamTls
 
 # What a rule's action is built from: the route's metadata, the rule, its resolved targets and whether each one's
 # Service port is H2C, their error weight, each target's endpoints, the attached policy's settings, the rule's previous
-# slot table (`assignment: minimal`) and its resolved mirrors (with their endpoints).
+# slot table (`assignment: minimal`), its resolved mirrors (with their endpoints) and each target's TLS (a
+# BackendTLSPolicy's).
 _ActionKey = tuple[
     Meta,
     RouteRule,
@@ -33,6 +35,7 @@ _ActionKey = tuple[
     PolicySettings | None,
     SlotTable | None,
     tuple[RequestMirror, ...],
+    tuple[UpstreamTls | None, ...],
 ]
 
 
@@ -59,10 +62,11 @@ class ActionMemo:
         policy: PolicySettings | None = None,
         previous_table: SlotTable | None = None,
         mirrors: tuple[RequestMirror, ...] = (),
+        tls: tuple[UpstreamTls | None, ...] = (),
     ) -> tuple[RuleAction | None, list[str]]:
         targets = tuple(t for t, _ in resolved)
         h2c = tuple(svc.h2c(t.port) for t, svc in resolved)  # the Service ports' appProtocol, which the split reads
-        key = (route.meta, rule, targets, h2c, error_weight, endpoints, policy, previous_table, mirrors)
+        key = (route.meta, rule, targets, h2c, error_weight, endpoints, policy, previous_table, mirrors, tls)
         got = self._used.get(key) or self._last.get(key)
         if got is None:
             action, problems = build_action(
@@ -74,6 +78,7 @@ class ActionMemo:
                 policy=policy,
                 previous_table=previous_table,
                 mirrors=mirrors,
+                tls=tls,
             )
             got = (action, tuple(problems))
         self._used[key] = got
@@ -94,10 +99,12 @@ def build_action(
     policy: PolicySettings | None = None,
     previous_table: SlotTable | None = None,
     mirrors: tuple[RequestMirror, ...] = (),
+    tls: tuple[UpstreamTls | None, ...] = (),
 ) -> tuple[RuleAction | None, list[str]]:
     """The rule's split, built as a TrafficSplit's is; or the reasons it cannot be (the rule is then dropped).
     `endpoints`: each resolved target's, in order; `policy`: an attached TrafficSplitPolicy's settings, applied over
-    the split's defaults; `mirrors`: its RequestMirror filters that resolved (gatewayapi.backends)."""
+    the split's defaults; `mirrors`: its RequestMirror filters that resolved (gatewayapi.backends); `tls`: each
+    target's TLS, in order (none: cleartext to all)."""
     session, problems = rule_session(route, rule)
     if problems:
         return None, problems
@@ -117,7 +124,12 @@ def build_action(
     by_backend = {t.backend: eps for t, eps in zip(targets, endpoints, strict=True)}
     try:
         spec = rule_spec(
-            route, rule, targets, session, h2c=frozenset(t.backend for t, svc in resolved if svc.h2c(t.port))
+            route,
+            rule,
+            targets,
+            session,
+            h2c=frozenset(t.backend for t, svc in resolved if svc.h2c(t.port)),
+            tls={t.backend: x for t, x in zip(targets, tls, strict=True) if x is not None} if tls else None,
         )
         if policy is not None:  # the policy hook: core/gatewayapi/policy.py
             spec = policy.apply(spec)
@@ -146,6 +158,7 @@ def rule_spec(
     session: RuleSession,
     *,
     h2c: frozenset[str] = frozenset(),
+    tls: Mapping[str, UpstreamTls] | None = None,
 ) -> SplitSpec:
     """The rule's split as a TrafficSplit would say it (host-less: the route table selects the rule). A session is
     the sealed persistent one (core/model/persistent.py): its cookie (or its header) carries the backend, so a weight
@@ -166,6 +179,7 @@ def rule_spec(
                 weight=t.weight,
                 drain=persistent and t.weight == 0,
                 h2c=t.backend in h2c,  # `h2c`: the backends whose Service port is kubernetes.io/h2c
+                tls=(tls or {}).get(t.backend),  # `tls`: the backends' BackendTLSPolicy TLS, by name
             )
             for t in targets
         ),

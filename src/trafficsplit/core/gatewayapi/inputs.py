@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo
+from trafficsplit.core.gatewayapi.backend_tls import BackendTlsPolicy
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute
 from trafficsplit.core.gatewayapi.objects import Gateway, GatewayClass, Namespace, ReferenceGrant
 from trafficsplit.core.gatewayapi.parameters import GatewayParameters
@@ -46,6 +47,9 @@ class Inputs:
     # rule's split had (by split key), which the new weights advance; None builds one from the weights alone.
     policies: tuple[Policy, ...] = ()
     tables: Mapping[str, SlotTable] | None = None
+    # BackendTLSPolicies (core/gatewayapi/backend_tls.py): TLS to the Services routes send to. Their CA ConfigMaps
+    # are in `configmaps` too.
+    backend_tls: tuple[BackendTlsPolicy, ...] = ()
 
 
 def our_gateways(inputs: Inputs) -> dict[str, Gateway]:
@@ -66,6 +70,10 @@ def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
     for pol in inputs.policies:
         for route_key in dict.fromkeys(f"{pol.meta.namespace}/{t.name}" for t in pol.targets):
             policies_of.setdefault(route_key, []).append(pol)
+    tls_of: dict[tuple[str, str], list[BackendTlsPolicy]] = {}
+    for btp in inputs.backend_tls:
+        for svc_key in dict.fromkeys((btp.meta.namespace, t.service) for t in btp.targets):
+            tls_of.setdefault(svc_key, []).append(btp)
     services, slices = inputs.services or {}, inputs.slices or {}
     secrets, tables, configmaps = inputs.secrets or {}, inputs.tables or {}, inputs.configmaps or {}
     out: dict[str, Inputs] = {}
@@ -79,7 +87,13 @@ def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
             (c.namespace, c.name) for lis in gw.listeners if lis.tls is not None for c in lis.tls.certificate_refs
         )
         validations = (gw.frontend.default, *(v for _, v in gw.frontend.per_port)) if gw.frontend else ()
-        cas = dict.fromkeys((c.namespace, c.name) for v in validations if v is not None for c in v.ca_refs)
+        backend_tls = tuple(dict.fromkeys(btp for k in refs for btp in tls_of.get(k, ())))
+        cas = dict.fromkeys(
+            [
+                *((c.namespace, c.name) for v in validations if v is not None for c in v.ca_refs),
+                *(k for btp in backend_tls for k in btp.configmaps()),
+            ]
+        )
         granting = {ns for ns, _ in refs} | {ns for ns, _ in certificates} | {ns for ns, _ in cas}
         route_namespaces = {r.meta.namespace for r in routes}
         route_keys = {r.meta.key for r in routes}
@@ -103,5 +117,6 @@ def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
             policies=tuple(p for p in inputs.policies if p.key in policies),
             tables={k: tables[k] for k in split_keys if k in tables},
             parameters={k: parameters[k] for k in named if k in parameters},
+            backend_tls=backend_tls,
         )
     return out

@@ -34,8 +34,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
+from trafficsplit.core.control.resolve import ServiceInfo
 from trafficsplit.core.gatewayapi.actions import ActionMemo
 from trafficsplit.core.gatewayapi.attachment import Attachment, attach
+from trafficsplit.core.gatewayapi.backend_tls import (
+    BackendTlsResolution,
+    Refused,
+    backend_tls_statuses,
+    resolve_backend_tls,
+)
 from trafficsplit.core.gatewayapi.backends import (
     Resolved,
     ResolvedMirrors,
@@ -66,10 +73,12 @@ from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP
 from trafficsplit.core.gatewayapi.route_memo import RouteDeps, RouteLocal, RouteMemo, RouteParent, Walked, walk_shape
 from trafficsplit.core.model.condition import Condition
 from trafficsplit.core.model.errors import SpecError
+from trafficsplit.core.model.filters import RequestMirror
 from trafficsplit.core.model.generation import GenerationContent
 from trafficsplit.core.model.matches import RouteMatch
 from trafficsplit.core.model.routes import (
     CATCH_ALL,
+    BackendTarget,
     GatewayRoutes,
     ListenerRoutes,
     RouteEntry,
@@ -78,6 +87,7 @@ from trafficsplit.core.model.routes import (
     VirtualHost,
 )
 from trafficsplit.core.model.rules import Endpoint
+from trafficsplit.core.model.upstream_tls import UpstreamTls
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,6 +98,7 @@ class Translation:
     gateways: tuple[GatewayStatus, ...]
     classes: tuple[ClassStatus, ...]
     policies: tuple[PolicyStatus, ...] = ()
+    backend_tls: tuple[PolicyStatus, ...] = ()  # BackendTLSPolicies' (core/gatewayapi/backend_tls.py)
     # Gateways whose route table breaks a bound of the model (`routes.VirtualHost`, `ListenerRoutes`): why, by
     # `namespace/name`. Only they are refused (`gateway_content` raises for them); every other Gateway is served.
     refused: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -108,6 +119,7 @@ class _Pass:
     views: dict[str, list[ListenerView]]
     labels: dict[str, dict[str, str]]
     attachment: Resolution
+    backend_tls: BackendTlsResolution
     seen_endpoints: dict[tuple[str, str, int], tuple[Endpoint, ...]] = field(default_factory=dict)
     attached_count: dict[tuple[str, str], int] = field(default_factory=dict)
     # (gateway, listener) → hostname → entries with their routes, for the precedence sort.
@@ -148,6 +160,7 @@ class TranslationMemo:
             inputs.parameters,
             inputs.policies,
             tuple(r for r in inputs.routes if r.meta.key in named) if named else (),
+            inputs.backend_tls,
         )
         held = self._assembled
         if (
@@ -232,8 +245,10 @@ def _translate_pass(inputs: Inputs, memo: ActionMemo, routes: RouteMemo | None =
     gateways = our_gateways(inputs)
     routes = routes if routes is not None else RouteMemo()
     # What every route's own part reads (`route_memo`): the Gateways (their listeners), the grants, the Namespaces'
-    # labels, the listeners' Secrets and the client validations' ConfigMaps.
-    routes.begin((inputs.gateways, inputs.grants, inputs.namespaces, inputs.secrets, inputs.configmaps))
+    # labels, the listeners' Secrets, the ConfigMaps (CA bundles) and the BackendTLSPolicies.
+    routes.begin(
+        (inputs.gateways, inputs.grants, inputs.namespaces, inputs.secrets, inputs.configmaps, inputs.backend_tls)
+    )
     state = _Pass(
         inputs=inputs,
         memo=memo,
@@ -242,6 +257,7 @@ def _translate_pass(inputs: Inputs, memo: ActionMemo, routes: RouteMemo | None =
         views={key: listener_views(g, inputs.grants, inputs.secrets, inputs.configmaps) for key, g in gateways.items()},
         labels={n.name: dict(n.labels) for n in inputs.namespaces},
         attachment=resolve(inputs.routes, inputs.policies),
+        backend_tls=resolve_backend_tls(inputs.backend_tls, inputs.services or {}, inputs.configmaps or {}),
     )
     ordered = sorted(inputs.routes, key=lambda r: (r.meta.created, r.meta.key))
     walk = [
@@ -315,9 +331,28 @@ def _assemble(inputs: Inputs, by_gateway: Mapping[str, _Part]) -> Translation:
         gateways=tuple(g for part in parts for g in part.gateways),
         classes=class_statuses(inputs.classes, inputs.parameters or {}),
         policies=policy_statuses(inputs.policies, attachment, invalid, route_gateways),
+        backend_tls=_backend_tls_statuses(inputs, routes),
         refused={k: v for part in parts for k, v in part.refused.items()},
         parts=dict(by_gateway),
     )
+
+
+def _backend_tls_statuses(inputs: Inputs, routes: Sequence[RouteStatus]) -> tuple[PolicyStatus, ...]:
+    """Each BackendTLSPolicy's ancestors: the Gateways of ours whose routes send to a port it targets."""
+    if not inputs.backend_tls:
+        return ()
+    services = inputs.services or {}
+    resolution = resolve_backend_tls(inputs.backend_tls, services, inputs.configmaps or {})
+    gateways = {
+        rs.route: tuple(
+            dict.fromkeys(
+                ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace=p.parent.namespace, name=p.parent.name)
+                for p in rs.parents
+            )
+        )
+        for rs in routes
+    }
+    return backend_tls_statuses(inputs.backend_tls, resolution, inputs.routes, gateways, services)
 
 
 def _in_ref_order(parents: Sequence[ParentStatus], refs: Sequence[ParentRef]) -> tuple[ParentStatus, ...]:
@@ -408,7 +443,10 @@ def _route_local(state: _Pass, route: HTTPRoute) -> RouteLocal:
     grants, slices = state.inputs.grants, state.inputs.slices or {}
     resolved = {rule.index: resolve_refs(route, rule, grants, services) for rule in route.rules}
     mirrors = {
-        rule.index: resolve_mirrors(route, rule, grants, services, slices, state.seen_endpoints) for rule in route.rules
+        rule.index: _mirrors_with_tls(
+            state.backend_tls, resolve_mirrors(route, rule, grants, services, slices, state.seen_endpoints)
+        )
+        for rule in route.rules
     }
     # Per rule, its backendRefs' problems, then its mirrors'.
     ref_problems = [p for rule in route.rules for p in (*resolved[rule.index][1], *mirrors[rule.index].problems)]
@@ -451,7 +489,7 @@ def _rule_actions(
             continue
         ok, _, error_weight = resolved[rule.index]
         prev = slot_tables.get(RuleKey(route.meta.namespace, route.meta.name, rule.index).text)
-        eps = target_endpoints(ok, slices, state.seen_endpoints)
+        tls, eps = _with_backend_tls(state.backend_tls, ok, target_endpoints(ok, slices, state.seen_endpoints))
         build = partial(
             state.memo.build,
             route,
@@ -461,6 +499,7 @@ def _rule_actions(
             eps,
             previous_table=prev,
             mirrors=mirrors[rule.index].mirrors,
+            tls=tls,
         )
         builds.append((rule, build))
     actions: list[RuleAction] = []
@@ -469,6 +508,39 @@ def _rule_actions(
         if action is not None:
             actions.append(action)
     return actions, dropped
+
+
+def _mirrors_with_tls(resolution: BackendTlsResolution, resolved: ResolvedMirrors) -> ResolvedMirrors:
+    """The mirrors with their Service ports' TLS (`_with_backend_tls`: a refused port's mirror gets no endpoint)."""
+    if not resolution.ports or not resolved.mirrors:
+        return resolved
+    out: list[RequestMirror] = []
+    for m in resolved.mirrors:
+        got = resolution.for_port(m.namespace, m.service, m.port)
+        if isinstance(got, UpstreamTls):
+            m = replace(m, tls=got)
+        elif isinstance(got, Refused):
+            m = replace(m, endpoints=())
+        out.append(m)
+    return replace(resolved, mirrors=tuple(out))
+
+
+def _with_backend_tls(
+    resolution: BackendTlsResolution,
+    resolved: Sequence[tuple[BackendTarget, ServiceInfo]],
+    endpoints: tuple[tuple[Endpoint, ...], ...],
+) -> tuple[tuple[UpstreamTls | None, ...], tuple[tuple[Endpoint, ...], ...]]:
+    """Each target's TLS (its Service port's BackendTLSPolicy), and the endpoints with those of a port whose policy
+    cannot be served taken away: a request to it fails rather than going in cleartext (`backend_tls.Refused`)."""
+    if not resolution.ports:
+        return (), endpoints
+    tls: list[UpstreamTls | None] = []
+    eps: list[tuple[Endpoint, ...]] = []
+    for (t, _), e in zip(resolved, endpoints, strict=True):
+        got = resolution.for_port(t.namespace, t.service, t.port)
+        tls.append(got if isinstance(got, UpstreamTls) else None)
+        eps.append(() if isinstance(got, Refused) else e)
+    return tuple(tls), tuple(eps)
 
 
 def _parent_conditions(

@@ -32,6 +32,7 @@ from trafficsplit.core.model.rules import (
     match_value_problems,
     name_problems,
 )
+from trafficsplit.core.model.upstream_tls import UpstreamTls
 from trafficsplit.core.model.weights import Weights
 
 
@@ -84,6 +85,7 @@ class CompiledBackend:
     endpoints: tuple[Endpoint, ...] = ()
     drain: bool = False  # sticky.mode persistent, weight 0: its sessions stay while it has ready endpoints
     h2c: bool = False  # Envoy speaks HTTP/2 over cleartext to it (its Service port's appProtocol kubernetes.io/h2c)
+    tls: UpstreamTls | None = None  # Envoy speaks TLS to it (core/model/upstream_tls.py: a BackendTLSPolicy's)
     # docs/spec.md §6: a backend with no ready endpoint is not eligible. Derived once here, not per request: decide()
     # reads it for every failover check and every matching rule.
     eligible: bool = field(init=False, repr=False, compare=False)

@@ -32,6 +32,7 @@ from trafficsplit.core.model.headervalue import is_header_value
 from trafficsplit.core.model.limits import MAX_ENDPOINTS, MAX_HOST
 from trafficsplit.core.model.regex import Pattern, RegexError
 from trafficsplit.core.model.rules import Endpoint, is_dns_label, is_host, is_token
+from trafficsplit.core.model.upstream_tls import UpstreamTls
 
 # The CRD's bounds (HTTPHeaderFilter, HTTPPathModifier).
 MAX_HEADER_CHANGES = 16  # per list: set, add, remove
@@ -246,6 +247,7 @@ class RequestMirror:
     numerator: int = 1
     denominator: int = 1
     endpoints: tuple[Endpoint, ...] = ()
+    tls: UpstreamTls | None = None  # its Service port's BackendTLSPolicy: copies go over TLS, as the rule's requests
 
     def __post_init__(self) -> None:
         problems = [
@@ -271,6 +273,7 @@ class RequestMirror:
             "port": self.port,
             "fraction": {"numerator": self.numerator, "denominator": self.denominator},
             "endpoints": [f"{e.host}{'' if e.ready else ' (not ready)'}" for e in self.endpoints],
+            **({"tls": {"sni": self.tls.sni}} if self.tls is not None else {}),
         }
 
 

@@ -20,6 +20,7 @@ from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.persistent import StickyMode
 from trafficsplit.core.model.ring import DEFAULT_POINTS
 from trafficsplit.core.model.rules import Endpoint
+from trafficsplit.core.model.upstream_tls import UpstreamTls
 from trafficsplit.core.model.weights import Weights
 
 
@@ -32,6 +33,7 @@ class BackendSpec:
     endpoints: tuple[Endpoint, ...] = ()  # local mode only; in Kubernetes, endpoints come from EndpointSlices
     drain: bool = False  # sticky.mode persistent: at weight 0, keep its sessions until they go idle
     h2c: bool = False  # its Service port's appProtocol is kubernetes.io/h2c (a Gateway API backendRef's)
+    tls: UpstreamTls | None = None  # TLS to its endpoints: a BackendTLSPolicy on its Service port (a backendRef's)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +79,7 @@ def compiled_backends(backends: Sequence[BackendSpec], clusters: Sequence[str]) 
                     endpoints=b.endpoints,
                     drain=b.drain,
                     h2c=b.h2c,
+                    tls=b.tls,
                 )
             )
         except SpecError as exc:
