@@ -91,6 +91,7 @@ SUPPORTED_FEATURES = (
     "GatewayFrontendClientCertificateValidationInsecureFallback",  # its AllowInsecureFallback mode
     "BackendTLSPolicy",  # TLS to a route's Service port: SNI, a CA bundle from a ConfigMap or the system store
     "BackendTLSPolicySANValidation",  # its subjectAltNames (Hostname, URI) instead of the hostname
+    "GatewayBackendClientCertificate",  # spec.tls.backend: the client certificate shown to TLS backends
     "GatewayAddressEmpty",  # spec.addresses without a value: the data plane's Service assigns it
     "GatewayStaticAddresses",  # with a value: the Service's ClusterIP; one the API server refuses, AddressNotUsable
 )

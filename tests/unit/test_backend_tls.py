@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from envoy.config.cluster.v3 import cluster_pb2
 from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 
-from tests.support.certs import make_ca
+from tests.support.certs import issue, make_ca
+from tests.unit.test_gateway_tls import secret
 from trafficsplit.core.control.resolve import ServiceInfo, ServicePort, SliceEndpoint, SliceInfo
 from trafficsplit.core.gatewayapi.backend_tls import (
     BackendTlsReason,
@@ -22,15 +24,18 @@ from trafficsplit.core.gatewayapi.backend_tls import (
 )
 from trafficsplit.core.gatewayapi.httproute import parse_httproute
 from trafficsplit.core.gatewayapi.inputs import gateway_inputs
+from trafficsplit.core.gatewayapi.listeners import certificate_secrets
 from trafficsplit.core.gatewayapi.objects import parse_gateway, parse_gateway_class
 from trafficsplit.core.gatewayapi.translate import Inputs, Translation, gateway_content, translate
 from trafficsplit.core.model.errors import SpecError
 from trafficsplit.core.model.generation import Generation
-from trafficsplit.core.model.tls import CaBundle, CaConfigMap, parse_ca_configmap
+from trafficsplit.core.model.tls import CaBundle, CaConfigMap, TlsSecret, parse_ca_configmap, parse_tls_secret
 from trafficsplit.core.model.upstream_tls import SanKind, SubjectAltName, UpstreamTls
 from trafficsplit.v1alpha1 import publish_pb2 as pb
 from trafficsplit.wire.envoy import backend_cluster, mirror_clusters
 from trafficsplit.wire.generation import generation_from_proto, generation_to_proto
+from trafficsplit.wire.snapshot import ResourceBuilder, resources
+from trafficsplit.wire.snapshot import secrets as sds_secrets
 
 NS = "infra"
 CLASS = parse_gateway_class(
@@ -428,3 +433,118 @@ def test_the_receiver_refuses_a_bad_backend_tls_by_its_path(mutate: Any, problem
     with pytest.raises(SpecError) as exc:
         generation_from_proto(msg)
     assert any(problem in q for q in exc.value.problems), exc.value.problems
+
+
+# --- the Gateway's client certificate toward backends (spec.tls.backend) ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client_secret(tmp_path_factory: pytest.TempPathFactory) -> TlsSecret:
+    d: Path = tmp_path_factory.mktemp("backendclient")
+    leaf = issue(d, make_ca(d, "gateway-client-ca"), "gateway.example", server=False, stem="client")
+    body = secret(leaf.cert.read_bytes(), leaf.key.read_bytes())
+    body["metadata"]["name"] = "client"
+    return parse_tls_secret(body)
+
+
+def gateway_with_client(ref: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "gw", "namespace": NS, "generation": 2},
+        "spec": {
+            "gatewayClassName": "ts",
+            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
+            "tls": {"backend": {"clientCertificateRef": ref}},
+        },
+    }
+
+
+def run_with_client(ref: dict[str, Any], secrets: dict[tuple[str, str], TlsSecret], ca_pem: str) -> Translation:
+    return translate(
+        Inputs(
+            classes=(CLASS,),
+            gateways=(parse_gateway(gateway_with_client(ref)),),
+            routes=(parse_httproute(route(("svc", 443), ("plain", 443))),),
+            services={(NS, "svc"): service("svc"), (NS, "plain"): service("plain")},
+            slices={(NS, s): (ready_slice(s),) for s in ("svc", "plain")},
+            configmaps={(NS, "ca"): configmap("ca", ca_pem)},
+            secrets=secrets,
+            backend_tls=(parse_backend_tls_policy(policy("p", "svc")),),
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("ref", "reason"),
+    [  # the suite's GatewayInvalidTLSBackendConfiguration cases
+        ({"name": "nonexistent-certificate"}, "InvalidClientCertificateRef"),
+        ({"group": "wrong.group.company.io", "kind": "Secret", "name": "client"}, "InvalidClientCertificateRef"),
+        ({"group": "", "kind": "WrongKind", "name": "client"}, "InvalidClientCertificateRef"),
+        ({"name": "malformed"}, "InvalidClientCertificateRef"),
+        ({"name": "client", "namespace": "elsewhere"}, "RefNotPermitted"),
+    ],
+)
+def test_a_client_certificate_ref_that_does_not_resolve_keeps_the_gateway_accepted(
+    ref: dict[str, Any], reason: str, client_secret: TlsSecret, ca_pem: str
+) -> None:
+    malformed = parse_tls_secret({"metadata": {"name": "malformed", "namespace": NS}, "type": "Opaque", "data": {}})
+    elsewhere = TlsSecret("elsewhere", "client", certificate=client_secret.certificate)
+    secrets = {(NS, "client"): client_secret, (NS, "malformed"): malformed, ("elsewhere", "client"): elsewhere}
+    t = run_with_client(ref, secrets, ca_pem)
+    (gs,) = t.gateways
+    conds = {c.type: (c.status, c.reason) for c in gs.conditions}
+    assert conds["Accepted"] == ("True", "Accepted")
+    assert conds["ResolvedRefs"] == ("False", reason)
+    assert all(c.observed_generation == 2 for c in gs.conditions)
+    gen = _generation_of(t)
+    assert gen.routes is not None and gen.routes.backend_client_certificate is None
+    assert "trafficsplit_backend_client" not in (sds_secrets(gen) or {})
+
+
+def test_a_resolved_client_certificate_is_presented_to_tls_backends_only(client_secret: TlsSecret, ca_pem: str) -> None:
+    t = run_with_client({"group": "", "kind": "Secret", "name": "client"}, {(NS, "client"): client_secret}, ca_pem)
+    (gs,) = t.gateways
+    assert {c.type: (c.status, c.reason) for c in gs.conditions}["ResolvedRefs"] == ("True", "ResolvedRefs")
+    gen = generation_from_proto(generation_to_proto(_generation_of(t), "test"))  # through the proto, as received
+    assert gen.routes is not None and gen.routes.backend_client_certificate == client_secret.certificate
+    sds = sds_secrets(gen) or {}
+    assert sds["trafficsplit_backend_client"].tls_certificate.certificate_chain.inline_bytes == (
+        client_secret.certificate.chain_pem if client_secret.certificate else b""
+    )
+    clusters = resources(gen).clusters
+    by_service = {b.service: b.cluster for s in gen.splits for b in s.backends}
+    ctx = tls_pb2.UpstreamTlsContext()
+    clusters[by_service["svc"]].transport_socket.typed_config.Unpack(ctx)
+    (sds_config,) = ctx.common_tls_context.tls_certificate_sds_secret_configs
+    assert sds_config.name == "trafficsplit_backend_client" and sds_config.sds_config.HasField("ads")
+    assert not clusters[by_service["plain"]].HasField("transport_socket")  # cleartext backends are shown nothing
+
+
+def test_the_packed_builder_follows_the_client_certificate(client_secret: TlsSecret, ca_pem: str) -> None:
+    """The ADS builder keeps a split's packed clusters: the same split with and without the Gateway's client
+    certificate must not share them."""
+    without = _generation_of(
+        run([policy("p", "svc")], [service("svc")], [configmap("ca", ca_pem)], route(("svc", 443)))
+    )
+    with_client = _generation_of(
+        run_with_client({"group": "", "kind": "Secret", "name": "client"}, {(NS, "client"): client_secret}, ca_pem)
+    )
+    builder = ResourceBuilder()
+    for gen, expected in ((without, 0), (with_client, 1), (without, 0)):
+        packed = builder.resources(gen)
+        (name,) = [b.cluster for s in gen.splits for b in s.backends if b.service == "svc"]
+        cluster = cluster_pb2.Cluster()
+        packed.clusters[name].Unpack(cluster)
+        ctx = tls_pb2.UpstreamTlsContext()
+        cluster.transport_socket.typed_config.Unpack(ctx)
+        assert len(ctx.common_tls_context.tls_certificate_sds_secret_configs) == expected
+
+
+def _generation_of(t: Translation) -> Generation:
+    return gateway_content(t, f"{NS}/gw").stamp(1)
+
+
+def test_the_operator_reads_the_client_certificates_secret_and_only_a_permitted_one() -> None:
+    ours = parse_gateway(gateway_with_client({"name": "client"}))
+    far = parse_gateway(gateway_with_client({"name": "client", "namespace": "elsewhere"}))
+    assert certificate_secrets([ours], ()) == {(NS, "client")}
+    assert certificate_secrets([far], ()) == frozenset()  # no ReferenceGrant: never read

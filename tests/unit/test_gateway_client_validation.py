@@ -139,10 +139,15 @@ def test_a_malformed_frontend_spec_is_refused_naming_the_field(frontend: dict[st
     assert any(problem in p for p in exc.value.problems), exc.value.problems
 
 
-def test_backend_tls_is_still_refused_as_unsupported() -> None:
+def test_backend_tls_is_read_as_the_client_certificate_toward_backends() -> None:
+    """spec.tls.backend (refused as unsupported before BackendTLSPolicy): its ref as written, namespace defaulted."""
     body = gateway(None)
     body["spec"]["tls"] = {"backend": {"clientCertificateRef": {"name": "c"}}}
-    assert parse_gateway(body).problems == ("spec.tls.backend: not supported by this implementation",)
+    gw = parse_gateway(body)
+    assert gw.problems == ()
+    assert gw.backend_client_certificate is not None
+    ref = gw.backend_client_certificate
+    assert (ref.group, ref.kind, ref.namespace, ref.name) == ("", "Secret", "infra", "c")
 
 
 # --- the CA ConfigMap ------------------------------------------------------------------------------------------------

@@ -402,16 +402,18 @@ class RequestMirror(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., service: _Optional[str] = ..., port: _Optional[int] = ..., numerator: _Optional[int] = ..., denominator: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ..., tls: _Optional[_Union[UpstreamTls, _Mapping]] = ...) -> None: ...
 
 class GatewayRoutes(_message.Message):
-    __slots__ = ("gateway", "listeners", "actions", "gateway_uid")
+    __slots__ = ("gateway", "listeners", "actions", "gateway_uid", "backend_client_certificate")
     GATEWAY_FIELD_NUMBER: _ClassVar[int]
     LISTENERS_FIELD_NUMBER: _ClassVar[int]
     ACTIONS_FIELD_NUMBER: _ClassVar[int]
     GATEWAY_UID_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_CLIENT_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
     gateway: str
     listeners: _containers.RepeatedCompositeFieldContainer[ListenerRoutes]
     actions: _containers.RepeatedCompositeFieldContainer[RuleAction]
     gateway_uid: str
-    def __init__(self, gateway: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[ListenerRoutes, _Mapping]]] = ..., actions: _Optional[_Iterable[_Union[RuleAction, _Mapping]]] = ..., gateway_uid: _Optional[str] = ...) -> None: ...
+    backend_client_certificate: Certificate
+    def __init__(self, gateway: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[ListenerRoutes, _Mapping]]] = ..., actions: _Optional[_Iterable[_Union[RuleAction, _Mapping]]] = ..., gateway_uid: _Optional[str] = ..., backend_client_certificate: _Optional[_Union[Certificate, _Mapping]] = ...) -> None: ...
 
 class Generation(_message.Message):
     __slots__ = ("number", "splits", "origin", "routes")

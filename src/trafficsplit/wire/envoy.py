@@ -89,6 +89,8 @@ SECRET_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Sec
 # one), the name the bootstrap's filter chain for that hostname asks for.
 SECRET_PREFIX = "trafficsplit_tls_"
 CA_SECRET_PREFIX = "trafficsplit_client_ca_"
+# The Gateway's client certificate toward TLS backends (spec.tls.backend), over SDS: one per data plane.
+BACKEND_CLIENT_SECRET = "trafficsplit_backend_client"
 
 
 TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls"
@@ -160,13 +162,23 @@ def endpoint_override_policy() -> cluster_pb2.LoadBalancingPolicy:
     )
 
 
-def backend_cluster(backend: CompiledBackend, endpoint_affinity: bool) -> cluster_pb2.Cluster:
+def backend_cluster(
+    backend: CompiledBackend, endpoint_affinity: bool, client_certificate: bool = False
+) -> cluster_pb2.Cluster:
+    """`client_certificate`: the generation has the Gateway's client certificate (`presents_client_certificate`),
+    which a TLS backend is then shown."""
     c = _eds_cluster(backend.cluster, endpoint_affinity)
     if backend.h2c:
         speak_http2(c)
     if backend.tls is not None:
-        c.transport_socket.CopyFrom(upstream_tls_socket(backend.tls))
+        c.transport_socket.CopyFrom(upstream_tls_socket(backend.tls, client_certificate))
     return c
+
+
+def presents_client_certificate(gen: Generation | None) -> bool:
+    """Whether the generation's data plane presents a client certificate to its TLS backends (the Gateway's
+    spec.tls.backend, resolved): then `secrets` carries it as BACKEND_CLIENT_SECRET."""
+    return gen is not None and gen.routes is not None and gen.routes.backend_client_certificate is not None
 
 
 _SAN_TYPES = {
@@ -175,11 +187,11 @@ _SAN_TYPES = {
 }
 
 
-def upstream_tls_socket(tls: UpstreamTls) -> base_pb2.TransportSocket:
+def upstream_tls_socket(tls: UpstreamTls, client_certificate: bool = False) -> base_pb2.TransportSocket:
     """TLS to a backend's endpoints (a BackendTLSPolicy): SNI `tls.sni`; the certificate must chain to the bundle
     (inline: it travels with the cluster, so a rotated bundle is a new cluster version) or to the system store, and
     carry one of `tls.names` exactly. Envoy refuses the connection otherwise (the client sees a 503), never falls
-    back to cleartext."""
+    back to cleartext. `client_certificate`: the handshake presents the Gateway's (SDS BACKEND_CLIENT_SECRET)."""
     validation = tls_common_pb2.CertificateValidationContext(
         match_typed_subject_alt_names=[
             tls_common_pb2.SubjectAltNameMatcher(
@@ -192,9 +204,10 @@ def upstream_tls_socket(tls: UpstreamTls) -> base_pb2.TransportSocket:
         validation.system_root_certs.SetInParent()
     else:
         validation.trusted_ca.inline_bytes = tls.ca.pem
-    ctx = tls_pb2.UpstreamTlsContext(
-        sni=tls.sni, common_tls_context=tls_pb2.CommonTlsContext(validation_context=validation)
-    )
+    common = tls_pb2.CommonTlsContext(validation_context=validation)
+    if client_certificate:
+        common.tls_certificate_sds_secret_configs.add(name=BACKEND_CLIENT_SECRET).sds_config.CopyFrom(ads_source())
+    ctx = tls_pb2.UpstreamTlsContext(sni=tls.sni, common_tls_context=common)
     socket = base_pb2.TransportSocket(name=TLS_TRANSPORT_SOCKET)
     socket.typed_config.Pack(ctx)
     return socket
@@ -302,13 +315,14 @@ def mirror_clusters(
 ) -> dict[str, tuple[cluster_pb2.Cluster, endpoint_pb2.ClusterLoadAssignment]]:
     """The clusters a Gateway generation's RequestMirror filters send copies to, with their ready endpoints."""
     out: dict[str, tuple[cluster_pb2.Cluster, endpoint_pb2.ClusterLoadAssignment]] = {}
+    client = presents_client_certificate(gen)
     for a in gen.routes.actions if gen is not None and gen.routes is not None else ():
         for m in a.mirrors:
             name = mirror_cluster_name(m)
             if name not in out:
                 cluster = _eds_cluster(name, endpoint_affinity=False)
                 if m.tls is not None:
-                    cluster.transport_socket.CopyFrom(upstream_tls_socket(m.tls))
+                    cluster.transport_socket.CopyFrom(upstream_tls_socket(m.tls, client))
                 out[name] = (cluster, _assignment(name, [e for e in m.endpoints if e.ready]))
     return out
 

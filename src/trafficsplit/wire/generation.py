@@ -309,6 +309,14 @@ def routes_to_proto(routes: GatewayRoutes, parts: ProtoParts | None = None) -> p
             for lr in routes.listeners
         ],
         actions=[parts.action(a) for a in routes.actions],
+        backend_client_certificate=(
+            None
+            if routes.backend_client_certificate is None
+            else pb.Certificate(
+                chain_pem=routes.backend_client_certificate.chain_pem,
+                key_pem=routes.backend_client_certificate.key_pem,
+            )
+        ),
     )
 
 
@@ -767,6 +775,10 @@ def _routes_from_proto(
         )
         if action is not None:
             actions.append(action)
+    client = None
+    if r.HasField("backend_client_certificate"):
+        c = r.backend_client_certificate
+        client = _build(problems, f"{path}.backend_client_certificate", Certificate, c.chain_pem, c.key_pem)
     if len(problems) > before:
         return None
     return _build(
@@ -777,6 +789,7 @@ def _routes_from_proto(
         gateway_uid=r.gateway_uid,
         listeners=tuple(listeners),
         actions=tuple(actions),
+        backend_client_certificate=client,
     )
 
 

@@ -83,6 +83,14 @@ def secrets(gen: Generation | None) -> dict[str, secret_pb2.Secret] | None:
     if gen is None or gen.routes is None:
         return None
     out: dict[str, secret_pb2.Secret] = {}
+    if (client := gen.routes.backend_client_certificate) is not None:
+        out[envoy.BACKEND_CLIENT_SECRET] = secret_pb2.Secret(
+            name=envoy.BACKEND_CLIENT_SECRET,
+            tls_certificate=tls_common_pb2.TlsCertificate(
+                certificate_chain=base_pb2.DataSource(inline_bytes=client.chain_pem),
+                private_key=base_pb2.DataSource(inline_bytes=client.key_pem),
+            ),
+        )
     for lr in gen.routes.listeners:
         if lr.client_validation is not None:
             ca_name = envoy.validation_secret_name(lr.port)
@@ -108,9 +116,10 @@ def secrets(gen: Generation | None) -> dict[str, secret_pb2.Secret] | None:
 def resources(gen: Generation | None) -> Messages:
     clusters: dict[str, cluster_pb2.Cluster] = {}
     endpoints: dict[str, endpoint_pb2.ClusterLoadAssignment] = {}
+    client = envoy.presents_client_certificate(gen)
     for s in gen.splits if gen is not None else ():
         for b in s.backends:
-            clusters[b.cluster] = envoy.backend_cluster(b, s.endpoint_affinity)
+            clusters[b.cluster] = envoy.backend_cluster(b, s.endpoint_affinity, client)
             endpoints[b.cluster] = envoy.load_assignment(b)
     for name, (c, e) in envoy.mirror_clusters(gen).items():
         clusters[name], endpoints[name] = c, e
@@ -196,9 +205,9 @@ class _SplitClusters:
     endpoints: tuple[any_pb2.Any, ...]
 
 
-def _split_clusters(split: CompiledSplit) -> _SplitClusters:
+def _split_clusters(split: CompiledSplit, client_certificate: bool) -> _SplitClusters:
     return _SplitClusters(
-        tuple(_packed(envoy.backend_cluster(b, split.endpoint_affinity)) for b in split.backends),
+        tuple(_packed(envoy.backend_cluster(b, split.endpoint_affinity, client_certificate)) for b in split.backends),
         tuple(_packed(envoy.load_assignment(b)) for b in split.backends),
     )
 
@@ -216,7 +225,8 @@ class _Table:
 class _Used:
     """What one builder call used, kept for the next call (the rest is dropped)."""
 
-    clusters: dict[CompiledSplit, _SplitClusters] = field(default_factory=dict)
+    # by split and whether its TLS backends are shown the Gateway's client certificate
+    clusters: dict[tuple[CompiledSplit, bool], _SplitClusters] = field(default_factory=dict)
     vhosts: dict[tuple[CompiledSplit, int], bytes] = field(default_factory=dict)
     hosts: dict[gateway_routes.HostPart, bytes] = field(default_factory=dict)  # a Gateway port's virtual hosts
     # Each Gateway generation's route configurations, by the generation object (a publish asks for the held and the
@@ -320,9 +330,11 @@ class ResourceBuilder:
     def _add_clusters(
         self, gen: Generation, used: _Used, clusters: dict[str, any_pb2.Any], endpoints: dict[str, any_pb2.Any]
     ) -> None:
+        client = envoy.presents_client_certificate(gen)
         for s in gen.splits:
-            built = used.clusters.get(s) or self._last.clusters.get(s) or _split_clusters(s)
-            used.clusters[s] = built
+            key = (s, client)
+            built = used.clusters.get(key) or self._last.clusters.get(key) or _split_clusters(s, client)
+            used.clusters[key] = built
             for b, c, e in zip(s.backends, built.clusters, built.endpoints, strict=True):
                 clusters[b.cluster] = c
                 endpoints[b.cluster] = e

@@ -73,6 +73,10 @@ class GatewayReason(StrEnum):
     NO_RESOURCES = "NoResources"
     # InsecureFrontendValidationMode (Gateway API's own reason): a port's validation is AllowInsecureFallback
     CONFIGURATION_CHANGED = "ConfigurationChanged"
+    # ResolvedRefs (Gateway API's own reasons): the Gateway's spec.tls.backend.clientCertificateRef
+    RESOLVED_REFS = "ResolvedRefs"
+    INVALID_CLIENT_CERTIFICATE_REF = "InvalidClientCertificateRef"
+    REF_NOT_PERMITTED = "RefNotPermitted"
 
 
 # Programmed is the data plane's to say, after its replicas ACK (the operator's gateways module): until then Unknown.

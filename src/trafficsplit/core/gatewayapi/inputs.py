@@ -3,12 +3,13 @@
 A Gateway's translation depends on its own objects only: the Gateway, its class and the GatewayParameters the class
 names (a class refused for them refuses its Gateways), the HTTPRoutes with a parentRef naming it, and what those
 name: the Services (and their EndpointSlices) of their backendRefs and mirrors, the ReferenceGrants of the
-namespaces those refs, the listeners' certificateRefs and the client validations' caCertificateRefs point into (a
-grant lives beside what it grants), the listeners' Secrets, the validations' ConfigMaps, the Namespaces of the
-routes (a listener's `allowedRoutes` selector reads their labels), the TrafficSplitPolicies naming the routes and
-the rules' previous slot tables. `gateway_inputs` cuts the
-store down to exactly that, so a translation of the cut reads nothing else: the operator keeps each Gateway's
-translation by its cut (`translate.TranslationMemo`), and a change on one Gateway never translates another's routes.
+namespaces those refs, the listeners' certificateRefs, the backend client certificate (`spec.tls.backend`) and the
+client validations' caCertificateRefs point into (a grant lives beside what it grants), those Secrets, the
+validations' ConfigMaps, the Namespaces of the routes (a listener's `allowedRoutes` selector reads their labels), the
+TrafficSplitPolicies naming the routes, the BackendTLSPolicies naming their Services (and those policies' CA
+ConfigMaps) and the rules' previous slot tables. `gateway_inputs` cuts the store down to exactly that, so a
+translation of the cut reads nothing else: the operator keeps each Gateway's translation by its cut
+(`translate.TranslationMemo`), and a change on one Gateway never translates another's routes.
 """
 
 from __future__ import annotations
@@ -83,8 +84,17 @@ def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
         named = {c.parameters_ref.name for c in classes if c.parameters_ref is not None}
         routes = tuple(routes_of.get(key, ()))
         refs = dict.fromkeys(k for route in routes for k in route.service_refs())
+        client = gw.backend_client_certificate  # spec.tls.backend: the certificate shown to TLS backends
         certificates = dict.fromkeys(
-            (c.namespace, c.name) for lis in gw.listeners if lis.tls is not None for c in lis.tls.certificate_refs
+            [
+                *(
+                    (c.namespace, c.name)
+                    for lis in gw.listeners
+                    if lis.tls is not None
+                    for c in lis.tls.certificate_refs
+                ),
+                *([(client.namespace, client.name)] if client is not None else []),
+            ]
         )
         validations = (gw.frontend.default, *(v for _, v in gw.frontend.per_port)) if gw.frontend else ()
         backend_tls = tuple(dict.fromkeys(btp for k in refs for btp in tls_of.get(k, ())))

@@ -105,6 +105,41 @@ def _unusable_ref(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class BackendClientView:
+    """The Gateway's `spec.tls.backend.clientCertificateRef` resolved: the certificate its data plane presents to
+    TLS backends (None: the ref does not resolve) and the Gateway's `ResolvedRefs` condition's (ok, reason, message)."""
+
+    certificate: Certificate | None
+    resolved: tuple[bool, GatewayReason, str]
+
+
+def backend_client_view(
+    gw: Gateway, grants: Sequence[ReferenceGrant], secrets: Mapping[Key, TlsSecret]
+) -> BackendClientView | None:
+    """None for a Gateway without one. A ref to another kind or group, a Secret that is missing or no
+    `kubernetes.io/tls` pair is `InvalidClientCertificateRef`; another namespace's without a ReferenceGrant
+    `RefNotPermitted`. The Gateway stays Accepted either way: its backends are then spoken to without a client
+    certificate (a backend that requires one refuses the handshake: a 503, never another certificate)."""
+    ref = gw.backend_client_certificate
+    if ref is None:
+        return None
+    where = f"spec.tls.backend.clientCertificateRef {ref.namespace}/{ref.name}"
+    unusable = _unusable_ref(ref, gw, grants)
+    if unusable is not None:
+        reason = (
+            GatewayReason.REF_NOT_PERMITTED
+            if unusable[0] == ListenerReason.REF_NOT_PERMITTED
+            else (GatewayReason.INVALID_CLIENT_CERTIFICATE_REF)
+        )
+        return BackendClientView(None, (False, reason, f"{where}: {unusable[1]}"))
+    secret = secrets.get((ref.namespace, ref.name))
+    if secret is None or secret.certificate is None:
+        why = "does not exist" if secret is None else (secret.problem or "holds no certificate")
+        return BackendClientView(None, (False, GatewayReason.INVALID_CLIENT_CERTIFICATE_REF, f"{where}: {why}"))
+    return BackendClientView(secret.certificate, (True, GatewayReason.RESOLVED_REFS, ""))
+
+
 def validation_view(
     validation: FrontendValidation, gw: Gateway, grants: Sequence[ReferenceGrant], configmaps: Mapping[Key, CaConfigMap]
 ) -> ValidationView:
@@ -165,6 +200,9 @@ def certificate_secrets(gateways: Iterable[Gateway], grants: Sequence[ReferenceG
                 for ref in lis.tls.certificate_refs[:1]
                 if _unusable_ref(ref, gw, grants) is None
             )
+        client = gw.backend_client_certificate
+        if client is not None and _unusable_ref(client, gw, grants) is None:
+            keys.add((client.namespace, client.name))  # the one its data plane presents to TLS backends
     return frozenset(keys)
 
 
@@ -283,9 +321,12 @@ def _conflict(lis: Listener, same_port: Sequence[Listener], g: int) -> Condition
     return cond("Conflicted", False, ListenerReason.NO_CONFLICTS, "", g)
 
 
-def gateway_acceptance(gw: Gateway, views: Sequence[ListenerView]) -> tuple[Condition, ...]:
-    """The Gateway's `Accepted` (its own problems, else whether its listeners are valid) and `Programmed` (pending
-    until its replicas ACK)."""
+def gateway_acceptance(
+    gw: Gateway, views: Sequence[ListenerView], backend_client: BackendClientView | None = None
+) -> tuple[Condition, ...]:
+    """The Gateway's `Accepted` (its own problems, else whether its listeners are valid), `Programmed` (pending
+    until its replicas ACK), with a backend client certificate its `ResolvedRefs`, and with an AllowInsecureFallback
+    validation `InsecureFrontendValidationMode`."""
     g = gw.meta.generation
     if gw.problems:
         reason = (
@@ -300,20 +341,18 @@ def gateway_acceptance(gw: Gateway, views: Sequence[ListenerView]) -> tuple[Cond
         bad = ", ".join(v.listener.name for v in views if not v.usable)
         some = any(v.usable for v in views)
         accepted = cond("Accepted", some, GatewayReason.LISTENERS_NOT_VALID, f"listeners not valid: {bad}", g)
-    programmed = cond("Programmed", None, GatewayReason.PENDING, PENDING_MESSAGE, g)
+    out = [accepted, cond("Programmed", None, GatewayReason.PENDING, PENDING_MESSAGE, g)]
+    if backend_client is not None:
+        out.append(cond("ResolvedRefs", *backend_client.resolved, g))
     insecure = insecure_ports(gw)
-    if not insecure:
-        return (accepted, programmed)
-    ports = ", ".join(map(str, insecure))
-    message = (
-        f"client certificate validation is AllowInsecureFallback on port {ports}: "
-        "connections without a valid client certificate are served"
-    )
-    return (
-        accepted,
-        programmed,
-        cond("InsecureFrontendValidationMode", True, GatewayReason.CONFIGURATION_CHANGED, message, g),
-    )
+    if insecure:
+        ports = ", ".join(map(str, insecure))
+        message = (
+            f"client certificate validation is AllowInsecureFallback on port {ports}: "
+            "connections without a valid client certificate are served"
+        )
+        out.append(cond("InsecureFrontendValidationMode", True, GatewayReason.CONFIGURATION_CHANGED, message, g))
+    return tuple(out)
 
 
 def insecure_ports(gw: Gateway) -> list[int]:

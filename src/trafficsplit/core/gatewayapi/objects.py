@@ -77,7 +77,8 @@ SUPPORTED_GATEWAY_FIELDS: Mapping[str, Any] = {
         "frontend": {
             "default": {"validation": _VALIDATION},
             "perPort": {"port": None, "tls": {"validation": _VALIDATION}},
-        }
+        },
+        "backend": {"clientCertificateRef": REF_FIELDS},
     },
 }
 
@@ -351,6 +352,8 @@ class Gateway:
     # The static IPAddress values of spec.addresses (canonical form), which the data plane's Service is given
     static_addresses: tuple[str, ...] = ()
     frontend: FrontendTLS | None = None  # spec.tls.frontend: client certificate validation of HTTPS listeners
+    # spec.tls.backend.clientCertificateRef: the certificate the data plane presents to TLS backends (BackendTLSPolicy)
+    backend_client_certificate: CertificateRef | None = None
 
     def client_validation(self, port: int) -> FrontendValidation | None:
         """The client certificate validation of the HTTPS listeners on `port`, as written (None: none)."""
@@ -415,7 +418,14 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
     for dup in sorted({n for n in names if names.count(n) > 1}):
         r.add("spec.listeners", f"listener name {dup!r} is used more than once")
     problems, static = read_addresses(r.items(spec, "addresses", "spec", MAX_ADDRESSES), r)
-    frontend = _frontend_tls(r.obj(r.obj(spec, "tls", "spec"), "frontend", "spec.tls"), meta.namespace, r)
+    spec_tls = r.obj(spec, "tls", "spec")
+    frontend = _frontend_tls(r.obj(spec_tls, "frontend", "spec.tls"), meta.namespace, r)
+    client = r.obj(r.obj(spec_tls, "backend", "spec.tls"), "clientCertificateRef", "spec.tls.backend")
+    backend_client = (
+        _object_ref(client, "spec.tls.backend.clientCertificateRef", meta.namespace, r, default_kind="Secret")
+        if client
+        else None
+    )
     r.done()
     gw_fields = {k: v for k, v in SUPPORTED_GATEWAY_FIELDS.items() if k != "listeners"}
     problems += unsupported_fields({k: v for k, v in spec.items() if k != "listeners"}, gw_fields, "spec")
@@ -426,6 +436,7 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
         problems=tuple(problems),
         static_addresses=static,
         frontend=frontend,
+        backend_client_certificate=backend_client,
     )
 
 
@@ -513,14 +524,21 @@ def _object_refs(
     defaults to core, the namespace to the Gateway's, the kind to `default_kind` (None: required)."""
     refs: list[CertificateRef] = []
     for i, c in enumerate(items):
-        cp = f"{path}[{i}]"
-        if not isinstance(c, Mapping):
-            r.add(cp, "expected an object")
-            continue
-        group = r.text(c, "group", cp, MAX_GROUP)
-        kind = r.text(c, "kind", cp, MAX_KIND, required=default_kind is None) or default_kind
-        name = r.text(c, "name", cp, 253, required=True)
-        ns = r.text(c, "namespace", cp, 63)
-        if name is not None and kind is not None:
-            refs.append(CertificateRef("" if group is None else group, kind, name, ns or namespace))
+        ref = _object_ref(c, f"{path}[{i}]", namespace, r, default_kind=default_kind)
+        if ref is not None:
+            refs.append(ref)
     return refs
+
+
+def _object_ref(c: Any, path: str, namespace: str, r: Reader, *, default_kind: str | None) -> CertificateRef | None:
+    """One such reference (None, with the problem recorded, when it cannot be read)."""
+    if not isinstance(c, Mapping):
+        r.add(path, "expected an object")
+        return None
+    group = r.text(c, "group", path, MAX_GROUP)
+    kind = r.text(c, "kind", path, MAX_KIND, required=default_kind is None) or default_kind
+    name = r.text(c, "name", path, 253, required=True)
+    ns = r.text(c, "namespace", path, 63)
+    if name is None or kind is None:
+        return None
+    return CertificateRef("" if group is None else group, kind, name, ns or namespace)

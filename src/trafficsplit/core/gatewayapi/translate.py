@@ -64,7 +64,12 @@ from trafficsplit.core.gatewayapi.conditions import (
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef, RouteRule
 from trafficsplit.core.gatewayapi.inputs import Inputs as Inputs
 from trafficsplit.core.gatewayapi.inputs import gateway_inputs, our_gateways
-from trafficsplit.core.gatewayapi.listeners import ListenerView, gateway_acceptance, listener_views
+from trafficsplit.core.gatewayapi.listeners import (
+    ListenerView,
+    backend_client_view,
+    gateway_acceptance,
+    listener_views,
+)
 from trafficsplit.core.gatewayapi.objects import Gateway
 from trafficsplit.core.gatewayapi.policy import Resolution, resolve
 from trafficsplit.core.gatewayapi.policy_rules import Build, policy_statuses, with_policies
@@ -87,6 +92,7 @@ from trafficsplit.core.model.routes import (
     VirtualHost,
 )
 from trafficsplit.core.model.rules import Endpoint
+from trafficsplit.core.model.tls import Certificate
 from trafficsplit.core.model.upstream_tls import UpstreamTls
 
 
@@ -102,6 +108,8 @@ class Translation:
     # Gateways whose route table breaks a bound of the model (`routes.VirtualHost`, `ListenerRoutes`): why, by
     # `namespace/name`. Only they are refused (`gateway_content` raises for them); every other Gateway is served.
     refused: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Gateway → the client certificate its data plane presents to TLS backends (its spec.tls.backend, resolved).
+    backend_clients: Mapping[str, Certificate] = field(default_factory=dict)
     # Each Gateway's part (`namespace/name` → `_Part`), the one its listeners and actions came from: the same object
     # on the next translation when the Gateway was not translated again (`TranslationMemo`), which `ContentMemo` uses.
     parts: Mapping[str, _Part] = field(default_factory=dict, compare=False, repr=False)
@@ -132,6 +140,8 @@ class _Pass:
     route_status: list[RouteStatus] = field(default_factory=list)
     invalid: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (policy, route) → why refused
     route_gateways: dict[str, tuple[ParentRef, ...]] = field(default_factory=dict)  # route → our Gateways
+    # Gateway → the client certificate its data plane presents to TLS backends (spec.tls.backend)
+    backend_clients: dict[str, Certificate] = field(default_factory=dict)
 
 
 class TranslationMemo:
@@ -237,6 +247,7 @@ class _Part:
     gateways: tuple[GatewayStatus, ...]
     refused: Mapping[str, tuple[str, ...]]
     invalid: Mapping[tuple[str, str], tuple[str, ...]]
+    backend_clients: Mapping[str, Certificate] = field(default_factory=dict)
 
 
 def _translate_pass(inputs: Inputs, memo: ActionMemo, routes: RouteMemo | None = None) -> _Part:
@@ -279,6 +290,7 @@ def _translate_pass(inputs: Inputs, memo: ActionMemo, routes: RouteMemo | None =
         gateways=gateway_status,
         refused=refused,
         invalid={k: tuple(v) for k, v in state.invalid.items()},
+        backend_clients=dict(state.backend_clients),
     )
 
 
@@ -333,6 +345,7 @@ def _assemble(inputs: Inputs, by_gateway: Mapping[str, _Part]) -> Translation:
         policies=policy_statuses(inputs.policies, attachment, invalid, route_gateways),
         backend_tls=_backend_tls_statuses(inputs, routes),
         refused={k: v for part in parts for k, v in part.refused.items()},
+        backend_clients={k: v for part in parts for k, v in part.backend_clients.items()},
         parts=dict(by_gateway),
     )
 
@@ -633,7 +646,10 @@ def _gateway_outputs(
                     refused[key] = outcome
         if key not in refused:
             listeners.extend(tables)
-        conditions = gateway_acceptance(gw, state.views[key])
+        client = backend_client_view(gw, state.inputs.grants, state.inputs.secrets or {})
+        if client is not None and client.certificate is not None:
+            state.backend_clients[key] = client.certificate
+        conditions = gateway_acceptance(gw, state.views[key], client)
         if (why := refused_classes.get(gw.class_name)) is not None:
             g, name = gw.meta.generation, gw.class_name
             conditions = refused_by_class(conditions, name, why, g, accepted=True)
@@ -679,7 +695,13 @@ def gateway_content(translation: Translation, gateway: str, uid: str = "") -> Ge
     actions = tuple(a for a in translation.actions if a.key in used)
     return GenerationContent(
         splits=tuple(a.split for a in actions if a.split is not None),
-        routes=GatewayRoutes(gateway=gateway, gateway_uid=uid, listeners=listeners, actions=actions),
+        routes=GatewayRoutes(
+            gateway=gateway,
+            gateway_uid=uid,
+            listeners=listeners,
+            actions=actions,
+            backend_client_certificate=translation.backend_clients.get(gateway),
+        ),
     )
 
 

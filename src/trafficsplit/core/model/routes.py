@@ -305,6 +305,8 @@ class GatewayRoutes:
     listeners: tuple[ListenerRoutes, ...] = ()
     actions: tuple[RuleAction, ...] = ()
     gateway_uid: str = ""  # the Gateway's metadata.uid (core/model/identity.py); empty: not known
+    # What the data plane presents to backends it speaks TLS to (the Gateway's spec.tls.backend.clientCertificateRef)
+    backend_client_certificate: Certificate | None = None
     by_rule: Mapping[str, RuleAction] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
