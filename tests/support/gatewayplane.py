@@ -73,16 +73,24 @@ class GatewayPlane:
         frontend: Mapping[str, Any] | None = None,
         configmaps: Sequence[Mapping[str, Any]] = (),
         backend_tls: Sequence[Mapping[str, Any]] = (),
+        *,
+        backend: Mapping[str, Any] | None = None,
     ) -> Generation:
         """Gateway `ns/gw` with these listeners and HTTPRoutes, translated by the core: its data plane's generation.
         `frontend`: the Gateway's `spec.tls.frontend` (client certificate validation), `configmaps` the CA bundles
-        it names; `backend_tls`: BackendTLSPolicy bodies (their CA ConfigMaps in `configmaps` too)."""
+        it names; `backend_tls`: BackendTLSPolicy bodies (their CA ConfigMaps in `configmaps` too); `backend`: the
+        Gateway's `spec.tls.backend` (its `clientCertificateRef` Secret in `secrets`)."""
         gw: dict[str, Any] = {
             "metadata": {"name": GATEWAY, "namespace": NAMESPACE, "uid": self.uid},
             "spec": {"gatewayClassName": "ts", "listeners": list(listeners)},
         }
+        tls: dict[str, Any] = {}
         if frontend is not None:
-            gw["spec"]["tls"] = {"frontend": dict(frontend)}
+            tls["frontend"] = dict(frontend)
+        if backend is not None:
+            tls["backend"] = dict(backend)
+        if tls:
+            gw["spec"]["tls"] = tls
         svcs, slices = services(self.backends, list(self.backends.ports), self.service_port)
         self.translation = translate(
             Inputs(
@@ -106,12 +114,20 @@ class GatewayPlane:
         frontend: Mapping[str, Any] | None = None,
         configmaps: Sequence[Mapping[str, Any]] = (),
         backend_tls: Sequence[Mapping[str, Any]] = (),
+        *,
+        backend: Mapping[str, Any] | None = None,
     ) -> Generation:
         """Compile and publish through the publish API; asserts ACCEPTED; returns the core generation served.
-        `secrets`: kubernetes.io/tls Secret bodies the HTTPS listeners name; `frontend`, `configmaps`, `backend_tls`:
-        as `compile`."""
+        `secrets`: kubernetes.io/tls Secret bodies the HTTPS listeners (and `backend`'s clientCertificateRef) name;
+        `frontend`, `configmaps`, `backend_tls`, `backend`: as `compile`."""
         gen = self.compile(
-            listeners, routes, secrets=secrets, frontend=frontend, configmaps=configmaps, backend_tls=backend_tls
+            listeners,
+            routes,
+            secrets=secrets,
+            frontend=frontend,
+            configmaps=configmaps,
+            backend_tls=backend_tls,
+            backend=backend,
         )
         reply = self.processor.publish_until_taken(generation_to_proto(gen, origin="test"))
         assert reply.result == pb.PublishReply.ACCEPTED, (reply, self.processor.log_tail())
