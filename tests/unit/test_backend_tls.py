@@ -179,7 +179,8 @@ def test_a_validation_we_cannot_serve_makes_the_policy_invalid_and_its_port_refu
     assert p.invalid and p.invalid[0].startswith(field), p.invalid
     res = resolve_backend_tls([p], {(NS, "svc"): service("svc")}, {(NS, "ca"): configmap("ca", ca_pem)})
     assert res.for_port(NS, "svc", 443) == Refused(f"{NS}/p")
-    assert res.outcomes[f"{NS}/p"].accepted[:2] == (False, BackendTlsReason.INVALID)
+    accepted = res.outcomes[f"{NS}/p"].accepted
+    assert not accepted.ok and accepted.reason == BackendTlsReason.INVALID
 
 
 def test_options_are_not_supported_and_say_so() -> None:

@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from trafficsplit.core.control.resolve import ServiceInfo
-from trafficsplit.core.gatewayapi.conditions import AncestorStatus, PolicyStatus, cond
+from trafficsplit.core.gatewayapi.conditions import AncestorStatus, PolicyStatus, Standing
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef
 from trafficsplit.core.gatewayapi.reading import (
     MAX_GROUP,
@@ -177,10 +177,27 @@ PortKey = tuple[str, str, int]  # (namespace, Service, port number)
 
 @dataclass(frozen=True, slots=True)
 class TlsOutcome:
-    """A policy's two conditions: Accepted's and ResolvedRefs' (ok, reason, message)."""
+    """A policy's two conditions: Accepted's and ResolvedRefs'."""
 
-    accepted: tuple[bool, BackendTlsReason, str]
-    resolved: tuple[bool, BackendTlsReason, str]
+    accepted: Standing
+    resolved: Standing
+
+
+@dataclass(frozen=True, slots=True)
+class RefProblem:
+    """One CA certificate ref that does not resolve: the ResolvedRefs reason it gives, and why."""
+
+    reason: BackendTlsReason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What a policy would serve on its own (before conflicts): its TLS (None: no usable CA, or a validation we
+    cannot serve) and its refs' problems."""
+
+    tls: UpstreamTls | None
+    problems: tuple[RefProblem, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +242,7 @@ def resolve_backend_tls(
             key = (ns, svc_name, sp.port)
             if section is None and (ns, svc_name, sp.name) in holders and sp.name:
                 continue  # a policy naming this port beats the whole Service's
-            tls = served[pol.key][0]
+            tls = served[pol.key].tls
             ports[key] = tls if tls is not None else Refused(pol.key)
     return BackendTlsResolution(ports, outcomes)
 
@@ -234,55 +251,49 @@ def _target_text(t: TlsTarget) -> str:
     return f"Service {t.service}" + (f" port {t.section}" if t.section else "")
 
 
-def _served(
-    pol: BackendTlsPolicy, configmaps: Mapping[tuple[str, str], CaConfigMap]
-) -> tuple[UpstreamTls | None, list[tuple[BackendTlsReason, str]]]:
-    """The policy's TLS (None: no usable CA) and its refs' problems."""
-    problems: list[tuple[BackendTlsReason, str]] = []
+def _served(pol: BackendTlsPolicy, configmaps: Mapping[tuple[str, str], CaConfigMap]) -> Served:
+    problems: list[RefProblem] = []
     bundles: list[CaBundle] = []
     for i, ref in enumerate(pol.ca_refs):
         p = f"spec.validation.caCertificateRefs[{i}]"
         if (ref.group, ref.kind) != ("", "ConfigMap"):
             problems.append(
-                (BackendTlsReason.INVALID_KIND, f"{p}: {ref.group or 'core'}/{ref.kind} is not a ConfigMap")
+                RefProblem(BackendTlsReason.INVALID_KIND, f"{p}: {ref.group or 'core'}/{ref.kind} is not a ConfigMap")
             )
             continue
         cm = configmaps.get((pol.meta.namespace, ref.name))
         if cm is None or cm.bundle is None:
             why = "does not exist" if cm is None else (cm.problem or "has no CA bundle")
-            problems.append((BackendTlsReason.INVALID_CA_REF, f"{p}: ConfigMap {ref.name} {why}"))
+            problems.append(RefProblem(BackendTlsReason.INVALID_CA_REF, f"{p}: ConfigMap {ref.name} {why}"))
             continue
         bundles.append(cm.bundle)
     system = pol.well_known == SYSTEM_CA
     if pol.invalid or (not bundles and not system):
-        return None, problems
+        return Served(None, tuple(problems))
     try:
         ca = CaBundle.joined(bundles) if bundles else None
-        return UpstreamTls(pol.hostname, ca, pol.subject_alt_names), problems
+        return Served(UpstreamTls(pol.hostname, ca, pol.subject_alt_names), tuple(problems))
     except SpecError as exc:  # the refs' bundles together exceed a bound
-        return None, [*problems, (BackendTlsReason.INVALID_CA_REF, "; ".join(exc.problems))]
+        return Served(None, (*problems, RefProblem(BackendTlsReason.INVALID_CA_REF, "; ".join(exc.problems))))
 
 
-def _outcome(
-    pol: BackendTlsPolicy,
-    served: tuple[UpstreamTls | None, list[tuple[BackendTlsReason, str]]],
-    conflict: str | None,
-) -> TlsOutcome:
-    tls, problems = served
+def _outcome(pol: BackendTlsPolicy, served: Served, conflict: str | None) -> TlsOutcome:
+    problems = served.problems
     resolved = (
-        (False, problems[0][0], "; ".join(m for _, m in problems))
+        Standing(False, problems[0].reason, "; ".join(p.message for p in problems))
         if problems
-        else (True, BackendTlsReason.RESOLVED_REFS, "every reference resolved")
+        else Standing(True, BackendTlsReason.RESOLVED_REFS, "every reference resolved")
     )
-    accepted: tuple[bool, BackendTlsReason, str]
     if pol.invalid:
-        accepted = (False, BackendTlsReason.INVALID, "; ".join(pol.invalid))
+        accepted = Standing(False, BackendTlsReason.INVALID, "; ".join(pol.invalid))
     elif conflict is not None:
-        accepted = (False, BackendTlsReason.CONFLICTED, conflict)
-    elif tls is None:
-        accepted = (False, BackendTlsReason.NO_VALID_CA, "no CA certificate reference is usable: " + resolved[2])
+        accepted = Standing(False, BackendTlsReason.CONFLICTED, conflict)
+    elif served.tls is None:
+        accepted = Standing(
+            False, BackendTlsReason.NO_VALID_CA, "no CA certificate reference is usable: " + resolved.message
+        )
     else:
-        accepted = (True, BackendTlsReason.ACCEPTED, "the policy is applied")
+        accepted = Standing(True, BackendTlsReason.ACCEPTED, "the policy is applied")
     return TlsOutcome(accepted, resolved)
 
 
@@ -323,8 +334,8 @@ def backend_tls_statuses(
                     ancestors.update(gws)
         g = pol.meta.generation
         conds = (
-            cond("Accepted", outcome.accepted[0], outcome.accepted[1], outcome.accepted[2], g),
-            cond("ResolvedRefs", outcome.resolved[0], outcome.resolved[1], outcome.resolved[2], g),
+            outcome.accepted.condition("Accepted", g),
+            outcome.resolved.condition("ResolvedRefs", g),
         )
         out.append(
             PolicyStatus(

@@ -97,6 +97,18 @@ def cond(type_: str, ok: bool | None, reason: str, message: str, generation: int
 
 
 @dataclass(frozen=True, slots=True)
+class Standing:
+    """A condition's value before it is given a type and a generation: whether it holds, why, and the message."""
+
+    ok: bool
+    reason: str
+    message: str
+
+    def condition(self, type_: str, generation: int) -> Condition:
+        return cond(type_, self.ok, self.reason, self.message, generation)
+
+
+@dataclass(frozen=True, slots=True)
 class ParentStatus:
     parent: ParentRef
     conditions: tuple[Condition, ...]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from trafficsplit.core.gatewayapi.conditions import PENDING_MESSAGE, GatewayReason, ListenerReason, cond
+from trafficsplit.core.gatewayapi.conditions import PENDING_MESSAGE, GatewayReason, ListenerReason, Standing, cond
 from trafficsplit.core.gatewayapi.objects import (
     HTTPROUTE_KIND,
     CertificateRef,
@@ -108,10 +108,10 @@ def _unusable_ref(
 @dataclass(frozen=True, slots=True)
 class BackendClientView:
     """The Gateway's `spec.tls.backend.clientCertificateRef` resolved: the certificate its data plane presents to
-    TLS backends (None: the ref does not resolve) and the Gateway's `ResolvedRefs` condition's (ok, reason, message)."""
+    TLS backends (None: the ref does not resolve) and the Gateway's `ResolvedRefs` condition."""
 
     certificate: Certificate | None
-    resolved: tuple[bool, GatewayReason, str]
+    resolved: Standing
 
 
 def backend_client_view(
@@ -132,12 +132,12 @@ def backend_client_view(
             if unusable[0] == ListenerReason.REF_NOT_PERMITTED
             else (GatewayReason.INVALID_CLIENT_CERTIFICATE_REF)
         )
-        return BackendClientView(None, (False, reason, f"{where}: {unusable[1]}"))
+        return BackendClientView(None, Standing(False, reason, f"{where}: {unusable[1]}"))
     secret = secrets.get((ref.namespace, ref.name))
     if secret is None or secret.certificate is None:
         why = "does not exist" if secret is None else (secret.problem or "holds no certificate")
-        return BackendClientView(None, (False, GatewayReason.INVALID_CLIENT_CERTIFICATE_REF, f"{where}: {why}"))
-    return BackendClientView(secret.certificate, (True, GatewayReason.RESOLVED_REFS, ""))
+        return BackendClientView(None, Standing(False, GatewayReason.INVALID_CLIENT_CERTIFICATE_REF, f"{where}: {why}"))
+    return BackendClientView(secret.certificate, Standing(True, GatewayReason.RESOLVED_REFS, ""))
 
 
 def validation_view(
@@ -343,7 +343,7 @@ def gateway_acceptance(
         accepted = cond("Accepted", some, GatewayReason.LISTENERS_NOT_VALID, f"listeners not valid: {bad}", g)
     out = [accepted, cond("Programmed", None, GatewayReason.PENDING, PENDING_MESSAGE, g)]
     if backend_client is not None:
-        out.append(cond("ResolvedRefs", *backend_client.resolved, g))
+        out.append(backend_client.resolved.condition("ResolvedRefs", g))
     insecure = insecure_ports(gw)
     if insecure:
         ports = ", ".join(map(str, insecure))

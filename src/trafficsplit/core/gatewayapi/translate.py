@@ -247,6 +247,7 @@ class _Part:
     gateways: tuple[GatewayStatus, ...]
     refused: Mapping[str, tuple[str, ...]]
     invalid: Mapping[tuple[str, str], tuple[str, ...]]
+    route_gateways: Mapping[str, tuple[ParentRef, ...]]  # route → our Gateways among its parents here
     backend_clients: Mapping[str, Certificate] = field(default_factory=dict)
 
 
@@ -290,6 +291,7 @@ def _translate_pass(inputs: Inputs, memo: ActionMemo, routes: RouteMemo | None =
         gateways=gateway_status,
         refused=refused,
         invalid={k: tuple(v) for k, v in state.invalid.items()},
+        route_gateways=dict(state.route_gateways),
         backend_clients=dict(state.backend_clients),
     )
 
@@ -323,18 +325,14 @@ def _assemble(inputs: Inputs, by_gateway: Mapping[str, _Part]) -> Translation:
         RouteStatus(key, _in_ref_order(parents[key], refs[key])) if key in parents else statuses[key]
         for key in sorted(statuses, key=order.__getitem__)
     )
+    # Each route's Gateways of ours, for the policies' ancestors: a part's as it is, those of a route on several
+    # parts again from its gathered parents (in the order of its parentRefs).
+    route_gateways = {k: v for part in parts for k, v in part.route_gateways.items()}
+    for rs in routes:
+        if rs.route in parents:
+            route_gateways[rs.route] = _gateways_of(rs.parents)
     # Policy standing reads only the routes the policies name.
     named = {f"{p.meta.namespace}/{t.name}" for p in inputs.policies for t in p.targets}
-    route_gateways = {
-        rs.route: tuple(
-            dict.fromkeys(
-                ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace=p.parent.namespace, name=p.parent.name)
-                for p in rs.parents
-            )
-        )
-        for rs in routes
-        if rs.route in named
-    }
     attachment = resolve((r for r in inputs.routes if r.meta.key in named), inputs.policies)
     return Translation(
         listeners=tuple(lr for part in parts for lr in part.listeners),
@@ -343,29 +341,33 @@ def _assemble(inputs: Inputs, by_gateway: Mapping[str, _Part]) -> Translation:
         gateways=tuple(g for part in parts for g in part.gateways),
         classes=class_statuses(inputs.classes, inputs.parameters or {}),
         policies=policy_statuses(inputs.policies, attachment, invalid, route_gateways),
-        backend_tls=_backend_tls_statuses(inputs, routes),
+        backend_tls=_backend_tls_statuses(inputs, route_gateways),
         refused={k: v for part in parts for k, v in part.refused.items()},
         backend_clients={k: v for part in parts for k, v in part.backend_clients.items()},
         parts=dict(by_gateway),
     )
 
 
-def _backend_tls_statuses(inputs: Inputs, routes: Sequence[RouteStatus]) -> tuple[PolicyStatus, ...]:
+def _backend_tls_statuses(
+    inputs: Inputs, route_gateways: Mapping[str, tuple[ParentRef, ...]]
+) -> tuple[PolicyStatus, ...]:
     """Each BackendTLSPolicy's ancestors: the Gateways of ours whose routes send to a port it targets."""
     if not inputs.backend_tls:
         return ()
     services = inputs.services or {}
     resolution = resolve_backend_tls(inputs.backend_tls, services, inputs.configmaps or {})
-    gateways = {
-        rs.route: tuple(
-            dict.fromkeys(
-                ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace=p.parent.namespace, name=p.parent.name)
-                for p in rs.parents
-            )
+    return backend_tls_statuses(inputs.backend_tls, resolution, inputs.routes, route_gateways, services)
+
+
+def _gateways_of(parents: Sequence[ParentStatus]) -> tuple[ParentRef, ...]:
+    """Our Gateways among a route's parents, once each, in the parents' order (a parent names a Gateway, or one of
+    its listeners by sectionName or port)."""
+    return tuple(
+        dict.fromkeys(
+            ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace=p.parent.namespace, name=p.parent.name)
+            for p in parents
         )
-        for rs in routes
-    }
-    return backend_tls_statuses(inputs.backend_tls, resolution, inputs.routes, gateways, services)
+    )
 
 
 def _in_ref_order(parents: Sequence[ParentStatus], refs: Sequence[ParentRef]) -> tuple[ParentStatus, ...]:
@@ -409,12 +411,7 @@ def _translate_route(state: _Pass, route: HTTPRoute, local: RouteLocal, same_wal
             taken.append(conflict)
             if accepted and not same_walk:
                 _enter(state, route, local, parent.attachments, reached)
-        gateways = tuple(
-            dict.fromkeys(
-                ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace=s.parent.namespace, name=s.parent.name)
-                for s in statuses
-            )
-        )
+        gateways = _gateways_of(statuses)
         status = RouteStatus(key, tuple(statuses)) if statuses else None
         walked = Walked(route=route, local=local, status=status, gateways=gateways, taken=tuple(taken))
     state.routes.keep_walked(key, walked)
