@@ -1,8 +1,12 @@
-"""The operator's in-process work for one weight flip among N HTTPRoutes on one Gateway: translate (through the
+"""The in-process work for one weight flip among N HTTPRoutes on one Gateway. The operator's: translate (through the
 operator's memos), the Gateway's content, the numbered generation and its publish payload, per flip; the translation of
 a pass in which nothing changed (the status passes after a publish), both with the collector off; and a full cyclic
-collection of the heap that leaves, as is and after `gc.freeze` (what operator/heap.py does after the first pass). No
-API server, no replica.
+collection of the heap that leaves, as is and after `gc.freeze` (what operator/heap.py does after the first pass).
+A replica's, on the same payloads: the read (`generation_from_proto`) and the builder's transition and serving
+snapshots (`snapshot.ResourceBuilder`), each both ways in one run: reusing what the held generation had (the read
+with `held_parts`, one builder kept across publishes, as the publisher does) and with nothing reused (no held parts, a
+new builder per publish, which builds the held table and the new one: a flip among N rules builds 2N virtual hosts
+instead of one). No API server, no Envoy.
 
 Side by side: with `--tree DIR` (e.g. a `git archive` of the commit before a change) the same measurement runs in a
 process of that tree's code, then in one of this tree's. Prints and writes (`--out`) the medians. Nothing is asserted.
@@ -39,28 +43,40 @@ def measure(routes: int, flips: int) -> dict[str, float]:
     parts = wire.ProtoParts() if hasattr(wire, "ProtoParts") else None  # the trees before it had none
     stores = [golden.inputs_of(gateway_of(routes, weight=w))[0] for w in range(1, flips + 2)]
 
-    def publish(number: int) -> None:
+    try:  # what the operator carries from one publish to the next (the trees before it had none)
+        from trafficsplit.core.model.carried import CarriedRules
+
+        carried: Any = CarriedRules()
+    except ImportError:
+        carried = None
+
+    def publish(number: int) -> Any:
+        nonlocal carried
         t = translate(stores[number - 1], memo)
         gen = contents.content(t, "ns/gw", "uid").stamp(number)
-        if parts is not None:
-            wire.generation_to_proto(gen, "bench", {}, parts)
-        else:
-            wire.generation_to_proto(gen, "bench", {})
+        first = carried.numbers() if carried is not None else {}
+        msg = wire.generation_to_proto(gen, "bench", first, parts) if parts is not None else None
+        if msg is None:
+            msg = wire.generation_to_proto(gen, "bench", first)
+        if carried is not None:
+            carried = carried.carry(gen)
+        return msg
 
-    publish(1)
+    msgs = [publish(1)]
     per_flip, quiet = [], []
     # The work itself, without the collector's pauses (a pass pays one when its allocations cross the threshold:
     # measured apart below); it collects between flips.
     gc.disable()
     for n in range(2, flips + 2):
         t0 = time.perf_counter()
-        publish(n)
+        msgs.append(publish(n))
         per_flip.append((time.perf_counter() - t0) * 1000)
         t0 = time.perf_counter()
         translate(stores[n - 1], memo)
         quiet.append((time.perf_counter() - t0) * 1000)
         gc.collect()
     gc.enable()
+    replica = _replica(msgs) if hasattr(wire, "held_parts") else {}  # the trees before it had no reuse to compare
     tracked = len(gc.get_objects())
     collect = _full_collections_ms()
     gc.freeze()
@@ -72,7 +88,42 @@ def measure(routes: int, flips: int) -> dict[str, float]:
         "tracked_objects": tracked,
         "full_collection_ms_p50": round(collect, 2),
         "full_collection_after_freeze_ms_p50": round(frozen, 4),
+        **replica,
     }
+
+
+def _replica(msgs: list[Any]) -> dict[str, float]:
+    """A replica's read and builder per publish of `msgs` (the first is held before any is timed), reusing the
+    held generation's parts and with nothing reused, alternating per publish so both see the same machine."""
+    from trafficsplit.wire import generation as wire
+    from trafficsplit.wire.snapshot import ResourceBuilder
+
+    kept = ResourceBuilder()
+    held_msg = msgs[0]
+    held = wire.generation_from_proto(held_msg)
+    kept.serving(held)
+    took: dict[str, list[float]] = {k: [] for k in ("read_reused", "read_fresh", "build_reused", "build_fresh")}
+    gc.disable()
+    for msg in msgs[1:]:
+        t0 = time.perf_counter()
+        wire.generation_from_proto(msg)
+        took["read_fresh"].append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        gen = wire.generation_from_proto(msg, wire.held_parts(held_msg, held))
+        took["read_reused"].append((time.perf_counter() - t0) * 1000)
+        fresh = ResourceBuilder()  # keeps nothing from the last publish: builds the held table and the new one
+        t0 = time.perf_counter()
+        fresh.transition(held, gen)
+        fresh.serving(gen)
+        took["build_fresh"].append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        kept.transition(held, gen)
+        kept.serving(gen)
+        took["build_reused"].append((time.perf_counter() - t0) * 1000)
+        held_msg, held = msg, gen
+        gc.collect()
+    gc.enable()
+    return {f"replica_{k}_ms_p50": round(statistics.median(v), 2) for k, v in took.items()}
 
 
 def _full_collections_ms(times: int = 5) -> float:
