@@ -94,6 +94,7 @@ SUPPORTED_FEATURES = (
     "GatewayBackendClientCertificate",  # spec.tls.backend: the client certificate shown to TLS backends
     "GatewayAddressEmpty",  # spec.addresses without a value: the data plane's Service assigns it
     "GatewayStaticAddresses",  # with a value: the Service's ClusterIP; one the API server refuses, AddressNotUsable
+    "ListenerSet",  # listeners another object adds to a Gateway that allows it (core/gatewayapi/listener_sets.py)
 )
 # GatewayStaticAddresses' two addresses: one the node's API server gives a Service (in its service range, at the low
 # end, which the allocator leaves to static addresses) and one it refuses (outside it: TEST-NET-1, RFC 5737).

@@ -26,15 +26,17 @@ from google.protobuf import json_format
 from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo, slices_by_service
 from trafficsplit.core.decide.split import pick_backend
 from trafficsplit.core.gatewayapi.backend_tls import BackendTlsPolicy, parse_backend_tls_policy
-from trafficsplit.core.gatewayapi.conditions import PolicyStatus
+from trafficsplit.core.gatewayapi.conditions import ListenerStatus, PolicyStatus
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, parse_httproute
 from trafficsplit.core.gatewayapi.objects import (
     Gateway,
     GatewayClass,
+    ListenerSet,
     Namespace,
     ReferenceGrant,
     parse_gateway,
     parse_gateway_class,
+    parse_listener_set,
     parse_namespace,
     parse_reference_grant,
 )
@@ -72,6 +74,7 @@ def inputs_of(bodies: Iterable[Mapping[str, Any]]) -> tuple[Inputs, list[dict[st
     namespaces: list[Namespace] = []
     policies: list[Policy] = []
     backend_tls: list[BackendTlsPolicy] = []
+    listener_sets: list[ListenerSet] = []
     services: dict[tuple[str, str], ServiceInfo] = {}
     slices: list[SliceInfo] = []
     secrets: dict[tuple[str, str], TlsSecret] = {}
@@ -87,6 +90,7 @@ def inputs_of(bodies: Iterable[Mapping[str, Any]]) -> tuple[Inputs, list[dict[st
         "Namespace": (parse_namespace, namespaces),
         "TrafficSplitPolicy": (parse_policy, policies),
         "BackendTLSPolicy": (parse_backend_tls_policy, backend_tls),
+        "ListenerSet": (parse_listener_set, listener_sets),
     }
     for body in bodies:
         kind = body["kind"]
@@ -128,6 +132,7 @@ def inputs_of(bodies: Iterable[Mapping[str, Any]]) -> tuple[Inputs, list[dict[st
         parameters=parameters,
         policies=tuple(policies),
         backend_tls=tuple(backend_tls),
+        listener_sets=tuple(listener_sets),
     )
     return inputs, invalid
 
@@ -296,15 +301,8 @@ def status_doc(t: Translation, invalid: list[dict[str, Any]]) -> dict[str, Any]:
         "gateways": {
             g.gateway: {
                 "conditions": _conditions(g.conditions),
-                "listeners": [
-                    {
-                        "name": ls.name,
-                        "supportedKinds": [{"group": k.group, "kind": k.kind} for k in ls.supported_kinds],
-                        "attachedRoutes": ls.attached_routes,
-                        "conditions": _conditions(ls.conditions),
-                    }
-                    for ls in g.listeners
-                ],
+                "listeners": _listeners_doc(g.listeners),
+                **({"attachedListenerSets": g.attached_listener_sets} if g.attached_listener_sets else {}),
             }
             for g in t.gateways
         },
@@ -322,6 +320,11 @@ def status_doc(t: Translation, invalid: list[dict[str, Any]]) -> dict[str, Any]:
             for r in t.routes
         },
     }
+    if t.listener_sets:
+        doc["listenerSets"] = {
+            ls.key: {"conditions": _conditions(ls.conditions), "listeners": _listeners_doc(ls.listeners)}
+            for ls in t.listener_sets
+        }
     if t.policies:
         doc["trafficSplitPolicies"] = _ancestors_doc(t.policies)
     if t.backend_tls:
@@ -329,6 +332,18 @@ def status_doc(t: Translation, invalid: list[dict[str, Any]]) -> dict[str, Any]:
     if invalid:
         doc["refused"] = invalid
     return doc
+
+
+def _listeners_doc(listeners: Iterable[ListenerStatus]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": ls.name,
+            "supportedKinds": [{"group": k.group, "kind": k.kind} for k in ls.supported_kinds],
+            "attachedRoutes": ls.attached_routes,
+            "conditions": _conditions(ls.conditions),
+        }
+        for ls in listeners
+    ]
 
 
 def _ancestors_doc(policies: Iterable[PolicyStatus]) -> dict[str, Any]:

@@ -97,6 +97,7 @@ def test_every_supported_field_is_a_field_of_the_crd() -> None:
     assert set(supported_paths(g.SUPPORTED_GATEWAY_FIELDS)) - gateway == set()
     assert set(supported_paths(g.GATEWAY_CLASS_FIELDS)) == {p for p, _ in schema_nodes(schema("gatewayclasses"))}
     assert set(supported_paths(g.REFERENCE_GRANT_FIELDS)) == {p for p, _ in schema_nodes(schema("referencegrants"))}
+    assert set(supported_paths(g.LISTENER_SET_FIELDS)) - {p for p, _ in schema_nodes(schema("listenersets"))} == set()
 
 
 @pytest.mark.parametrize(

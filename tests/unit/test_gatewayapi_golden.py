@@ -11,7 +11,12 @@ import pytest
 
 from tests.unit.gatewayapi import CASES, cases, load, render
 from trafficsplit.core.gatewayapi.httproute import SUPPORTED_ROUTE_FIELDS
-from trafficsplit.core.gatewayapi.objects import GATEWAY_CLASS_FIELDS, REFERENCE_GRANT_FIELDS, SUPPORTED_GATEWAY_FIELDS
+from trafficsplit.core.gatewayapi.objects import (
+    GATEWAY_CLASS_FIELDS,
+    LISTENER_SET_FIELDS,
+    REFERENCE_GRANT_FIELDS,
+    SUPPORTED_GATEWAY_FIELDS,
+)
 from trafficsplit.core.gatewayapi.parameters import PARAMETERS_FIELDS
 from trafficsplit.core.gatewayapi.policy import POLICY_FIELDS
 
@@ -34,12 +39,14 @@ REQUIRED_CASES = {
     "policy",  # TrafficSplitPolicy: attachment, conflicts, missing targets, an invalid policy, settings applied
     "flagger-sticky",  # the HTTPRoute Flagger writes for a sticky canary
     "parameters",  # GatewayParameters setting every field, refused and missing ones
+    "listener-sets",  # ListenerSets: allowed or not, merged precedence and conflicts, routes by set and section
 }
 
 # Every kind whose fields the translation reads, with the fields: each must appear in some case.
 GUARDED: Mapping[str, Mapping[str, Any]] = {
     "HTTPRoute": SUPPORTED_ROUTE_FIELDS,
     "Gateway": SUPPORTED_GATEWAY_FIELDS,
+    "ListenerSet": LISTENER_SET_FIELDS,
     "GatewayClass": GATEWAY_CLASS_FIELDS,
     "ReferenceGrant": REFERENCE_GRANT_FIELDS,
     "GatewayParameters": PARAMETERS_FIELDS,

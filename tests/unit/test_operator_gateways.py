@@ -1230,3 +1230,71 @@ def test_a_backend_tls_policys_status_is_written_once_its_gateways_replicas_serv
             assert sni() == ["blue.internal.example", None]
 
     run(main)
+
+
+def listener_set_body(hostname: str, generation: int = 1) -> dict[str, Any]:
+    return {
+        "metadata": meta("extra", generation=generation),
+        "spec": {
+            "parentRef": {"name": "one"},
+            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP", "hostname": hostname}],
+        },
+    }
+
+
+def test_a_listener_sets_status_and_its_routes_follow_its_gateways_acks(tmp_path: Any) -> None:
+    """A ListenerSet the Gateway admits adds its listener to that Gateway's data plane; its Programmed (and its
+    listener's) is True, and the Gateway's attachedListenerSets written, once the replicas ACKed the generation
+    carrying the set as it is (Unknown, Pending, until then); a route on the set is served through the set's
+    listener and has its status then."""
+
+    async def main() -> None:
+        async with gateways(tmp_path, "one") as p:
+            api, one = p.api, p.replicas["one"]
+            gw = gateway_body("one")
+            gw["spec"]["allowedListeners"] = {"namespaces": {"from": "Same"}}
+            api.put("gateway", gw)
+            api.put("listenerset", listener_set_body("extra.example"))
+            via_set = route_body("set-route", "one", (1, 0))
+            via_set["spec"]["parentRefs"] = [
+                {"group": "gateway.networking.k8s.io", "kind": "ListenerSet", "name": "extra"}
+            ]
+            via_set["spec"]["hostnames"] = []
+            api.put("httproute", via_set)
+            await p.start()
+
+            def programmed() -> tuple[str, int, list[str]] | None:
+                status = api.objects[("listenerset", (NS, "extra"))].get("status") or {}
+                c = next((c for c in status.get("conditions") or [] if c["type"] == "Programmed"), None)
+                if c is None:
+                    return None
+                listeners = [
+                    next(x["status"] for x in lis["conditions"] if x["type"] == "Programmed")
+                    for lis in status.get("listeners") or []
+                ]
+                return (c["status"], int(c["observedGeneration"]), listeners)
+
+            def hosts() -> set[str]:
+                gen = one.held_gen
+                if gen is None or not gen.HasField("routes"):
+                    return set()
+                return {h.hostname for lis in gen.routes.listeners for h in lis.hosts}
+
+            await until(lambda: programmed() == ("True", 1, ["True"]))
+            assert "extra.example" in hosts()
+            assert api.objects[("gateway", (NS, "one"))]["status"]["attachedListenerSets"] == 1
+            await until(lambda: api.accepted_at("set-route") == 1)
+            set_parent = api.parent("set-route")
+            assert set_parent is not None and set_parent["parentRef"]["kind"] == "ListenerSet"
+
+            one.refuse = True
+            api.put("listenerset", listener_set_body("moved.example", generation=2))
+            await asyncio.sleep(1.0)  # passes run; the replica refuses the generation carrying generation 2
+            # As a Gateway's: the new generation is Accepted at once, Programmed pending until its replicas serve it.
+            assert programmed() == ("Unknown", 2, ["Unknown"]), "the set was Programmed before the replica served it"
+            assert "moved.example" not in hosts()
+            one.refuse = False
+            await until(lambda: programmed() == ("True", 2, ["True"]), timeout=10)
+            assert "moved.example" in hosts() and "extra.example" not in hosts()
+
+    run(main)

@@ -41,19 +41,24 @@ from trafficsplit.core.gatewayapi.conditions import (
     AncestorStatus,
     GatewayReason,
     GatewayStatus,
+    ListenerSetStatus,
     ParentStatus,
     PolicyStatus,
     RouteReason,
 )
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef, parse_httproute
+from trafficsplit.core.gatewayapi.listener_sets import set_certificate_secrets
 from trafficsplit.core.gatewayapi.listeners import ca_configmaps, certificate_secrets
 from trafficsplit.core.gatewayapi.objects import (
+    LISTENER_SET_KIND,
     Gateway,
     GatewayClass,
+    ListenerSet,
     Namespace,
     ReferenceGrant,
     parse_gateway,
     parse_gateway_class,
+    parse_listener_set,
     parse_namespace,
     parse_reference_grant,
 )
@@ -64,6 +69,7 @@ from trafficsplit.core.gatewayapi.status import (
     NotProvisioned,
     class_status_body,
     gateway_status_body,
+    listener_set_status_body,
     policy_ancestors,
     refused_accepted,
     route_parents,
@@ -117,6 +123,7 @@ GATEWAY_KINDS = (
     "gatewayparameters",
     "trafficsplitpolicy",
     "backendtlspolicy",
+    "listenerset",
 )
 
 
@@ -161,9 +168,13 @@ _PARSERS: Mapping[str, Parse] = {
     # Only a body whose metadata or targets we refuse is left out; a validation we cannot serve is an Invalid policy
     # whose ports are refused (backend_tls.parse_backend_tls_policy), never cleartext.
     "backendtlspolicy": _refusing("backendtlspolicy", parse_backend_tls_policy),
+    # A set whose body we refuse is left out: its listeners are not added (the Gateway's own are unaffected).
+    "listenerset": _refusing("listenerset", parse_listener_set),
 }
 # The kinds whose status we write: what a write needs of each object is kept (`Stored`).
-_STATUS_KINDS = frozenset({"gatewayclass", "gateway", "httproute", "trafficsplitpolicy", "backendtlspolicy"})
+_STATUS_KINDS = frozenset(
+    {"gatewayclass", "gateway", "httproute", "trafficsplitpolicy", "backendtlspolicy", "listenerset"}
+)
 
 # What a Gateway serves, from the translation: its route tables and rule splits (`gateway_content`).
 ContentFor = Callable[[Translation, str, str], GenerationContent]
@@ -242,6 +253,8 @@ class GatewayStore(WatchStore):
     policies: dict[Key, Policy] = field(default_factory=dict)
     # BackendTLSPolicies: TLS to the Services our routes send to (core/gatewayapi/backend_tls.py).
     backend_tls: dict[Key, BackendTlsPolicy] = field(default_factory=dict)
+    # ListenerSets: listeners added to the Gateways they name (core/gatewayapi/listener_sets.py).
+    listener_sets: dict[Key, ListenerSet] = field(default_factory=dict)
     stored: dict[tuple[str, Key], Stored] = field(default_factory=dict)
     # (kind, key) → why its current body was refused while its last accepted value is kept (`Refused`)
     refused: dict[tuple[str, Key], Refused] = field(default_factory=dict)
@@ -256,6 +269,7 @@ class GatewayStore(WatchStore):
             "gatewayparameters": self.parameters,
             "trafficsplitpolicy": self.policies,
             "backendtlspolicy": self.backend_tls,
+            "listenerset": self.listener_sets,
         }
         return tables[kind]
 
@@ -492,7 +506,9 @@ class GatewayPlane:
         gateways = [g for g in s.gateways.values() if g.class_name in ours]
         grants = tuple(s.grants.values())
         if self._certificates is not None:
-            await self._certificates.read(certificate_secrets(gateways, grants))
+            names = {f"{g.meta.namespace}/{g.meta.name}" for g in gateways}
+            sets = [ls for ls in s.listener_sets.values() if ls.gateway in names]
+            await self._certificates.read(certificate_secrets(gateways, grants) | set_certificate_secrets(sets, grants))
         if self._cas is not None:
             # and the BackendTLSPolicies' CA bundles (each in its policy's namespace, at most 8 per policy)
             tls_cas = {k for btp in s.backend_tls.values() for k in btp.configmaps()}
@@ -514,6 +530,7 @@ class GatewayPlane:
                 slices=slices_by_service(slices.values()),
                 policies=tuple(s.policies.values()),
                 backend_tls=tuple(s.backend_tls.values()),
+                listener_sets=tuple(s.listener_sets.values()),
                 # `assignment: minimal` rules: the table each had, which the new weights advance (this leadership's,
                 # else the one the Gateway's replicas hold: docs/gateway-api.md "Policy")
                 tables=self._tables(),
@@ -608,7 +625,7 @@ class GatewayPlane:
         loop = asyncio.get_running_loop()
         routes_on: dict[Key, list[str]] = {}  # each Gateway's routes (with a parent on it), once for every Gateway
         for rs in translation.routes:
-            for gk in dict.fromkeys(_parent_gateway(ps.parent) for ps in rs.parents):
+            for gk in dict.fromkeys(self._parent_gateway(ps.parent) for ps in rs.parents):
                 if gk is not None:
                     routes_on.setdefault(gk, []).append(rs.route)
         for key in ours:
@@ -696,6 +713,10 @@ class GatewayPlane:
             here = next((a for a in ps.ancestors if a.gateway == gateway), None)
             if btp is not None and here is not None:
                 objects[f"backendtls:{ps.policy}"] = _backend_tls_version(btp, here)
+        for ls in t.listener_sets:
+            held = self.store.listener_sets.get(_key(ls.key))
+            if held is not None and ls.gateway == gateway:
+                objects[f"listenerset:{ls.key}"] = held.meta.generation
         for obj, generation in objects.items():
             if p.since.get(obj, (None, 0))[0] != generation:
                 p.since[obj] = (generation, p.number)
@@ -835,9 +856,19 @@ class GatewayPlane:
     # --- status ------------------------------------------------------------------------------------------------------
 
     def _route_served(self, route: str, generation: int, ref: ParentRef) -> bool:
-        """Whether the Gateway `ref` names serves `route` at its metadata.generation `generation`."""
-        gk = _parent_gateway(ref)
+        """Whether the Gateway `ref` names (or the Gateway of the ListenerSet it names) serves `route` at its
+        metadata.generation `generation`."""
+        gk = self._parent_gateway(ref)
         return gk is not None and self._served(gk, f"route:{route}", generation)
+
+    def _parent_gateway(self, ref: ParentRef) -> Key | None:
+        """The Gateway a route's parentRef reaches: the one it names, or the one of the ListenerSet it names."""
+        if ref.group != GATEWAY_GROUP:
+            return None
+        if ref.kind == "Gateway":
+            return (ref.namespace, ref.name)
+        ls = self.store.listener_sets.get((ref.namespace, ref.name)) if ref.kind == LISTENER_SET_KIND else None
+        return _key(ls.gateway) if ls is not None and ls.gateway else None
 
     def _served(self, key: Key, obj: str, generation: int) -> bool:
         p = self._gateways.get(key)
@@ -881,6 +912,8 @@ class GatewayPlane:
                     now=now,
                 )
             await self._write("gateway", key, st, {**st.status, **body})
+        for ls in t.listener_sets:
+            await self._write_listener_set(ls, now)
         refused = self._refused_by_route()
         self._route_status.keep_only(self.store.routes)
         for rs in t.routes:
@@ -921,6 +954,25 @@ class GatewayPlane:
                 await self._write_ancestors(
                     "backendtlspolicy", ps, functools.partial(self._backend_tls_served, btp), now
                 )
+
+    async def _write_listener_set(self, ls: ListenerSetStatus, now: str) -> None:
+        """A ListenerSet's status: its conditions and listeners', Programmed once its Gateway's replicas ACKed the
+        generation carrying the set as it is (`_carry`)."""
+        key, gk = _key(ls.key), _key(ls.gateway)
+        held, p, st = self.store.listener_sets.get(key), self._gateways.get(gk), self._stored("listenerset", key)
+        if held is None or p is None or st is None:
+            return
+        since = p.since.get(f"listenerset:{ls.key}")
+        body = listener_set_status_body(
+            ls,
+            ready=self._served(gk, f"listenerset:{ls.key}", held.meta.generation),
+            pending=p.waiting(since[1] if since else None, self._publish_service(gk)),
+            stored=st.status,
+            now=now,
+            refused=p.refused,
+            unprovisioned=p.unprovisioned,
+        )
+        await self._write("listenerset", key, st, {**st.status, **body})
 
     async def _write_ancestors(
         self, kind: str, ps: PolicyStatus, served: Callable[[AncestorStatus], bool], now: str
@@ -970,15 +1022,15 @@ class GatewayPlane:
                     out.setdefault(gk, {}).setdefault(rule.route, {})[rule.rule] = by
         return dict(out)
 
-    @staticmethod
     def _refused_rules(
+        self,
         ps: ParentStatus,
         route: str,
         generation: int,
         refused: Mapping[Key, RefusedRules],
     ) -> ParentStatus:
         """The parent with the rules its Gateway's replicas refused alone (`_refused_by_route`) named."""
-        gk = _parent_gateway(ps.parent)
+        gk = self._parent_gateway(ps.parent)
         rules = refused.get(gk, {}).get(route) if gk is not None else None
         return with_refusals(ps, rules, generation) if rules else ps
 
@@ -1067,12 +1119,6 @@ def _route_of(split_key: str) -> Key | None:
 def _key(text: str) -> Key:
     ns, sep, name = text.partition("/")
     return (ns, name) if sep else ("", ns)
-
-
-def _parent_gateway(ref: ParentRef) -> Key | None:
-    if (ref.group, ref.kind) != (GATEWAY_GROUP, "Gateway"):
-        return None
-    return (ref.namespace, ref.name)
 
 
 @contextlib.contextmanager

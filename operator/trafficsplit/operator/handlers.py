@@ -29,6 +29,7 @@ GATEWAY_WATCHED = (
     ("gatewayparameters", "trafficsplit.dev", "v1alpha1", "gatewayparameters"),
     ("trafficsplitpolicy", "trafficsplit.dev", "v1alpha1", "trafficsplitpolicies"),  # attached to HTTPRoutes
     ("backendtlspolicy", "gateway.networking.k8s.io", "v1", "backendtlspolicies"),  # TLS to routes' Services
+    ("listenerset", "gateway.networking.k8s.io", "v1", "listenersets"),  # listeners added to our Gateways
 )
 
 

@@ -29,9 +29,11 @@ GATEWAY_RESOURCES = {
     "httproute": ("httproutes", True),
     "referencegrant": ("referencegrants", True),
     "backendtlspolicy": ("backendtlspolicies", True),
+    "listenerset": ("listenersets", True),
 }
-# Served by Gateway API v1.4 and later only: without it no BackendTLSPolicy applies, and the rest is served.
-OPTIONAL_GATEWAY_RESOURCES = frozenset({"backendtlspolicy"})
+# Served by later Gateway API versions only (BackendTLSPolicy in v1 from v1.4, ListenerSet from v1.6): without one,
+# none of its objects applies, and the rest is served.
+OPTIONAL_GATEWAY_RESOURCES = frozenset({"backendtlspolicy", "listenerset"})
 
 
 def make_api_client(kubeconfig: str | None) -> client.ApiClient:
@@ -107,7 +109,7 @@ class KubeApi:
                 except client.ApiException as exc:
                     if exc.status != 404 or kind not in OPTIONAL_GATEWAY_RESOURCES:
                         raise
-                    continue  # an older Gateway API: no BackendTLSPolicy applies
+                    continue  # an older Gateway API: no BackendTLSPolicy (or ListenerSet) applies
             elif kind == "trafficsplit":
                 resp = (
                     self.custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _preload_content=False)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from trafficsplit.core.gatewayapi.conditions import RouteReason, cond
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef
 from trafficsplit.core.gatewayapi.listeners import ListenerView
-from trafficsplit.core.gatewayapi.objects import HTTPROUTE_KIND, FromNamespaces, Gateway, Listener
+from trafficsplit.core.gatewayapi.objects import HTTPROUTE_KIND, FromNamespaces, Gateway
 from trafficsplit.core.model.condition import Condition
 
 
@@ -42,10 +42,12 @@ def intersect_hostnames(listener: str | None, route: Sequence[str]) -> tuple[str
     return tuple(out) or None
 
 
-def allows(lis: Listener, gw: Gateway, route: HTTPRoute, labels: Mapping[str, Mapping[str, str]]) -> bool:
-    """Whether the listener takes routes from the route's namespace (`allowedRoutes.namespaces`)."""
+def allows(v: ListenerView, route: HTTPRoute, labels: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether the listener takes routes from the route's namespace (`allowedRoutes.namespaces`; Same is the
+    namespace of the object that holds the listener: its Gateway, or its ListenerSet)."""
+    lis = v.listener
     if lis.namespaces is FromNamespaces.SAME:
-        return route.meta.namespace == gw.meta.namespace
+        return route.meta.namespace == v.owner.namespace
     if lis.namespaces is FromNamespaces.ALL:
         return True
     ns_labels = labels.get(route.meta.namespace)
@@ -58,9 +60,12 @@ def attach(
     gw: Gateway,
     views: Iterable[ListenerView],
     labels: Mapping[str, Mapping[str, str]],
+    parent: str = "",
 ) -> tuple[Condition | None, list[Attachment]]:
     """The listeners `ref` attaches the route to with the hostnames served on each, or the Accepted=False condition
-    of the first stage that leaves none (the spec's reasons, in the order it checks them)."""
+    of the first stage that leaves none (the spec's reasons, in the order it checks them). `views`: the listeners of
+    the object `ref` names (`parent`, as the messages name it: the Gateway by default, or one of its ListenerSets)."""
+    parent = parent or f"Gateway {gw.meta.key}"
     g = route.meta.generation
     candidates = [
         v
@@ -71,24 +76,22 @@ def attach(
     if not candidates:
         want = f" sectionName {ref.section_name}" if ref.section_name else ""
         want += f" port {ref.port}" if ref.port else ""
-        return cond(
-            "Accepted", False, RouteReason.NO_MATCHING_PARENT, f"Gateway {gw.meta.key} has no listener with{want}", g
-        ), []
-    allowed = [v for v in candidates if v.usable and allows(v.listener, gw, route, labels)]
+        return cond("Accepted", False, RouteReason.NO_MATCHING_PARENT, f"{parent} has no listener with{want}", g), []
+    allowed = [v for v in candidates if v.usable and allows(v, route, labels)]
     if not allowed:
         why = "; ".join(_refusal(v, route, gw) for v in candidates)
-        return cond("Accepted", False, RouteReason.NOT_ALLOWED_BY_LISTENERS, f"Gateway {gw.meta.key}: {why}", g), []
+        return cond("Accepted", False, RouteReason.NOT_ALLOWED_BY_LISTENERS, f"{parent}: {why}", g), []
     attachments: list[Attachment] = []
     for v in allowed:
         hostnames = intersect_hostnames(v.listener.hostname, route.hostnames)
         if hostnames is not None:
-            attachments.append(Attachment(gw.meta.key, v.listener.name, hostnames))
+            attachments.append(Attachment(gw.meta.key, v.key, hostnames))
     if not attachments:
         return cond(
             "Accepted",
             False,
             RouteReason.NO_MATCHING_LISTENER_HOSTNAME,
-            f"no hostname of the route matches a listener of Gateway {gw.meta.key}",
+            f"no hostname of the route matches a listener of {parent}",
             g,
         ), []
     return None, attachments

@@ -133,6 +133,18 @@ class ListenerStatus:
 class GatewayStatus:
     gateway: str
     conditions: tuple[Condition, ...]
+    listeners: tuple[ListenerStatus, ...]  # its own spec's listeners (a ListenerSet's are in that set's status)
+    attached_listener_sets: int = 0  # the ListenerSets it took that are Accepted (`status.attachedListenerSets`)
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSetStatus:
+    """A ListenerSet's status on the Gateway its parentRef names: its conditions and its listeners' (none when the
+    Gateway does not take it)."""
+
+    key: str  # namespace/name
+    gateway: str
+    conditions: tuple[Condition, ...]
     listeners: tuple[ListenerStatus, ...]
 
 

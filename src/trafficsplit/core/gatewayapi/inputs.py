@@ -7,9 +7,11 @@ namespaces those refs, the listeners' certificateRefs, the backend client certif
 client validations' caCertificateRefs point into (a grant lives beside what it grants), those Secrets, the
 validations' ConfigMaps, the Namespaces of the routes (a listener's `allowedRoutes` selector reads their labels), the
 TrafficSplitPolicies naming the routes, the BackendTLSPolicies naming their Services (and those policies' CA
-ConfigMaps) and the rules' previous slot tables. `gateway_inputs` cuts the store down to exactly that, so a
-translation of the cut reads nothing else: the operator keeps each Gateway's translation by its cut
-(`translate.TranslationMemo`), and a change on one Gateway never translates another's routes.
+ConfigMaps), the ListenerSets naming the Gateway (their namespaces for its `allowedListeners` selector, their
+listeners' Secrets and grants, and the routes naming them) and the rules' previous slot tables. `gateway_inputs`
+cuts the store down to exactly that, so a translation of the cut reads nothing else: the operator keeps each
+Gateway's translation by its cut (`translate.TranslationMemo`), and a change on one Gateway never translates
+another's routes.
 """
 
 from __future__ import annotations
@@ -19,8 +21,15 @@ from dataclasses import dataclass
 
 from trafficsplit.core.control.resolve import ServiceInfo, SliceInfo
 from trafficsplit.core.gatewayapi.backend_tls import BackendTlsPolicy
-from trafficsplit.core.gatewayapi.httproute import HTTPRoute
-from trafficsplit.core.gatewayapi.objects import Gateway, GatewayClass, Namespace, ReferenceGrant
+from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef
+from trafficsplit.core.gatewayapi.objects import (
+    LISTENER_SET_KIND,
+    Gateway,
+    GatewayClass,
+    ListenerSet,
+    Namespace,
+    ReferenceGrant,
+)
 from trafficsplit.core.gatewayapi.parameters import GatewayParameters
 from trafficsplit.core.gatewayapi.policy import Policy
 from trafficsplit.core.gatewayapi.reading import GATEWAY_GROUP
@@ -51,6 +60,8 @@ class Inputs:
     # BackendTLSPolicies (core/gatewayapi/backend_tls.py): TLS to the Services routes send to. Their CA ConfigMaps
     # are in `configmaps` too.
     backend_tls: tuple[BackendTlsPolicy, ...] = ()
+    # ListenerSets (core/gatewayapi/listener_sets.py): listeners added to the Gateways their parentRef names.
+    listener_sets: tuple[ListenerSet, ...] = ()
 
 
 def our_gateways(inputs: Inputs) -> dict[str, Gateway]:
@@ -62,10 +73,15 @@ def our_gateways(inputs: Inputs) -> dict[str, Gateway]:
 def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
     """Per Gateway of ours (`namespace/name`, sorted), the inputs its translation reads (see the module docstring).
     Of the parameters, only what its class's parametersRef names: a class refused for them refuses its Gateways."""
+    sets_of: dict[str, list[ListenerSet]] = {}
+    for ls in inputs.listener_sets:
+        if ls.gateway:
+            sets_of.setdefault(ls.gateway, []).append(ls)
+    set_gateway = {ls.meta.key: ls.gateway for ls in inputs.listener_sets if ls.gateway}
     routes_of: dict[str, list[HTTPRoute]] = {}
     for route in inputs.routes:
-        gateway_refs = (r for r in route.parent_refs if (r.group, r.kind) == (GATEWAY_GROUP, "Gateway"))
-        for key in dict.fromkeys(f"{r.namespace}/{r.name}" for r in gateway_refs):
+        parents = (_parent_gateway(r, set_gateway) for r in route.parent_refs)
+        for key in dict.fromkeys(k for k in parents if k is not None):
             routes_of.setdefault(key, []).append(route)
     policies_of: dict[str, list[Policy]] = {}
     for pol in inputs.policies:
@@ -83,16 +99,13 @@ def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
         classes = tuple(c for c in inputs.classes if c.meta.name == gw.class_name)
         named = {c.parameters_ref.name for c in classes if c.parameters_ref is not None}
         routes = tuple(routes_of.get(key, ()))
+        sets = tuple(sets_of.get(key, ()))
         refs = dict.fromkeys(k for route in routes for k in route.service_refs())
         client = gw.backend_client_certificate  # spec.tls.backend: the certificate shown to TLS backends
+        listeners = (*gw.listeners, *(lis for ls in sets for lis in ls.listeners))
         certificates = dict.fromkeys(
             [
-                *(
-                    (c.namespace, c.name)
-                    for lis in gw.listeners
-                    if lis.tls is not None
-                    for c in lis.tls.certificate_refs
-                ),
+                *((c.namespace, c.name) for lis in listeners if lis.tls is not None for c in lis.tls.certificate_refs),
                 *([(client.namespace, client.name)] if client is not None else []),
             ]
         )
@@ -105,7 +118,8 @@ def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
             ]
         )
         granting = {ns for ns, _ in refs} | {ns for ns, _ in certificates} | {ns for ns, _ in cas}
-        route_namespaces = {r.meta.namespace for r in routes}
+        # Route namespaces for the listeners' selectors; ListenerSet namespaces for the Gateway's allowedListeners.
+        route_namespaces = {r.meta.namespace for r in routes} | {ls.meta.namespace for ls in sets}
         route_keys = {r.meta.key for r in routes}
         policies = {p.key for k in route_keys for p in policies_of.get(k, ())}
         # only `assignment: minimal` rules have tables: none held, no key to build
@@ -128,5 +142,18 @@ def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
             tables={k: tables[k] for k in split_keys if k in tables},
             parameters={k: parameters[k] for k in named if k in parameters},
             backend_tls=backend_tls,
+            listener_sets=sets,
         )
     return out
+
+
+def _parent_gateway(ref: ParentRef, set_gateway: Mapping[str, str]) -> str | None:
+    """The Gateway (namespace/name) a route's parentRef reaches: the Gateway it names, or the one of the ListenerSet
+    it names (None: neither)."""
+    if ref.group != GATEWAY_GROUP:
+        return None
+    if ref.kind == "Gateway":
+        return f"{ref.namespace}/{ref.name}"
+    if ref.kind == LISTENER_SET_KIND:
+        return set_gateway.get(f"{ref.namespace}/{ref.name}")
+    return None

@@ -37,12 +37,41 @@ Key = tuple[str, str]
 SUPPORTED_PROTOCOLS = frozenset({"HTTP", "HTTPS"})
 
 
+@dataclass(frozen=True, slots=True)
+class ListenerOwner:
+    """The object whose spec holds a listener: its Gateway, or a ListenerSet attached to it. The listener's refs are
+    resolved as that object's (its namespace; ReferenceGrants from its kind), its `allowedRoutes: Same` means that
+    namespace, and its conditions carry that object's generation."""
+
+    kind: str  # "Gateway" or "ListenerSet"
+    namespace: str
+    name: str
+    generation: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def source(self) -> GrantFrom:
+        return GrantFrom(GATEWAY_GROUP, self.kind, self.namespace)
+
+
+def gateway_owner(gw: Gateway) -> ListenerOwner:
+    return ListenerOwner("Gateway", gw.meta.namespace, gw.meta.name, gw.meta.generation)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ListenerView:
     listener: Listener
     supported_kinds: tuple[RouteKind, ...]
     conditions: tuple[Condition, ...]
     usable: bool  # accepted, not conflicted, takes HTTPRoutes
+    owner: ListenerOwner
+    # The listener's name in the Gateway's data plane (its tables, `ListenerRoutes.listener`): a Gateway listener's
+    # own; a ListenerSet's is derived from the set's key too (`listener_sets.listener_key`), as names repeat across
+    # a Gateway and its ListenerSets.
+    key: str
     # HTTPS: the certificate it serves; a listener whose certificate did not resolve takes routes (they count as
     # attached) but is not served (Programmed: False) until it does.
     certificate: Certificate | None = None
@@ -61,7 +90,10 @@ class ValidationView:
 
 
 def listener_tls(
-    lis: Listener, gw: Gateway, grants: Sequence[ReferenceGrant], secrets: Mapping[tuple[str, str], TlsSecret]
+    lis: Listener,
+    owner: ListenerOwner,
+    grants: Sequence[ReferenceGrant],
+    secrets: Mapping[tuple[str, str], TlsSecret],
 ) -> tuple[str | None, Certificate | None, tuple[str, str] | None]:
     """For one listener: why its tls cannot be accepted (UnsupportedValue), else its certificate or the
     ResolvedRefs=False (reason, message) that says why it has none."""
@@ -75,7 +107,7 @@ def listener_tls(
         return "tls.certificateRefs: one certificate per listener is supported", None, None
     ref = lis.tls.certificate_refs[0]
     where = f"tls.certificateRefs[0] {ref.namespace}/{ref.name}"
-    unusable = _unusable_ref(ref, gw, grants)
+    unusable = unusable_ref(ref, owner, grants)
     if unusable is not None:
         return None, None, (unusable[0], f"{where}: {unusable[1]}")
     secret = secrets.get((ref.namespace, ref.name))
@@ -86,11 +118,12 @@ def listener_tls(
     return None, secret.certificate, None
 
 
-def _unusable_ref(
-    ref: CertificateRef, gw: Gateway, grants: Sequence[ReferenceGrant], kind: str = "Secret"
+def unusable_ref(
+    ref: CertificateRef, owner: ListenerOwner, grants: Sequence[ReferenceGrant], kind: str = "Secret"
 ) -> tuple[str, str] | None:
-    """Why a listener of `gw` cannot use the object `ref` names whatever it holds (reason, message), else None: a
-    certificate's Secret, or (`kind` ConfigMap) a client validation's CA bundle."""
+    """Why `owner` (a Gateway, or the ListenerSet of a listener) cannot use the object `ref` names whatever it holds
+    (reason, message), else None: a certificate's Secret, or (`kind` ConfigMap) a client validation's CA bundle. A
+    ReferenceGrant to a Gateway is not one to its ListenerSets, nor the other way round."""
     if (ref.group, ref.kind) != ("", kind):
         if kind == "ConfigMap":
             return (
@@ -98,8 +131,8 @@ def _unusable_ref(
                 f"{ref.group or 'core'}/{ref.kind[:64]} is not a core ConfigMap",
             )
         return ListenerReason.INVALID_CERTIFICATE_REF, "must be a core Secret"
-    if ref.namespace != gw.meta.namespace:
-        source = GrantFrom(GATEWAY_GROUP, "Gateway", gw.meta.namespace)
+    if ref.namespace != owner.namespace:
+        source = owner.source
         if not any(g.meta.namespace == ref.namespace and g.permits(source, "", kind, ref.name) for g in grants):
             return ListenerReason.REF_NOT_PERMITTED, "no ReferenceGrant permits it"
     return None
@@ -125,7 +158,7 @@ def backend_client_view(
     if ref is None:
         return None
     where = f"spec.tls.backend.clientCertificateRef {ref.namespace}/{ref.name}"
-    unusable = _unusable_ref(ref, gw, grants)
+    unusable = unusable_ref(ref, gateway_owner(gw), grants)
     if unusable is not None:
         reason = (
             GatewayReason.REF_NOT_PERMITTED
@@ -149,7 +182,7 @@ def validation_view(
     bad: list[tuple[str, str]] = []
     for i, ref in enumerate(validation.ca_refs):
         where = f"{validation.path}.caCertificateRefs[{i}] {ref.namespace}/{ref.name}"
-        unusable = _unusable_ref(ref, gw, grants, "ConfigMap")
+        unusable = unusable_ref(ref, gateway_owner(gw), grants, "ConfigMap")
         cm = configmaps.get((ref.namespace, ref.name)) if unusable is None else None
         if unusable is not None:
             bad.append((unusable[0], f"{where}: {unusable[1]}"))
@@ -182,7 +215,7 @@ def ca_configmaps(gateways: Iterable[Gateway], grants: Sequence[ReferenceGrant])
                 keys.update(
                     (ref.namespace, ref.name)
                     for ref in validation.ca_refs
-                    if _unusable_ref(ref, gw, grants, "ConfigMap") is None
+                    if unusable_ref(ref, gateway_owner(gw), grants, "ConfigMap") is None
                 )
     return frozenset(keys)
 
@@ -198,10 +231,10 @@ def certificate_secrets(gateways: Iterable[Gateway], grants: Sequence[ReferenceG
             keys.update(
                 (ref.namespace, ref.name)
                 for ref in lis.tls.certificate_refs[:1]
-                if _unusable_ref(ref, gw, grants) is None
+                if unusable_ref(ref, gateway_owner(gw), grants) is None
             )
         client = gw.backend_client_certificate
-        if client is not None and _unusable_ref(client, gw, grants) is None:
+        if client is not None and unusable_ref(client, gateway_owner(gw), grants) is None:
             keys.add((client.namespace, client.name))  # the one its data plane presents to TLS backends
     return frozenset(keys)
 
@@ -212,32 +245,59 @@ def listener_views(
     secrets: Mapping[Key, TlsSecret] | None = None,
     configmaps: Mapping[Key, CaConfigMap] | None = None,
 ) -> list[ListenerView]:
-    """Every listener of `gw`, in order, with its conditions and whether it takes and serves routes."""
+    """Every listener of `gw`'s own spec, in order, with its conditions and whether it takes and serves routes (those
+    of its ListenerSets: `listener_sets.listener_set_views`)."""
     by_port: dict[int, list[Listener]] = {}
     for lis in gw.listeners:
         by_port.setdefault(lis.port, []).append(lis)
-    validations: dict[int, ValidationView] = {}
-    for port in by_port:
-        validation = gw.client_validation(port)
-        if validation is not None:
-            validations[port] = validation_view(validation, gw, grants, configmaps or {})
+    validations = port_validations(gw, grants, configmaps or {}, by_port)
+    owner = gateway_owner(gw)
+    g = gw.meta.generation
     return [
-        _listener_view(lis, gw, by_port[lis.port], grants, secrets or {}, validations.get(lis.port))
+        listener_view(
+            lis,
+            owner,
+            lis.name,
+            _conflict(lis, by_port[lis.port], g),
+            bool(gw.problems),
+            grants,
+            secrets or {},
+            validations.get(lis.port),
+        )
         for lis in gw.listeners
     ]
 
 
-def _listener_view(
+def port_validations(
+    gw: Gateway, grants: Sequence[ReferenceGrant], configmaps: Mapping[Key, CaConfigMap], ports: Iterable[int]
+) -> dict[int, ValidationView]:
+    """The client certificate validation of each of these ports of `gw` that has one, resolved."""
+    out: dict[int, ValidationView] = {}
+    for port in ports:
+        validation = gw.client_validation(port)
+        if validation is not None:
+            out[port] = validation_view(validation, gw, grants, configmaps)
+    return out
+
+
+def listener_view(
     lis: Listener,
-    gw: Gateway,
-    same_port: Sequence[Listener],
+    owner: ListenerOwner,
+    key: str,
+    conflict: Condition,
+    refused_gateway: bool,
     grants: Sequence[ReferenceGrant],
     secrets: Mapping[Key, TlsSecret],
     validation: ValidationView | None,
+    refusal: Standing | None = None,
 ) -> ListenerView:
-    g = gw.meta.generation
+    """One listener with its conditions: `conflict` is its Conflicted condition as its owner's rules found it (a
+    conflicted listener is not usable); `refused_gateway`: its Gateway is not accepted, so it takes no route;
+    `refusal`: why a ListenerSet's listener is not taken (a conflict with an earlier listener, a port the Gateway
+    does not have), its Accepted and Programmed."""
+    g = owner.generation
     supported = lis.protocol in SUPPORTED_PROTOCOLS
-    tls_problem, certificate, unresolved = listener_tls(lis, gw, grants, secrets)
+    tls_problem, certificate, unresolved = listener_tls(lis, owner, grants, secrets)
     if lis.protocol != "HTTPS":
         validation = None  # a port's validation is for the TLS it terminates
     no_ca = validation is not None and validation.served is None
@@ -266,7 +326,6 @@ def _listener_view(
         resolved = cond("ResolvedRefs", False, unresolved_refs[0][0], message, g)
     else:
         resolved = cond("ResolvedRefs", True, ListenerReason.RESOLVED_REFS, "", g)
-    conflict = _conflict(lis, same_port, g)
     serves = unresolved is None and not no_ca
     if serves:
         programmed = cond("Programmed", None, ListenerReason.PENDING, PENDING_MESSAGE, g)
@@ -276,13 +335,19 @@ def _listener_view(
         programmed = cond(
             "Programmed", False, ListenerReason.INVALID, "no CA certificate of its client validation resolved", g
         )
+    if refusal is not None:
+        accepted = refusal.condition("Accepted", g)
+        programmed = refusal.condition("Programmed", g)
+        serves = False
     # A Gateway we do not accept serves nothing, so none of its listeners takes a route.
-    usable = not gw.problems and accepted.ok and not conflict.ok and HTTPROUTE_KIND in kinds
+    usable = not refused_gateway and accepted.ok and not conflict.ok and HTTPROUTE_KIND in kinds
     return ListenerView(
         listener=lis,
         supported_kinds=kinds,
         conditions=(accepted, resolved, conflict, programmed),
         usable=usable,
+        owner=owner,
+        key=key,
         certificate=certificate,
         client_validation=validation.served if validation is not None else None,
         serves=serves,

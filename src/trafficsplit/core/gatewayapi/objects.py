@@ -56,23 +56,35 @@ class FromNamespaces(StrEnum):
     SELECTOR = "Selector"
 
 
+class ListenersFrom(StrEnum):
+    """A Gateway's `spec.allowedListeners.namespaces.from`: the namespaces whose ListenerSets may attach to it. None,
+    the default, admits none."""
+
+    NONE = "None"
+    SAME = "Same"
+    ALL = "All"
+    SELECTOR = "Selector"
+
+
 # Every field of a Gateway this module reads (a nested mapping: an object's fields, for a list its items'; None: a
 # leaf). A field in a body that is not here is reported, never ignored: a problem of the listener or the Gateway
 # that holds it. The guard test checks that each of these appears in a golden case and is a real field of the
 # upstream CRD.
 _SELECTOR = {"matchLabels": None, "matchExpressions": {"key": None, "operator": None, "values": None}}
 _VALIDATION = {"caCertificateRefs": REF_FIELDS, "mode": None}
+_LISTENER_FIELDS = {
+    "name": None,
+    "hostname": None,
+    "port": None,
+    "protocol": None,
+    "allowedRoutes": {"namespaces": {"from": None, "selector": _SELECTOR}, "kinds": {"group": None, "kind": None}},
+    "tls": {"mode": None, "certificateRefs": REF_FIELDS},
+}
 SUPPORTED_GATEWAY_FIELDS: Mapping[str, Any] = {
     "gatewayClassName": None,
     "addresses": {"type": None, "value": None},  # read by `read_addresses`
-    "listeners": {
-        "name": None,
-        "hostname": None,
-        "port": None,
-        "protocol": None,
-        "allowedRoutes": {"namespaces": {"from": None, "selector": _SELECTOR}, "kinds": {"group": None, "kind": None}},
-        "tls": {"mode": None, "certificateRefs": REF_FIELDS},
-    },
+    "listeners": _LISTENER_FIELDS,
+    "allowedListeners": {"namespaces": {"from": None, "selector": _SELECTOR}},
     "tls": {
         "frontend": {
             "default": {"validation": _VALIDATION},
@@ -354,6 +366,9 @@ class Gateway:
     frontend: FrontendTLS | None = None  # spec.tls.frontend: client certificate validation of HTTPS listeners
     # spec.tls.backend.clientCertificateRef: the certificate the data plane presents to TLS backends (BackendTLSPolicy)
     backend_client_certificate: CertificateRef | None = None
+    # spec.allowedListeners: the namespaces whose ListenerSets may add listeners to it (gatewayapi.listener_sets)
+    listeners_from: ListenersFrom = ListenersFrom.NONE
+    listeners_selector: LabelSelector | None = None
 
     def client_validation(self, port: int) -> FrontendValidation | None:
         """The client certificate validation of the HTTPS listeners on `port`, as written (None: none)."""
@@ -365,12 +380,47 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
     meta = read_meta(body, r)
     spec = r.obj(body, "spec", "")
     class_name = r.text(spec, "gatewayClassName", "spec", 253, required=True) or ""
-    listeners: list[Listener] = []
     raw_listeners = r.items(spec, "listeners", "spec", MAX_LISTENERS)
     if not raw_listeners:
         r.add("spec.listeners", "at least one listener is required")
+    listeners = _read_listeners(raw_listeners, "spec.listeners", meta.namespace, r)
+    allowed = r.obj(r.obj(spec, "allowedListeners", "spec"), "namespaces", "spec.allowedListeners")
+    ap = "spec.allowedListeners.namespaces"
+    listeners_from = r.enum(allowed, "from", ap, ListenersFrom, ListenersFrom.NONE)
+    listeners_selector = _selector(r.obj(allowed, "selector", ap), "spec.allowedListeners.namespaces", r)
+    if listeners_from is ListenersFrom.SELECTOR and "selector" not in allowed:
+        r.add(f"{ap}.selector", "required when from is Selector")
+    problems, static = read_addresses(r.items(spec, "addresses", "spec", MAX_ADDRESSES), r)
+    spec_tls = r.obj(spec, "tls", "spec")
+    frontend = _frontend_tls(r.obj(spec_tls, "frontend", "spec.tls"), meta.namespace, r)
+    client = r.obj(r.obj(spec_tls, "backend", "spec.tls"), "clientCertificateRef", "spec.tls.backend")
+    backend_client = (
+        _object_ref(client, "spec.tls.backend.clientCertificateRef", meta.namespace, r, default_kind="Secret")
+        if client
+        else None
+    )
+    r.done()
+    gw_fields = {k: v for k, v in SUPPORTED_GATEWAY_FIELDS.items() if k != "listeners"}
+    problems += unsupported_fields({k: v for k, v in spec.items() if k != "listeners"}, gw_fields, "spec")
+    return Gateway(
+        meta=meta,
+        class_name=class_name,
+        listeners=tuple(listeners),
+        problems=tuple(problems),
+        static_addresses=static,
+        frontend=frontend,
+        backend_client_certificate=backend_client,
+        listeners_from=listeners_from,
+        listeners_selector=listeners_selector if listeners_from is ListenersFrom.SELECTOR else None,
+    )
+
+
+def _read_listeners(raw_listeners: list[Any], path: str, namespace: str, r: Reader) -> tuple[Listener, ...]:
+    """A Gateway's `spec.listeners` or a ListenerSet's: each listener read (a certificate ref's namespace defaults to
+    the owner's), its names unique."""
+    listeners: list[Listener] = []
     for i, raw in enumerate(raw_listeners):
-        p = f"spec.listeners[{i}]"
+        p = f"{path}[{i}]"
         if not isinstance(raw, Mapping):
             r.add(p, "expected an object")
             continue
@@ -399,7 +449,7 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
             kind = r.text(k, "kind", kp, MAX_KIND, required=True)
             if kind is not None:
                 kinds.append(RouteKind(GATEWAY_GROUP if group is None else group, kind))
-        tls = _listener_tls(raw, p, meta.namespace, r) if "tls" in raw else None
+        tls = _listener_tls(raw, p, namespace, r) if "tls" in raw else None
         if name is not None and port is not None and protocol is not None:
             listeners.append(
                 Listener(
@@ -410,33 +460,65 @@ def parse_gateway(body: Mapping[str, Any]) -> Gateway:
                     namespaces=from_,
                     selector=selector if from_ is FromNamespaces.SELECTOR else None,
                     kinds=tuple(kinds),
-                    problems=tuple(unsupported_fields(raw, SUPPORTED_GATEWAY_FIELDS["listeners"], p)),
+                    problems=tuple(unsupported_fields(raw, _LISTENER_FIELDS, p)),
                     tls=tls,
                 )
             )
     names = [lis.name for lis in listeners]
     for dup in sorted({n for n in names if names.count(n) > 1}):
-        r.add("spec.listeners", f"listener name {dup!r} is used more than once")
-    problems, static = read_addresses(r.items(spec, "addresses", "spec", MAX_ADDRESSES), r)
-    spec_tls = r.obj(spec, "tls", "spec")
-    frontend = _frontend_tls(r.obj(spec_tls, "frontend", "spec.tls"), meta.namespace, r)
-    client = r.obj(r.obj(spec_tls, "backend", "spec.tls"), "clientCertificateRef", "spec.tls.backend")
-    backend_client = (
-        _object_ref(client, "spec.tls.backend.clientCertificateRef", meta.namespace, r, default_kind="Secret")
-        if client
-        else None
-    )
+        r.add(path, f"listener name {dup!r} is used more than once")
+    return tuple(listeners)
+
+
+# --- ListenerSet ------------------------------------------------------------------------------------------------------
+
+LISTENER_SET_KIND = "ListenerSet"
+# The fields of a ListenerSet's spec this module reads (as SUPPORTED_GATEWAY_FIELDS is for a Gateway).
+LISTENER_SET_FIELDS: Mapping[str, Any] = {
+    "parentRef": {"group": None, "kind": None, "name": None, "namespace": None},
+    "listeners": _LISTENER_FIELDS,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSet:
+    """A ListenerSet: listeners added to the Gateway its `spec.parentRef` names (`gateway`, namespace/name; "" when
+    the ref is not to a Gateway), if that Gateway's `allowedListeners` admits its namespace."""
+
+    meta: Meta
+    gateway: str
+    listeners: tuple[Listener, ...]
+    problems: tuple[str, ...] = ()  # fields this implementation does not support
+
+    @property
+    def age(self) -> tuple[str, str]:
+        """The spec's precedence among a Gateway's ListenerSets: oldest first, then by namespace/name."""
+        return (self.meta.created, self.meta.key)
+
+
+def parse_listener_set(body: Mapping[str, Any]) -> ListenerSet:
+    r = Reader()
+    meta = read_meta(body, r)
+    spec = r.obj(body, "spec", "")
+    parent = r.obj(spec, "parentRef", "spec")
+    pp = "spec.parentRef"
+    group = r.text(parent, "group", pp, MAX_GROUP)
+    kind = r.text(parent, "kind", pp, MAX_KIND) or "Gateway"
+    name = r.text(parent, "name", pp, 253, required=True)
+    namespace = r.text(parent, "namespace", pp, 63) or meta.namespace
+    raw_listeners = r.items(spec, "listeners", "spec", MAX_LISTENERS)
+    if not raw_listeners:
+        r.add("spec.listeners", "at least one listener is required")
+    listeners = _read_listeners(raw_listeners, "spec.listeners", meta.namespace, r)
     r.done()
-    gw_fields = {k: v for k, v in SUPPORTED_GATEWAY_FIELDS.items() if k != "listeners"}
-    problems += unsupported_fields({k: v for k, v in spec.items() if k != "listeners"}, gw_fields, "spec")
-    return Gateway(
-        meta=meta,
-        class_name=class_name,
-        listeners=tuple(listeners),
-        problems=tuple(problems),
-        static_addresses=static,
-        frontend=frontend,
-        backend_client_certificate=backend_client,
+    ours = (GATEWAY_GROUP if group is None else group, kind) == (GATEWAY_GROUP, "Gateway") and name
+    problems = unsupported_fields(
+        {k: v for k, v in spec.items() if k != "listeners"},
+        {k: v for k, v in LISTENER_SET_FIELDS.items() if k != "listeners"},
+        "spec",
+    )
+    return ListenerSet(
+        meta=meta, gateway=f"{namespace}/{name}" if ours else "", listeners=listeners, problems=tuple(problems)
     )
 
 

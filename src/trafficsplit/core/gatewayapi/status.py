@@ -11,6 +11,8 @@ The translation (`gatewayapi.translate`) says what each condition is; this modul
   the generation carrying the route's current `metadata.generation` (before that the stored entry, possibly of an
   older generation, stays as it is: Flagger reads `observedGeneration` as "served"); entries of other controllers
   are never touched, and ours for parentRefs the route no longer has are removed;
+- a ListenerSet's `Programmed` (and its listeners') likewise, once its Gateway's replicas ACKed the generation
+  carrying the set's current `metadata.generation`;
 - a TrafficSplitPolicy's `status.ancestors` entry for one of our Gateways likewise, once that Gateway's replicas
   ACKed the generation carrying the policy and its target routes as they are now (`policy_ancestors`).
 """
@@ -26,6 +28,7 @@ from trafficsplit.core.gatewayapi.conditions import (
     ClassStatus,
     GatewayReason,
     GatewayStatus,
+    ListenerSetStatus,
     ListenerStatus,
     ParentStatus,
 )
@@ -127,7 +130,37 @@ def gateway_status_body(
     }
     if addresses is not None:
         body["addresses"] = [dict(a) for a in addresses[:MAX_STATUS_ADDRESSES]]
+    # Written once a ListenerSet attached (and kept at 0 after): a Gateway API without the field (older CRDs prune
+    # it) never sees it, so a write never differs from what the API server stores.
+    if status.attached_listener_sets or "attachedListenerSets" in stored:
+        body["attachedListenerSets"] = status.attached_listener_sets
     return body
+
+
+def listener_set_status_body(
+    status: ListenerSetStatus,
+    *,
+    ready: bool,
+    pending: str,
+    stored: Mapping[str, Any],
+    now: str,
+    refused: str | None = None,
+    unprovisioned: NotProvisioned | None = None,
+) -> dict[str, Any]:
+    """A ListenerSet's whole `status`: its conditions and its listeners', `Programmed` as its Gateway's
+    (`programmed`: True once the Gateway's replicas ACKed the set's current generation)."""
+    stored_listeners = {
+        str(x.get("name")): x for x in stored.get("listeners") or [] if isinstance(x, Mapping) and x.get("name")
+    }
+    return {
+        "conditions": stamped(
+            _with_programmed(status.conditions, ready, pending, refused, unprovisioned), stored.get("conditions"), now
+        ),
+        "listeners": [
+            _listener_body(lis, ready, pending, refused, unprovisioned, stored_listeners.get(lis.name, {}), now)
+            for lis in status.listeners
+        ],
+    }
 
 
 def _listener_body(

@@ -54,6 +54,7 @@ from trafficsplit.core.gatewayapi.classes import class_refusals, class_statuses,
 from trafficsplit.core.gatewayapi.conditions import (
     ClassStatus,
     GatewayStatus,
+    ListenerSetStatus,
     ListenerStatus,
     ParentStatus,
     PolicyStatus,
@@ -64,13 +65,14 @@ from trafficsplit.core.gatewayapi.conditions import (
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef, RouteRule
 from trafficsplit.core.gatewayapi.inputs import Inputs as Inputs
 from trafficsplit.core.gatewayapi.inputs import gateway_inputs, our_gateways
+from trafficsplit.core.gatewayapi.listener_sets import SetViews, listener_set_views
 from trafficsplit.core.gatewayapi.listeners import (
     ListenerView,
     backend_client_view,
     gateway_acceptance,
     listener_views,
 )
-from trafficsplit.core.gatewayapi.objects import Gateway
+from trafficsplit.core.gatewayapi.objects import LISTENER_SET_KIND, Gateway, ListenerSet
 from trafficsplit.core.gatewayapi.policy import Resolution, resolve
 from trafficsplit.core.gatewayapi.policy_rules import Build, policy_statuses, with_policies
 from trafficsplit.core.gatewayapi.precedence import precedence, taken_matches
@@ -105,6 +107,7 @@ class Translation:
     classes: tuple[ClassStatus, ...]
     policies: tuple[PolicyStatus, ...] = ()
     backend_tls: tuple[PolicyStatus, ...] = ()  # BackendTLSPolicies' (core/gatewayapi/backend_tls.py)
+    listener_sets: tuple[ListenerSetStatus, ...] = ()  # of the ListenerSets naming a Gateway of ours
     # Gateways whose route table breaks a bound of the model (`routes.VirtualHost`, `ListenerRoutes`): why, by
     # `namespace/name`. Only they are refused (`gateway_content` raises for them); every other Gateway is served.
     refused: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -128,6 +131,10 @@ class _Pass:
     labels: dict[str, dict[str, str]]
     attachment: Resolution
     backend_tls: BackendTlsResolution
+    # A Gateway's own listeners, and the listeners of each ListenerSet it took (by the set's key; `views` holds both)
+    own_views: dict[str, list[ListenerView]]
+    set_views: dict[str, SetViews]
+    sets: dict[str, ListenerSet]  # the ListenerSets naming a Gateway of the pass, by key
     seen_endpoints: dict[tuple[str, str, int], tuple[Endpoint, ...]] = field(default_factory=dict)
     attached_count: dict[tuple[str, str], int] = field(default_factory=dict)
     # (gateway, listener) → hostname → entries with their routes, for the precedence sort.
@@ -249,6 +256,7 @@ class _Part:
     invalid: Mapping[tuple[str, str], tuple[str, ...]]
     route_gateways: Mapping[str, tuple[ParentRef, ...]]  # route → our Gateways among its parents here
     backend_clients: Mapping[str, Certificate] = field(default_factory=dict)
+    listener_sets: tuple[ListenerSetStatus, ...] = ()
 
 
 def _translate_pass(inputs: Inputs, memo: ActionMemo, routes: RouteMemo | None = None) -> _Part:
@@ -257,17 +265,36 @@ def _translate_pass(inputs: Inputs, memo: ActionMemo, routes: RouteMemo | None =
     gateways = our_gateways(inputs)
     routes = routes if routes is not None else RouteMemo()
     # What every route's own part reads (`route_memo`): the Gateways (their listeners), the grants, the Namespaces'
-    # labels, the listeners' Secrets, the ConfigMaps (CA bundles) and the BackendTLSPolicies.
+    # labels, the listeners' Secrets, the ConfigMaps (CA bundles), the BackendTLSPolicies and the ListenerSets.
     routes.begin(
-        (inputs.gateways, inputs.grants, inputs.namespaces, inputs.secrets, inputs.configmaps, inputs.backend_tls)
+        (
+            inputs.gateways,
+            inputs.grants,
+            inputs.namespaces,
+            inputs.secrets,
+            inputs.configmaps,
+            inputs.backend_tls,
+            inputs.listener_sets,
+        )
     )
+    labels = {n.name: dict(n.labels) for n in inputs.namespaces}
+    own = {key: listener_views(g, inputs.grants, inputs.secrets, inputs.configmaps) for key, g in gateways.items()}
+    set_views = {
+        key: listener_set_views(
+            g, own[key], inputs.listener_sets, labels, inputs.grants, inputs.secrets, inputs.configmaps
+        )
+        for key, g in gateways.items()
+    }
     state = _Pass(
         inputs=inputs,
         memo=memo,
         routes=routes,
         gateways=gateways,
-        views={key: listener_views(g, inputs.grants, inputs.secrets, inputs.configmaps) for key, g in gateways.items()},
-        labels={n.name: dict(n.labels) for n in inputs.namespaces},
+        views={key: [*own[key], *set_views[key].views] for key in gateways},
+        own_views=own,
+        set_views=set_views,
+        sets={ls.meta.key: ls for ls in inputs.listener_sets if ls.gateway in gateways},
+        labels=labels,
         attachment=resolve(inputs.routes, inputs.policies),
         backend_tls=resolve_backend_tls(inputs.backend_tls, inputs.services or {}, inputs.configmaps or {}),
     )
@@ -293,6 +320,7 @@ def _translate_pass(inputs: Inputs, memo: ActionMemo, routes: RouteMemo | None =
         invalid={k: tuple(v) for k, v in state.invalid.items()},
         route_gateways=dict(state.route_gateways),
         backend_clients=dict(state.backend_clients),
+        listener_sets=_listener_set_statuses(state),
     )
 
 
@@ -328,9 +356,10 @@ def _assemble(inputs: Inputs, by_gateway: Mapping[str, _Part]) -> Translation:
     # Each route's Gateways of ours, for the policies' ancestors: a part's as it is, those of a route on several
     # parts again from its gathered parents (in the order of its parentRefs).
     route_gateways = {k: v for part in parts for k, v in part.route_gateways.items()}
+    sets = {ls.meta.key: ls for ls in inputs.listener_sets}
     for rs in routes:
         if rs.route in parents:
-            route_gateways[rs.route] = _gateways_of(rs.parents)
+            route_gateways[rs.route] = _gateways_of(rs.parents, sets)
     # Policy standing reads only the routes the policies name.
     named = {f"{p.meta.namespace}/{t.name}" for p in inputs.policies for t in p.targets}
     attachment = resolve((r for r in inputs.routes if r.meta.key in named), inputs.policies)
@@ -344,6 +373,7 @@ def _assemble(inputs: Inputs, by_gateway: Mapping[str, _Part]) -> Translation:
         backend_tls=_backend_tls_statuses(inputs, route_gateways),
         refused={k: v for part in parts for k, v in part.refused.items()},
         backend_clients={k: v for part in parts for k, v in part.backend_clients.items()},
+        listener_sets=tuple(st for part in parts for st in part.listener_sets),
         parts=dict(by_gateway),
     )
 
@@ -359,15 +389,18 @@ def _backend_tls_statuses(
     return backend_tls_statuses(inputs.backend_tls, resolution, inputs.routes, route_gateways, services)
 
 
-def _gateways_of(parents: Sequence[ParentStatus]) -> tuple[ParentRef, ...]:
-    """Our Gateways among a route's parents, once each, in the parents' order (a parent names a Gateway, or one of
-    its listeners by sectionName or port)."""
-    return tuple(
-        dict.fromkeys(
-            ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace=p.parent.namespace, name=p.parent.name)
-            for p in parents
-        )
-    )
+def _gateways_of(parents: Sequence[ParentStatus], sets: Mapping[str, ListenerSet]) -> tuple[ParentRef, ...]:
+    """Our Gateways among a route's parents, once each, in the parents' order (a parent names a Gateway, one of its
+    listeners by sectionName or port, or one of its ListenerSets: `sets`, by key)."""
+    out: dict[ParentRef, None] = {}
+    for p in parents:
+        ref = p.parent
+        key = f"{ref.namespace}/{ref.name}"
+        if ref.kind == LISTENER_SET_KIND and (ls := sets.get(key)) is not None:
+            key = ls.gateway
+        ns, _, name = key.partition("/")
+        out[ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace=ns, name=name)] = None
+    return tuple(out)
 
 
 def _in_ref_order(parents: Sequence[ParentStatus], refs: Sequence[ParentRef]) -> tuple[ParentStatus, ...]:
@@ -411,7 +444,7 @@ def _translate_route(state: _Pass, route: HTTPRoute, local: RouteLocal, same_wal
             taken.append(conflict)
             if accepted and not same_walk:
                 _enter(state, route, local, parent.attachments, reached)
-        gateways = _gateways_of(statuses)
+        gateways = _gateways_of(statuses, state.sets)
         status = RouteStatus(key, tuple(statuses)) if statuses else None
         walked = Walked(route=route, local=local, status=status, gateways=gateways, taken=tuple(taken))
     state.routes.keep_walked(key, walked)
@@ -443,10 +476,16 @@ def _route_local(state: _Pass, route: HTTPRoute) -> RouteLocal:
     """The route's own part: its parents' attachment, its refs resolved, its rules' actions (`route_memo`)."""
     parents: list[RouteParent] = []
     for ref in route.parent_refs:
-        gw = state.gateways.get(f"{ref.namespace}/{ref.name}")
-        if (ref.group, ref.kind) != (GATEWAY_GROUP, "Gateway") or gw is None:
-            continue  # not one of our Gateways: its controller answers for it
-        refused, atts = attach(route, ref, gw, state.views[gw.meta.key], state.labels)
+        if ref.group != GATEWAY_GROUP:
+            continue
+        key = f"{ref.namespace}/{ref.name}"
+        if ref.kind == "Gateway" and (gw := state.gateways.get(key)) is not None:
+            refused, atts = attach(route, ref, gw, state.own_views[key], state.labels)
+        elif ref.kind == LISTENER_SET_KIND and (ls := state.sets.get(key)) is not None:
+            gw = state.gateways[ls.gateway]
+            refused, atts = _attach_to_set(route, ref, gw, ls, state)
+        else:
+            continue  # not one of our Gateways (or of their ListenerSets): its controller answers for it
         parents.append(RouteParent(ref, refused, tuple(atts)))
     # Backend resolution and the rules' own problems do not depend on the parent.
     services = state.inputs.services or {}
@@ -474,6 +513,19 @@ def _route_local(state: _Pass, route: HTTPRoute) -> RouteLocal:
         ref_problems=tuple(ref_problems),
         invalid={k: tuple(v) for k, v in invalid.items()},
     )
+
+
+def _attach_to_set(
+    route: HTTPRoute, ref: ParentRef, gw: Gateway, ls: ListenerSet, state: _Pass
+) -> tuple[Condition | None, list[Attachment]]:
+    """A parentRef naming a ListenerSet of one of our Gateways: attached to that set's listeners, if the Gateway took
+    the set."""
+    standing = state.set_views[gw.meta.key].standing[ls.meta.key]
+    if not standing.attached:
+        why = f"ListenerSet {ls.meta.key} is not accepted by Gateway {gw.meta.key}: {standing.conditions[0].message}"
+        return cond("Accepted", False, RouteReason.NOT_ALLOWED_BY_LISTENERS, why, route.meta.generation), []
+    views = [v for v in state.views[gw.meta.key] if v.owner.kind == LISTENER_SET_KIND and v.owner.key == ls.meta.key]
+    return attach(route, ref, gw, views, state.labels, f"ListenerSet {ls.meta.key}")
 
 
 def _rule_actions(
@@ -624,18 +676,19 @@ def _gateway_outputs(
         listener_status: list[ListenerStatus] = []
         tables: list[ListenerRoutes] = []
         for v in state.views[key]:
-            n = state.attached_count.get((key, v.listener.name), 0)
-            listener_status.append(ListenerStatus(v.listener.name, v.supported_kinds, n, v.conditions))
+            if v.owner.kind == "Gateway":
+                n = state.attached_count.get((key, v.key), 0)
+                listener_status.append(ListenerStatus(v.listener.name, v.supported_kinds, n, v.conditions))
             # Every listener that serves, routes or none: one without routes still takes its hosts from a less
             # specific listener of its port (and answers 404), so the port's table must know it.
             if v.usable and v.serves and key not in refused:
-                at = (key, v.listener.name)
+                at = (key, v.key)
                 outcome = memo.outcomes.get(at) if same_walk else None
                 if outcome is None:
                     try:
                         outcome = _listener_routes(key, v, state.tables.get(at, {}))
                     except SpecError as exc:
-                        outcome = tuple(f"listener {v.listener.name}: {p}" for p in exc.problems)
+                        outcome = tuple(f"listener {v.key}: {p}" for p in exc.problems)
                     memo.outcomes[at] = outcome
                 if isinstance(outcome, ListenerRoutes):
                     tables.append(outcome)
@@ -646,7 +699,7 @@ def _gateway_outputs(
         client = backend_client_view(gw, state.inputs.grants, state.inputs.secrets or {})
         if client is not None and client.certificate is not None:
             state.backend_clients[key] = client.certificate
-        conditions = gateway_acceptance(gw, state.views[key], client)
+        conditions = gateway_acceptance(gw, state.own_views[key], client)
         if (why := refused_classes.get(gw.class_name)) is not None:
             g, name = gw.meta.generation, gw.class_name
             conditions = refused_by_class(conditions, name, why, g, accepted=True)
@@ -654,8 +707,24 @@ def _gateway_outputs(
                 replace(ls, conditions=refused_by_class(ls.conditions, name, why, g, accepted=False))
                 for ls in listener_status
             ]
-        gateway_status.append(GatewayStatus(key, conditions, tuple(listener_status)))
+        attached_sets = sum(1 for st in state.set_views[key].standing.values() if st.attached)
+        gateway_status.append(GatewayStatus(key, conditions, tuple(listener_status), attached_sets))
     return tuple(listeners), tuple(gateway_status), refused
+
+
+def _listener_set_statuses(state: _Pass) -> tuple[ListenerSetStatus, ...]:
+    """Each ListenerSet naming a Gateway of the pass: its conditions, and its listeners' with their routes counted."""
+    out: list[ListenerSetStatus] = []
+    for key in sorted(state.gateways):
+        for set_key, st in state.set_views[key].standing.items():
+            listeners = tuple(
+                ListenerStatus(
+                    v.listener.name, v.supported_kinds, state.attached_count.get((key, v.key), 0), v.conditions
+                )
+                for v in st.listeners
+            )
+            out.append(ListenerSetStatus(set_key, key, st.conditions, listeners))
+    return tuple(out)
 
 
 def _listener_routes(
@@ -668,7 +737,7 @@ def _listener_routes(
     )
     return ListenerRoutes(
         gateway,
-        v.listener.name,
+        v.key,
         v.listener.port,
         hosts,
         hostname=v.listener.hostname,
