@@ -30,9 +30,9 @@ from trafficsplit.core.gatewayapi.listeners import (
     Key,
     ListenerOwner,
     ListenerView,
+    listener_secrets,
     listener_view,
     port_validations,
-    unusable_ref,
 )
 from trafficsplit.core.gatewayapi.objects import (
     Gateway,
@@ -40,7 +40,6 @@ from trafficsplit.core.gatewayapi.objects import (
     ListenerSet,
     ListenersFrom,
     ReferenceGrant,
-    TLSMode,
 )
 from trafficsplit.core.model.condition import Condition
 from trafficsplit.core.model.tls import CaConfigMap, TlsSecret
@@ -96,18 +95,11 @@ def listener_key(set_key: str, name: str) -> str:
 def set_certificate_secrets(sets: Iterable[ListenerSet], grants: Sequence[ReferenceGrant]) -> frozenset[Key]:
     """The Secrets (namespace, name) the HTTPS listeners of `sets` may use (as `listeners.certificate_secrets` for
     Gateways': a cross-namespace one only with a ReferenceGrant from ListenerSets): what the operator reads."""
-    keys: set[Key] = set()
-    for ls in sets:
-        owner = ListenerOwner(LISTENER_SET_OWNER_KIND, ls.meta.namespace, ls.meta.name, ls.meta.generation)
-        for lis in ls.listeners:
-            if lis.protocol != "HTTPS" or lis.tls is None or lis.tls.mode is TLSMode.PASSTHROUGH:
-                continue
-            keys.update(
-                (ref.namespace, ref.name)
-                for ref in lis.tls.certificate_refs[:1]
-                if unusable_ref(ref, owner, grants) is None
-            )
-    return frozenset(keys)
+    return frozenset(k for ls in sets for k in listener_secrets(ls.listeners, set_owner(ls), grants))
+
+
+def set_owner(ls: ListenerSet) -> ListenerOwner:
+    return ListenerOwner(LISTENER_SET_OWNER_KIND, ls.meta.namespace, ls.meta.name, ls.meta.generation)
 
 
 def admits(gw: Gateway, ls: ListenerSet, labels: Mapping[str, Mapping[str, str]]) -> bool:
@@ -152,7 +144,7 @@ def listener_set_views(
             why = f"Gateway {gw.meta.key} is not accepted"
             standing[ls.meta.key] = _standing(ls, gw, Standing(False, ListenerSetReason.PARENT_NOT_ACCEPTED, why))
             continue
-        owner = ListenerOwner(LISTENER_SET_OWNER_KIND, ls.meta.namespace, ls.meta.name, g)
+        owner = set_owner(ls)
         mine: list[ListenerView] = []
         for lis in ls.listeners:
             refusal, conflict = _refusal(lis, ports, taken.get(lis.port, ()), g)

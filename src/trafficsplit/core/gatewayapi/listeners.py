@@ -220,19 +220,23 @@ def ca_configmaps(gateways: Iterable[Gateway], grants: Sequence[ReferenceGrant])
     return frozenset(keys)
 
 
+def listener_secrets(listeners: Iterable[Listener], owner: ListenerOwner, grants: Sequence[ReferenceGrant]) -> set[Key]:
+    """The Secrets the HTTPS listeners of one object (`owner`: a Gateway, or a ListenerSet) may use."""
+    return {
+        (ref.namespace, ref.name)
+        for lis in listeners
+        if lis.protocol == "HTTPS" and lis.tls is not None and lis.tls.mode is not TLSMode.PASSTHROUGH
+        for ref in lis.tls.certificate_refs[:1]
+        if unusable_ref(ref, owner, grants) is None
+    }
+
+
 def certificate_secrets(gateways: Iterable[Gateway], grants: Sequence[ReferenceGrant]) -> frozenset[tuple[str, str]]:
     """The Secrets (namespace, name) the HTTPS listeners of `gateways` may use: what the operator reads, and all it
     keeps (a Secret no listener names, or one it may not use, is never read; the count is bounded by the listeners')."""
     keys: set[tuple[str, str]] = set()
     for gw in gateways:
-        for lis in gw.listeners:
-            if lis.protocol != "HTTPS" or lis.tls is None or lis.tls.mode is TLSMode.PASSTHROUGH:
-                continue
-            keys.update(
-                (ref.namespace, ref.name)
-                for ref in lis.tls.certificate_refs[:1]
-                if unusable_ref(ref, gateway_owner(gw), grants) is None
-            )
+        keys.update(listener_secrets(gw.listeners, gateway_owner(gw), grants))
         client = gw.backend_client_certificate
         if client is not None and unusable_ref(client, gateway_owner(gw), grants) is None:
             keys.add((client.namespace, client.name))  # the one its data plane presents to TLS backends
