@@ -47,10 +47,10 @@ from trafficsplit.core.gatewayapi.conditions import (
     RouteReason,
 )
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef, parse_httproute
+from trafficsplit.core.gatewayapi.inputs import parent_gateway
 from trafficsplit.core.gatewayapi.listener_sets import set_certificate_secrets
 from trafficsplit.core.gatewayapi.listeners import ca_configmaps, certificate_secrets
 from trafficsplit.core.gatewayapi.objects import (
-    LISTENER_SET_KIND,
     Gateway,
     GatewayClass,
     ListenerSet,
@@ -64,7 +64,7 @@ from trafficsplit.core.gatewayapi.objects import (
 )
 from trafficsplit.core.gatewayapi.parameters import GatewayParameters, Placement, parameters_or_refusal
 from trafficsplit.core.gatewayapi.policy import Policy, parse_policy
-from trafficsplit.core.gatewayapi.reading import CONTROLLER_NAME, GATEWAY_GROUP
+from trafficsplit.core.gatewayapi.reading import CONTROLLER_NAME
 from trafficsplit.core.gatewayapi.status import (
     NotProvisioned,
     class_status_body,
@@ -438,6 +438,7 @@ class GatewayPlane:
         self._refusals_said: dict[tuple[str, Key], int] = {}  # the refused generation each Refused Event was for
         self._rng = random.Random()  # provisioning backoff jitter
         self._over_caps: dict[Key, str] = {}  # Gateways their class's caps refuse → why (this pass's)
+        self._set_gateways: dict[str, str] = {}  # the ListenerSets of our Gateways → theirs (this pass's)
 
     def fleet_states(self) -> tuple[tuple[str, FleetState], ...]:
         """Each Gateway's fleet as the operator's metrics report it, by `gateway` label (metrics.gateway_label): the
@@ -615,6 +616,7 @@ class GatewayPlane:
         now: str,
     ) -> None:
         ours = {_key(g.gateway): g for g in translation.gateways}
+        self._set_gateways = {ls.key: ls.gateway for ls in translation.listener_sets}
         params = {c.name: c.parameters for c in translation.classes if c.parameters is not None}
         members = (gw for k in ours if (gw := self.store.gateways.get(k)) is not None)
         self._over_caps = {k: c.message for k, c in over_caps(members, params, self.settings.default_replicas).items()}
@@ -862,13 +864,10 @@ class GatewayPlane:
         return gk is not None and self._served(gk, f"route:{route}", generation)
 
     def _parent_gateway(self, ref: ParentRef) -> Key | None:
-        """The Gateway a route's parentRef reaches: the one it names, or the one of the ListenerSet it names."""
-        if ref.group != GATEWAY_GROUP:
-            return None
-        if ref.kind == "Gateway":
-            return (ref.namespace, ref.name)
-        ls = self.store.listener_sets.get((ref.namespace, ref.name)) if ref.kind == LISTENER_SET_KIND else None
-        return _key(ls.gateway) if ls is not None and ls.gateway else None
+        """The Gateway a route's parentRef reaches: the one it names, or the one of the ListenerSet it names (as the
+        last translation took the sets)."""
+        gateway = parent_gateway(ref, self._set_gateways)
+        return None if gateway is None else _key(gateway)
 
     def _served(self, key: Key, obj: str, generation: int) -> bool:
         p = self._gateways.get(key)

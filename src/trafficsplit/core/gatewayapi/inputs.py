@@ -80,7 +80,7 @@ def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
     set_gateway = {ls.meta.key: ls.gateway for ls in inputs.listener_sets if ls.gateway}
     routes_of: dict[str, list[HTTPRoute]] = {}
     for route in inputs.routes:
-        parents = (_parent_gateway(r, set_gateway) for r in route.parent_refs)
+        parents = (parent_gateway(r, set_gateway) for r in route.parent_refs)
         for key in dict.fromkeys(k for k in parents if k is not None):
             routes_of.setdefault(key, []).append(route)
     policies_of: dict[str, list[Policy]] = {}
@@ -147,9 +147,9 @@ def gateway_inputs(inputs: Inputs) -> dict[str, Inputs]:
     return out
 
 
-def _parent_gateway(ref: ParentRef, set_gateway: Mapping[str, str]) -> str | None:
+def parent_gateway(ref: ParentRef, set_gateway: Mapping[str, str]) -> str | None:
     """The Gateway (namespace/name) a route's parentRef reaches: the Gateway it names, or the one of the ListenerSet
-    it names (None: neither)."""
+    it names (`set_gateway`: a set's key → its Gateway's; None: neither)."""
     if ref.group != GATEWAY_GROUP:
         return None
     if ref.kind == "Gateway":

@@ -64,7 +64,7 @@ from trafficsplit.core.gatewayapi.conditions import (
 )
 from trafficsplit.core.gatewayapi.httproute import HTTPRoute, ParentRef, RouteRule
 from trafficsplit.core.gatewayapi.inputs import Inputs as Inputs
-from trafficsplit.core.gatewayapi.inputs import gateway_inputs, our_gateways
+from trafficsplit.core.gatewayapi.inputs import gateway_inputs, our_gateways, parent_gateway
 from trafficsplit.core.gatewayapi.listener_sets import SetViews, listener_set_views
 from trafficsplit.core.gatewayapi.listeners import (
     ListenerView,
@@ -135,6 +135,7 @@ class _Pass:
     own_views: dict[str, list[ListenerView]]
     set_views: dict[str, SetViews]
     sets: dict[str, ListenerSet]  # the ListenerSets naming a Gateway of the pass, by key
+    set_gateway: dict[str, str]  # the same sets' Gateways (`inputs.parent_gateway`)
     seen_endpoints: dict[tuple[str, str, int], tuple[Endpoint, ...]] = field(default_factory=dict)
     attached_count: dict[tuple[str, str], int] = field(default_factory=dict)
     # (gateway, listener) → hostname → entries with their routes, for the precedence sort.
@@ -294,6 +295,7 @@ def _translate_pass(inputs: Inputs, memo: ActionMemo, routes: RouteMemo | None =
         own_views=own,
         set_views=set_views,
         sets={ls.meta.key: ls for ls in inputs.listener_sets if ls.gateway in gateways},
+        set_gateway={ls.meta.key: ls.gateway for ls in inputs.listener_sets if ls.gateway in gateways},
         labels=labels,
         attachment=resolve(inputs.routes, inputs.policies),
         backend_tls=resolve_backend_tls(inputs.backend_tls, inputs.services or {}, inputs.configmaps or {}),
@@ -356,10 +358,10 @@ def _assemble(inputs: Inputs, by_gateway: Mapping[str, _Part]) -> Translation:
     # Each route's Gateways of ours, for the policies' ancestors: a part's as it is, those of a route on several
     # parts again from its gathered parents (in the order of its parentRefs).
     route_gateways = {k: v for part in parts for k, v in part.route_gateways.items()}
-    sets = {ls.meta.key: ls for ls in inputs.listener_sets}
+    set_gateway = {ls.meta.key: ls.gateway for ls in inputs.listener_sets if ls.gateway}
     for rs in routes:
         if rs.route in parents:
-            route_gateways[rs.route] = _gateways_of(rs.parents, sets)
+            route_gateways[rs.route] = _gateways_of(rs.parents, set_gateway)
     # Policy standing reads only the routes the policies name.
     named = {f"{p.meta.namespace}/{t.name}" for p in inputs.policies for t in p.targets}
     attachment = resolve((r for r in inputs.routes if r.meta.key in named), inputs.policies)
@@ -389,17 +391,15 @@ def _backend_tls_statuses(
     return backend_tls_statuses(inputs.backend_tls, resolution, inputs.routes, route_gateways, services)
 
 
-def _gateways_of(parents: Sequence[ParentStatus], sets: Mapping[str, ListenerSet]) -> tuple[ParentRef, ...]:
+def _gateways_of(parents: Sequence[ParentStatus], set_gateway: Mapping[str, str]) -> tuple[ParentRef, ...]:
     """Our Gateways among a route's parents, once each, in the parents' order (a parent names a Gateway, one of its
-    listeners by sectionName or port, or one of its ListenerSets: `sets`, by key)."""
+    listeners by sectionName or port, or one of its ListenerSets: `inputs.parent_gateway`)."""
     out: dict[ParentRef, None] = {}
     for p in parents:
-        ref = p.parent
-        key = f"{ref.namespace}/{ref.name}"
-        if ref.kind == LISTENER_SET_KIND and (ls := sets.get(key)) is not None:
-            key = ls.gateway
-        ns, _, name = key.partition("/")
-        out[ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace=ns, name=name)] = None
+        key = parent_gateway(p.parent, set_gateway)
+        if key is not None:
+            ns, _, name = key.partition("/")
+            out[ParentRef(group=GATEWAY_GROUP, kind="Gateway", namespace=ns, name=name)] = None
     return tuple(out)
 
 
@@ -444,7 +444,7 @@ def _translate_route(state: _Pass, route: HTTPRoute, local: RouteLocal, same_wal
             taken.append(conflict)
             if accepted and not same_walk:
                 _enter(state, route, local, parent.attachments, reached)
-        gateways = _gateways_of(statuses, state.sets)
+        gateways = _gateways_of(statuses, state.set_gateway)
         status = RouteStatus(key, tuple(statuses)) if statuses else None
         walked = Walked(route=route, local=local, status=status, gateways=gateways, taken=tuple(taken))
     state.routes.keep_walked(key, walked)
