@@ -255,3 +255,14 @@ def test_the_status_bodies_programmed_once_acked_and_attached_sets_written_only_
     )
     reset = gateway_status_body(gs, ready=True, pending="", addresses=None, stored=body, now=NOW)
     assert reset["attachedListenerSets"] == 0  # the set went: the count written back to 0
+
+
+def test_a_set_of_a_gateway_that_is_not_accepted_is_parent_not_accepted() -> None:
+    gw = gateway({"from": "All"})
+    gw["spec"]["addresses"] = [{"type": "Hostname", "value": "gw.example"}]  # a Gateway we do not accept
+    t = store(gw, listener_set("s", "apps", http("l", "s.example")))
+    conds, listeners = set_status(t, "apps/s")
+    assert conds == {"Accepted": ("False", "ParentNotAccepted"), "Programmed": ("False", "ParentNotAccepted")}
+    assert listeners == {}
+    (gs,) = t.gateways
+    assert gs.attached_listener_sets == 0
